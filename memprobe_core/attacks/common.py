@@ -1,0 +1,101 @@
+"""What every extraction method takes: the models in play and the shared options."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from memprobe_core.config import ScoringConfig
+from memprobe_core.models.base import Generator
+
+Access = Literal["full", "partial"]
+
+
+@dataclass
+class ModelSet:
+    """The models of one probe. Methods use the ones they need and say so when one is missing.
+
+    Attributes:
+        victim: the audited model (instruction-tuned in the paper's setting).
+        base: its pre-instruction-tuning parent (P-S-Base, GCG).
+        attacker: proposes candidate prompts (interactive method).
+        init: writes the initial prompt (interactive method; defaults to the attacker).
+        reverse: a reverse LM (Reverse-LM method).
+    """
+
+    victim: Generator
+    base: Generator | None = None
+    attacker: Generator | None = None
+    init: Generator | None = None
+    reverse: Generator | None = None
+
+    def manifest(self) -> dict[str, Any]:
+        return {
+            role: (model.manifest() if model is not None else None)
+            for role, model in (
+                ("victim", self.victim),
+                ("base", self.base),
+                ("attacker", self.attacker),
+                ("init", self.init or self.attacker),
+                ("reverse", self.reverse),
+            )
+        }
+
+
+@dataclass
+class AttackOptions:
+    """Options of the extraction methods (each method reads its own; all are recorded).
+
+    Attributes:
+        alpha: weight of Mem in the objective; ``None`` looks it up (``config.alpha_for``).
+        scoring: ROUGE variant, stemmer, tokenizer, output window.
+        seed: seed for every sampled generation.
+        rounds: interactive method, refinement rounds T (paper: 3).
+        n_candidates: interactive method, candidates per round n (paper: 24).
+        attacker_temperature / attacker_top_p: sampling of the attacker (paper: temperature 1.0).
+        access: ``full`` (attacker sees the whole snippet) or ``partial`` (prefix only).
+        init_meta_prompt / refine_meta_prompt: editable meta-prompts (paper's wording by default).
+        max_prompt_tokens: cap on tokens the attacker/init model writes per prompt.
+        batched: one batched call per round (False: one call per candidate, for benchmarks).
+        ps_chat_template: P-S-Inst also through the victim's chat template (both are recorded).
+        gcg_steps / gcg_top_k / gcg_search_width / gcg_batch_size: GCG search (paper: 30 steps).
+        reverse_max_new_tokens: tokens of prefix the reverse LM writes (default: prefix length).
+    """
+
+    alpha: float | None = None
+    scoring: ScoringConfig = field(default_factory=ScoringConfig)
+    seed: int = 0
+    rounds: int = 3
+    n_candidates: int = 24
+    attacker_temperature: float = 1.0
+    attacker_top_p: float = 1.0
+    access: Access = "full"
+    init_meta_prompt: str | None = None
+    refine_meta_prompt: str | None = None
+    max_prompt_tokens: int = 128
+    batched: bool = True
+    ps_chat_template: bool = True
+    gcg_steps: int = 30
+    gcg_top_k: int = 256
+    gcg_search_width: int = 128
+    gcg_batch_size: int | None = None
+    reverse_max_new_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.rounds < 0:
+            raise ValueError(f"rounds={self.rounds}: use 0 or more refinement rounds")
+        if self.n_candidates < 1:
+            raise ValueError(f"n_candidates={self.n_candidates}: use at least 1 candidate a round")
+        if self.access not in ("full", "partial"):
+            raise ValueError(f"access {self.access!r} is unknown; use 'full' or 'partial'")
+        if self.alpha is not None and not 0.0 <= self.alpha <= 1.0:
+            raise ValueError(f"alpha {self.alpha} is outside [0, 1]")
+        if isinstance(self.scoring, dict):
+            self.scoring = ScoringConfig(**self.scoring)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AttackOptions:
+        return cls(**data)

