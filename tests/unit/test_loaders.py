@@ -1,0 +1,275 @@
+"""Loaders: every format round trip, column mapping, and every error path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memprobe_core.data import DataError, Snippet
+from memprobe_core.loaders import (
+    MAX_FILE_BYTES,
+    LoadResult,
+    Rejection,
+    load_snippets,
+    load_snippets_from_bytes,
+)
+
+ROWS = [
+    {"uid": "a", "body": "First snippet text.\nWith two lines.", "kind": "legal"},
+    {"uid": "b", "body": "Second — with non-ASCII: café 東京", "kind": "code"},
+    {"uid": "c", "body": "Third", "kind": ""},
+]
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    return path
+
+
+def _write_csv(path: Path, rows: list[dict]) -> Path:
+    import csv
+
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def _write_parquet(path: Path, rows: list[dict]) -> Path:
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    pd.DataFrame(rows).to_parquet(path)
+    return path
+
+
+WRITERS = {"jsonl": _write_jsonl, "csv": _write_csv, "parquet": _write_parquet}
+
+
+def test_max_file_bytes_is_50_mib() -> None:
+    assert MAX_FILE_BYTES == 50 * 1024 * 1024
+
+
+@pytest.mark.parametrize("fmt", sorted(WRITERS))
+def test_round_trip_with_column_mapping(tmp_path: Path, fmt: str) -> None:
+    path = WRITERS[fmt](tmp_path / f"set.{fmt}", ROWS)
+    result = load_snippets(path, text_column="body", id_column="uid", domain_column="kind", domain="cc")
+    assert result.snippets == [
+        Snippet("a", ROWS[0]["body"], "legal", f"set.{fmt} row 1"),
+        Snippet("b", ROWS[1]["body"], "code", f"set.{fmt} row 2"),
+        Snippet("c", "Third", "cc", f"set.{fmt} row 3"),  # empty domain cell -> default domain
+    ]
+    assert result.rejected == [] and result.source == f"set.{fmt}"
+
+
+@pytest.mark.parametrize("fmt", sorted(WRITERS))
+def test_generated_ids_and_default_domain(tmp_path: Path, fmt: str) -> None:
+    rows = [{"text": "one"}, {"text": "two"}]
+    result = load_snippets(WRITERS[fmt](tmp_path / f"my data.{fmt}", rows))
+    assert [(s.id, s.text, s.domain) for s in result.snippets] == [
+        ("my data:1", "one", "unknown"), ("my data:2", "two", "unknown")]
+
+
+@pytest.mark.parametrize("fmt", sorted(WRITERS))
+def test_from_bytes_same_as_from_file(tmp_path: Path, fmt: str) -> None:
+    path = WRITERS[fmt](tmp_path / f"up.{fmt}", ROWS)
+    kwargs = {"text_column": "body", "id_column": "uid", "domain": "books"}
+    assert load_snippets_from_bytes(path.read_bytes(), f"up.{fmt}", **kwargs) == load_snippets(path, **kwargs)
+
+
+def test_txt_file_mode(tmp_path: Path) -> None:
+    path = tmp_path / "licence.txt"
+    path.write_bytes(b"\r\nLine one\r\n\r\nLine two\r\n\r\n")
+    result = load_snippets(path, domain="legal")
+    assert result.snippets == [Snippet("licence:1", "Line one\n\nLine two", "legal", "licence.txt row 1")]
+
+
+def test_txt_blocks_mode(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("\n\nblock one\n  indented line\n\n \n\t\nblock two\n\n\nblock three\n", "utf-8")
+    result = load_snippets(path, txt_mode="blocks")
+    assert [(s.id, s.text) for s in result.snippets] == [
+        ("notes:1", "block one\n  indented line"), ("notes:2", "block two"), ("notes:3", "block three")]
+
+
+def test_txt_empty_file_is_rejected_not_dropped(tmp_path: Path) -> None:
+    path = tmp_path / "empty.txt"
+    path.write_text("  \n\n", "utf-8")
+    result = load_snippets(path)
+    assert result.snippets == [] and result.rejected == [Rejection(1, "empty text")]
+    assert "0 snippets" in result.summary() and "row 1: empty text" in result.summary()
+
+
+def test_txt_blocks_of_nothing_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "blank.txt"
+    path.write_text("\n \n", "utf-8")
+    with pytest.raises(DataError, match="file 'blank.txt' holds no records"):
+        load_snippets(path, txt_mode="blocks")
+
+
+@pytest.mark.parametrize("option", [{"id_column": "id"}, {"domain_column": "d"}, {"text_column": "body"}])
+def test_txt_rejects_column_options(tmp_path: Path, option: dict[str, str]) -> None:
+    path = tmp_path / "a.txt"
+    path.write_text("hello", "utf-8")
+    with pytest.raises(DataError, match=r"does not apply to \.txt file 'a.txt'"):
+        load_snippets(path, **option)
+
+
+def test_bad_txt_mode(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="txt_mode 'lines' is unknown"):
+        load_snippets_from_bytes(b"x", "a.txt", txt_mode="lines")  # type: ignore[arg-type]
+
+
+def test_jsonl_every_row_accounted_for(tmp_path: Path) -> None:
+    lines = [
+        '{"text": "good one", "id": "x"}',
+        "",                                    # blank line: not a record
+        '{"text": "broken", "id": ',           # malformed
+        '["a", "list"]',                       # not an object
+        '{"text": "   ", "id": "y"}',          # empty text
+        '{"text": "dup", "id": "x"}',          # duplicate id
+        '{"id": "z"}',                         # no text field
+        '{"text": null, "id": "n"}',           # null text
+        '{"text": 42, "id": "num"}',           # not a string
+        '{"text": "no id"}',                   # missing id
+        '{"text": "good two", "id": 7}',       # integer ids are fine
+    ]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    result = load_snippets(path, id_column="id")
+    assert [(s.id, s.text) for s in result.snippets] == [("x", "good one"), ("7", "good two")]
+    reasons = {r.row: r.reason for r in result.rejected}
+    assert sorted(reasons) == [2, 3, 4, 5, 6, 7, 8, 9]
+    assert reasons[2].startswith("line 3: malformed JSON: ")
+    assert reasons[3] == "line 4: expected a JSON object, got list"
+    assert reasons[4] == "empty text"
+    assert reasons[5] == "duplicate id 'x' (first used by row 1)"
+    assert reasons[6] == "no 'text' field (fields: ['id'])"
+    assert reasons[7] == "empty text (null)"
+    assert reasons[8] == "text is int, expected a string"
+    assert reasons[9] == "id is missing; ids must be strings or integers"
+    assert len(result.snippets) + len(result.rejected) == 10  # ten non-blank lines
+    summary = result.summary()
+    assert summary.startswith("rows.jsonl: 2 snippets (unknown: 2), 8 rejected (row 2: line 3: malformed JSON")
+    assert summary.endswith("… and 3 more)")
+
+
+def test_jsonl_unicode_line_separators_inside_strings() -> None:
+    text = "para\u2028sep\x85next"
+    data = (json.dumps({"text": text}, ensure_ascii=False) + "\r\n").encode("utf-8")
+    result = load_snippets_from_bytes(data, "u.jsonl")
+    assert [s.text for s in result.snippets] == [text] and result.rejected == []
+
+
+def test_csv_bad_rows_and_quoted_newlines(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text('text,id\n"multi\nline",a\n\nNA,b\nx,c,extra\n,d\nnull,a\n', "utf-8")
+    result = load_snippets(path, id_column="id")
+    # "NA" and "null" are texts, not missing values.
+    assert [(s.id, s.text) for s in result.snippets] == [("a", "multi\nline"), ("b", "NA")]
+    assert result.rejected == [
+        Rejection(3, "line 6: 3 fields, the header has 2"),
+        Rejection(4, "empty text"),
+        Rejection(5, "duplicate id 'a' (first used by row 1)"),
+    ]
+
+
+def test_csv_byte_order_mark_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "bom.csv"
+    path.write_bytes("\ufefftext\nhello\n".encode())
+    assert [s.text for s in load_snippets(path).snippets] == ["hello"]
+
+
+def test_csv_header_only_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "h.csv"
+    path.write_text("text,id\n", "utf-8")
+    with pytest.raises(DataError, match="holds no records"):
+        load_snippets(path)
+
+
+def test_parquet_nulls_and_types(tmp_path: Path) -> None:
+    rows = [{"text": "ok", "id": 1}, {"text": None, "id": 2}, {"text": "", "id": 3}, {"text": "dup", "id": 1}]
+    result = load_snippets(_write_parquet(tmp_path / "p.parquet", rows), id_column="id")
+    assert [(s.id, s.text) for s in result.snippets] == [("1", "ok")]
+    assert result.rejected == [Rejection(2, "empty text (null)"), Rejection(3, "empty text"),
+                               Rejection(4, "duplicate id '1' (first used by row 1)")]
+
+
+def test_parquet_broken_file(tmp_path: Path) -> None:
+    path = tmp_path / "bad.parquet"
+    path.write_bytes(b"this is not parquet at all")
+    with pytest.raises(DataError, match="file 'bad.parquet' is not a readable parquet file"):
+        load_snippets(path)
+
+
+@pytest.mark.parametrize("fmt", sorted(WRITERS))
+@pytest.mark.parametrize(("option", "role", "column"), [
+    ({"text_column": "content"}, "text", "content"),
+    ({"id_column": "key"}, "id", "key"),
+    ({"domain_column": "area"}, "domain", "area"),
+])
+def test_missing_column_names_column_and_columns(tmp_path: Path, fmt: str, option: dict, role: str, column: str) -> None:
+    path = WRITERS[fmt](tmp_path / f"m.{fmt}", [{"text": "a", "id": "1"}])
+    with pytest.raises(DataError) as info:
+        load_snippets(path, **option)
+    message = str(info.value)
+    assert f"file 'm.{fmt}' has no {role} column '{column}'" in message
+    assert "['text', 'id']" in message or "['id', 'text']" in message
+    assert f"pass {role}_column=" in message
+
+
+@pytest.mark.parametrize("name", ["u.txt", "u.jsonl", "u.csv"])
+def test_undecodable_bytes(name: str) -> None:
+    data = b'text\n"caf\xe9"\n' if name.endswith(".csv") else b'{"text": "caf\xe9"}\n'
+    with pytest.raises(DataError) as info:
+        load_snippets_from_bytes(data, name)
+    message = str(info.value)
+    offset = data.index(b"\xe9")
+    assert f"file '{name}' is not valid utf-8: byte {offset} (line" in message
+    assert "encoding='latin-1'" in message
+    # ...and the suggestion works.
+    result = load_snippets_from_bytes(data, name, encoding="latin-1")
+    assert "café" in result.snippets[0].text
+
+
+def test_unknown_encoding() -> None:
+    with pytest.raises(DataError, match="encoding 'utf-99' is unknown"):
+        load_snippets_from_bytes(b"x", "a.txt", encoding="utf-99")
+
+
+def test_file_over_size_cap(tmp_path: Path) -> None:
+    path = tmp_path / "big.txt"
+    path.write_bytes(b"x" * 3 * 2**20)
+    with pytest.raises(DataError) as info:
+        load_snippets(path, max_bytes=2 * 2**20)
+    assert str(info.value) == (
+        "file 'big.txt' is 3.0 MiB (3,145,728 bytes); the limit is 2.0 MiB (2,097,152 bytes): "
+        "split the file or pass a larger max_bytes"
+    )
+    with pytest.raises(DataError, match="is 3.0 MiB"):
+        load_snippets_from_bytes(path.read_bytes(), "big.txt", max_bytes=2 * 2**20)
+
+
+@pytest.mark.parametrize("name", ["data.xlsx", "data", "data.json"])
+def test_unknown_extension_lists_supported(name: str) -> None:
+    with pytest.raises(DataError) as info:
+        load_snippets_from_bytes(b"x", name)
+    assert f"file '{name}' has extension" in str(info.value)
+    assert ".txt, .jsonl, .ndjson, .csv, .parquet" in str(info.value)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="does not exist"):
+        load_snippets(tmp_path / "nope.jsonl")
+
+
+def test_extension_is_case_insensitive(tmp_path: Path) -> None:
+    path = _write_jsonl(tmp_path / "UP.JSONL", [{"text": "t"}])
+    assert load_snippets(path).snippets[0].id == "UP:1"
+
+
+def test_summary_without_rejections() -> None:
+    result = LoadResult(snippets=[Snippet("a", "t", "legal")], source="s.jsonl")
+    assert result.summary() == "s.jsonl: 1 snippet (legal: 1), none rejected"
