@@ -1,0 +1,512 @@
+"""Batch audits: a dataset × methods × lengths, one unit at a time, resumable, nothing lost.
+
+An audit is a run of kind ``audit`` in the :class:`~memprobe_core.store.Store`. ``start_audit``
+records its snippets, its units (every snippet × length × method, in that order, so a partly run
+audit already compares methods on the same snippets) and a config naming the models, so that
+``resume_audit`` can reload them in a new process.
+
+``run_audit`` works through the pending units one at a time: each unit is marked ``running``
+(attempt counted), every scored candidate is written as it is scored, and the final result is
+committed when the unit ends. After a crash or a kill, the unit that was in flight is the only
+one still ``running``; resuming redoes it (its partial candidates dropped) and skips every
+``done`` unit. A unit that fails (a snippet too short for the length, a model error) is recorded
+with its error and the audit goes on. Ctrl-C (``KeyboardInterrupt``) or the ``cancel`` event stops
+after putting the unit in flight back to ``pending`` and marking the run ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from memprobe_core.attacks.common import AttackOptions, ModelSet
+from memprobe_core.attacks.result import METHOD_LABELS, AttackEvent, AttackResult, EventCallback
+from memprobe_core.config import DEFAULT_PREFIX_RATIO
+from memprobe_core.data import Snippet, SplitSnippet, split
+from memprobe_core.store import Store, UnitKey
+
+log = logging.getLogger("memprobe")
+
+# Which model roles each method needs (the victim is always loaded: its tokenizer cuts snippets).
+METHOD_ROLES: dict[str, tuple[str, ...]] = {
+    "ps_base": ("base",),
+    "ps_inst": ("victim",),
+    "reverse_lm": ("reverse", "victim"),
+    "gcg": ("base", "victim"),
+    "interactive": ("victim", "attacker", "init"),
+}
+ROLES: tuple[str, ...] = ("victim", "base", "attacker", "init", "reverse")
+
+# Used when memprobe_core.models.embedded cannot be imported (its constants win when it can).
+_FALLBACK_BASE = "gemma-3-270m"
+_FALLBACK_INSTRUCT = "smollm2-135m-instruct"
+_FALLBACK_REVERSE = "afterless/reverse-pythia-160m"
+
+Runner = Callable[..., AttackResult]
+
+
+class AuditBusyError(RuntimeError):
+    """The audit is being run by another live process."""
+
+
+@dataclass
+class ModelNames:
+    """The models of an audit, by name, so a resumed audit can load them again.
+
+    Attributes:
+        victim / base / attacker: embedded short names, hub ids or local paths (``None``: the
+            embedded default for that role).
+        init: the init model (``None``: the attacker).
+        reverse: the reverse LM (``None``: ``afterless/reverse-pythia-160m``; only loaded when
+            ``reverse_lm`` is among the methods).
+        backend: backend for every model (``None``: chosen from the name).
+        load_options: keyword options passed to ``memprobe_core.models.load`` (device, dtype …).
+    """
+
+    victim: str | None = None
+    base: str | None = None
+    attacker: str | None = None
+    init: str | None = None
+    reverse: str | None = None
+    backend: str | None = None
+    load_options: dict[str, Any] = field(default_factory=dict)
+
+    def resolved(self) -> ModelNames:
+        """A copy with every default filled in (what is recorded in the run config)."""
+        base_default, instruct_default, reverse_default = default_model_names()
+        attacker = self.attacker or instruct_default
+        return ModelNames(
+            victim=self.victim or base_default,
+            base=self.base or base_default,
+            attacker=attacker,
+            init=self.init or attacker,
+            reverse=self.reverse or reverse_default,
+            backend=self.backend,
+            load_options=dict(self.load_options),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelNames:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+def default_model_names() -> tuple[str, str, str]:
+    """``(base/victim, attacker/init, reverse)`` default names."""
+    base, instruct, reverse = _FALLBACK_BASE, _FALLBACK_INSTRUCT, _FALLBACK_REVERSE
+    try:
+        from memprobe_core.models import embedded
+
+        base = getattr(embedded, "DEFAULT_VICTIM", None) or getattr(embedded, "DEFAULT_BASE", base)
+        instruct = getattr(embedded, "DEFAULT_ATTACKER", instruct)
+    except ImportError:  # models package not importable: keep the documented names
+        pass
+    try:
+        from memprobe_core.attacks import reverse_lm
+
+        reverse = getattr(reverse_lm, "DEFAULT_REVERSE_MODEL", reverse)
+    except ImportError:
+        pass
+    return base, instruct, reverse
+
+
+def roles_needed(methods: Iterable[str]) -> list[str]:
+    """Model roles the given methods need, in ``ROLES`` order (always includes the victim)."""
+    needed = {"victim"}
+    for method in methods:
+        needed.update(METHOD_ROLES.get(method, ()))
+    return [role for role in ROLES if role in needed]
+
+
+def check_methods(methods: Sequence[str]) -> list[str]:
+    """Validate method names and return them without duplicates, in the given order.
+
+    Raises:
+        ValueError: no method, or an unknown one (the message lists the known ones).
+    """
+    if not methods:
+        raise ValueError(f"no method given; choose from {list(METHOD_LABELS)}")
+    unknown = [m for m in methods if m not in METHOD_LABELS]
+    if unknown:
+        raise ValueError(f"unknown method(s) {unknown}; choose from {list(METHOD_LABELS)}")
+    return list(dict.fromkeys(methods))
+
+
+def load_models(names: ModelNames, methods: Iterable[str]) -> ModelSet:
+    """Load the models the methods need (and no other) through ``memprobe_core.models.load``.
+
+    Raises:
+        ModelError: a model cannot be loaded (unknown name, missing file, …).
+    """
+    from memprobe_core.models import load
+
+    names = names.resolved()
+    cache: dict[str, Any] = {}
+
+    def get(role: str) -> Any:
+        name = getattr(names, role)
+        if name not in cache:
+            log.info("loading %s model %s", role, name)
+            cache[name] = load(name, backend=names.backend, **names.load_options)
+        return cache[name]
+
+    needed = roles_needed(methods)
+    loaded = {role: get(role) for role in needed}
+    return ModelSet(
+        victim=loaded["victim"],
+        base=loaded.get("base"),
+        attacker=loaded.get("attacker"),
+        init=loaded.get("init"),
+        reverse=loaded.get("reverse"),
+    )
+
+
+@dataclass(frozen=True)
+class AuditProgress:
+    """Where an audit stands (passed to ``on_progress`` before and after every unit).
+
+    Attributes:
+        done: units finished (with a result or an error) out of ``total``.
+        errors: units that ended with an error.
+        rate: units per second in this session (0 before the first unit ends).
+        eta_s: seconds left at that rate (``None`` until the rate is known).
+        current: the unit now running (``None`` between units and at the end).
+        elapsed_s: seconds since this session of the audit started.
+    """
+
+    done: int
+    total: int
+    errors: int
+    rate: float
+    eta_s: float | None
+    current: UnitKey | None
+    elapsed_s: float
+
+
+ProgressCallback = Callable[[AuditProgress], None]
+
+
+@dataclass(frozen=True)
+class AuditSummary:
+    """How a call to ``run_audit`` ended.
+
+    Attributes:
+        status: the run's status now: ``finished`` (no unit pending; some may have failed),
+            ``interrupted`` (stopped by Ctrl-C or cancel) or ``failed`` (models not loadable).
+        done / errors / pending / total: unit counts at the end.
+        ran: units this call worked on (finished or failed).
+        seconds: wall time of this call.
+    """
+
+    run_id: int
+    status: str
+    done: int
+    errors: int
+    pending: int
+    total: int
+    ran: int
+    seconds: float
+
+
+def start_audit(
+    store: Store,
+    snippets: Sequence[Snippet],
+    methods: Sequence[str],
+    lengths: Sequence[int],
+    options: AttackOptions | None = None,
+    models: ModelNames | None = None,
+    *,
+    title: str = "",
+    split_tokenizer: str = "model",
+    prefix_ratio: float = DEFAULT_PREFIX_RATIO,
+    dataset: dict[str, Any] | None = None,
+) -> int:
+    """Record a new audit (snippets, units, config) and return its run id; nothing runs yet.
+
+    Args:
+        store: where the run goes.
+        snippets: the dataset (ids must be unique).
+        methods: any of ``ps_base``, ``ps_inst``, ``reverse_lm``, ``gcg``, ``interactive``.
+        lengths: total tokens per split (e.g. 200, 300, 500).
+        options: method options (defaults: ``AttackOptions()``).
+        models: model names (defaults: the embedded models).
+        title: label shown in run lists.
+        split_tokenizer: ``model`` (the victim's tokenizer, as the paper) or ``whitespace``.
+        prefix_ratio: prefix share of each split.
+        dataset: where the snippets came from (source, rejected rows) for the record.
+
+    Raises:
+        ValueError: no snippets, an unknown method, a length below 2 or a bad tokenizer choice.
+    """
+    methods = check_methods(methods)
+    if not snippets:
+        raise ValueError("the dataset has no usable snippet; check the file or the --corpus filter")
+    lengths = list(dict.fromkeys(int(n) for n in lengths))
+    if not lengths or min(lengths) < 2:
+        raise ValueError(f"lengths {lengths}: give one or more lengths of at least 2 tokens")
+    if split_tokenizer not in ("model", "whitespace"):
+        raise ValueError(f"split tokenizer {split_tokenizer!r} is unknown; use model or whitespace")
+    options = options or AttackOptions()
+    names = (models or ModelNames()).resolved()
+    config = {
+        "methods": methods,
+        "lengths": lengths,
+        "options": options.to_dict(),
+        "models": names.to_dict(),
+        "split_tokenizer": split_tokenizer,
+        "prefix_ratio": prefix_ratio,
+        "dataset": dataset or {},
+    }
+    run_id = store.create_run("audit", config=config, title=title)
+    store.add_samples(run_id, snippets)
+    store.add_units(
+        run_id,
+        (UnitKey(s.id, m, n) for s in snippets for n in lengths for m in methods),
+    )
+    log.info("audit %d: %d snippets × %d methods × %d lengths", run_id, len(snippets),
+             len(methods), len(lengths))
+    return run_id
+
+
+def resume_audit(
+    store: Store,
+    run_id: int,
+    *,
+    models: ModelSet | None = None,
+    models_factory: Callable[[dict[str, Any]], ModelSet] | None = None,
+    on_progress: ProgressCallback | None = None,
+    on_event: EventCallback | None = None,
+    cancel: threading.Event | None = None,
+    retry_errors: bool = False,
+    runner: Runner | None = None,
+) -> AuditSummary:
+    """Continue an audit: finished units are skipped, the unit in flight is redone.
+
+    Args:
+        retry_errors: also redo units that ended with an error.
+        Others: as ``run_audit``.
+
+    Raises:
+        KeyError: no such run. ValueError: the run is not an audit.
+    """
+    run = store.get_run(run_id)
+    if run["kind"] != "audit":
+        raise ValueError(f"run {run_id} is a {run['kind']}, not an audit; only audits resume")
+    if retry_errors:
+        for unit in store.units(run_id, status="error"):
+            store.reset_unit(run_id, unit["key"])
+    return run_audit(store, run_id, models=models, models_factory=models_factory,
+                     on_progress=on_progress, on_event=on_event, cancel=cancel, runner=runner)
+
+
+def models_from_config(config: dict[str, Any]) -> ModelSet:
+    """Load the models a run's config names (the default ``models_factory``)."""
+    return load_models(ModelNames.from_dict(config.get("models") or {}), config["methods"])
+
+
+def run_audit(
+    store: Store,
+    run_id: int,
+    *,
+    models: ModelSet | None = None,
+    models_factory: Callable[[dict[str, Any]], ModelSet] | None = None,
+    on_progress: ProgressCallback | None = None,
+    on_event: EventCallback | None = None,
+    cancel: threading.Event | None = None,
+    runner: Runner | None = None,
+) -> AuditSummary:
+    """Run every pending unit of an audit, one at a time, committing each as it ends.
+
+    Args:
+        store: the store holding the run.
+        run_id: an audit made by ``start_audit``.
+        models: the loaded models; when ``None``, ``models_factory(run config)`` loads them
+            (default: by the names in the config, only the roles the methods need).
+        on_progress: called with an ``AuditProgress`` before and after each unit.
+        on_event: also receives every method event (after the store has recorded it).
+        cancel: set it to stop after the current candidate; the run is marked interrupted.
+        runner: the method entry point (default ``memprobe_core.attacks.run_method``).
+
+    Returns:
+        An ``AuditSummary``. Ctrl-C does not propagate: it ends the call with status
+        ``interrupted`` (the unit in flight goes back to pending).
+
+    Raises:
+        ModelError: the models cannot be loaded (the run can be resumed once they can).
+        AuditBusyError: another live process on this machine is running this audit.
+    """
+    started = time.perf_counter()
+    run = store.get_run(run_id)
+    config = run["config"]
+    options = AttackOptions.from_dict(dict(config.get("options") or {}))
+    if runner is None:
+        from memprobe_core.attacks import run_method as runner  # noqa: N813 - lazy import
+
+    _check_not_running_elsewhere(run)
+    # A unit still marked running was in flight when its process died: it is redone.
+    for stale in store.units(run_id, status="running"):
+        log.info("audit %d: redoing unit %s (was in flight)", run_id, stale["key"])
+        store.reset_unit(run_id, stale["key"])
+
+    pending = [u["key"] for u in store.units(run_id, status="pending")]
+    counts = store.unit_counts(run_id)
+    total = sum(counts.values())
+    finished_before = counts["done"] + counts["error"]
+    errors = counts["error"]
+    ran = 0
+
+    def progress(current: UnitKey | None) -> None:
+        if on_progress is None:
+            return
+        elapsed = time.perf_counter() - started
+        rate = ran / elapsed if ran and elapsed > 0 else 0.0
+        left = total - finished_before - ran
+        eta = left / rate if rate > 0 else None
+        on_progress(AuditProgress(finished_before + ran, total, errors, rate, eta, current, elapsed))
+
+    if not pending:
+        store.set_run_status(run_id, "finished")
+        progress(None)
+        return _summary(store, run_id, "finished", ran, started)
+
+    if models is None:
+        models = (models_factory or models_from_config)(config)
+    _record_manifest(store, run_id, run, models)
+    store.set_run_status(run_id, "running")
+    snippets = {s.id: s for s in store.samples(run_id)}
+    tokenizer: Any = "whitespace"
+    if config.get("split_tokenizer", "model") == "model" and models.victim.tokenizer is not None:
+        tokenizer = models.victim.tokenizer
+    prefix_ratio = float(config.get("prefix_ratio", DEFAULT_PREFIX_RATIO))
+
+    in_flight: UnitKey | None = None  # marked running and not yet finished or failed
+    try:
+        for unit in pending:
+            if cancel is not None and cancel.is_set():
+                store.set_run_status(run_id, "interrupted")
+                return _summary(store, run_id, "interrupted", ran, started)
+            progress(unit)
+            # Set before the write: a Ctrl-C landing just after its commit must still reset it
+            # (the reset below only acts on a unit that is really marked running).
+            in_flight = unit
+            store.mark_unit_running(run_id, unit)
+            try:
+                piece = split(snippets[unit.snippet_id], tokenizer, unit.length, prefix_ratio)
+                result = _run_unit(runner, unit, piece, models, options, store, run_id,
+                                   on_event, cancel)
+            except Exception as exc:  # noqa: BLE001 - any unit failure is recorded, audit goes on
+                message = f"{type(exc).__name__}: {exc}"
+                log.warning("audit %d: unit %s failed: %s", run_id, unit, message)
+                log.debug("%s", traceback.format_exc())
+                store.fail_unit(run_id, unit, message)
+                in_flight = None
+                errors += 1
+                ran += 1
+                continue
+            if result.status == "cancelled":
+                store.reset_unit(run_id, unit)
+                in_flight = None
+                store.set_run_status(run_id, "interrupted")
+                progress(None)
+                return _summary(store, run_id, "interrupted", ran, started)
+            store.finish_unit(run_id, unit, result)
+            in_flight = None
+            ran += 1
+            progress(None)
+    except KeyboardInterrupt:
+        log.info("audit %d interrupted during unit %s", run_id, in_flight)
+        if in_flight is not None:
+            store.reset_unit(run_id, in_flight, if_status="running")
+        store.set_run_status(run_id, "interrupted")
+        return _summary(store, run_id, "interrupted", ran, started)
+    store.set_run_status(run_id, "finished")
+    progress(None)
+    return _summary(store, run_id, "finished", ran, started)
+
+
+def _run_unit(
+    runner: Runner,
+    unit: UnitKey,
+    piece: SplitSnippet,
+    models: ModelSet,
+    options: AttackOptions,
+    store: Store,
+    run_id: int,
+    on_event: EventCallback | None,
+    cancel: threading.Event | None,
+) -> AttackResult:
+    record = store.recorder(run_id, unit)
+
+    def both(event: AttackEvent) -> None:
+        record(event)
+        if on_event is not None:
+            on_event(event)
+
+    return runner(unit.method, piece, models, options, on_event=both, cancel=cancel)
+
+
+def _record_manifest(store: Store, run_id: int, run: dict[str, Any], models: ModelSet) -> None:
+    """Keep the loaded models' manifest; note each session (a resumed run lists several)."""
+    manifest = dict(run.get("manifest") or {})
+    try:
+        loaded = models.manifest()
+    except Exception:  # noqa: BLE001 - a manifest must never stop an audit
+        loaded = {}
+    manifest.setdefault("models", loaded)
+    if manifest["models"] != loaded:
+        log.warning("audit %d resumed with different models than it started with", run_id)
+    manifest.setdefault("sessions", []).append({"started": time.time(), "models": loaded})
+    from memprobe_core import __version__
+
+    manifest["memprobe"] = __version__
+    manifest["owner"] = {"pid": os.getpid(), "host": socket.gethostname()}
+    store.update_run(run_id, manifest=manifest)
+
+
+def _check_not_running_elsewhere(run: dict[str, Any]) -> None:
+    """Refuse to run an audit that a live process on this machine is still running.
+
+    Two processes working through one run would compute the same units twice. The owner's pid
+    is recorded when a session starts; a process killed (even by SIGKILL) no longer exists, so
+    its run can be resumed.
+    """
+    owner = (run.get("manifest") or {}).get("owner") or {}
+    pid = owner.get("pid")
+    if run["status"] != "running" or not pid or pid == os.getpid():
+        return
+    if owner.get("host") != socket.gethostname():
+        return  # cannot check another machine's processes; the store is meant to be local
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return
+    except PermissionError:  # exists, owned by another user
+        pass
+    raise AuditBusyError(
+        f"run {run['id']} is being run by process {pid} on this machine; wait for it, or stop it "
+        "(Ctrl-C) and resume"
+    )
+
+
+def _summary(store: Store, run_id: int, status: str, ran: int, started: float) -> AuditSummary:
+    counts = store.unit_counts(run_id)
+    return AuditSummary(
+        run_id=run_id,
+        status=status,
+        done=counts["done"],
+        errors=counts["error"],
+        pending=counts["pending"] + counts["running"],
+        total=sum(counts.values()),
+        ran=ran,
+        seconds=time.perf_counter() - started,
+    )

@@ -1,0 +1,224 @@
+"""The ``memprobe`` CLI through ``main([...])``: commands, exit codes, bad input, the manual."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+import memprobe_core.models as models_pkg
+from memprobe_core.cli import build_parser, main
+from memprobe_core.models.base import Completion, Generator, ModelError
+from memprobe_core.store import SCHEMA_VERSION, Store
+
+WORDS = " ".join(f"w{i}" for i in range(60))
+
+
+class Parrot(Generator):
+    """Greedy: repeats suffix words w20..w25; no tokenizer (snippets cut by whitespace)."""
+
+    backend = "test"
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.model_id = name
+
+    def _generate(self, requests, *, n, max_new_tokens, temperature, top_p, seed):
+        return [[Completion("w20 w21 w22 w23 w24 w25", 6, "stop")] * n for _ in requests]
+
+
+@pytest.fixture
+def fake_models(monkeypatch):
+    """``models.load`` gives parrots for names starting with 'test'; anything else is unknown."""
+    loaded = []
+
+    def load(name, *, backend=None, **options):
+        if not name.startswith("test"):
+            raise ModelError(f"model {name!r} is unknown; use an embedded name or a hub id")
+        loaded.append(name)
+        return Parrot(name)
+
+    monkeypatch.setattr(models_pkg, "load", load, raising=False)
+    return loaded
+
+
+@pytest.fixture
+def store_path(tmp_path):
+    return tmp_path / "runs.sqlite"
+
+
+MODELS = ["--victim", "test-v", "--base", "test-b", "--attacker", "test-a"]
+
+
+def write_dataset(tmp_path):
+    rows = [
+        json.dumps({"id": "good1", "text": WORDS, "domain": "legal"}),
+        "{not json at all",
+        json.dumps({"id": "empty", "text": "   "}),
+        json.dumps({"id": "good2", "text": WORDS, "domain": "code"}),
+    ]
+    path = tmp_path / "data.jsonl"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_help_is_the_manual():
+    out = subprocess.run([sys.executable, "-m", "memprobe_core.cli", "--help"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0
+    for word in ("probe", "audit", "resume", "runs", "report", "corpus", "ner", "exit codes",
+                 "130", "--store"):
+        assert word in out.stdout
+
+
+def test_every_option_has_help_text(capsys):
+    parser = build_parser()
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)][0]
+    for name, sub in subparsers.choices.items():
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction) or name == "ner":
+                continue
+            assert action.help, f"{name} {action.dest} has no help"
+    assert main(["audit", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "refinement rounds T (interactive) (default: 3)" in text
+    assert "(default: 24)" in text and "exit codes" in text
+
+
+def test_unknown_method_is_bad_usage(store_path, capsys):
+    assert main(["--store", str(store_path), "audit", "--corpus", "--methods", "magic"]) == 2
+    assert "invalid choice: 'magic'" in capsys.readouterr().err
+
+
+def test_unknown_model_exits_3_and_records_nothing(store_path, fake_models, capsys):
+    code = main(["--store", str(store_path), "audit", "--corpus", "--limit", "1",
+                 "--victim", "no-such-model"])
+    assert code == 3
+    err = capsys.readouterr().err
+    assert "model error" in err and "no-such-model" in err
+    assert Store(store_path).list_runs() == []  # failed fast, no empty run left behind
+
+
+def test_audit_reports_bad_rows_and_audits_the_rest(tmp_path, store_path, fake_models, capsys):
+    data = write_dataset(tmp_path)
+    code = main(["--store", str(store_path), "audit", str(data), "--methods", "ps_base", "ps_inst",
+                 "--lengths", "30", "--domain-column", "domain", "--id-column", "id", *MODELS])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "row 2" in captured.err and "row 3" in captured.err  # malformed rows, by number
+    assert "Table 1" in captured.out and "P-S-Inst" in captured.out
+    store = Store(store_path)
+    run = store.list_runs()[0]
+    assert (run["kind"], run["status"], run["units_done"], run["units_total"]) == (
+        "audit", "finished", 4, 4)
+    assert {r["row"] for r in run["config"]["dataset"]["rejected"]} == {2, 3}
+    assert fake_models == ["test-v", "test-b"]  # no attacker: no selected method needs one
+
+
+def test_failed_units_exit_1_and_resume(tmp_path, store_path, fake_models, capsys):
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"text": WORDS}) + "\n" + json.dumps({"text": "too short"}) + "\n")
+    base = ["--store", str(store_path)]
+    assert main([*base, "audit", str(data), "--methods", "ps_inst", "--lengths", "30",
+                 *MODELS]) == 1
+    assert "Failed units (1)" in capsys.readouterr().out
+    run_id = Store(store_path).list_runs()[0]["id"]
+    # Resume reloads the models by the names in the run config; errors stay unless retried.
+    assert main([*base, "resume", str(run_id)]) == 1
+    assert main([*base, "resume", str(run_id), "--retry-errors"]) == 1
+    assert "has 2 tokens" in capsys.readouterr().out
+    assert main([*base, "resume", "999"]) == 2
+    assert "run 999 is not in store" in capsys.readouterr().err
+
+
+def test_probe_json_and_runs_and_report(tmp_path, store_path, fake_models, capsys):
+    base = ["--store", str(store_path)]
+    code = main([*base, "probe", WORDS, "--method", "interactive", "--length", "30",
+                 "--rounds", "1", "--n", "3", "--json", *MODELS])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    result = json.loads(captured.out)
+    assert result["method"] == "interactive" and len(result["trace"]) == 4
+    assert "round 1 — 3 candidate(s)" in captured.err  # live table on stderr under --json
+    run_id = result["run_id"]
+    assert len(Store(store_path).candidates(run_id)) == 4
+    assert main([*base, "runs"]) == 0
+    listing = capsys.readouterr().out
+    assert "probe" in listing and "finished" in listing and "1/1" in listing
+    csv_path = tmp_path / "out.csv"
+    assert main([*base, "report", str(run_id), "--csv", str(csv_path), "--candidates-csv",
+                 str(tmp_path / "cands.csv")]) == 0
+    assert "Ours (interactive)" in capsys.readouterr().out
+    header = csv_path.read_text(encoding="utf-8").splitlines()[0]
+    for column in ("victim", "rouge_variant", "alpha", "seed", "mem"):
+        assert column in header.split(",")
+    assert main([*base, "report", str(run_id), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["table1"][0]["method"] == "interactive"
+
+
+def test_probe_live_table_on_stdout(store_path, fake_models, capsys):
+    assert main(["--store", str(store_path), "probe", WORDS, "--method", "ps_inst", "--length",
+                 "30", *MODELS]) == 0
+    out = capsys.readouterr().out
+    assert "Mem 0." in out and "P-S-Inst" in out
+
+
+def test_unwritable_csv_path_is_bad_usage(tmp_path, store_path, fake_models, capsys):
+    base = ["--store", str(store_path)]
+    assert main([*base, "probe", WORDS, "--method", "ps_inst", "--length", "30", *MODELS]) == 0
+    capsys.readouterr()
+    code = main([*base, "report", "1", "--csv", str(tmp_path / "missing" / "x.csv")])
+    assert code == 2
+    assert "cannot write CSV" in capsys.readouterr().err
+
+
+def test_newer_schema_store_is_refused(store_path, capsys):
+    Store(store_path).close()
+    conn = sqlite3.connect(store_path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
+    conn.close()
+    assert main(["--store", str(store_path), "runs"]) == 2
+    assert "made by a newer memprobe" in capsys.readouterr().err
+
+
+def test_probe_input_errors(store_path, fake_models, capsys):
+    base = ["--store", str(store_path)]
+    assert main([*base, "probe", *MODELS]) == 2
+    assert "exactly one snippet" in capsys.readouterr().err
+    assert main([*base, "probe", "three words only", "--length", "30", *MODELS]) == 2
+    assert "has 3 tokens; length 30" in capsys.readouterr().err
+    assert main([*base, "probe", "--corpus-id", "nope", *MODELS]) == 2
+    assert main([*base, "probe", WORDS, "--alpha", "1.5", *MODELS]) == 2
+    assert "outside [0, 1]" in capsys.readouterr().err
+
+
+def test_corpus_lists_ids(store_path, capsys):
+    assert main(["--store", str(store_path), "corpus"]) == 0
+    out = capsys.readouterr().out
+    assert "built-in demo corpus" in out and "legal" in out
+    first_id = out.splitlines()[2].split()[0]
+    assert main(["--store", str(store_path), "corpus", "--show", first_id]) == 0
+    assert len(capsys.readouterr().out.split()) > 100
+
+
+def test_progress_lines_when_not_a_terminal():
+    import io
+
+    from memprobe_core.audit import AuditProgress
+    from memprobe_core.cli import ProgressBar
+    from memprobe_core.store import UnitKey
+
+    out = io.StringIO()
+    bar = ProgressBar(out)
+    bar(AuditProgress(0, 9, 0, 0.0, None, UnitKey("s0", "ps_base", 200), 0.0))
+    bar(AuditProgress(3, 9, 1, 0.01, 600.0, None, 300.0))
+    bar.close()
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "[0/9 units] 0 failed · 0.0 units/h · ETA ? · running s0/ps_base/200",
+        "[3/9 units] 1 failed · 36.0 units/h · ETA 10m00s",
+    ]

