@@ -1,0 +1,259 @@
+"""Tables and plotly figures the dashboard draws (no Streamlit here, so they are unit-testable).
+
+Figures never carry user text in hover labels or annotations (prompts and outputs are shown by
+the page in escaped widgets instead): plotly interprets a subset of HTML in its text, so a prompt
+such as ``<b>x</b>`` would render as markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, is_dataclass
+from typing import Any
+
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+
+from memprobe_core.attacks.result import METHOD_LABELS, Candidate
+
+CANDIDATE_COLUMNS: list[str] = [
+    "round", "index", "prompt", "output", "mem", "lcs_p", "objective", "flags", "is_round_best",
+    "is_best",
+]
+
+
+def candidate_rows(candidates: Iterable[Candidate | dict[str, Any]]) -> pd.DataFrame:
+    """Candidates (live ``Candidate`` objects or store rows) as one frame, in scoring order.
+
+    Columns: :data:`CANDIDATE_COLUMNS`. ``is_best`` marks the best objective so far over the
+    whole run (the first one on ties, as the methods pick), excluding candidates flagged
+    ``empty`` (never sent to the victim, never chosen).
+    """
+    rows = []
+    for cand in candidates:
+        data = asdict(cand) if is_dataclass(cand) else dict(cand)
+        flags = data.get("flags") or []
+        if isinstance(flags, str):
+            flags = [f for f in flags.split(",") if f]
+        rows.append(
+            {
+                "round": int(data.get("round", 0)),
+                "index": int(data.get("index", data.get("idx", 0))),
+                "prompt": str(data.get("prompt", "")),
+                "output": str(data.get("output", "")),
+                "mem": _num(data.get("mem")),
+                "lcs_p": _num(data.get("lcs_p")),
+                "objective": _num(data.get("objective")),
+                "flags": ",".join(flags),
+                "is_round_best": bool(data.get("is_round_best", False)),
+            }
+        )
+    frame = pd.DataFrame(rows, columns=CANDIDATE_COLUMNS[:-1])
+    frame["is_best"] = False
+    usable = frame[~frame["flags"].str.contains("empty") & frame["objective"].notna()]
+    if not usable.empty:
+        frame.loc[usable["objective"].idxmax(), "is_best"] = True
+    return frame
+
+
+def _num(value: Any) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def best_candidate(frame: pd.DataFrame) -> pd.Series | None:
+    """The row flagged ``is_best`` (or ``None`` for an empty frame)."""
+    best = frame[frame["is_best"]]
+    return None if best.empty else best.iloc[0]
+
+
+def best_by_round(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per round: the round's best objective and the best so far (columns round, best, best_so_far)."""
+    if frame.empty:
+        return pd.DataFrame(columns=["round", "best", "best_so_far"])
+    usable = frame[~frame["flags"].str.contains("empty")]
+    per_round = usable.groupby("round", as_index=False)["objective"].max()
+    per_round = per_round.rename(columns={"objective": "best"}).sort_values("round")
+    per_round["best_so_far"] = per_round["best"].cummax()
+    return per_round.reset_index(drop=True)
+
+
+def mem_lcs_scatter(frame: pd.DataFrame, *, title: str = "Mem vs LCS_P per round") -> go.Figure:
+    """Scatter of every candidate: x = LCS_P (what the prompt gives away), y = Mem, colour = round.
+
+    The best candidate gets a star marker. Hover shows round, index and scores only.
+    """
+    data = frame.assign(round_label=frame["round"].map(lambda r: f"round {r}"))
+    fig = px.scatter(
+        data,
+        x="lcs_p",
+        y="mem",
+        color="round_label",
+        hover_data={"round_label": False, "round": True, "index": True, "objective": ":.3f",
+                    "mem": ":.3f", "lcs_p": ":.3f"},
+        labels={"lcs_p": "LCS_P (prompt overlap with suffix)", "mem": "Mem (output recall of suffix)",
+                "round_label": "round"},
+        title=title,
+    )
+    best = data[data["is_best"]]
+    if not best.empty:
+        fig.add_trace(
+            go.Scatter(
+                x=best["lcs_p"], y=best["mem"], mode="markers", name="best",
+                marker={"symbol": "star", "size": 16, "color": "gold",
+                        "line": {"width": 1, "color": "black"}},
+                hoverinfo="skip",
+            )
+        )
+    fig.update_xaxes(range=[-0.02, 1.02])
+    fig.update_yaxes(range=[-0.02, 1.02])
+    fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 40, "b": 10}, legend_title_text="")
+    return fig
+
+
+def best_by_round_figure(frame: pd.DataFrame) -> go.Figure:
+    """Line chart of the best objective by round and the best so far."""
+    per_round = best_by_round(frame)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=per_round["round"], y=per_round["best"], mode="lines+markers",
+                             name="round best"))
+    fig.add_trace(go.Scatter(x=per_round["round"], y=per_round["best_so_far"], mode="lines",
+                             name="best so far", line={"dash": "dot"}))
+    fig.update_layout(title="Best objective by round", xaxis_title="round (0 = initial prompt)",
+                      yaxis_title="objective O", height=360,
+                      margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+METRIC_LABELS: dict[str, str] = {"mem": "Mem", "lcs_p": "LCS_P", "dis": "Dis", "objective": "Objective"}
+
+
+def method_order(methods: Iterable[str]) -> list[str]:
+    """Methods in the paper's Table 1 order (unknown ones last, as given)."""
+    methods = list(dict.fromkeys(methods))
+    known = [m for m in METHOD_LABELS if m in methods]
+    return known + [m for m in methods if m not in METHOD_LABELS]
+
+
+def method_bars(results: pd.DataFrame, metrics: Sequence[str] = ("mem", "lcs_p", "dis", "objective")) -> go.Figure:
+    """Grouped bars: one group per metric, one bar per method (from a results frame).
+
+    ``results`` needs a ``method`` column and the metric columns (``store.results_frame``).
+    """
+    fig = go.Figure()
+    for method in method_order(results["method"]):
+        row = results[results["method"] == method].iloc[0]
+        values = [float(row[m]) if pd.notna(row.get(m)) else None for m in metrics]
+        fig.add_trace(go.Bar(name=METHOD_LABELS.get(method, method),
+                             x=[METRIC_LABELS.get(m, m) for m in metrics], y=values))
+    fig.update_layout(barmode="group", title="Scores by method", yaxis_title="score",
+                      height=380, margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    return fig
+
+
+def cost_bars(results: pd.DataFrame) -> go.Figure:
+    """Bars of what each method spent: seconds and victim/attacker queries."""
+    order = method_order(results["method"])
+    labels = [METHOD_LABELS.get(m, m) for m in order]
+    fig = go.Figure()
+    for column, name in (("seconds", "seconds"), ("victim_queries", "victim queries"),
+                         ("attacker_queries", "attacker queries")):
+        if column in results:
+            values = [float(results[results["method"] == m][column].iloc[0] or 0) for m in order]
+            fig.add_trace(go.Bar(name=name, x=labels, y=values))
+    fig.update_layout(barmode="group", title="Cost by method", height=340,
+                      margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    return fig
+
+
+def domain_bars(frame: pd.DataFrame, metric: str = "mem") -> go.Figure:
+    """Per-domain mean of ``metric`` by method, with the interval when the frame has one.
+
+    ``frame`` has columns ``domain``, ``method`` and ``metric`` (one row per domain × method), and
+    optionally ``{metric}_lo`` / ``{metric}_hi`` (confidence interval bounds).
+    """
+    fig = go.Figure()
+    for method in method_order(frame["method"]):
+        part = frame[frame["method"] == method]
+        error = None
+        lo, hi = f"{metric}_lo", f"{metric}_hi"
+        if lo in part and hi in part:
+            error = {"type": "data", "symmetric": False,
+                     "array": (part[hi] - part[metric]).tolist(),
+                     "arrayminus": (part[metric] - part[lo]).tolist()}
+        fig.add_trace(go.Bar(name=METHOD_LABELS.get(method, method), x=part["domain"],
+                             y=part[metric], error_y=error))
+    fig.update_layout(barmode="group", title=f"{METRIC_LABELS.get(metric, metric)} by domain",
+                      yaxis_title=METRIC_LABELS.get(metric, metric), height=360,
+                      margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    return fig
+
+
+# --- NER memorization -----------------------------------------------------------------------------
+
+
+def _safe_labels(labels: Sequence[str]) -> list[str]:
+    # Tick labels come from prompts (user text): escape them so plotly's pseudo-HTML shows them
+    # as typed (plotly decodes the entities back for display).
+    import html
+
+    return [html.escape(str(label), quote=True) for label in labels]
+
+
+def ner_ranking_figure(prompt_table: pd.DataFrame, *, title: str = "Prompts ranked by M-MEM") -> go.Figure:
+    """Bars of M-MEM per prompt, best first, coloured by prompt type (x = rank; no prompt text)."""
+    table = prompt_table.sort_values(["rank", "prompt_id"]).reset_index(drop=True)
+    table = table.assign(position=range(1, len(table) + 1), pct=100 * table["m_mem"],
+                         type=table["type"].fillna("unknown"))
+    fig = px.bar(table, x="position", y="pct", color="type",
+                 hover_data={"prompt_id": True, "rank": True, "position": False, "pct": ":.1f"},
+                 labels={"position": "prompt (best → worst)", "pct": "M-MEM (%)"}, title=title)
+    fig.add_hline(y=50, line_dash="dot", annotation_text="50 % (no memorization)")
+    fig.update_layout(height=360, bargap=0.05, margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    return fig
+
+
+def ner_box_by(groups: pd.DataFrame, *, title: str = "M-MEM by prompt type") -> go.Figure:
+    """Box plot of M-MEM per group (``property_groups`` frames, with a ``model`` column if several)."""
+    data = groups.assign(pct=100 * groups["m_mem"])
+    color = "model" if "model" in data and data["model"].nunique() > 1 else None
+    fig = px.box(data, x="group", y="pct", color=color, points="all",
+                 labels={"group": "", "pct": "M-MEM (%)"}, title=title)
+    fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    return fig
+
+
+def importance_heatmap(data: dict[str, Any], *, title: str) -> go.Figure:
+    """Token-importance heatmap (``ImportanceTrace.heatmap()``): steps × the prompt's tokens."""
+    z = data["z"]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=_safe_labels(data["x"]), y=list(data["y"]), colorscale="RdBu", zmid=0,
+        text=[_safe_labels(row) for row in data["text"]], texttemplate="%{text}",
+        hovertemplate="%{y}<br>%{x}: %{z:.2f}<extra></extra>", colorbar={"title": "importance"},
+    ))
+    fig.update_layout(title=title, height=120 + 28 * max(1, len(data["y"])),
+                      margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def attention_heatmap(data: dict[str, Any], *, title: str) -> go.Figure:
+    """Attention of the name position to each token, in-train vs out-of-train (2 × tokens)."""
+    fig = go.Figure(go.Heatmap(
+        z=data["z"], x=_safe_labels(data["x"]), y=list(data["y"]), colorscale="Viridis",
+        hovertemplate="%{y}<br>%{x}: %{z:.3f}<extra></extra>", colorbar={"title": "attention"},
+    ))
+    fig.update_layout(title=title, height=230, margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    return fig
+
+
+def tau_heatmap(tau: pd.DataFrame, *, title: str = "Kendall τ of prompt rankings") -> go.Figure:
+    """Kendall τ matrix between models (or dev/test), annotated with the values."""
+    fig = go.Figure(go.Heatmap(
+        z=tau.to_numpy(), x=_safe_labels(tau.columns), y=_safe_labels(tau.index), zmin=-1, zmax=1,
+        colorscale="RdBu", text=tau.round(2).astype(str).to_numpy(), texttemplate="%{text}",
+        colorbar={"title": "τ"},
+    ))
+    fig.update_layout(title=title, height=120 + 50 * len(tau), margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    return fig

@@ -1,0 +1,390 @@
+"""Background jobs for the dashboard: a worker thread, a lock-protected progress object, one model lock.
+
+The dashboard runs long work (a probe, a comparison, an audit, an NER run) in a worker thread so
+the page stays responsive. The thread never touches the UI: it writes into a :class:`Progress`
+object under a lock, and the page (a Streamlit fragment that re-runs every ~0.5 s) reads a
+:meth:`Progress.snapshot` and draws it.
+
+One process-wide :data:`MODEL_LOCK` serializes model jobs across browser sessions: models are
+shared (cached once per process), and two jobs generating on one GPU at once would only slow each
+other down or run out of memory. A second job waits, and its progress says so and for whom.
+
+This module knows nothing of Streamlit, so it is unit-testable with plain threads.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+logger = logging.getLogger("memprobe")
+
+JobState = Literal["waiting", "running", "finished", "cancelled", "failed"]
+FINAL_STATES: frozenset[str] = frozenset({"finished", "cancelled", "failed"})
+
+
+class ModelLock:
+    """A process-wide lock that remembers who holds it, so waiters can say what they wait for."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._meta = threading.Lock()
+        self._holder: str | None = None
+        self._since: float | None = None
+
+    def acquire(self, holder: str, timeout: float) -> bool:
+        """Take the lock for ``holder``; ``False`` when ``timeout`` seconds passed first."""
+        if not self._lock.acquire(timeout=timeout):
+            return False
+        with self._meta:
+            self._holder, self._since = holder, time.time()
+        return True
+
+    def release(self) -> None:
+        with self._meta:
+            self._holder, self._since = None, None
+        self._lock.release()
+
+    def holder(self) -> tuple[str | None, float | None]:
+        """``(description, since)`` of the current holder, or ``(None, None)`` when free."""
+        with self._meta:
+            return self._holder, self._since
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+
+# Module-level, so every browser session of one Streamlit process shares it (modules are imported
+# once per process; pages re-run, imports do not).
+MODEL_LOCK = ModelLock()
+
+
+@dataclass
+class ProgressSnapshot:
+    """A consistent, private copy of a job's progress at one moment (safe to read without a lock).
+
+    Attributes:
+        state: ``waiting`` (for the model lock), ``running``, ``finished``, ``cancelled``, ``failed``.
+        message: one line for the user (what is happening now).
+        done / total: units of work finished and planned (``total`` may be ``None``).
+        rate: units per second since the job started running (``None`` before the first unit).
+        eta: estimated seconds left (``None`` when unknown).
+        items: rows appended by the job (e.g. scored candidates), in order.
+        data: free-form fields the job set (e.g. the current best prompt).
+        result: what the job function returned (once ``finished`` or ``cancelled``).
+        error: ``"Type: message"`` when ``failed``.
+        started / finished: wall-clock times (``time.time()``).
+    """
+
+    state: str
+    message: str
+    done: int
+    total: int | None
+    rate: float | None
+    eta: float | None
+    items: list[Any]
+    data: dict[str, Any]
+    result: Any
+    error: str | None
+    started: float
+    finished: float | None
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @property
+    def fraction(self) -> float:
+        """Share of the work done, in [0, 1] (0 when the total is unknown)."""
+        if not self.total:
+            return 0.0
+        return max(0.0, min(1.0, self.done / self.total))
+
+
+@dataclass
+class Progress:
+    """Progress of one job, written by the worker thread and read by the page, under one lock."""
+
+    state: str = "waiting"
+    message: str = "starting…"
+    done: int = 0
+    total: int | None = None
+    items: list[Any] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+    result: Any = None
+    error: str | None = None
+    started: float = field(default_factory=time.time)
+    running_since: float | None = None
+    finished: float | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Rate and ETA come from the core when it knows better (audits report their own); else ours.
+    _rate: float | None = None
+    _eta: float | None = None
+
+    def set(self, **fields: Any) -> None:
+        """Update any of ``state``, ``message``, ``done``, ``total``, ``rate``, ``eta``."""
+        with self._lock:
+            for key, value in fields.items():
+                if key in ("rate", "eta"):
+                    setattr(self, f"_{key}", value)
+                elif key in ("state", "message", "done", "total"):
+                    setattr(self, key, value)
+                else:
+                    raise KeyError(f"Progress has no field {key!r}; use update_data() for free fields")
+            if fields.get("state") == "running" and self.running_since is None:
+                self.running_since = time.time()
+
+    def advance(self, n: int = 1, message: str | None = None) -> None:
+        """Count ``n`` more units done (and optionally say what is happening)."""
+        with self._lock:
+            self.done += n
+            if message is not None:
+                self.message = message
+
+    def add_item(self, item: Any) -> None:
+        """Append one row (e.g. a scored candidate) for the page to show."""
+        with self._lock:
+            self.items.append(item)
+
+    def update_data(self, **values: Any) -> None:
+        """Set free-form fields (e.g. ``best_prompt=…``)."""
+        with self._lock:
+            self.data.update(values)
+
+    def finish(self, result: Any, state: JobState = "finished", message: str = "done") -> None:
+        with self._lock:
+            self.result, self.state, self.message = result, state, message
+            self.finished = time.time()
+
+    def fail(self, error: str) -> None:
+        with self._lock:
+            self.error, self.state = error, "failed"
+            self.message = f"failed: {error}"
+            self.finished = time.time()
+
+    def snapshot(self) -> ProgressSnapshot:
+        """A deep copy of the current state, taken under the lock."""
+        with self._lock:
+            rate, eta = self._rate, self._eta
+            if rate is None and self.running_since is not None and self.done > 0:
+                elapsed = (self.finished or time.time()) - self.running_since
+                rate = self.done / elapsed if elapsed > 0 else None
+            if eta is None and rate and self.total is not None and self.state == "running":
+                eta = max(0.0, (self.total - self.done) / rate)
+            return ProgressSnapshot(
+                state=self.state,
+                message=self.message,
+                done=self.done,
+                total=self.total,
+                rate=rate,
+                eta=eta,
+                # Items are appended whole and never changed afterwards: a shallow list copy is
+                # enough and keeps a 10k-row audit cheap to snapshot every half second.
+                items=list(self.items),
+                data=copy.copy(self.data),
+                result=self.result,
+                error=self.error,
+                started=self.started,
+                finished=self.finished,
+            )
+
+
+JobFunction = Callable[[Progress, threading.Event], Any]
+
+# Jobs alive in this process (any browser session), so a page can tell a run that is being
+# worked on from one left "running" by a process that died (which can be resumed).
+_LIVE: set[Job] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def live_run_ids() -> set[int]:
+    """Store run ids that a job of this process is working on now."""
+    with _LIVE_LOCK:
+        return {job.run_id for job in _LIVE if job.run_id is not None}
+
+
+class Job:
+    """One function run in a daemon thread, optionally holding :data:`MODEL_LOCK` while it runs.
+
+    The function receives the :class:`Progress` to write into and a cancel ``threading.Event`` to
+    check between units of work; what it returns becomes ``progress.result``. An exception marks
+    the job ``failed`` with its message (and is logged with its traceback).
+
+    Example:
+        >>> job = Job(lambda progress, cancel: 42, name="demo", lock=None).start()
+        >>> job.join(5)
+        >>> job.progress.snapshot().result
+        42
+    """
+
+    def __init__(
+        self,
+        target: JobFunction,
+        *,
+        name: str,
+        lock: ModelLock | None = MODEL_LOCK,
+        run_id: int | None = None,
+    ) -> None:
+        self.name = name
+        self.run_id = run_id
+        self.progress = Progress()
+        self.cancel_event = threading.Event()
+        self._target = target
+        self._lock = lock
+        self._thread = threading.Thread(target=self._run, name=f"memprobe-{name}", daemon=True)
+
+    def start(self) -> Job:
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+        self._thread.start()
+        return self
+
+    def cancel(self) -> None:
+        """Ask the job to stop at its next check (it keeps what it has so far)."""
+        self.cancel_event.set()
+        self.progress.set(message="cancelling… (stops after the item in flight)")
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _run(self) -> None:
+        try:
+            self._body()
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.discard(self)
+
+    def _body(self) -> None:
+        progress = self.progress
+        try:
+            if self._lock is not None and not self._wait_for_lock():
+                progress.finish(None, state="cancelled", message="cancelled while waiting")
+                return
+            progress.set(state="running", message="running…")
+            try:
+                result = self._target(progress, self.cancel_event)
+            finally:
+                if self._lock is not None:
+                    self._lock.release()
+            if self.cancel_event.is_set():
+                progress.finish(result, state="cancelled", message="cancelled; kept what was done")
+            else:
+                progress.finish(result, state="finished", message="finished")
+        except Exception as exc:  # the page shows the message; the log keeps the traceback
+            logger.exception("job %s failed", self.name)
+            progress.fail(f"{type(exc).__name__}: {exc}")
+
+    def _wait_for_lock(self) -> bool:
+        assert self._lock is not None
+        while not self._lock.acquire(self.name, timeout=0.25):
+            if self.cancel_event.is_set():
+                return False
+            holder, since = self._lock.holder()
+            waited = f" for {time.time() - since:.0f} s" if since else ""
+            self.progress.set(
+                state="waiting",
+                message=f"waiting for another job to finish ({holder or 'another session'}, "
+                f"running{waited}); models run one job at a time",
+            )
+        return True
+
+
+# --- running extraction methods with everything recorded --------------------------------------
+
+
+def recorded_methods_job(
+    store: Any,
+    run_id: int,
+    work: list[tuple[Any, Any]],
+    models: Any,
+    options: Any,
+    *,
+    count: Literal["candidates", "units"] = "units",
+    runner: Callable[..., Any] | None = None,
+) -> JobFunction:
+    """A job function running methods one after the other, recording every candidate as scored.
+
+    Each ``(unit, split)`` of ``work`` (a :class:`~memprobe_core.store.UnitKey` and the
+    :class:`~memprobe_core.data.SplitSnippet` it probes) is marked running in the store, run
+    through ``runner`` (``memprobe_core.attacks.run_method``) with the store's recorder, then
+    finished (or failed, with its error: the next unit still runs). The run ends ``finished``,
+    ``interrupted`` (cancelled; the partial result of the unit in flight is kept) or ``failed``
+    (every unit failed).
+
+    Progress: ``items`` receives one dict per scored candidate (the candidate's fields plus
+    ``method``); ``data`` holds ``results`` ({method: AttackResult}), ``errors`` ({method:
+    message}) and ``round`` (the round in flight); ``done`` counts candidates or units
+    (``count``), so set ``total`` to match.
+
+    Returns:
+        The job function; its result is ``{method: AttackResult}``.
+    """
+
+    def job(progress: Progress, cancel: threading.Event) -> dict[str, Any]:
+        if runner is None:
+            from memprobe_core.attacks import run_method as run
+        else:
+            run = runner
+        from memprobe_core.attacks.result import METHOD_LABELS
+
+        results: dict[str, Any] = {}
+        errors: dict[str, str] = {}
+        for unit, piece in work:
+            if cancel.is_set():
+                break
+            label = METHOD_LABELS.get(unit.method, unit.method)
+            record = store.recorder(run_id, unit)
+
+            def on_event(event: Any, method: str = unit.method, label: str = label) -> None:
+                record(event)  # the store first: a crash after this loses nothing
+                if event.kind == "candidate_scored":
+                    cand = event.data["candidate"]
+                    item = {"method": method, **{k: getattr(cand, k) for k in cand.__dataclass_fields__}}
+                    progress.add_item(item)
+                    if count == "candidates":
+                        progress.advance()
+                    progress.set(message=f"{label}: round {cand.round}, candidate {cand.index} scored")
+                elif event.kind == "round_started":
+                    r, n = event.data.get("round"), event.data.get("n")
+                    progress.update_data(round=r)
+                    what = "initial prompt" if r == 0 and method == "interactive" else f"{n} candidate(s)"
+                    progress.set(message=f"{label}: round {r}: generating and scoring {what}…")
+
+            store.mark_unit_running(run_id, unit)
+            try:
+                result = run(unit.method, piece, models, options, on_event=on_event, cancel=cancel)
+            except Exception as exc:  # recorded; the other methods still run
+                message = f"{type(exc).__name__}: {exc}"
+                logger.warning("run %s: %s failed: %s", run_id, unit, message)
+                store.fail_unit(run_id, unit, message)
+                errors[unit.method] = message
+                progress.update_data(errors=dict(errors))
+                if count == "units":
+                    progress.advance()
+                continue
+            store.finish_unit(run_id, unit, result)
+            results[unit.method] = result
+            progress.update_data(results=dict(results))
+            if count == "units":
+                progress.advance()
+        if cancel.is_set():
+            status = "interrupted"
+        elif work and not results:
+            status = "failed"
+        else:
+            status = "finished"
+        store.set_run_status(run_id, status)
+        if status == "failed":
+            raise RuntimeError("; ".join(f"{m}: {e}" for m, e in errors.items()))
+        return results
+
+    return job

@@ -1,0 +1,105 @@
+"""Probe: one snippet, the attacker loop (Algorithm 1) run live, every candidate stored as scored."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import ui_common as ui
+from memprobe_core import charts
+from memprobe_core.jobs import ProgressSnapshot, recorded_methods_job
+
+JOB = "probe_job"
+
+ui.page_setup("Probe")
+st.title("Probe one snippet")
+st.caption(
+    "The attacker model writes a prompt asking for the snippet, then refines it round by round; "
+    "the victim answers each candidate and the objective O = α·Mem − (1−α)·LCS_P picks the best."
+)
+
+models = ui.model_sidebar(("victim", "base", "attacker"))
+store = ui.get_store()
+
+snippet = ui.snippet_picker("probe")
+c1, c2, c3, c4 = st.columns(4)
+length = int(c1.number_input("Length (tokens)", 4, 4000, 200, step=10, key="probe_length",
+                             help="prefix + suffix, split 33/67 (paper: 200, 300, 500)"))
+rounds = int(c2.number_input("Rounds T", 0, 20, 3, key="probe_rounds", help="paper: 3"))
+n_cand = int(c3.number_input("Candidates per round n", 1, 64, 8, key="probe_n",
+                             help="paper: 24; fewer run faster on a CPU"))
+seed = int(c4.number_input("Seed", 0, 2**31 - 1, 0, key="probe_seed"))
+alpha = 0.5
+if snippet is not None:
+    alpha = ui.alpha_widget("probe", domain=snippet.domain, length=length,
+                            model_name=models["victim"].name)
+with st.expander("More options"):
+    scoring = ui.scoring_widgets("probe_scoring")
+    o1, o2 = st.columns(2)
+    access = o1.radio("Attacker sees", ["full", "partial"], horizontal=True, key="probe_access",
+                      help="partial: the prefix only (paper §5.3); Mem is still against the suffix")
+    max_prompt_tokens = int(o2.number_input("Max prompt tokens", 8, 1024, 128, key="probe_mpt"))
+
+
+def render(snap: ProgressSnapshot) -> None:
+    """Candidate table, charts, the best prompt and its overlap with the suffix."""
+    split_info = st.session_state.get("probe_split") or {}
+    frame = charts.candidate_rows(snap.items)
+    ui.probe_view(frame, split_info, snap.data.get("results", {}).get("interactive"))
+
+
+def start() -> None:
+    """Load models, split the snippet, record the run and start the worker thread."""
+    from memprobe_core.attacks.common import AttackOptions, ModelSet
+    from memprobe_core.data import DataError, split
+    from memprobe_core.store import UnitKey
+
+    victim = ui.load_model(models["victim"], "victim")
+    attacker = ui.load_model(models["attacker"], "attacker")
+    if victim is None or attacker is None or store is None or snippet is None:
+        return
+    tokenizer = ui.split_tokenizer(victim)
+    try:
+        piece = split(snippet, tokenizer, length)
+        options = AttackOptions(alpha=alpha, scoring=scoring, seed=seed, rounds=rounds,
+                                n_candidates=n_cand, access=access,
+                                max_prompt_tokens=max_prompt_tokens)
+    except (DataError, ValueError) as exc:
+        st.error(ui.md(str(exc)))
+        return
+    model_set = ModelSet(victim=victim, attacker=attacker, init=attacker)
+    config = {
+        "snippet_id": snippet.id, "length": length, "method": "interactive",
+        "options": options.to_dict(),
+        "models": {role: models[role].label for role in ("victim", "attacker")},
+        "split": {"prefix": piece.prefix, "suffix": piece.suffix,
+                  "suffix_tokens": piece.suffix_tokens, "tokenizer_name": piece.tokenizer_name},
+    }
+    run_id = store.create_run("probe", config=config, manifest=model_set.manifest(),
+                              title=f"probe {snippet.id} · {length} tokens")
+    store.add_samples(run_id, [snippet])
+    unit = UnitKey(snippet.id, "interactive", length)
+    store.add_units(run_id, [unit])
+    st.session_state["probe_split"] = {
+        "suffix": piece.suffix, "suffix_tokens": piece.suffix_tokens, "scoring": scoring,
+        "tokenizer": None if tokenizer == "whitespace" else tokenizer, "run_id": run_id,
+    }
+    job_fn = recorded_methods_job(store, run_id, [(unit, piece)], model_set, options,
+                                  count="candidates")
+    job = ui.start_job(JOB, job_fn, f"Probe run {run_id}", run_id=run_id)
+    job.progress.set(total=1 + rounds * n_cand)
+
+
+running = ui.job_running(JOB)
+if st.button("Run probe", type="primary", disabled=running or snippet is None, key="probe_run"):
+    start()
+
+snap = ui.show_job(JOB, render)
+if snap is not None and snap.is_final:
+    run_id = (st.session_state.get("probe_split") or {}).get("run_id")
+    if run_id is not None:
+        st.success(f"Run {run_id} is saved: every candidate is in the store. "
+                   "Open it again on the Runs page.")
+        st.page_link("pages/5_Runs.py", label="Runs", icon=":material/history:")
+elif snap is None:
+    st.info("Choose a snippet and the models, then press Run probe. Candidates appear here as "
+            "the victim answers them.")

@@ -1,0 +1,219 @@
+"""Audit: a dataset × methods × lengths, with progress and ETA, a Table-1 report, and resume."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+import ui_common as ui
+from memprobe_core import charts
+from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.jobs import Progress, ProgressSnapshot, live_run_ids
+
+JOB = "audit_job"
+
+ui.page_setup("Audit")
+st.title("Audit a dataset")
+st.caption("Every snippet × length × method is one unit; each is stored when it ends, so a "
+           "stopped audit resumes where it was.")
+
+use_reverse = st.sidebar.checkbox("Use a reverse LM (Reverse-LM method)",
+                                  key=ui._keep("model_use_reverse", False))
+roles = ("victim", "base", "attacker") + (("reverse",) if use_reverse else ())
+models = ui.model_sidebar(roles)
+store = ui.get_store()
+if store is None:
+    st.stop()
+
+
+def dataset() -> tuple[list, dict]:
+    """The snippets to audit and a record of where they came from."""
+    from memprobe_core.corpus import DOMAINS, demo_corpus
+
+    source = st.radio("Dataset", ["Built-in corpus", "Upload"], horizontal=True, key="audit_source")
+    if source == "Built-in corpus":
+        c1, c2 = st.columns(2)
+        domains = c1.multiselect("Domains", list(DOMAINS), default=list(DOMAINS), key="audit_domains")
+        limit = int(c2.number_input("Snippets per domain", 1, 10_000, 2, key="audit_limit"))
+        if not domains:
+            st.info("Pick at least one domain.")
+            return [], {}
+        snippets = demo_corpus(domains=domains, limit_per_domain=limit)
+        st.caption(f"{len(snippets)} snippets from the built-in corpus.")
+        return snippets, {"source": "built-in corpus", "domains": domains, "limit": limit}
+    upload = st.file_uploader("A .txt, .jsonl, .csv or .parquet file",
+                              type=["txt", "jsonl", "ndjson", "csv", "parquet"], key="upload_audit")
+    c1, c2, c3, c4 = st.columns(4)
+    text_column = c1.text_input("Text column", "text", key="audit_textcol")
+    id_column = c2.text_input("Id column (optional)", "", key="audit_idcol")
+    domain_column = c3.text_input("Domain column (optional)", "", key="audit_domcol")
+    domain = c4.text_input("Domain of rows without one", "unknown", key="audit_domain")
+    txt_blocks = st.checkbox(".txt: one snippet per blank-line-separated block", key="audit_blocks")
+    if upload is None:
+        st.info("Upload a file, or use the built-in corpus.")
+        return [], {}
+    result = ui.read_upload(upload, text_column=text_column or "text",
+                            id_column=id_column or None, domain_column=domain_column or None,
+                            domain=domain or None, txt_mode="blocks" if txt_blocks else "file")
+    if result is None:
+        return [], {}
+    rejected = [{"row": r.row, "reason": r.reason} for r in result.rejected]
+    return result.snippets, {"source": result.source, "rejected": rejected[:200]}
+
+
+def load_set(methods: list[str]):
+    """Load the models the methods need from the sidebar choices (``None`` if one fails)."""
+    from memprobe_core.attacks.common import ModelSet
+    from memprobe_core.audit import roles_needed
+
+    loaded = {}
+    for role in roles_needed(methods):
+        loaded[role] = ui.load_model(models["attacker" if role == "init" else role], role)
+        if loaded[role] is None:
+            return None
+    return ModelSet(victim=loaded["victim"], base=loaded.get("base"),
+                    attacker=loaded.get("attacker"), init=loaded.get("attacker"),
+                    reverse=loaded.get("reverse"))
+
+
+def audit_job(run_id: int, model_set, *, resume: bool):
+    """The worker: run (or resume) the audit, feeding progress and ETA to the page."""
+    from memprobe_core.audit import resume_audit, run_audit
+
+    def job(progress: Progress, cancel) -> object:
+        def on_progress(p) -> None:
+            current = f"running {p.current}" if p.current is not None else "between units"
+            progress.set(done=p.done, total=p.total, rate=p.rate or None, eta=p.eta_s,
+                         message=f"{p.done}/{p.total} units, {p.errors} failed · {current}")
+
+        def on_event(event) -> None:
+            if event.kind == "candidate_scored":
+                progress.update_data(last_prompt=event.data["candidate"].prompt)
+
+        run = resume_audit if resume else run_audit
+        summary = run(store, run_id, models=model_set, on_progress=on_progress,
+                      on_event=on_event, cancel=cancel)
+        return summary
+
+    return job
+
+
+def render_live(snap: ProgressSnapshot) -> None:
+    if snap.data.get("last_prompt"):
+        st.caption("Last prompt scored:")
+        st.text(str(snap.data["last_prompt"])[:500])
+
+
+tab_run, tab_report = st.tabs(["New audit / resume", "Report"])
+
+with tab_run:
+    snippets, record = dataset()
+    reverse_ok = ["reverse_lm"] if use_reverse else []
+    offered = ["ps_base", "ps_inst", *reverse_ok, "gcg", "interactive"]
+    c1, c2 = st.columns(2)
+    methods = c1.multiselect("Methods", offered, default=["ps_base", "ps_inst", "interactive"],
+                             format_func=lambda m: METHOD_LABELS[m], key="audit_methods")
+    lengths = c2.multiselect("Lengths (tokens)", [50, 100, 200, 300, 500], default=[200],
+                             key="audit_lengths", help="paper: 200, 300, 500")
+    with st.expander("Method options"):
+        o1, o2, o3, o4 = st.columns(4)
+        rounds = int(o1.number_input("Ours: rounds T", 0, 20, 3, key="audit_rounds"))
+        n_cand = int(o2.number_input("Ours: candidates n", 1, 64, 8, key="audit_n"))
+        gcg_steps = int(o3.number_input("GCG steps", 1, 500, 10, key="audit_gcg"))
+        seed = int(o4.number_input("Seed", 0, 2**31 - 1, 0, key="audit_seed"))
+        scoring = ui.scoring_widgets("audit_scoring")
+        fixed_alpha = st.checkbox("One α for every snippet (else the paper's table per domain "
+                                  "and length)", key="audit_fix_alpha")
+        alpha = st.slider("α", 0.0, 1.0, 0.5, 0.05, key="audit_alpha") if fixed_alpha else None
+        split_tok = st.radio("Split by", ["model", "whitespace"], horizontal=True,
+                             key="audit_split", help="the victim's tokens (paper) or words")
+    busy = ui.job_running(JOB)
+    ready = bool(snippets and methods and lengths)
+    if st.button("Start audit", type="primary", disabled=busy or not ready, key="audit_start"):
+        from memprobe_core.attacks.common import AttackOptions
+        from memprobe_core.audit import ModelNames, start_audit
+
+        model_set = load_set(methods)
+        if model_set is not None:
+            try:
+                options = AttackOptions(alpha=alpha, scoring=scoring, seed=seed, rounds=rounds,
+                                        n_candidates=n_cand, gcg_steps=gcg_steps)
+                names = ModelNames(**{r: models[r].label for r in ("victim", "base", "attacker")},
+                                   reverse=models["reverse"].label if use_reverse else None)
+                run_id = start_audit(store, snippets, methods, lengths, options, names,
+                                     title=f"audit {len(snippets)} snippets",
+                                     split_tokenizer=split_tok, dataset=record)
+            except ValueError as exc:
+                st.error(ui.md(str(exc)))
+            else:
+                st.session_state["audit_run_id"] = run_id
+                ui.start_job(JOB, audit_job(run_id, model_set, resume=False),
+                             f"Audit run {run_id}", run_id=run_id)
+
+    live = live_run_ids()
+    resumable = [r for r in store.list_runs(kind="audit")
+                 if r["status"] in ("interrupted", "running") and r["id"] not in live
+                 and r.get("units_pending", 0) + r.get("units_running", 0) > 0]
+    if resumable:
+        st.subheader("Resume an interrupted audit")
+        pick = st.selectbox(
+            "Audit", [r["id"] for r in resumable], key="audit_resume_pick",
+            format_func=lambda i: next(f"#{r['id']} · {r['title']} · {r['units_done']}/"
+                                       f"{r['units_total']} done" for r in resumable if r["id"] == i))
+        st.caption("It resumes with the models chosen in the sidebar; the run records both.")
+        if st.button("Resume", disabled=busy, key="audit_resume"):
+            methods_of = store.get_run(pick)["config"].get("methods", [])
+            model_set = load_set(methods_of)
+            if model_set is not None:
+                st.session_state["audit_run_id"] = pick
+                ui.start_job(JOB, audit_job(pick, model_set, resume=True), f"Audit run {pick}",
+                             run_id=pick)
+    ui.show_job(JOB, render_live)
+
+
+def report_view(run_id: int) -> None:
+    from memprobe_core.report import report_for_run
+
+    report = report_for_run(store, run_id, resamples=500)
+    if report.table1.empty:
+        st.info("No finished unit in this audit yet: the report fills in as units finish.")
+        return
+    st.caption("Means with 95 % bootstrap intervals (500 resamples, seeded); 'all' pools domains.")
+    t1 = report.table1.drop(columns=["method"]).rename(columns={"method_label": "method"})
+    st.dataframe(t1, hide_index=True, width="stretch",
+                 column_config={c: st.column_config.NumberColumn(format="%.3f")
+                                for c in t1.columns if c.startswith(("mem", "lcs_p", "dis", "objective"))})
+    ui.csv_download("Table 1 CSV", report.table1, f"memprobe-audit{run_id}-table1.csv",
+                    key=f"audit_dl_{run_id}")
+    per_domain = report.table1[report.table1["domain"] != "all"]
+    for length in sorted(per_domain["length"].unique()):
+        part = per_domain[per_domain["length"] == length]
+        left, right = st.columns(2)
+        with left:
+            fig = charts.domain_bars(part, "mem")
+            fig.update_layout(title=f"Mem by domain, length {length}")
+            st.plotly_chart(fig, width="stretch")
+        with right:
+            fig = charts.domain_bars(part, "lcs_p")
+            fig.update_layout(title=f"LCS_P by domain, length {length}")
+            st.plotly_chart(fig, width="stretch")
+    for title, frame in (("Paired improvement over the prefix-suffix baselines", report.paired),
+                         ("PII copied and invented", report.pii), ("Cost per method", report.costs),
+                         ("Failed units", report.errors)):
+        if isinstance(frame, pd.DataFrame) and not frame.empty:
+            st.subheader(title)
+            st.dataframe(frame, hide_index=True, width="stretch")
+
+
+with tab_report:
+    audits = store.list_runs(kind="audit")
+    if not audits:
+        st.info("No audit in the store yet: start one in the first tab.")
+    else:
+        ids = [r["id"] for r in audits]
+        default = st.session_state.get("audit_run_id")
+        chosen = st.selectbox(
+            "Audit", ids, index=ids.index(default) if default in ids else 0, key="audit_report_pick",
+            format_func=lambda i: next(f"#{r['id']} · {r['title']} · {r['status']}"
+                                       for r in audits if r["id"] == i))
+        report_view(chosen)

@@ -1,0 +1,110 @@
+"""Compare, Audit and Runs pages (fake backend): empty store, runs to completion, exports."""
+
+from __future__ import annotations
+
+from memprobe_core.store import Store
+from tests.app.conftest import open_page, run_until, saved, texts
+
+
+def _probe(at, rounds: int = 1, n: int = 2):
+    at.number_input(key="probe_length").set_value(40)
+    at.number_input(key="probe_rounds").set_value(rounds)
+    at.number_input(key="probe_n").set_value(n)
+    at.button(key="probe_run").click()
+    return run_until(at, saved)
+
+
+def test_runs_page_on_an_empty_store_says_what_to_do() -> None:
+    at = open_page("pages/5_Runs.py")
+    assert "has no run yet" in texts(at)
+    assert not at.get("download_button")
+
+
+def test_runs_page_replays_a_probe_and_offers_csv() -> None:
+    at = _probe(open_page("pages/1_Probe.py"), rounds=2, n=2)
+    at.switch_page("pages/5_Runs.py").run()
+    assert not at.exception, at.exception
+    labels = {b.proto.label for b in at.get("download_button")}
+    assert {"Report (Table 1) CSV", "Results CSV", "Raw candidates CSV"} <= labels
+    replay = [df.value for df in at.dataframe if "prompt" in df.value.columns][0]
+    assert len(replay) == 1 + 2 * 2
+    at.slider(key="runs_upto_1_0").set_value(1).run()
+    replay = [df.value for df in at.dataframe if "prompt" in df.value.columns][0]
+    assert list(replay["round"].unique()) == [0, 1]
+
+
+def test_runs_page_compares_two_runs() -> None:
+    at = _probe(open_page("pages/1_Probe.py"))
+    at.button(key="probe_run").click()
+    run_until(at, lambda a: len(Store_runs()) == 2 and saved(a))
+    at.switch_page("pages/5_Runs.py").run()
+    assert not at.exception
+    assert at.selectbox(key="runs_cmp_a").value != at.selectbox(key="runs_cmp_b").value
+    assert any("Mean Mem" in str(c.proto.spec) for c in at.get("plotly_chart"))
+
+
+def Store_runs():  # noqa: N802 - tiny helper reading the test's store
+    import os
+
+    return Store(os.environ["MEMPROBE_STORE"]).list_runs()
+
+
+def test_compare_runs_the_methods_side_by_side() -> None:
+    at = open_page("pages/2_Compare.py")
+    assert set(at.multiselect(key="cmp_methods").value) == {"ps_base", "ps_inst", "interactive"}
+    at.number_input(key="cmp_length").set_value(40)
+    at.number_input(key="cmp_rounds").set_value(1)
+    at.number_input(key="cmp_n").set_value(2)
+    at.button(key="cmp_run").click()
+    run_until(at, saved)
+    scores = [df.value for df in at.dataframe if "Mem" in df.value.columns or "mem" in df.value.columns][0]
+    assert list(scores["method"]) == ["P-S-Base", "P-S-Inst", "Ours (interactive)"]
+    assert len([c for c in at.code]) >= 3  # one prompt per method
+    assert sum("<mark" in h.proto.body or "true suffix" in h.proto.body for h in at.html) >= 3
+    (run,) = Store_runs()
+    assert run["kind"] == "compare" and run["units_done"] == 3
+
+
+def test_compare_offers_reverse_lm_only_with_a_reverse_model() -> None:
+    at = open_page("pages/2_Compare.py")
+    assert "Reverse-LM" not in at.multiselect(key="cmp_methods").options
+    at.sidebar.checkbox(key="model_use_reverse").check().run()
+    assert "Reverse-LM" in at.multiselect(key="cmp_methods").options
+
+
+def test_audit_runs_and_reports() -> None:
+    at = open_page("pages/3_Audit.py")
+    assert "No audit in the store yet" in texts(at)
+    at.number_input(key="audit_limit").set_value(1)
+    at.multiselect(key="audit_methods").set_value(["ps_inst", "interactive"])
+    at.multiselect(key="audit_lengths").set_value([50])
+    at.number_input(key="audit_rounds").set_value(1)
+    at.number_input(key="audit_n").set_value(2)
+    at.button(key="audit_start").click()
+    run_until(at, lambda a: "state: finished" in texts(a), timeout=120)
+    (run,) = Store_runs()
+    assert run["kind"] == "audit" and run["units_done"] + run["units_error"] == run["units_total"]
+    assert run["units_total"] == 3 * 2  # 3 domains × 1 snippet × 2 methods × 1 length
+    at.run()
+    table1 = [df.value for df in at.dataframe if "n" in df.value.columns]
+    assert table1 and set(table1[0]["method"]) <= {"P-S-Inst", "Ours (interactive)"}
+    assert any(b.proto.label == "Table 1 CSV" for b in at.get("download_button"))
+
+
+def test_audit_resumes_an_interrupted_run() -> None:
+    import os
+
+    from memprobe_core.audit import start_audit
+    from memprobe_core.corpus import demo_corpus
+    from memprobe_core.attacks.common import AttackOptions
+    from memprobe_core.audit import ModelNames
+
+    store = Store(os.environ["MEMPROBE_STORE"])
+    run_id = start_audit(store, demo_corpus(limit_per_domain=1)[:2], ["ps_inst"], [50],
+                         AttackOptions(), ModelNames(victim="fake", base="fake", attacker="fake"))
+    store.set_run_status(run_id, "interrupted")
+    at = open_page("pages/3_Audit.py")
+    assert at.selectbox(key="audit_resume_pick").value == run_id
+    at.button(key="audit_resume").click()
+    run_until(at, lambda a: "state: finished" in texts(a), timeout=60)
+    assert store.get_run(run_id)["units_done"] == 2

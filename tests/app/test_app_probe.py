@@ -1,0 +1,142 @@
+"""Probe page (fake backend): widgets, a live run to completion, the store, escaping, lock, uploads."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+
+from memprobe_core.jobs import MODEL_LOCK
+from memprobe_core.store import Store
+from tests.app.conftest import open_page, run_until, saved, texts
+
+PAGE = "pages/1_Probe.py"
+XSS = "<img src=x onerror=alert(1)>"
+
+
+def _small(at, *, rounds: int = 2, n: int = 3, length: int = 40):
+    at.number_input(key="probe_length").set_value(length)
+    at.number_input(key="probe_rounds").set_value(rounds)
+    at.number_input(key="probe_n").set_value(n)
+    return at
+
+
+def test_home_page_links_every_page_and_handles_an_empty_store() -> None:
+    at = open_page()
+    links = {link.proto.page for link in at.get("page_link")}
+    assert {"Probe", "Compare", "Audit", "NER", "Runs"} <= links
+    assert "No run yet" in texts(at)
+    assert "Compute:" in texts(at)
+
+
+def test_probe_widgets_present() -> None:
+    at = open_page(PAGE)
+    for key in ("probe_length", "probe_rounds", "probe_n", "probe_seed"):
+        assert at.number_input(key=key) is not None
+    assert at.button(key="probe_run").label == "Run probe"
+    assert at.radio(key="snip_probe_source").value == "Built-in corpus"
+    assert at.selectbox(key="model_victim_kind").value == "fake"
+    assert "α =" in texts(at)
+
+
+def test_probe_runs_to_completion_and_every_candidate_is_stored(fake_ui) -> None:
+    at = _small(open_page(PAGE))
+    at.button(key="probe_run").click()
+    run_until(at, saved)
+    table = at.dataframe[0].value
+    assert len(table) == 1 + 2 * 3
+    assert table["best"].sum() == 1
+    best = table[table["best"]].iloc[0]
+    assert best["objective"] == table["objective"].max()
+    # The overlap view: escaped HTML with the common subsequence marked.
+    assert any("<mark" in h.proto.body for h in at.html)
+    assert len(at.get("plotly_chart")) == 2
+    store = Store(fake_ui)
+    (run,) = store.list_runs()
+    assert run["kind"] == "probe" and run["status"] == "finished"
+    assert len(store.candidates_frame(run["id"])) == 1 + 2 * 3
+    assert run["config"]["split"]["suffix"]
+
+
+def test_probe_shows_markup_in_a_snippet_as_text() -> None:
+    at = open_page(PAGE)
+    at.radio(key="snip_probe_source").set_value("Paste").run()
+    text = " ".join([XSS] * 30 + ["plain words to make the snippet long enough"] * 5)
+    at.text_area(key="snip_probe_text").set_value(text)
+    at.text_input(key="snip_probe_pid").set_value(XSS)
+    _small(at, rounds=1, n=2).run()
+    at.button(key="probe_run").click()
+    run_until(at, saved)
+    assert any(XSS in t.value for t in at.text)  # the snippet preview, shown as plain text
+    bodies = [h.proto.body for h in at.html]
+    assert bodies and all("<img" not in b for b in bodies)
+    assert any(html.escape(XSS) in b for b in bodies)
+    for element in list(at.markdown) + list(at.caption) + list(at.success):
+        assert "<img" not in element.value
+
+
+def test_second_job_waits_for_the_model_lock() -> None:
+    assert MODEL_LOCK.acquire("Probe run 99 (session other)", timeout=1)
+    try:
+        at = _small(open_page(PAGE), rounds=1, n=2)
+        at.button(key="probe_run").click()
+        run_until(at, lambda a: "waiting for another job" in texts(a), timeout=10)
+        assert "session other" in texts(at)
+    finally:
+        MODEL_LOCK.release()
+    run_until(at, saved)
+
+
+def test_cancel_keeps_what_was_scored() -> None:
+    at = _small(open_page(PAGE), rounds=3, n=4)
+    assert MODEL_LOCK.acquire("holder", timeout=1)  # hold the job before it scores anything
+    try:
+        at.button(key="probe_run").click()
+        run_until(at, lambda a: "waiting" in texts(a), timeout=10)
+        at.button(key="probe_job_cancel").click()
+        at.run()
+    finally:
+        MODEL_LOCK.release()
+    run_until(at, lambda a: "state: cancelled" in texts(a))
+
+
+def test_upload_over_the_cap_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import memprobe_core.loaders as loaders
+
+    monkeypatch.setattr(loaders, "MAX_FILE_BYTES", 1000)
+    at = open_page(PAGE)
+    at.radio(key="snip_probe_source").set_value("Upload").run()
+    at.file_uploader(key="upload_probe").set_value(("big.txt", b"word " * 400, "text/plain")).run()
+    assert not at.exception
+    message = " ".join(e.value for e in at.error)
+    assert "big" in message and "capped" in message
+    assert at.button(key="probe_run").disabled
+
+
+def test_upload_gives_snippets_to_choose() -> None:
+    at = open_page(PAGE)
+    at.radio(key="snip_probe_source").set_value("Upload").run()
+    data = b'{"id": "a", "text": "one two three"}\n{"id": "b", "text": "four five six"}\n{"text": ""}\n'
+    at.file_uploader(key="upload_probe").set_value(("set.jsonl", data, "application/json")).run()
+    assert not at.exception
+    assert "2 snippets" in texts(at) and "1 rejected" in texts(at)
+    assert at.selectbox(key="snip_probe_up_pick").options == ["set:1 (3 words)", "set:2 (3 words)"]
+
+
+def test_missing_model_says_what_to_do() -> None:
+    at = open_page(PAGE)
+    at.selectbox(key="model_victim_kind").set_value("hub").run()
+    at.text_input(key="model_victim_hub").set_value("/no/such/model/folder").run()
+    at.button(key="probe_run").click().run()
+    assert not at.exception
+    assert any("Could not load the victim model" in e.value for e in at.error)
+    assert any("Fake" in i.value for i in at.info)
+
+
+def test_too_short_snippet_is_an_error_not_a_crash() -> None:
+    at = open_page(PAGE)
+    at.radio(key="snip_probe_source").set_value("Paste").run()
+    at.text_area(key="snip_probe_text").set_value("only five words in here").run()
+    at.button(key="probe_run").click().run()
+    assert not at.exception
+    assert any("needs at least" in e.value for e in at.error)

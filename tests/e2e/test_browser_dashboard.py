@@ -1,0 +1,218 @@
+"""The dashboard in a real browser: a live probe on the embedded models, CSV export, escaping, screenshots.
+
+Runs `streamlit run app.py` on 127.0.0.1 and drives Debian's chromium with Playwright. Each test
+saves screenshots under ``test-artifacts/``; the Probe-live, Compare and NER ones are also copied
+to ``docs/screenshots/`` for the README.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import shutil
+import time
+
+import pytest
+
+from memprobe_core.attacks.result import AttackResult, Candidate
+from memprobe_core.data import Snippet
+from memprobe_core.store import Store, UnitKey
+from tests.e2e.browser_fixtures import (  # noqa: F401 - fixtures used by name
+    ARTIFACTS,
+    SCREENSHOTS,
+    browser_context,
+    fake_server,
+    page,
+    real_server,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+XSS = "<img src=x onerror=alert(1)>"
+PAGES = {"Home": "", "Probe": "Probe", "Compare": "Compare", "Audit": "Audit", "NER": "NER",
+         "Runs": "Runs"}
+
+
+def shot(page, name: str, *, readme: bool = False) -> None:  # noqa: F811
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    if readme:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, SCREENSHOTS / f"{name}.png")
+
+
+def open_page(page, server, name: str) -> None:  # noqa: F811
+    page.goto(f"{server.url}/{PAGES[name]}")
+    page.get_by_test_id("stSidebar").wait_for(timeout=60_000)
+    page.locator("h1").first.wait_for(timeout=60_000)
+    wait_idle(page)
+
+
+def wait_idle(page, timeout_s: float = 120.0, quiet_s: float = 1.0) -> None:  # noqa: F811
+    """Wait until the script has not been running for ``quiet_s`` (Streamlit marks its state on
+    the app root as ``data-test-script-state``, the hook its own end-to-end tests use)."""
+    app = page.get_by_test_id("stApp")
+    deadline = time.monotonic() + timeout_s
+    quiet_since = None
+    while time.monotonic() < deadline:
+        state = app.get_attribute("data-test-script-state") if app.count() else None
+        if state == "notRunning":
+            quiet_since = quiet_since or time.monotonic()
+            if time.monotonic() - quiet_since >= quiet_s:
+                return
+        else:
+            quiet_since = None
+        page.wait_for_timeout(200)
+    raise AssertionError("the page kept running")
+
+
+def set_number(page, label: str, value: int) -> None:  # noqa: F811
+    box = page.get_by_label(label, exact=True)
+    box.fill(str(value))
+    box.press("Enter")
+    wait_idle(page)
+
+
+def progress_counts(page) -> tuple[int, int] | None:  # noqa: F811
+    bars = page.get_by_test_id("stProgress")
+    if bars.count() == 0:
+        return None
+    match = re.search(r"(\d+) / (\d+)", bars.first.inner_text())
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def no_exception(page) -> None:  # noqa: F811
+    assert page.get_by_test_id("stException").count() == 0, page.get_by_test_id("stException").first.inner_text()
+
+
+# CPU generation on a shared machine can be slow: these tests get their own, longer limit.
+EMBEDDED_LIMIT_S = 2400
+
+
+@pytest.mark.timeout(EMBEDDED_LIMIT_S)
+def test_probe_runs_live_on_the_embedded_models(real_server, page) -> None:  # noqa: F811
+    """1 round × 4 candidates on Gemma-3-270M (victim) and SmolLM2 (attacker); rows appear live."""
+    open_page(page, real_server, "Probe")
+    set_number(page, "Length (tokens)", 30)
+    set_number(page, "Rounds T", 1)
+    set_number(page, "Candidates per round n", 4)
+    page.get_by_text("More options").click()
+    set_number(page, "Max prompt tokens", 24)
+    page.get_by_role("button", name="Run probe").click()
+
+    seen_partial = False
+    deadline = time.monotonic() + EMBEDDED_LIMIT_S - 120
+    while time.monotonic() < deadline:
+        counts = progress_counts(page)
+        if counts and 0 < counts[0] < counts[1] and page.get_by_test_id("stDataFrame").count():
+            if not seen_partial:
+                page.wait_for_timeout(1500)  # let the charts draw before the README screenshot
+                shot(page, "probe-live", readme=True)
+            seen_partial = True
+        if page.get_by_text("is saved").count():
+            break
+        page.wait_for_timeout(1000)
+    else:
+        pytest.fail(f"probe did not finish; see {real_server.log}")
+    no_exception(page)
+    assert seen_partial, "no candidate was shown before the run ended"
+    assert page.get_by_text("Best prompt so far").count() == 1
+    assert page.get_by_text("true suffix").count() == 1
+    shot(page, "probe-finished")
+    store = Store(real_server.store)
+    (run,) = store.list_runs()
+    assert run["status"] == "finished"
+    assert len(store.candidates_frame(run["id"])) == 1 + 4
+
+
+@pytest.mark.timeout(EMBEDDED_LIMIT_S)
+def test_compare_on_the_embedded_models(real_server, page) -> None:  # noqa: F811
+    open_page(page, real_server, "Compare")
+    set_number(page, "Length (tokens)", 30)
+    set_number(page, "Ours: rounds T", 0)
+    page.get_by_role("button", name="Run comparison").click()
+    page.get_by_text("is saved").wait_for(timeout=(EMBEDDED_LIMIT_S - 120) * 1000)
+    no_exception(page)
+    page.get_by_text("Scores by method").first.wait_for(timeout=30_000)
+    page.wait_for_timeout(1500)
+    for label in ("P-S-Base", "P-S-Inst", "Ours (interactive)"):
+        assert page.get_by_text(label).count() >= 1
+    shot(page, "compare", readme=True)
+
+
+def test_runs_page_downloads_safe_csv(fake_server, page) -> None:  # noqa: F811
+    store = Store(fake_server.store)
+    run_id = store.create_run("probe", title="csv check", config={})
+    store.add_samples(run_id, [Snippet("s1", "a b c d e f", "legal")])
+    unit = UnitKey("s1", "interactive", 6)
+    store.add_units(run_id, [unit])
+    trace = [Candidate(0, 0, "=HYPERLINK(\"http://x\")", "out 0", 0.1, 0.0, 0.05),
+             Candidate(1, 0, "second prompt", "out 1", 0.5, 0.1, 0.2, is_round_best=True),
+             Candidate(1, 1, XSS, "out 2", 0.3, 0.2, 0.05)]
+    for cand in trace:
+        store.record_candidate(run_id, unit, cand)
+    result = AttackResult("interactive", "s1", "legal", 6, "second prompt", "out 1", 0.5, 0.1, 0.2,
+                          0.5, trace=trace)
+    store.finish_unit(run_id, unit, result)
+    store.set_run_status(run_id, "finished")
+
+    open_page(page, fake_server, "Runs")
+    no_exception(page)
+    button = page.get_by_role("button", name="Raw candidates CSV")
+    button.wait_for(timeout=30_000)
+    with page.expect_download(timeout=30_000) as info:
+        button.click()
+    download = info.value
+    text = open(download.path(), encoding="utf-8").read()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [r["prompt"] for r in rows][1:] == ["second prompt", XSS]
+    assert not rows[0]["prompt"].startswith("=")  # formula neutralized for spreadsheets
+    assert "HYPERLINK" in rows[0]["prompt"]
+    assert [float(r["mem"]) for r in rows] == [0.1, 0.5, 0.3]
+    assert {r["run_id"] for r in rows} == {str(run_id)}
+    shot(page, "runs")
+
+
+def test_markup_in_a_snippet_shows_as_text(fake_server, page) -> None:  # noqa: F811
+    open_page(page, fake_server, "Probe")
+    page.get_by_text("Paste", exact=True).click()
+    page.wait_for_timeout(700)
+    area = page.get_by_label("Text the model may have seen")
+    area.fill(" ".join([XSS + " licensed under the terms of the license"] * 12))
+    area.press("Tab")
+    page.wait_for_timeout(700)
+    set_number(page, "Length (tokens)", 40)
+    set_number(page, "Rounds T", 1)
+    set_number(page, "Candidates per round n", 2)
+    page.get_by_role("button", name="Run probe").click()
+    page.get_by_text("is saved").wait_for(timeout=120_000)
+    no_exception(page)
+    assert page.locator("img[src='x']").count() == 0
+    assert page.dialogs == []
+    assert page.get_by_text(XSS).count() >= 1  # shown literally in the overlap view
+    shot(page, "probe-escaped")
+
+
+@pytest.mark.timeout(EMBEDDED_LIMIT_S)
+def test_ner_page_on_the_embedded_ner_model(real_server, page) -> None:  # noqa: F811
+    """The embedded MiniLM NER model (trained on first use, then cached): M-MEM above 50 %."""
+    open_page(page, real_server, "NER")
+    set_number(page, "Pairs (at most)", 40)
+    set_number(page, "How many", 12)
+    set_number(page, "Token-importance steps", 3)
+    page.get_by_role("button", name="Run NER audit").click()
+    page.get_by_text("Attention of the name position").wait_for(timeout=(EMBEDDED_LIMIT_S - 120) * 1000)
+    no_exception(page)
+    page.wait_for_timeout(2000)
+    assert page.get_by_role("button", name="Prompt scores CSV").count() == 1
+    shot(page, "ner", readme=True)
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_every_page_renders(fake_server, page, name: str) -> None:  # noqa: F811
+    open_page(page, fake_server, name)
+    no_exception(page)
+    assert page.get_by_test_id("stSidebar").count() == 1
+    shot(page, f"page-{name.lower()}")

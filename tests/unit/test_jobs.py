@@ -1,0 +1,162 @@
+"""Worker-thread jobs: progress under a lock, cancel, failures, and one model job at a time."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from memprobe_core.jobs import Job, ModelLock, Progress
+
+
+def _wait(predicate, timeout: float = 5.0) -> None:
+    deadline = time.time() + timeout
+    while not predicate():
+        if time.time() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.01)
+
+
+def test_job_result_items_and_rate() -> None:
+    def work(progress: Progress, cancel: threading.Event) -> str:
+        progress.set(total=3)
+        for i in range(3):
+            progress.add_item({"i": i})
+            progress.advance()
+        progress.update_data(best="b")
+        return "done"
+
+    job = Job(work, name="t", lock=ModelLock()).start()
+    job.join(5)
+    snap = job.progress.snapshot()
+    assert snap.state == "finished" and snap.result == "done"
+    assert [row["i"] for row in snap.items] == [0, 1, 2]
+    assert snap.done == 3 and snap.fraction == 1.0 and snap.data == {"best": "b"}
+    assert snap.rate is not None and snap.rate > 0
+
+
+def test_snapshot_is_a_private_copy() -> None:
+    progress = Progress()
+    progress.add_item(1)
+    snap = progress.snapshot()
+    progress.add_item(2)
+    progress.update_data(x=1)
+    assert snap.items == [1] and snap.data == {}
+
+
+def test_cancel_keeps_partial_result() -> None:
+    started = threading.Event()
+
+    def work(progress: Progress, cancel: threading.Event) -> int:
+        n = 0
+        started.set()
+        while not cancel.is_set():
+            n += 1
+            time.sleep(0.005)
+        return n
+
+    job = Job(work, name="c", lock=None).start()
+    started.wait(5)
+    job.cancel()
+    job.join(5)
+    snap = job.progress.snapshot()
+    assert snap.state == "cancelled" and snap.result >= 1 and snap.is_final
+
+
+def test_failure_is_reported_with_its_message() -> None:
+    def work(progress: Progress, cancel: threading.Event) -> None:
+        raise ValueError("snippet 'x' has 3 tokens")
+
+    job = Job(work, name="f", lock=None).start()
+    job.join(5)
+    snap = job.progress.snapshot()
+    assert snap.state == "failed"
+    assert snap.error == "ValueError: snippet 'x' has 3 tokens"
+
+
+def test_second_job_waits_for_the_model_lock_and_says_so() -> None:
+    lock = ModelLock()
+    release = threading.Event()
+    order: list[str] = []
+
+    def first(progress: Progress, cancel: threading.Event) -> None:
+        order.append("first-start")
+        release.wait(5)
+        order.append("first-end")
+
+    def second(progress: Progress, cancel: threading.Event) -> None:
+        order.append("second-start")
+
+    a = Job(first, name="session A probe", lock=lock).start()
+    _wait(lambda: a.progress.snapshot().state == "running")
+    b = Job(second, name="session B probe", lock=lock).start()
+    _wait(lambda: "waiting for another job" in b.progress.snapshot().message)
+    snap = b.progress.snapshot()
+    assert snap.state == "waiting" and "session A probe" in snap.message
+    assert order == ["first-start"]
+    release.set()
+    a.join(5)
+    b.join(5)
+    assert order == ["first-start", "first-end", "second-start"]
+    assert not lock.locked()
+
+
+def test_cancel_while_waiting_never_runs() -> None:
+    lock = ModelLock()
+    assert lock.acquire("holder", timeout=1)
+    ran = []
+    job = Job(lambda p, c: ran.append(1), name="w", lock=lock).start()
+    _wait(lambda: job.progress.snapshot().state == "waiting")
+    job.cancel()
+    job.join(5)
+    assert job.progress.snapshot().state == "cancelled" and not ran
+    lock.release()
+
+
+def test_lock_is_released_when_the_job_fails() -> None:
+    lock = ModelLock()
+
+    def boom(progress: Progress, cancel: threading.Event) -> None:
+        raise RuntimeError("x")
+
+    job = Job(boom, name="b", lock=lock).start()
+    job.join(5)
+    assert not lock.locked()
+
+
+def test_unknown_progress_field_is_refused() -> None:
+    with pytest.raises(KeyError, match="update_data"):
+        Progress().set(best=1)
+
+
+def test_recorded_methods_job_stores_every_candidate_and_survives_a_failing_method(tmp_path) -> None:
+    from memprobe_core.attacks.common import AttackOptions, ModelSet
+    from memprobe_core.data import Snippet, split
+    from memprobe_core.jobs import recorded_methods_job
+    from memprobe_core.models import load
+    from memprobe_core.store import Store, UnitKey
+
+    store = Store(tmp_path / "runs.sqlite")
+    victim = load("fake")
+    snippet = Snippet("s", " ".join(f"w{i}" for i in range(80)), "legal")
+    piece = split(snippet, "whitespace", 40)
+    run_id = store.create_run("compare", config={})
+    store.add_samples(run_id, [snippet])
+    units = [UnitKey("s", m, 40) for m in ("ps_inst", "reverse_lm", "interactive")]
+    store.add_units(run_id, units)
+    options = AttackOptions(rounds=1, n_candidates=3)
+    models = ModelSet(victim=victim, attacker=victim, init=victim)  # no reverse model: it fails
+    job = Job(recorded_methods_job(store, run_id, [(u, piece) for u in units], models, options),
+              name="t", lock=None).start()
+    job.join(30)
+    snap = job.progress.snapshot()
+    assert snap.state == "finished", snap.error
+    assert set(snap.result) == {"ps_inst", "interactive"}
+    assert "reverse_lm" in snap.data["errors"] and "reverse" in snap.data["errors"]["reverse_lm"]
+    assert snap.done == 3  # units, including the failed one
+    stored = store.candidates_frame(run_id)
+    assert len(stored) == len(snap.items)
+    assert {i["method"] for i in snap.items} == {"ps_inst", "interactive"}
+    assert store.get_run(run_id)["status"] == "finished"
+    assert store.unit_counts(run_id) == {"pending": 0, "running": 0, "done": 2, "error": 1}
