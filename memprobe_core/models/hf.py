@@ -1,0 +1,419 @@
+"""The ``hf`` backend: transformers + torch, batched generation, white-box access for GCG.
+
+Loads a hub id, a local folder or a GGUF file. All ``requests × n`` sequences of one call go
+through as few ``model.generate`` calls as memory allows (``max_batch_size``; on CUDA
+out-of-memory the batch is halved and retried). Greedy when ``temperature == 0`` (and then one
+sequence per request is computed and copied ``n`` times), seeded sampling otherwise; the seed is
+applied inside ``torch.random.fork_rng`` so the process's global random state is left as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from memprobe_core.models.base import (
+    Completion,
+    Generator,
+    LoadOptions,
+    ModelError,
+    Request,
+    chat_as_text,
+)
+
+log = logging.getLogger("memprobe")
+
+_DTYPES = ("bfloat16", "float16", "float32")
+
+
+def pick_device(device: str | None) -> str:
+    """``device`` as given, else ``"cuda"`` when a GPU is visible, else ``"cpu"``."""
+    import torch
+
+    if device:
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ModelError(f"device {device!r} was asked for but no CUDA GPU is visible; use 'cpu'")
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def pick_dtype(dtype: str | None, device: str) -> Any:
+    """The torch dtype: as given, else bfloat16 on CUDA and float32 elsewhere."""
+    import torch
+
+    if dtype is None:
+        dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    if dtype not in _DTYPES:
+        raise ModelError(f"dtype {dtype!r} is unknown; use one of {list(_DTYPES)}")
+    return getattr(torch, dtype)
+
+
+class HFGenerator(Generator):
+    """A transformers causal LM behind the Generator contract.
+
+    Args:
+        model: a loaded ``PreTrainedModel`` (causal LM), already on its device.
+        tokenizer: its tokenizer; set to left padding here, with a pad token if it had none.
+        model_id: the name shown in manifests.
+        max_batch_size: most sequences per ``generate`` call (``None``: all at once).
+        manifest_extra: more manifest entries (source, revision, file size …).
+        stop_token_ids: token ids that end a completion (default: the model's EOS ids).
+    """
+
+    backend = "hf"
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        model_id: str,
+        max_batch_size: int | None = None,
+        manifest_extra: dict[str, Any] | None = None,
+        stop_token_ids: Sequence[int] | None = None,
+    ) -> None:
+        super().__init__()
+        if max_batch_size is not None and max_batch_size < 1:
+            raise ValueError(f"max_batch_size={max_batch_size}: use at least 1 (or None)")
+        self.model_id = model_id
+        self._model = model
+        self._tokenizer = tokenizer
+        self.max_batch_size = max_batch_size
+        self._manifest_extra = dict(manifest_extra or {})
+        # One generate at a time per model: concurrent calls would only fight for the device.
+        self._lock = threading.Lock()
+        tokenizer.padding_side = "left"  # generation appends on the right, so pad on the left
+        if tokenizer.pad_token_id is None:
+            if tokenizer.eos_token is None:
+                raise ModelError(f"model {model_id!r}: its tokenizer has neither a pad nor an EOS token")
+            tokenizer.pad_token = tokenizer.eos_token
+        self.stop_token_ids: tuple[int, ...] = tuple(stop_token_ids or _eos_ids(model, tokenizer))
+
+    # --- capabilities -------------------------------------------------------------------------
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self._tokenizer, "chat_template", None))
+
+    @property
+    def tokenizer(self) -> Any:
+        """The HF tokenizer (left padding)."""
+        return self._tokenizer
+
+    @property
+    def torch_model(self) -> Any:
+        """The torch model, for white-box methods (never mutate it: it is shared)."""
+        return self._model
+
+    @property
+    def device(self) -> Any:
+        return self._model.device
+
+    @property
+    def white_box(self) -> bool:
+        return True
+
+    def manifest(self) -> dict[str, Any]:
+        config = self._model.config
+        out = {
+            "model_id": self.model_id,
+            "backend": self.backend,
+            "model_type": getattr(config, "model_type", None),
+            "dtype": str(self._model.dtype).removeprefix("torch."),
+            "device": str(self.device),
+            "revision": getattr(config, "_commit_hash", None),
+            "parameters": int(sum(p.numel() for p in self._model.parameters())),
+            "chat_template": self.has_chat_template,
+        }
+        out.update(self._manifest_extra)
+        return out
+
+    def __repr__(self) -> str:
+        return f"HFGenerator({self.model_id!r}, device={self.device}, dtype={self._model.dtype})"
+
+    # --- prompts ------------------------------------------------------------------------------
+    def prompt_text(self, request: Request) -> str:
+        """The exact text fed to the model for ``request`` (chat template applied for chats)."""
+        if isinstance(request, str):
+            return request
+        if self.has_chat_template:
+            return self._tokenizer.apply_chat_template(request, add_generation_prompt=True, tokenize=False)
+        return chat_as_text(request)
+
+    def prompt_ids(self, request: Request) -> list[int]:
+        """Token ids fed to the model for ``request``.
+
+        Plain text gets the tokenizer's special tokens (e.g. BOS); a chat template already
+        writes its own, so they are not added twice.
+        """
+        text = self.prompt_text(request)
+        special = isinstance(request, str) or not self.has_chat_template
+        ids = self._tokenizer(text, add_special_tokens=special)["input_ids"]
+        if not ids:
+            raise ValueError("a request encodes to zero tokens; give it some text")
+        return list(ids)
+
+    # --- generation ---------------------------------------------------------------------------
+    def _generate(
+        self,
+        requests: list[Request],
+        *,
+        n: int,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        seed: int | None,
+    ) -> list[list[Completion]]:
+        import torch
+
+        greedy = temperature == 0
+        prompts = [self.prompt_ids(r) for r in requests]
+        # Greedy: every one of the n completions is the same, so compute it once per request.
+        copies = 1 if greedy else n
+        jobs = [i for i in range(len(prompts)) for _ in range(copies)]
+        # Similar lengths together wastes less padding; results go back by job index.
+        order = sorted(range(len(jobs)), key=lambda j: len(prompts[jobs[j]]))
+        results: list[Completion | None] = [None] * len(jobs)
+        config = self._generation_config(max_new_tokens, temperature, top_p, greedy)
+        with self._lock, torch.inference_mode(), _seeded(seed, self.device, active=not greedy):
+            start = 0
+            batch = self.max_batch_size or len(order)
+            while start < len(order):
+                chunk = order[start : start + batch]
+                try:
+                    rows = self._run_batch([prompts[jobs[j]] for j in chunk], config)
+                except torch.OutOfMemoryError as exc:
+                    if batch == 1:
+                        raise ModelError(
+                            f"model {self.model_id!r} ran out of GPU memory on a single sequence; "
+                            "use a shorter prompt, fewer new tokens, a smaller dtype or the CPU"
+                        ) from exc
+                    batch = max(1, len(chunk) // 2)
+                    log.warning("%s: CUDA out of memory, retrying with batches of %d", self.model_id, batch)
+                    torch.cuda.empty_cache()
+                    continue
+                for j, completion in zip(chunk, rows):
+                    results[j] = completion
+                start += len(chunk)
+        out: list[list[Completion]] = []
+        for i in range(len(requests)):
+            mine = [c for j, c in zip(jobs, results) if j == i]
+            out.append(mine * n if greedy else mine)  # type: ignore[operator]
+        return out  # type: ignore[return-value]
+
+    def _generation_config(self, max_new_tokens: int, temperature: float, top_p: float, greedy: bool) -> Any:
+        from transformers import GenerationConfig
+
+        # Every knob set explicitly: unset fields would be filled from the checkpoint's
+        # generation_config.json (top_k=64, repetition penalties …) and change the method.
+        return GenerationConfig(
+            max_new_tokens=max_new_tokens,
+            min_new_tokens=0,
+            do_sample=not greedy,
+            temperature=1.0 if greedy else temperature,
+            top_p=1.0 if greedy else top_p,
+            # 0 turns top-k off when sampling; greedy gets the library default so it does not warn.
+            top_k=50 if greedy else 0,
+            num_beams=1,
+            repetition_penalty=1.0,
+            no_repeat_ngram_size=0,
+            eos_token_id=list(self.stop_token_ids),
+            pad_token_id=self._tokenizer.pad_token_id,
+            bos_token_id=getattr(self._model.generation_config, "bos_token_id", None),
+        )
+
+    def _run_batch(self, prompts: list[list[int]], config: Any) -> list[Completion]:
+        import torch
+
+        width = max(len(p) for p in prompts)
+        pad = self._tokenizer.pad_token_id
+        ids = torch.full((len(prompts), width), pad, dtype=torch.long)  # (B, T), left padded
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+            mask[row, width - len(prompt) :] = 1
+        output = self._model.generate(
+            input_ids=ids.to(self.device),
+            attention_mask=mask.to(self.device),
+            generation_config=config,
+        )
+        new = output[:, width:].tolist()  # (B, new tokens); rows that stopped early are padded
+        stops = set(self.stop_token_ids)
+        completions = []
+        for tokens in new:
+            end = next((k for k, t in enumerate(tokens) if t in stops), None)
+            if end is None:
+                text_ids, num, reason = tokens, len(tokens), "length"
+            else:
+                # num_tokens counts the stop token: the model did generate it.
+                text_ids, num, reason = tokens[:end], end + 1, "stop"
+            text = self._tokenizer.decode(text_ids, skip_special_tokens=True)
+            completions.append(Completion(text=text, num_tokens=num, finish_reason=reason))
+        return completions
+
+
+class _seeded:
+    """Seed torch's generators for one call and put the global state back afterwards."""
+
+    def __init__(self, seed: int | None, device: Any, *, active: bool) -> None:
+        self.seed, self.device, self.active = seed, device, active
+        self._fork: Any = None
+
+    def __enter__(self) -> None:
+        import torch
+
+        if self.seed is None or not self.active:
+            return
+        devices = []
+        if getattr(self.device, "type", str(self.device)).startswith("cuda"):
+            devices = [self.device.index or 0] if hasattr(self.device, "index") else [0]
+        self._fork = torch.random.fork_rng(devices=devices)
+        self._fork.__enter__()
+        torch.manual_seed(self.seed)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._fork is not None:
+            self._fork.__exit__(*exc)
+            self._fork = None
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
+    """EOS ids of the checkpoint's generation config (chat models often list several) and tokenizer."""
+    ids: list[int] = []
+    for source in (getattr(model, "generation_config", None), model.config):
+        value = getattr(source, "eos_token_id", None) if source is not None else None
+        if value is None:
+            continue
+        ids.extend(value if isinstance(value, (list, tuple)) else [value])
+    if tokenizer.eos_token_id is not None:
+        ids.append(tokenizer.eos_token_id)
+    return list(dict.fromkeys(int(i) for i in ids))
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+
+def resolve_source(name_or_path: str, gguf_file: str | None) -> tuple[str, str | None, str]:
+    """Where to load from: ``(folder or hub id, gguf file name or None, kind)``.
+
+    ``kind`` is ``"gguf"``, ``"local"`` or ``"hub"``.
+
+    Raises:
+        ModelError: a path that does not exist, or a hub id while the hub is offline.
+    """
+    path = Path(name_or_path).expanduser()
+    if path.is_file():
+        if path.suffix.lower() != ".gguf":
+            raise ModelError(
+                f"model file {str(path)!r} is not a .gguf file; pass a GGUF file or a model folder "
+                "(with config.json and weights)"
+            )
+        return str(path.parent), path.name, "gguf"
+    if path.is_dir():
+        if gguf_file:
+            if not (path / gguf_file).is_file():
+                raise ModelError(f"gguf_file {gguf_file!r} is not in folder {str(path)!r}")
+            return str(path), gguf_file, "gguf"
+        if not (path / "config.json").is_file():
+            ggufs = sorted(p.name for p in path.glob("*.gguf"))
+            if len(ggufs) == 1:
+                return str(path), ggufs[0], "gguf"
+            hint = f" (it holds GGUF files {ggufs}: pass gguf_file=...)" if ggufs else ""
+            raise ModelError(
+                f"model folder {str(path)!r} has no config.json{hint}; point at a transformers "
+                "model folder or a .gguf file"
+            )
+        return str(path), None, "local"
+    # A hub id is "name" or "org/name"; anything else that does not exist is a mistyped path.
+    looks_like_path = (
+        name_or_path.startswith((".", "/", "~"))
+        or "\\" in name_or_path
+        or name_or_path.lower().endswith((".gguf", ".safetensors", ".bin"))
+        or name_or_path.count("/") > 1
+    )
+    if looks_like_path:
+        raise ModelError(f"model path {name_or_path!r} does not exist; check the path")
+    if _hub_offline():
+        from memprobe_core.models.embedded import EMBEDDED
+
+        raise ModelError(
+            f"model {name_or_path!r} is not an embedded name ({', '.join(EMBEDDED)}), not a local "
+            "folder or file, and the hub is offline (HF_HUB_OFFLINE is set); use an embedded name "
+            "or a local path, or allow hub downloads"
+        )
+    return name_or_path, gguf_file, "hub"
+
+
+def _hub_offline() -> bool:
+    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def load_hf(
+    name_or_path: str,
+    options: LoadOptions,
+    *,
+    model_id: str | None = None,
+    manifest_extra: dict[str, Any] | None = None,
+) -> HFGenerator:
+    """Load a causal LM with transformers (the ``hf`` backend's entry point).
+
+    Args:
+        name_or_path: hub id, local model folder, or ``.gguf`` file.
+        options: device, dtype, revision, trust_remote_code, gguf_file, max_batch_size
+            (``extra``: ``stop_token_ids``).
+        model_id: the name for manifests (default: ``name_or_path``).
+        manifest_extra: more manifest entries (the embedded backend names its package).
+
+    Raises:
+        ModelError: missing path, hub offline, unreadable/corrupt files, unknown options.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    unknown = set(options.extra) - {"stop_token_ids"}
+    if unknown:
+        raise ModelError(f"the hf backend does not know option(s) {sorted(unknown)}")
+    source, gguf, kind = resolve_source(name_or_path, options.gguf_file)
+    device = pick_device(options.device)
+    dtype = pick_dtype(options.dtype, device)
+    common: dict[str, Any] = {"trust_remote_code": options.trust_remote_code}
+    if options.revision:
+        common["revision"] = options.revision
+    if gguf:
+        common["gguf_file"] = gguf
+    label = f"{source}/{gguf}" if gguf else source
+    log.info("loading %s (%s) on %s as %s", label, kind, device, str(dtype).removeprefix("torch."))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, **common)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **common)
+    except (OSError, ValueError, KeyError, RuntimeError, EnvironmentError, AttributeError) as exc:
+        what = "GGUF file" if gguf else ("model folder" if kind == "local" else "hub model")
+        hint = " (is it a complete, uncorrupted GGUF file?)" if gguf else ""
+        raise ModelError(f"could not load {what} {label!r}{hint}: {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:  # gguf's reader raises assorted errors on damaged files
+        if not gguf:
+            raise
+        raise ModelError(
+            f"could not read GGUF file {label!r} (is it a complete, uncorrupted GGUF file?): "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    model.to(device)
+    model.eval()
+    extra: dict[str, Any] = {"source": kind}
+    if options.revision:
+        extra["revision"] = options.revision
+    if gguf:
+        extra["gguf_file"] = gguf
+        extra["gguf_bytes"] = (Path(source) / gguf).stat().st_size
+    extra.update(manifest_extra or {})
+    return HFGenerator(
+        model,
+        tokenizer,
+        model_id=model_id or name_or_path,
+        max_batch_size=options.max_batch_size,
+        manifest_extra=extra,
+        stop_token_ids=options.extra.get("stop_token_ids"),
+    )

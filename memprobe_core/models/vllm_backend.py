@@ -1,0 +1,134 @@
+"""The ``vllm`` backend: vLLM's offline engine for GPU users (``pip install 'memprobe[vllm]'``).
+
+vLLM is imported only when this backend is chosen. One ``generate`` call becomes one
+``LLM.generate`` (plain texts) and/or one ``LLM.chat`` (chats, the engine applies the model's chat
+template) with ``SamplingParams(n=n, …)``, so 24 candidates are one engine call. Black-box for
+memprobe's purposes: GCG needs the ``hf`` backend.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from memprobe_core.models.base import Completion, Generator, LoadOptions, ModelError, Request
+
+log = logging.getLogger("memprobe")
+
+
+class VLLMGenerator(Generator):
+    """A model served by an in-process ``vllm.LLM``.
+
+    Args:
+        llm: the engine (``vllm.LLM``).
+        model_id: the name shown in manifests.
+        manifest_extra: more manifest entries (dtype, revision …).
+    """
+
+    backend = "vllm"
+
+    def __init__(self, llm: Any, *, model_id: str, manifest_extra: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.model_id = model_id
+        self._llm = llm
+        self._tokenizer = llm.get_tokenizer()
+        self._manifest_extra = dict(manifest_extra or {})
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self._tokenizer, "chat_template", None))
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._tokenizer
+
+    def manifest(self) -> dict[str, Any]:
+        return {"model_id": self.model_id, "backend": self.backend, **self._manifest_extra}
+
+    def __repr__(self) -> str:
+        return f"VLLMGenerator({self.model_id!r})"
+
+    def _generate(
+        self,
+        requests: list[Request],
+        *,
+        n: int,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        seed: int | None,
+    ) -> list[list[Completion]]:
+        from vllm import SamplingParams
+
+        greedy = temperature == 0
+        # Greedy samples are all equal: ask for one and copy it.
+        params = SamplingParams(
+            n=1 if greedy else n,
+            temperature=temperature,
+            top_p=1.0 if greedy else top_p,
+            max_tokens=max_new_tokens,
+            seed=seed,
+        )
+        texts = [(i, r) for i, r in enumerate(requests) if isinstance(r, str)]
+        chats = [(i, r) for i, r in enumerate(requests) if not isinstance(r, str)]
+        results: dict[int, list[Completion]] = {}
+        if texts:
+            outputs = self._llm.generate([r for _, r in texts], params, use_tqdm=False)
+            results.update(zip((i for i, _ in texts), (_completions(o) for o in outputs)))
+        if chats:
+            if not self.has_chat_template:
+                raise ModelError(f"model {self.model_id!r} has no chat template; send plain text")
+            outputs = self._llm.chat([r for _, r in chats], params, use_tqdm=False)
+            results.update(zip((i for i, _ in chats), (_completions(o) for o in outputs)))
+        return [results[i] * n if greedy else results[i] for i in range(len(requests))]
+
+
+def _completions(request_output: Any) -> list[Completion]:
+    out = []
+    for choice in request_output.outputs:
+        reason = "length" if choice.finish_reason == "length" else "stop"
+        out.append(Completion(choice.text, len(choice.token_ids), reason))
+    return out
+
+
+def load_vllm(name: str, options: LoadOptions) -> VLLMGenerator:
+    """Start a vLLM engine (the ``vllm`` backend's entry point).
+
+    ``name`` is a hub id or local folder, optionally prefixed ``vllm:``. Options: dtype,
+    revision, trust_remote_code; extras ``seed``, ``gpu_memory_utilization``,
+    ``max_model_len``, ``tensor_parallel_size``.
+    """
+    known = {"seed", "gpu_memory_utilization", "max_model_len", "tensor_parallel_size"}
+    unknown = set(options.extra) - known
+    if unknown:
+        raise ModelError(f"the vllm backend does not know option(s) {sorted(unknown)}; known: {sorted(known)}")
+    if options.device not in (None, "cuda"):
+        raise ModelError(f"the vllm backend runs on a GPU; device {options.device!r} is not supported")
+    try:
+        import torch
+
+        has_gpu = torch.cuda.is_available()
+    except ImportError:
+        has_gpu = False
+    if not has_gpu:
+        raise ModelError("the vllm backend needs a CUDA GPU and none is visible; use the hf backend")
+    from vllm import LLM
+
+    model = name.removeprefix("vllm:")
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "dtype": options.dtype or "auto",
+        "trust_remote_code": options.trust_remote_code,
+        "seed": options.extra.get("seed", 0),
+    }
+    if options.revision:
+        kwargs["revision"] = options.revision
+    for key in ("gpu_memory_utilization", "max_model_len", "tensor_parallel_size"):
+        if key in options.extra:
+            kwargs[key] = options.extra[key]
+    log.info("starting vLLM for %s", model)
+    try:
+        llm = LLM(**kwargs)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ModelError(f"vLLM could not load {model!r}: {type(exc).__name__}: {exc}") from exc
+    return VLLMGenerator(llm, model_id=model, manifest_extra={"dtype": kwargs["dtype"], "revision": options.revision})

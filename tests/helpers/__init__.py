@@ -1,0 +1,1 @@
+"""Shared test helpers (tiny in-process models)."""
