@@ -12,6 +12,8 @@ one still ``running``; resuming redoes it (its partial candidates dropped) and s
 ``done`` unit. A unit that fails (a snippet too short for the length, a model error) is recorded
 with its error and the audit goes on. Ctrl-C (``KeyboardInterrupt``) or the ``cancel`` event stops
 after putting the unit in flight back to ``pending`` and marking the run ``interrupted``.
+
+Model names, defaults and loading live in :mod:`memprobe_core.audit_models` (re-exported here).
 """
 
 from __future__ import annotations
@@ -22,110 +24,38 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from memprobe_core.attacks.common import AttackOptions, ModelSet
 from memprobe_core.attacks.result import METHOD_LABELS, AttackEvent, AttackResult, EventCallback
+from memprobe_core.audit_models import (
+    METHOD_ROLES,
+    ROLES,
+    ModelNames,
+    default_model_names,
+    load_models,
+    models_from_config,
+    roles_needed,
+)
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.data import Snippet, SplitSnippet, split
 from memprobe_core.store import Store, UnitKey
 
+__all__ = [
+    "METHOD_ROLES", "ROLES", "AuditBusyError", "AuditProgress", "AuditSummary", "ModelNames",
+    "ProgressCallback", "Runner", "check_methods", "default_model_names", "load_models",
+    "models_from_config", "resume_audit", "roles_needed", "run_audit", "start_audit",
+]
+
 log = logging.getLogger("memprobe")
-
-# Which model roles each method needs (the victim is always loaded: its tokenizer cuts snippets).
-METHOD_ROLES: dict[str, tuple[str, ...]] = {
-    "ps_base": ("base",),
-    "ps_inst": ("victim",),
-    "reverse_lm": ("reverse", "victim"),
-    "gcg": ("base", "victim"),
-    "interactive": ("victim", "attacker", "init"),
-}
-ROLES: tuple[str, ...] = ("victim", "base", "attacker", "init", "reverse")
-
-# Used when memprobe_core.models.embedded cannot be imported (its constants win when it can).
-_FALLBACK_BASE = "gemma-3-270m"
-_FALLBACK_INSTRUCT = "smollm2-135m-instruct"
-_FALLBACK_REVERSE = "afterless/reverse-pythia-160m"
 
 Runner = Callable[..., AttackResult]
 
 
 class AuditBusyError(RuntimeError):
     """The audit is being run by another live process."""
-
-
-@dataclass
-class ModelNames:
-    """The models of an audit, by name, so a resumed audit can load them again.
-
-    Attributes:
-        victim / base / attacker: embedded short names, hub ids or local paths (``None``: the
-            embedded default for that role).
-        init: the init model (``None``: the attacker).
-        reverse: the reverse LM (``None``: ``afterless/reverse-pythia-160m``; only loaded when
-            ``reverse_lm`` is among the methods).
-        backend: backend for every model (``None``: chosen from the name).
-        load_options: keyword options passed to ``memprobe_core.models.load`` (device, dtype …).
-    """
-
-    victim: str | None = None
-    base: str | None = None
-    attacker: str | None = None
-    init: str | None = None
-    reverse: str | None = None
-    backend: str | None = None
-    load_options: dict[str, Any] = field(default_factory=dict)
-
-    def resolved(self) -> ModelNames:
-        """A copy with every default filled in (what is recorded in the run config)."""
-        base_default, instruct_default, reverse_default = default_model_names()
-        attacker = self.attacker or instruct_default
-        return ModelNames(
-            victim=self.victim or base_default,
-            base=self.base or base_default,
-            attacker=attacker,
-            init=self.init or attacker,
-            reverse=self.reverse or reverse_default,
-            backend=self.backend,
-            load_options=dict(self.load_options),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelNames:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
-
-
-def default_model_names() -> tuple[str, str, str]:
-    """``(base/victim, attacker/init, reverse)`` default names."""
-    base, instruct, reverse = _FALLBACK_BASE, _FALLBACK_INSTRUCT, _FALLBACK_REVERSE
-    try:
-        from memprobe_core.models import embedded
-
-        base = getattr(embedded, "DEFAULT_VICTIM", None) or getattr(embedded, "DEFAULT_BASE", base)
-        instruct = getattr(embedded, "DEFAULT_ATTACKER", instruct)
-    except ImportError:  # models package not importable: keep the documented names
-        pass
-    try:
-        from memprobe_core.attacks import reverse_lm
-
-        reverse = getattr(reverse_lm, "DEFAULT_REVERSE_MODEL", reverse)
-    except ImportError:
-        pass
-    return base, instruct, reverse
-
-
-def roles_needed(methods: Iterable[str]) -> list[str]:
-    """Model roles the given methods need, in ``ROLES`` order (always includes the victim)."""
-    needed = {"victim"}
-    for method in methods:
-        needed.update(METHOD_ROLES.get(method, ()))
-    return [role for role in ROLES if role in needed]
 
 
 def check_methods(methods: Sequence[str]) -> list[str]:
@@ -140,35 +70,6 @@ def check_methods(methods: Sequence[str]) -> list[str]:
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; choose from {list(METHOD_LABELS)}")
     return list(dict.fromkeys(methods))
-
-
-def load_models(names: ModelNames, methods: Iterable[str]) -> ModelSet:
-    """Load the models the methods need (and no other) through ``memprobe_core.models.load``.
-
-    Raises:
-        ModelError: a model cannot be loaded (unknown name, missing file, …).
-    """
-    from memprobe_core.models import load
-
-    names = names.resolved()
-    cache: dict[str, Any] = {}
-
-    def get(role: str) -> Any:
-        name = getattr(names, role)
-        if name not in cache:
-            log.info("loading %s model %s", role, name)
-            cache[name] = load(name, backend=names.backend, **names.load_options)
-        return cache[name]
-
-    needed = roles_needed(methods)
-    loaded = {role: get(role) for role in needed}
-    return ModelSet(
-        victim=loaded["victim"],
-        base=loaded.get("base"),
-        attacker=loaded.get("attacker"),
-        init=loaded.get("init"),
-        reverse=loaded.get("reverse"),
-    )
 
 
 @dataclass(frozen=True)
@@ -307,11 +208,6 @@ def resume_audit(
             store.reset_unit(run_id, unit["key"])
     return run_audit(store, run_id, models=models, models_factory=models_factory,
                      on_progress=on_progress, on_event=on_event, cancel=cancel, runner=runner)
-
-
-def models_from_config(config: dict[str, Any]) -> ModelSet:
-    """Load the models a run's config names (the default ``models_factory``)."""
-    return load_models(ModelNames.from_dict(config.get("models") or {}), config["methods"])
 
 
 def run_audit(

@@ -19,12 +19,18 @@ import json
 import logging
 import sys
 import threading
-import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, get_args
 
 from memprobe_core.attacks.common import AttackOptions
-from memprobe_core.attacks.result import METHOD_LABELS, AttackEvent, AttackResult
+from memprobe_core.attacks.result import METHOD_LABELS, AttackEvent
+from memprobe_core.cli_output import (
+    LiveTable,
+    ProgressBar,
+    print_corpus,
+    print_result,
+    print_runs,
+)
 from memprobe_core.config import (
     DEFAULT_PREFIX_RATIO,
     OUTPUT_WINDOWS,
@@ -33,11 +39,13 @@ from memprobe_core.config import (
     ScoringConfig,
 )
 from memprobe_core.data import DataError, Snippet
+from memprobe_core.loaders import TxtMode
 
 log = logging.getLogger("memprobe")
 
 EXIT_OK, EXIT_UNITS_FAILED, EXIT_USAGE, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 DEFAULT_AUDIT_METHODS = ["ps_base", "ps_inst", "interactive"]
+TXT_MODES: tuple[str, ...] = get_args(TxtMode)
 
 EPILOG = """\
 exit codes:
@@ -89,6 +97,12 @@ def _add_models(parser: argparse.ArgumentParser) -> None:
                        "fp32 on CPU)")
 
 
+def _add_txt_mode(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--txt-mode", choices=TXT_MODES, default="file",
+                        help=f"{what} ending in .txt: the whole file is one snippet (file) or "
+                             "each blank-line-separated block is one (blocks)")
+
+
 def _add_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("method options")
     group.add_argument("--alpha", type=float, help="weight of Mem in the objective, 0..1 "
@@ -132,8 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     probe = command("probe", "probe one snippet with one method and show each round live")
     probe.add_argument("text", nargs="?", help="the snippet text (or use --file / --corpus-id)")
-    probe.add_argument("--file", type=Path, help="read the snippet from a .txt file (whole file) "
-                       "or the first row of a .jsonl/.csv/.parquet file")
+    probe.add_argument("--file", type=Path, help="read the snippet from a .txt file (see "
+                       "--txt-mode) or the first row of a .jsonl/.csv/.parquet file")
+    _add_txt_mode(probe, "--file")
     probe.add_argument("--corpus-id", help="a snippet of the built-in corpus (`memprobe corpus`)")
     probe.add_argument("--domain", default="unknown", help="domain of a text/file snippet; picks α")
     probe.add_argument("--method", choices=list(METHOD_LABELS), default="interactive",
@@ -155,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--id-column", help="dataset column holding ids (default: <file>:<row>)")
     audit.add_argument("--domain-column", help="dataset column holding domains (default: none)")
     audit.add_argument("--domain", help="domain of snippets without one (default: unknown)")
+    _add_txt_mode(audit, "a dataset")
     audit.add_argument("--methods", nargs="+", choices=list(METHOD_LABELS),
                        default=DEFAULT_AUDIT_METHODS, help="methods to run")
     audit.add_argument("--lengths", nargs="+", type=int, default=[200],
@@ -222,83 +238,6 @@ def _store(args: argparse.Namespace) -> Any:
     return Store(args.store)
 
 
-def _duration(seconds: float) -> str:
-    """``3725`` → ``1h02m``; ``75`` → ``1m15s``; ``9`` → ``9s``."""
-    seconds = int(round(seconds))
-    if seconds >= 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    if seconds >= 60:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds}s"
-
-
-def _short(text: str, width: int = 70) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-class LiveTable:
-    """Prints each method event as a row: the terminal's live round table."""
-
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
-
-    def __call__(self, event: AttackEvent) -> None:
-        data = event.data
-        if event.kind == "round_started":
-            print(f"round {data.get('round')} — {data.get('n', '?')} candidate(s)", file=self.out)
-            print(f"  {'#':>3} {'Mem':>6} {'LCS_P':>6} {'obj':>7}  prompt", file=self.out)
-        elif event.kind == "candidate_scored":
-            c = data["candidate"]
-            flags = f" [{','.join(c.flags)}]" if c.flags else ""
-            print(f"  {c.index:>3} {c.mem:6.3f} {c.lcs_p:6.3f} {c.objective:7.3f}  "
-                  f"{_short(c.prompt)}{flags}", file=self.out)
-        elif event.kind == "round_finished":
-            if "best" in data and data["best"] is not None:
-                b = data["best"]
-                print(f"  best of round {data.get('round')}: #{b.index} objective "
-                      f"{b.objective:.3f}", file=self.out)
-            elif "loss" in data:
-                print(f"  step {data.get('round')}: loss {data['loss']:.4f}  "
-                      f"{_short(str(data.get('best_prompt', '')))}", file=self.out)
-        self.out.flush()
-
-
-class ProgressBar:
-    """Audit progress on stderr: a tqdm bar on a terminal (when installed), else a plain text
-    line per update (readable in log files, where a redrawn bar is not)."""
-
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
-        self._bar: Any = None
-        self._tqdm: Any = None
-        if getattr(out, "isatty", lambda: False)():
-            try:
-                from tqdm import tqdm
-            except ImportError:
-                pass
-            else:
-                self._tqdm = tqdm
-
-    def __call__(self, progress: Any) -> None:
-        current = str(progress.current) if progress.current else ""
-        if self._tqdm is not None:
-            if self._bar is None:
-                self._bar = self._tqdm(total=progress.total, initial=progress.done, unit="unit",
-                                       file=self.out, dynamic_ncols=True)
-            self._bar.n = progress.done
-            self._bar.set_postfix_str(f"errors={progress.errors} {current}".strip(), refresh=True)
-            return
-        eta = "?" if progress.eta_s is None else _duration(progress.eta_s)
-        doing = f" · running {current}" if current else ""
-        print(f"[{progress.done}/{progress.total} units] {progress.errors} failed · "
-              f"{progress.rate * 3600:.1f} units/h · ETA {eta}{doing}", file=self.out, flush=True)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-
-
 def _load_probe_snippet(args: argparse.Namespace) -> Snippet:
     given = [x for x in (args.text, args.file, args.corpus_id) if x]
     if len(given) != 1:
@@ -308,7 +247,7 @@ def _load_probe_snippet(args: argparse.Namespace) -> Snippet:
     if args.file:
         from memprobe_core.loaders import load_snippets
 
-        loaded = load_snippets(args.file, domain=args.domain)
+        loaded = load_snippets(args.file, domain=args.domain, txt_mode=args.txt_mode)
         if not loaded.snippets:
             raise UsageError(f"{args.file}: no usable snippet ({loaded.summary()})")
         if len(loaded.snippets) > 1:
@@ -371,21 +310,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"run_id": run_id, **result.to_dict()}, ensure_ascii=False, indent=2))
     else:
-        _print_result(run_id, result)
+        print_result(run_id, result)
     return EXIT_OK
-
-
-def _print_result(run_id: int, result: AttackResult) -> None:
-    dis = "–" if result.dis is None else f"{result.dis:.3f}"
-    c = result.costs
-    print(f"\nrun {run_id} · {METHOD_LABELS.get(result.method, result.method)} on "
-          f"{result.snippet_id} ({result.domain}, length {result.length}, α {result.alpha})")
-    print(f"Mem {result.mem:.3f} · LCS_P {result.lcs_p:.3f} · Dis {dis} · objective "
-          f"{result.objective:.3f}")
-    print(f"cost: {c.victim_queries} victim / {c.attacker_queries} attacker queries, "
-          f"{c.generated_tokens} tokens, {c.wall_seconds:.1f} s")
-    print(f"prompt: {_short(result.prompt, 200)}")
-    print(f"output: {_short(result.output, 200)}")
 
 
 def _audit_snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, Any]]:
@@ -402,7 +328,7 @@ def _audit_snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, 
 
         loaded = load_snippets(args.dataset, text_column=args.text_column,
                                id_column=args.id_column, domain_column=args.domain_column,
-                               domain=args.domain)
+                               domain=args.domain, txt_mode=args.txt_mode)
         for rejection in loaded.rejected:
             print(f"{args.dataset}: row {rejection.row} skipped: {rejection.reason}",
                   file=sys.stderr)
@@ -480,12 +406,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if not runs:
         print("no runs yet; start one with `memprobe probe` or `memprobe audit`")
         return EXIT_OK
-    print(f"{'id':>4}  {'kind':<7} {'status':<11} {'units':>9} {'failed':>6}  {'updated':<16}  title")
-    for run in runs:
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(run["updated"]))
-        units = f"{run['units_done']}/{run['units_total']}"
-        print(f"{run['id']:>4}  {run['kind']:<7} {run['status']:<11} {units:>9} "
-              f"{run['units_error']:>6}  {when:<16}  {run['title']}")
+    print_runs(runs)
     return EXIT_OK
 
 
@@ -525,12 +446,7 @@ def cmd_corpus(args: argparse.Namespace) -> int:
                 print(snippet.text)
                 return EXIT_OK
         raise UsageError(f"corpus id {args.show!r} not found; `memprobe corpus` lists the ids")
-    summary = corpus_summary()
-    print("built-in demo corpus: " + ", ".join(f"{d} {n}" for d, n in summary.items()))
-    print(f"{'id':<40} {'domain':<8} {'words':>6}  source")
-    for snippet in snippets:
-        print(f"{snippet.id:<40} {snippet.domain:<8} {len(snippet.text.split()):>6}  "
-              f"{_short(snippet.source, 40)}")
+    print_corpus(corpus_summary(), snippets)
     return EXIT_OK
 
 

@@ -222,3 +222,25 @@ def test_progress_lines_when_not_a_terminal():
         "[0/9 units] 0 failed · 0.0 units/h · ETA ? · running s0/ps_base/200",
         "[3/9 units] 1 failed · 36.0 units/h · ETA 10m00s",
     ]
+
+
+def test_txt_mode_blocks_splits_a_txt_dataset(tmp_path, store_path, fake_models, capsys):
+    data = tmp_path / "two.txt"
+    data.write_text(f"{WORDS}\n\n{WORDS.replace('w', 'x')}\n", encoding="utf-8")
+    base = ["--store", str(store_path)]
+    audit = [*base, "audit", str(data), "--methods", "ps_base", "--lengths", "30", *MODELS]
+    assert main(audit) == 0  # default --txt-mode file: the whole file is one snippet
+    assert main([*audit, "--txt-mode", "blocks"]) == 0
+    store = Store(store_path)
+    blocks_run, file_run = (r["id"] for r in store.list_runs())
+    assert len(store.samples(file_run)) == 1
+    texts = [s.text for s in store.samples(blocks_run)]
+    assert texts == [WORDS, WORDS.replace("w", "x")]
+    capsys.readouterr()
+    probe = [*base, "probe", "--file", str(data), "--method", "ps_inst", "--length", "30", *MODELS]
+    assert main([*probe, "--txt-mode", "blocks"]) == 0
+    assert "has 2 snippets; probing the first" in capsys.readouterr().err
+    assert main(probe) == 0
+    assert "has 2 snippets" not in capsys.readouterr().err
+    assert main([*probe, "--txt-mode", "lines"]) == 2
+    assert "invalid choice: 'lines'" in capsys.readouterr().err

@@ -1,0 +1,144 @@
+"""Run results as pandas frames: one row per finished unit, failed unit or scored candidate.
+
+``memprobe_core.store.Store.results_frame`` and friends call these; ``result_row`` flattens one
+stored ``AttackResult`` dict (with the manifest's model and scoring columns) so a report or a CSV
+export never has to know the JSON layout.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from memprobe_core.attacks.result import METHOD_LABELS
+
+if TYPE_CHECKING:  # the store imports this module; a runtime import would be circular
+    from memprobe_core.store import Store
+    from memprobe_core.store_schema import UnitKey
+
+RESULT_COLUMNS: list[str] = [
+    "run_id", "snippet_id", "domain", "method", "method_label", "length", "mem", "lcs_p", "dis",
+    "objective", "alpha", "status", "prompt", "output", "victim_queries", "attacker_queries",
+    "generated_tokens", "seconds", "pii_truth", "pii_copied", "pii_invented", "victim", "base",
+    "attacker", "init", "reverse", "rouge_variant", "rouge_stemmer", "rouge_tokenizer",
+    "output_window", "seed",
+]
+
+
+CANDIDATE_COLUMNS: list[str] = [
+    "id", "run_id", "snippet_id", "method", "length", "round", "index", "prompt", "output", "mem",
+    "lcs_p", "objective", "flags", "is_round_best", "created",
+]
+ERROR_COLUMNS: list[str] = ["snippet_id", "method", "length", "attempts", "error"]
+
+
+def results_frame(store: Store, run_id: int) -> pd.DataFrame:
+    """One row per finished unit of a run: scores, costs, PII counts and manifest columns.
+
+    Columns: run_id, snippet_id, domain, method, method_label, length, mem, lcs_p, dis,
+    objective, alpha, status, prompt, output, victim_queries, attacker_queries,
+    generated_tokens, seconds, pii_truth, pii_copied, pii_invented, and the manifest columns
+    victim, base, attacker, init, reverse, rouge_variant, rouge_stemmer, rouge_tokenizer,
+    output_window, seed.
+    """
+    run = store.get_run(run_id)
+    rows = []
+    for unit in store.units(run_id, status="done"):
+        result = unit["result"]
+        if result is None:
+            continue
+        rows.append(result_row(run_id, result, run["config"]))
+    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+
+
+def errors_frame(store: Store, run_id: int) -> pd.DataFrame:
+    """One row per failed unit: snippet_id, method, length, attempts, error."""
+    rows = [{k: u[k] for k in ERROR_COLUMNS} for u in store.units(run_id, status="error")]
+    return pd.DataFrame(rows, columns=ERROR_COLUMNS)
+
+
+def candidates_frame(store: Store, run_id: int, unit: UnitKey | None = None) -> pd.DataFrame:
+    """Every stored candidate of a run (or one unit), in scoring order; flags comma-joined."""
+    frame = pd.DataFrame(store.candidates(run_id, unit), columns=CANDIDATE_COLUMNS)
+    frame["flags"] = frame["flags"].map(lambda f: ",".join(f) if isinstance(f, list) else f)
+    return frame
+
+
+def _model_name(manifest: dict[str, Any], config: dict[str, Any], role: str) -> str | None:
+    """A model's id for a role: the result manifest first, then the run config's model names."""
+    models = manifest.get("models")
+    if isinstance(models, dict):
+        # The result says which models it used; a role it left empty was not used.
+        entry = models.get(role)
+        if isinstance(entry, dict):
+            return str(entry.get("model_id")) if entry.get("model_id") else None
+        return str(entry) if entry else None
+    named = (config.get("models") or {}).get(role)
+    return str(named) if named else None
+
+
+def pii_counts(pii: dict[str, Any]) -> tuple[int, int, int]:
+    """``(in truth, copied, invented)`` item counts from an ``AttackResult.pii`` dict.
+
+    Accepts counts or lists under ``truth``/``copied``/``invented`` (also ``in_truth``,
+    ``suffix``), or a ``totals`` sub-dict, so the count survives small changes of the PII
+    report's shape.
+    """
+    source = pii.get("totals") if isinstance(pii.get("totals"), dict) else pii
+
+    def count(*names: str) -> int:
+        for name in names:
+            if name in source:
+                value = source[name]
+                if isinstance(value, (list, tuple, set)):
+                    return len(value)
+                if isinstance(value, dict):
+                    return sum(len(v) if isinstance(v, (list, tuple)) else int(v)
+                               for v in value.values())
+                if value is None:
+                    return 0
+                return int(value)
+        return 0
+
+    return (count("truth", "in_truth", "suffix", "n_truth"), count("copied", "n_copied"),
+            count("invented", "n_invented"))
+
+
+def result_row(run_id: int, result: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """Flatten one stored ``AttackResult`` dict into a results-frame row."""
+    costs = result.get("costs") or {}
+    manifest = result.get("manifest") or {}
+    scoring = manifest.get("scoring") or (config.get("options") or {}).get("scoring") or {}
+    truth, copied, invented = pii_counts(result.get("pii") or {})
+    seed = manifest.get("seed", (config.get("options") or {}).get("seed"))
+    return {
+        "run_id": run_id,
+        "snippet_id": result["snippet_id"],
+        "domain": result.get("domain", "unknown"),
+        "method": result["method"],
+        "method_label": METHOD_LABELS.get(result["method"], result["method"]),
+        "length": int(result["length"]),
+        "mem": result.get("mem"),
+        "lcs_p": result.get("lcs_p"),
+        "dis": result.get("dis"),
+        "objective": result.get("objective"),
+        "alpha": result.get("alpha"),
+        "status": result.get("status", "finished"),
+        "prompt": result.get("prompt", ""),
+        "output": result.get("output", ""),
+        "victim_queries": costs.get("victim_queries", 0),
+        "attacker_queries": costs.get("attacker_queries", 0),
+        "generated_tokens": costs.get("generated_tokens", 0),
+        "seconds": costs.get("wall_seconds", 0.0),
+        "pii_truth": truth,
+        "pii_copied": copied,
+        "pii_invented": invented,
+        **{role: _model_name(manifest, config, role)
+           for role in ("victim", "base", "attacker", "init", "reverse")},
+        "rouge_variant": scoring.get("variant"),
+        "rouge_stemmer": scoring.get("stemmer"),
+        "rouge_tokenizer": scoring.get("tokenizer"),
+        "output_window": scoring.get("output_window"),
+        "seed": seed,
+    }

@@ -1,0 +1,316 @@
+"""The run store's SQLite file: tables, ordered migrations, version checks, connections, rows.
+
+:class:`StoreFile` (the base of ``memprobe_core.store.Store``) holds one connection per thread and
+one writer at a time, and opens the file through :func:`migrate`, which creates the tables of a
+new file, upgrades an older one step by step (``MIGRATIONS[i]`` takes version ``i`` to ``i + 1``,
+the version kept in ``PRAGMA user_version``) and refuses files it cannot use with a
+:class:`StoreError` that says what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("memprobe")
+
+RUN_KINDS: tuple[str, ...] = ("probe", "audit", "compare")
+RUN_STATUSES: tuple[str, ...] = ("running", "finished", "interrupted", "failed")
+UNIT_STATUSES: tuple[str, ...] = ("pending", "running", "done", "error")
+
+# How long a writer waits for another process's write lock before giving up (ms).
+BUSY_TIMEOUT_MS = 30_000
+
+
+class StoreError(RuntimeError):
+    """The store file cannot be used; the message says which file and what to do."""
+
+
+@dataclass(frozen=True, order=True)
+class UnitKey:
+    """Identifies one unit of work of a run: a snippet probed by one method at one length."""
+
+    snippet_id: str
+    method: str
+    length: int
+
+    def __str__(self) -> str:
+        return f"{self.snippet_id}/{self.method}/{self.length}"
+
+
+# --- schema ---------------------------------------------------------------------------------------
+# Each entry upgrades the schema by one version: MIGRATIONS[i] takes version i to i + 1.
+# Never edit a released entry; append a new one (ALTER TABLE / data fix-ups) instead.
+_V1 = """
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    title TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    config TEXT NOT NULL DEFAULT '{}',
+    manifest TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE samples (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    snippet_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    domain TEXT NOT NULL,
+    text TEXT NOT NULL,
+    source TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (run_id, snippet_id)
+);
+CREATE TABLE units (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    snippet_id TEXT NOT NULL,
+    method TEXT NOT NULL,
+    length INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending',
+    error TEXT,
+    result TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    started REAL,
+    finished REAL,
+    seconds REAL,
+    PRIMARY KEY (run_id, snippet_id, method, length)
+);
+CREATE TABLE candidates (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    snippet_id TEXT NOT NULL,
+    method TEXT NOT NULL,
+    length INTEGER NOT NULL,
+    round INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    prompt TEXT NOT NULL,
+    output TEXT NOT NULL,
+    mem REAL,
+    lcs_p REAL,
+    objective REAL,
+    flags TEXT NOT NULL DEFAULT '[]',
+    is_round_best INTEGER NOT NULL DEFAULT 0,
+    extra TEXT NOT NULL DEFAULT '{}',
+    created REAL NOT NULL
+);
+CREATE INDEX candidates_unit ON candidates (run_id, snippet_id, method, length);
+CREATE INDEX units_status ON units (run_id, status);
+"""
+
+MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [_V1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def dumps(value: Any) -> str:
+    """JSON text of a config, manifest or result (non-ASCII kept, unknown objects as ``str``)."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def loads(text: str | None, default: Any = None) -> Any:
+    """The value of a JSON column, or ``default`` when the column is NULL."""
+    return default if text is None else json.loads(text)
+
+
+def migrate(conn: sqlite3.Connection, path: Path, write_lock: threading.Lock) -> None:
+    """Bring the store file behind ``conn`` to ``SCHEMA_VERSION`` (create it when empty).
+
+    Args:
+        conn: an open connection in autocommit mode (``isolation_level=None``).
+        path: the file, named in error messages.
+        write_lock: the store's in-process write lock, held while migrating.
+
+    Raises:
+        StoreError: a newer schema, a foreign SQLite file, missing tables or an unreadable file.
+    """
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"store {path} has schema version {version}, made by a newer memprobe "
+                f"(this one knows up to {SCHEMA_VERSION}); upgrade memprobe or use another "
+                "--store"
+            )
+        if version == SCHEMA_VERSION:
+            _check_tables(conn, path)
+            return
+        if version == 0 and _has_foreign_tables(conn):
+            raise StoreError(
+                f"{path} is an SQLite file but not a memprobe store; pass another --store"
+            )
+        # WAL is a property of the file; set it once, outside a transaction.
+        conn.execute("PRAGMA journal_mode = WAL")
+        with write_lock:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                # Re-read under the lock: another process may have migrated meanwhile.
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                for step in range(version, SCHEMA_VERSION):
+                    migration = MIGRATIONS[step]
+                    if isinstance(migration, str):
+                        for statement in migration.split(";"):
+                            if statement.strip():
+                                conn.execute(statement)
+                    else:
+                        migration(conn)
+                    log.info("store %s migrated to schema %d", path, step + 1)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(
+            f"{path} is not a usable memprobe store ({exc}); pass another --store"
+        ) from exc
+
+
+def _has_foreign_tables(conn: sqlite3.Connection) -> bool:
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    return bool([r for r in rows if not r[0].startswith("sqlite_")])
+
+
+def _check_tables(conn: sqlite3.Connection, path: Path) -> None:
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    missing = {"runs", "samples", "units", "candidates"} - names
+    if missing:
+        raise StoreError(
+            f"store {path} lacks tables {sorted(missing)}; it is damaged — pass another "
+            "--store"
+        )
+
+
+# --- row conversion -------------------------------------------------------------------------------
+RUN_LIST_SQL = (
+    "SELECT r.*, COUNT(u.snippet_id) AS units_total, "
+    "COALESCE(SUM(u.status = 'done'), 0) AS units_done, "
+    "COALESCE(SUM(u.status = 'error'), 0) AS units_error, "
+    "COALESCE(SUM(u.status = 'running'), 0) AS units_running, "
+    "COALESCE(SUM(u.status = 'pending'), 0) AS units_pending "
+    "FROM runs r LEFT JOIN units u ON u.run_id = r.id"
+)
+
+
+def key_params(unit: UnitKey) -> tuple[str, str, int]:
+    """``(snippet_id, method, length)``: a unit's key as SQL parameters."""
+    return (unit.snippet_id, unit.method, int(unit.length))
+
+
+def run_dict(row: sqlite3.Row) -> dict[str, Any]:
+    """A ``runs`` row (with unit counts) as a dict, config and manifest decoded."""
+    data = dict(row)
+    data["config"] = loads(data.get("config"), {})
+    data["manifest"] = loads(data.get("manifest"), {})
+    return data
+
+
+def unit_dict(row: sqlite3.Row) -> dict[str, Any]:
+    """A ``units`` row as a dict with its ``UnitKey`` under ``key`` and the result decoded."""
+    data = dict(row)
+    data["key"] = UnitKey(data["snippet_id"], data["method"], int(data["length"]))
+    data["result"] = loads(data.get("result"))
+    return data
+
+
+def candidate_dict(row: sqlite3.Row) -> dict[str, Any]:
+    """A ``candidates`` row as a dict (``idx`` renamed ``index``, JSON columns decoded)."""
+    data = dict(row)
+    data["index"] = data.pop("idx")
+    data["flags"] = loads(data.get("flags"), [])
+    data["extra"] = loads(data.get("extra"), {})
+    data["is_round_best"] = bool(data["is_round_best"])
+    return data
+
+
+class StoreFile:
+    """The SQLite file under a store: per-thread connections, one writer at a time, migration.
+
+    Args:
+        path: the SQLite file (``memprobe_core.paths.default_store_path()`` by default); its folder
+            is created.
+
+    Raises:
+        StoreError: the file cannot be created or opened, or :func:`migrate` refuses it.
+    """
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        if path is None:
+            from memprobe_core.paths import default_store_path
+
+            path = default_store_path()
+        self.path = Path(path).expanduser()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the folder of store {self.path}: {exc}; pass another --store"
+            ) from exc
+        self._local = threading.local()
+        self._write_lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+        migrate(self._conn(), self.path, self._write_lock)
+
+    # --- connections ------------------------------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                # isolation_level=None: we issue BEGIN ourselves, so transactions are explicit.
+                conn = sqlite3.connect(
+                    self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+                )
+                conn.row_factory = sqlite3.Row
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                conn.execute("PRAGMA foreign_keys = ON")
+            except sqlite3.Error as exc:
+                raise StoreError(
+                    f"cannot open store {self.path}: {exc}; check the path or pass another --store"
+                ) from exc
+            self._local.conn = conn
+            with self._connections_lock:
+                self._connections.append(conn)
+        return conn
+
+    def close(self) -> None:
+        """Close every connection this store opened (in any thread)."""
+        with self._connections_lock:
+            for conn in self._connections:
+                try:
+                    conn.close()
+                except sqlite3.Error:  # pragma: no cover - closing is best effort
+                    pass
+            self._connections.clear()
+        self._local = threading.local()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: the thread lock, then SQLite's write lock (BEGIN IMMEDIATE)."""
+        conn = self._conn()
+        with self._write_lock:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                yield conn
+            except BaseException:
+                # BaseException: a Ctrl-C in the middle of a write must not leave it half-done
+                # (nor leave a transaction open on this connection for the next write).
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        return self._conn().execute(sql, params).fetchall()
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the open file."""
+        return int(self._read("PRAGMA user_version")[0][0])
