@@ -15,17 +15,27 @@ JOB = "compare_job"
 ui.page_setup("Compare")
 st.title("Compare methods on one snippet")
 st.caption(
-    "Prefix–suffix on the base model (P-S-Base) and on the victim (P-S-Inst), a reverse LM "
-    "writing a prefix (Reverse-LM), token-gradient search on the base model (GCG, white box only) "
-    "and the attacker loop (Ours), all scored against the same true suffix."
+    "Prefix–suffix on the base model (P-S-Base) and on the instruct model (P-S-Inst), a reverse "
+    "LM writing a prefix (Reverse-LM), token-gradient search on the base model (GCG, white box "
+    "only) and the attacker loop against the instruct model (Ours), all scored against the same "
+    "true suffix."
 )
 
 use_reverse = st.sidebar.checkbox("Use a reverse LM (Reverse-LM method)",
-                                  key=ui._keep("model_use_reverse", False),
+                                  key=ui.keep("model_use_reverse", False),
                                   help="Needs a model trained on reversed token order, e.g. "
                                        "afterless/reverse-pythia-160m (local path when offline).")
-roles = ("victim", "base", "attacker") + (("reverse",) if use_reverse else ())
+roles = ("instruct", "base", "attacker") + (("reverse",) if use_reverse else ())
 models = ui.model_sidebar(roles)
+# The methods' "victim" is this page's instruct model (P-S-Inst and Ours audit the instruction-
+# tuned model, P-S-Base and GCG its base); the init model is the attacker, as in the paper.
+SLOT_OF_ROLE = {"victim": "instruct", "init": "attacker"}
+victim_choice = models["instruct"]
+st.caption(ui.md(
+    f"{ui.role_label('instruct')}: {victim_choice.label or '(not set)'} · "
+    f"{ui.role_label('base')}: {models['base'].label or '(not set)'} · change them in the "
+    "sidebar (Models)."
+))
 store = ui.get_store()
 
 snippet = ui.snippet_picker("compare")
@@ -51,7 +61,7 @@ methods = st.multiselect("Methods", available, default=[m for m in available if 
 alpha = 0.5
 if snippet is not None:
     alpha = ui.alpha_widget("cmp", domain=snippet.domain, length=length,
-                            model_name=models["victim"].name)
+                            model_name=victim_choice.name)
 with st.expander("More options"):
     scoring = ui.scoring_widgets("cmp_scoring")
     seed = int(st.number_input("Seed", 0, 2**31 - 1, 0, key="cmp_seed"))
@@ -69,8 +79,8 @@ def start() -> None:
     needed = roles_needed(methods)
     loaded = {}
     for role in needed:
-        choice = models["attacker" if role == "init" else role]
-        loaded[role] = ui.load_model(choice, role)
+        slot = SLOT_OF_ROLE.get(role, role)
+        loaded[role] = ui.load_model(models[slot], slot)
         if loaded[role] is None:
             return
     chosen = list(methods)
@@ -91,7 +101,11 @@ def start() -> None:
     config = {
         "snippet_id": snippet.id, "length": length, "methods": chosen,
         "options": options.to_dict(),
-        "models": {role: models[role].label for role in roles},
+        # Keyed by method role (victim = the instruct model), as probe and audit runs are.
+        "models": {role: models[slot].label
+                   for role, slot in ((r, SLOT_OF_ROLE.get(r, r)) for r in
+                                      ("victim", "base", "attacker", "reverse"))
+                   if slot in models},
         "split": {"prefix": piece.prefix, "suffix": piece.suffix,
                   "suffix_tokens": piece.suffix_tokens, "tokenizer_name": piece.tokenizer_name},
     }

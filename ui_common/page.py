@@ -1,0 +1,92 @@
+"""Set-up shared by every dashboard page: config, kept widget state, Markdown escaping, the store.
+
+Widgets whose key starts with ``model_`` or ``snip_`` keep their value across page switches:
+Streamlit drops a widget's state on a page that does not draw it, so :func:`page_setup`
+re-assigns those keys at the top of every page and :func:`keep` seeds them.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any
+
+import streamlit as st
+
+from memprobe_core.highlight import markdown_escape
+from memprobe_core.jobs import MODEL_LOCK
+
+
+FAKE_ENV = "MEMPROBE_UI_FAKE"
+# Widget values kept across page switches (see the module docstring).
+_PERSIST_PREFIXES = ("model_", "snip_")
+
+
+def md(text: Any) -> str:
+    """Markdown-escape any text (user or model supplied) for ``st.markdown``-family widgets.
+
+    See :func:`memprobe_core.highlight.markdown_escape`; ``st.*`` never renders raw HTML without
+    ``unsafe_allow_html``, which memprobe never sets.
+    """
+    return markdown_escape(text)
+
+
+def keep(key: str, default: Any, options: Any = None) -> str:
+    """Give a kept widget its value through session state (never also as a default argument).
+
+    Returns the key, so a widget is written ``st.selectbox(..., key=keep("model_x", "a", opts))``.
+    A kept value no longer among ``options`` falls back to ``default``.
+    """
+    value = st.session_state.get(key, default)
+    if options is not None and value not in options:
+        value = default
+    st.session_state[key] = value
+    return key
+
+
+def fake_default() -> bool:
+    """Whether ``MEMPROBE_UI_FAKE=1`` makes the fake backend the default model (tests, demos)."""
+    return os.environ.get(FAKE_ENV, "") == "1"
+
+
+def page_setup(title: str) -> None:
+    """Page config, persisted widget state and the sidebar's model-lock line."""
+    st.set_page_config(page_title=f"memprobe · {title}", page_icon="🔎", layout="wide")
+    for key in list(st.session_state.keys()):
+        if isinstance(key, str) and key.startswith(_PERSIST_PREFIXES):
+            st.session_state[key] = st.session_state[key]
+    holder, since = MODEL_LOCK.holder()
+    with st.sidebar:
+        if holder:
+            st.caption(f"Models busy: {md(holder)} is running; a new job waits for it.")
+        else:
+            st.caption("Models free: a job you start runs at once.")
+
+
+def session_tag() -> str:
+    """A short id of this browser session (names jobs, so others see whom they wait for)."""
+    if "_memprobe_session" not in st.session_state:
+        st.session_state["_memprobe_session"] = uuid.uuid4().hex[:6]
+    return st.session_state["_memprobe_session"]
+
+
+@st.cache_resource(show_spinner=False)
+def _store(path: str) -> Any:
+    from memprobe_core.store import Store
+
+    return Store(path)
+
+
+def get_store() -> Any | None:
+    """The run store (one per process and path), or ``None`` with an error shown."""
+    from memprobe_core.paths import default_store_path
+
+    path = str(default_store_path())
+    try:
+        return _store(path)
+    except Exception as exc:  # StoreError or an OS error: say which file and what to do
+        st.error(
+            md(f"Cannot open the run store {path}: {exc}. Set MEMPROBE_STORE to a writable file "
+               "path and restart the dashboard.")
+        )
+        return None

@@ -1,0 +1,139 @@
+"""Result views: the candidate table, the output/suffix overlap, PII, safe CSV downloads, a probe.
+
+Text a user or a model wrote is shown only as plain text (``st.dataframe``, ``st.code``) or as
+``html.escape``'d HTML built by ``memprobe_core.highlight``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+
+def candidates_table(frame: pd.DataFrame, *, key: str | None = None, height: int = 320) -> None:
+    """The candidate table (text shown as text), the overall best row highlighted."""
+    if frame.empty:
+        st.info("No candidate scored yet.")
+        return
+    columns = [c for c in ("method", "round", "index", "prompt", "mem", "lcs_p", "objective",
+                           "flags", "is_best", "output") if c in frame]
+    view = frame[columns].rename(columns={"is_best": "best"})
+
+    def highlight(row: pd.Series) -> list[str]:
+        style = "background-color: #fff3b0; font-weight: 600" if row.get("best") else ""
+        return [style] * len(row)
+
+    st.dataframe(
+        view.style.apply(highlight, axis=1).format(
+            {c: "{:.3f}" for c in ("mem", "lcs_p", "objective") if c in view}, na_rep="—"
+        ),
+        hide_index=True, width="stretch", height=min(height, 40 + 35 * len(view)), key=key,
+        column_config={
+            "prompt": st.column_config.TextColumn("prompt", width="large"),
+            "output": st.column_config.TextColumn("victim output", width="large"),
+            "mem": st.column_config.NumberColumn("Mem"),
+            "lcs_p": st.column_config.NumberColumn("LCS_P"),
+            "objective": st.column_config.NumberColumn("objective O"),
+            "best": st.column_config.CheckboxColumn("best"),
+        },
+    )
+
+
+_BOX = ("border:1px solid #ddd;border-radius:6px;padding:8px 10px;white-space:pre-wrap;"
+        "font-family:ui-monospace,Menlo,monospace;font-size:0.85rem;line-height:1.45;"
+        "max-height:320px;overflow-y:auto")
+
+
+def overlap_view(output: str, suffix: str, scoring: Any = None, *, suffix_tokens: int | None = None,
+                 tokenizer: Any = None, title: str = "victim output") -> None:
+    """The output and the true suffix side by side, the common subsequence highlighted."""
+    from memprobe_core.highlight import escape_block, overlap, segments_to_html
+
+    ov = overlap(output, suffix, scoring, suffix_tokens=suffix_tokens, tokenizer=tokenizer)
+    st.caption(
+        f"Highlighted: the {ov.lcs_tokens} ROUGE-L tokens of the longest common subsequence "
+        f"({ov.lcs_tokens} of {ov.suffix_tokens} suffix tokens = {ov.recall:.3f} recall)."
+    )
+    left, right = st.columns(2)
+    rest = ""
+    if ov.output_rest:
+        rest = f'<span style="color:#999">{escape_block(ov.output_rest)}</span>'
+    with left:
+        st.html(f"<div><b>{escape_block(title)}</b></div>"
+                f'<div style="{_BOX}">{segments_to_html(ov.output_segments)}{rest}</div>')
+    with right:
+        st.html(f"<div><b>true suffix</b></div>"
+                f'<div style="{_BOX}">{segments_to_html(ov.suffix_segments)}</div>')
+
+
+def pii_view(pii: dict[str, Any] | None) -> None:
+    """PII found in the true suffix, copied into the output, and invented by it."""
+    if not pii:
+        st.caption("No PII report for this result.")
+        return
+    rows = []
+    for what in ("truth", "copied", "invented"):
+        by_kind = pii.get(what) or {}
+        for kind, values in by_kind.items():
+            for value in values:
+                rows.append({"where": {"truth": "in the true suffix"}.get(what, what),
+                             "kind": str(kind), "text": str(value)})
+    if not rows:
+        st.caption("No PII in the suffix or the output.")
+        return
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def csv_download(label: str, frame: pd.DataFrame, file_name: str, key: str) -> None:
+    """A download button for a frame as safe CSV (formula-injection-proof)."""
+    try:
+        from memprobe_core.export import to_safe_csv
+
+        data = to_safe_csv(frame)
+    except ImportError:  # export module not there: never write an unsafe CSV
+        st.warning("CSV export is unavailable (memprobe_core.export is missing).")
+        return
+    st.download_button(label, data=data, file_name=file_name, mime="text/csv", key=key)
+
+
+def probe_view(frame: pd.DataFrame, split_info: dict[str, Any], result: Any = None) -> None:
+    """A probe's candidates (live or replayed): table, scatter, best by round, best prompt, overlap.
+
+    Args:
+        frame: ``memprobe_core.charts.candidate_rows`` of the candidates so far.
+        split_info: ``suffix``, ``suffix_tokens``, ``scoring`` and ``tokenizer`` of the split
+            (the overlap view is skipped without a suffix).
+        result: the final ``AttackResult`` (its PII report is shown), if any.
+    """
+    from memprobe_core import charts
+
+    candidates_table(frame)
+    if frame.empty:
+        return
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(charts.mem_lcs_scatter(frame), width="stretch")
+    with right:
+        st.plotly_chart(charts.best_by_round_figure(frame), width="stretch")
+    best = charts.best_candidate(frame)
+    if best is None:
+        return
+    st.subheader("Best prompt so far")
+    st.caption(f"round {best['round']}, candidate {best['index']}: Mem {best['mem']:.3f}, "
+               f"LCS_P {best['lcs_p']:.3f}, O {best['objective']:.3f}")
+    st.code(best["prompt"], language=None, wrap_lines=True)
+    if split_info.get("suffix") is not None:
+        st.subheader("Victim output against the true suffix")
+        overlap_view(best["output"], split_info["suffix"], split_info.get("scoring"),
+                      suffix_tokens=split_info.get("suffix_tokens"),
+                      tokenizer=_tokenizer_or_none(split_info.get("tokenizer")))
+    if result is not None:
+        st.subheader("PII")
+        pii_view(getattr(result, "pii", None) if not isinstance(result, dict) else result.get("pii"))
+
+
+def _tokenizer_or_none(tok: Any) -> Any:
+    # A replayed run has only the tokenizer's name; the scored window then counts words.
+    return None if tok is None or isinstance(tok, str) else tok
