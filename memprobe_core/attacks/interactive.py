@@ -1,0 +1,241 @@
+"""The attacker loop: the paper's Algorithm 1 (interactive sampling, best-of-n).
+
+1. ``p_init = M_init(meta_init(d))`` (greedy), scored like any candidate (round 0).
+2. For ``t = 1..T``: ``n`` candidates ``p ~ M'(meta_refine || p_best)`` at temperature 1.0 with
+   seed ``seed + t`` in ONE attacker call; the victim answers them greedily in ONE batched call
+   (``max_new_tokens = len(suffix)``); each is scored with ``O = α·Mem − (1−α)·LCS_P``; the
+   round's argmax becomes ``p_best`` (as in Algorithm 1, even if it is worse than the previous
+   round's: the loop explores from it, while p* below keeps the best ever).
+3. ``p* = argmax O`` over ``p_init`` and all rounds; ``Dis = dis(p_init, p*)``.
+
+Candidates that come back empty are kept in the trace flagged ``"empty"`` (never sent to the
+victim, never chosen); a prompt already scored earlier in the run is flagged ``"duplicate"`` and
+reuses the earlier (greedy, hence identical) victim output instead of a new query.
+
+``options.batched=False`` makes one call per candidate (attacker and victim), for the benchmark.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from memprobe_core.attacks import prompts as meta
+from memprobe_core.attacks.common import AttackOptions, ModelSet
+from memprobe_core.attacks.result import (
+    AttackResult,
+    Cancelled,
+    Candidate,
+    EventCallback,
+    check_cancel,
+)
+from memprobe_core.attacks.scoring import (
+    VICTIM_DECODING,
+    CostMeter,
+    ask_victim,
+    best_of,
+    build_manifest,
+    build_result,
+    emit,
+    make_candidate,
+    require,
+    resolve_alpha,
+    score,
+)
+from memprobe_core.data import SplitSnippet
+
+METHOD = "interactive"
+
+
+class _Loop:
+    """State of one run of Algorithm 1 (kept small: the entry function drives it)."""
+
+    def __init__(
+        self,
+        split: SplitSnippet,
+        models: ModelSet,
+        options: AttackOptions,
+        on_event: EventCallback | None,
+        cancel: threading.Event | None,
+    ) -> None:
+        self.split, self.options, self.on_event, self.cancel = split, options, on_event, cancel
+        self.victim = models.victim
+        self.attacker = require(models.attacker, "attacker", METHOD, "it proposes the prompts")
+        self.init = models.init or self.attacker
+        self.alpha, self.alpha_source = resolve_alpha(split, models, options)
+        self.meter = CostMeter()
+        self.trace: list[Candidate] = []
+        self.seen: dict[str, Candidate] = {}  # prompt -> first candidate with it (victim cache)
+
+    # --- attacker side ------------------------------------------------------------------------
+    def propose_init(self) -> str:
+        material = self.split.text if self.options.access == "full" else self.split.prefix
+        request = meta.init_request(
+            material, chat=self.init.has_chat_template, meta_prompt=self.options.init_meta_prompt
+        )
+        rows = self.meter.generate(
+            "attacker", self.init, [request], n=1,
+            max_new_tokens=self.options.max_prompt_tokens, temperature=0.0, seed=self.options.seed,
+        )
+        return meta.clean_prompt(rows[0][0].text)
+
+    def propose(self, p_best: str, round_: int) -> list[str]:
+        o = self.options
+        request = meta.refine_request(
+            p_best, chat=self.attacker.has_chat_template, meta_prompt=o.refine_meta_prompt
+        )
+        kwargs = dict(
+            max_new_tokens=o.max_prompt_tokens, temperature=o.attacker_temperature, top_p=o.attacker_top_p
+        )
+        if o.batched:
+            rows = self.meter.generate(
+                "attacker", self.attacker, [request], n=o.n_candidates, seed=o.seed + round_, **kwargs
+            )
+            texts = [c.text for c in rows[0]]
+        else:
+            # One call per candidate with distinct seeds: same distribution, not the same samples.
+            texts = []
+            for i in range(o.n_candidates):
+                check_cancel(self.cancel)
+                seed = (o.seed + round_) * 100_003 + i
+                rows = self.meter.generate("attacker", self.attacker, [request], n=1, seed=seed, **kwargs)
+                texts.append(rows[0][0].text)
+        return [meta.clean_prompt(t) for t in texts]
+
+    # --- victim side --------------------------------------------------------------------------
+    def score_round(self, round_: int, prompts: list[str]) -> list[Candidate]:
+        """Ask the victim, score, emit; cancel is checked between candidates.
+
+        Batched: one victim call for the round's new prompts and one scoring pass (the suffix
+        tokenized once). Unbatched: one victim call and one scoring call per candidate.
+        """
+        flags: list[list[str]] = []
+        fresh: list[str] = []  # prompts the victim must answer, in order, each once
+        for p in prompts:
+            if not p:
+                flags.append(["empty"])
+            elif p in self.seen or p in fresh:
+                flags.append(["duplicate"])
+            else:
+                flags.append([])
+                fresh.append(p)
+        outputs: dict[str, str] = {p: c.output for p, c in self.seen.items()}
+        scores = None
+        if self.options.batched:
+            outputs.update(zip(fresh, ask_victim(self.meter, self.victim, fresh, self.split, as_chat=True)))
+            scores = self._score(prompts, [outputs.get(p, "") for p in prompts])
+        out: list[Candidate] = []
+        for i, (p, f) in enumerate(zip(prompts, flags)):
+            check_cancel(self.cancel)
+            if scores is None:
+                if p and p not in outputs:
+                    outputs[p] = ask_victim(self.meter, self.victim, [p], self.split, as_chat=True)[0]
+                sc = self._score([p], [outputs.get(p, "")])[0]
+            else:
+                sc = scores[i]
+            cand = make_candidate(round_, i, p, outputs.get(p, ""), sc, flags=f)
+            self.trace.append(cand)
+            if p and p not in self.seen:
+                self.seen[p] = cand
+            out.append(cand)
+            emit(self.on_event, "candidate_scored", round=round_, candidate=cand)
+        return out
+
+    def _score(self, prompts: list[str], outputs: list[str]) -> list:
+        return score(self.meter, prompts, outputs, self.split, self.victim, self.options, self.alpha)
+
+    def finish_round(self, round_: int, cands: list[Candidate]) -> Candidate | None:
+        best = best_of(cands)
+        if best is not None:
+            best.is_round_best = True
+        emit(self.on_event, "round_finished", round=round_, best=best)
+        return best
+
+
+def run_interactive(
+    split: SplitSnippet,
+    models: ModelSet,
+    options: AttackOptions,
+    *,
+    on_event: EventCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> AttackResult:
+    """Run the attacker loop (Algorithm 1) on one split.
+
+    Args:
+        split: the snippet cut into prefix and suffix by the victim's tokenizer.
+        models: ``victim`` and ``attacker`` (``init`` defaults to the attacker).
+        options: rounds T, candidates n, α, access, meta-prompts, sampling, seed, batching.
+        on_event: receives ``round_started`` {round, n}, ``candidate_scored`` {round, candidate},
+            ``round_finished`` {round, best} and, last, ``finished`` {result}.
+        cancel: checked between candidates; a cancelled run returns the best so far with
+            ``status="cancelled"`` (and still emits ``finished``).
+
+    Returns:
+        An AttackResult for p*; ``dis = dis(p_init, p*)``.
+
+    Raises:
+        MissingModelError: no attacker model.
+    """
+    from memprobe_core.metrics import dis
+
+    loop = _Loop(split, models, options, on_event, cancel)
+    status = "finished"
+    p_init: str | None = None
+    fallback: str | None = None
+    round_ = 0
+    try:
+        emit(on_event, "round_started", round=0, n=1)
+        check_cancel(cancel)
+        p_init = loop.propose_init()
+        best = loop.finish_round(0, loop.score_round(0, [p_init]))
+        p_best = best.prompt if best is not None else ""
+        for round_ in range(1, options.rounds + 1):
+            emit(on_event, "round_started", round=round_, n=options.n_candidates)
+            check_cancel(cancel)
+            if not p_best:
+                # The init model gave nothing usable: refine from the first words of the prefix
+                # (material the init model saw) rather than from an empty question; recorded.
+                p_best = " ".join(split.prefix.split()[:12])
+                fallback = p_best
+            cands = loop.score_round(round_, loop.propose(p_best, round_))
+            best = loop.finish_round(round_, cands)
+            if best is not None:
+                p_best = best.prompt
+    except Cancelled:
+        status = "cancelled"
+    chosen = best_of(loop.trace)
+    manifest = build_manifest(
+        METHOD, split, models, options, loop.alpha, loop.alpha_source,
+        decoding={
+            "victim": dict(VICTIM_DECODING, max_new_tokens=split.suffix_tokens),
+            "init": {"temperature": 0.0, "max_new_tokens": options.max_prompt_tokens},
+            "attacker": {
+                "temperature": options.attacker_temperature,
+                "top_p": options.attacker_top_p,
+                "max_new_tokens": options.max_prompt_tokens,
+                "seed_per_round": "seed + round",
+            },
+        },
+        extra={
+            "access": options.access,
+            "init_format": "chat" if loop.init.has_chat_template else "few-shot text",
+            "attacker_format": "chat" if loop.attacker.has_chat_template else "few-shot text",
+            "victim_format": "chat" if loop.victim.has_chat_template else "raw text",
+            "init_meta_prompt": options.init_meta_prompt or meta.INIT_META_PROMPT,
+            "refine_meta_prompt": options.refine_meta_prompt or meta.REFINE_META_PROMPT,
+            "rounds_done": round_ if status == "finished" else max(0, round_ - 1),
+            "p_init": p_init,
+            "refine_fallback": fallback,
+        },
+    )
+    t0 = time.perf_counter()
+    dis_value = dis(p_init, chosen.prompt) if (chosen is not None and p_init) else None
+    loop.meter.add_seconds("scoring", time.perf_counter() - t0)
+    result = build_result(
+        METHOD, split, chosen=chosen, trace=loop.trace, alpha=loop.alpha, dis=dis_value,
+        meter=loop.meter, manifest=manifest, status=status,
+    )
+    emit(on_event, "finished", result=result)
+    return result
+

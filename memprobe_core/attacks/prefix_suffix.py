@@ -1,0 +1,114 @@
+"""P-S-Base and P-S-Inst: the true prefix as the prompt, greedy, ``max_new_tokens = len(suffix)``.
+
+P-S-Base asks the base model; P-S-Inst the (instruction-tuned) victim. An instruct victim with a
+chat template gets the prefix twice in one batched call when ``options.ps_chat_template``: raw
+(as a base model would see it) and as a user message inside its chat template. Both rows stay in
+the trace (``extra["format"]``); the better by objective is the result, and the manifest records
+which (``ps_format``).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Literal
+
+from memprobe_core.attacks.common import AttackOptions, ModelSet
+from memprobe_core.attacks.result import AttackResult, Cancelled, EventCallback, check_cancel
+from memprobe_core.attacks.scoring import (
+    VICTIM_DECODING,
+    CostMeter,
+    best_of,
+    build_manifest,
+    build_result,
+    emit,
+    make_candidate,
+    require,
+    resolve_alpha,
+    score,
+)
+from memprobe_core.data import SplitSnippet
+
+
+def run_prefix_suffix(
+    split: SplitSnippet,
+    models: ModelSet,
+    options: AttackOptions,
+    *,
+    variant: Literal["base", "inst"] = "base",
+    on_event: EventCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> AttackResult:
+    """Run P-S-Base (``variant="base"``) or P-S-Inst (``variant="inst"``) on one split.
+
+    Args:
+        split: the snippet cut into prefix and suffix (by the victim's tokenizer).
+        models: ``base`` for P-S-Base, ``victim`` for P-S-Inst.
+        options: scoring, α and ``ps_chat_template``.
+        variant: ``"base"`` or ``"inst"``.
+        on_event: receives ``round_started``, ``candidate_scored``, ``round_finished``, ``finished``.
+        cancel: when set, the run stops before the next query and returns what it has.
+
+    Returns:
+        An AttackResult with ``dis=None`` (the prompt is the true prefix by construction).
+
+    Raises:
+        ValueError: an unknown variant; MissingModelError: no base model for P-S-Base.
+    """
+    if variant not in ("base", "inst"):
+        raise ValueError(f"variant {variant!r} is unknown; use 'base' or 'inst'")
+    method = f"ps_{variant}"
+    model = (
+        require(models.base, "base", method, "the victim's pre-instruction-tuning parent")
+        if variant == "base"
+        else models.victim
+    )
+    alpha, alpha_source = resolve_alpha(split, models, options)
+    meter = CostMeter()
+    formats = ["raw"]
+    if variant == "inst" and options.ps_chat_template and model.has_chat_template:
+        formats.append("chat")
+    trace = []
+    status = "finished"
+    emit(on_event, "round_started", round=0, n=len(formats))
+    try:
+        check_cancel(cancel)
+        requests = [
+            split.prefix if fmt == "raw" else [{"role": "user", "content": split.prefix}]
+            for fmt in formats
+        ]
+        rows = meter.generate(
+            "victim", model, requests, n=1, max_new_tokens=max(1, split.suffix_tokens), temperature=0.0
+        )
+        outputs = [row[0].text for row in rows]
+        scores = score(meter, [split.prefix] * len(formats), outputs, split, model, options, alpha)
+        for i, (fmt, out, sc) in enumerate(zip(formats, outputs, scores)):
+            check_cancel(cancel)
+            cand = make_candidate(0, i, split.prefix, out, sc, extra={"format": fmt})
+            trace.append(cand)
+            emit(on_event, "candidate_scored", round=0, candidate=cand)
+    except Cancelled:
+        status = "cancelled"
+    chosen = best_of(trace)
+    if chosen is not None:
+        chosen.is_round_best = True
+        emit(on_event, "round_finished", round=0, best=chosen)
+    manifest = build_manifest(
+        method,
+        split,
+        models,
+        options,
+        alpha,
+        alpha_source,
+        decoding={"model": dict(VICTIM_DECODING, max_new_tokens=split.suffix_tokens)},
+        extra={
+            "scored_model": "base" if variant == "base" else "victim",
+            "ps_formats": formats,
+            "ps_format": chosen.extra["format"] if chosen else None,
+        },
+    )
+    result = build_result(
+        method, split, chosen=chosen, trace=trace, alpha=alpha, dis=None, meter=meter,
+        manifest=manifest, status=status,
+    )
+    emit(on_event, "finished", result=result)
+    return result

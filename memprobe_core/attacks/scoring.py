@@ -1,0 +1,273 @@
+"""Shared pieces of every extraction method: α, victim queries, scoring, costs, result, manifest.
+
+Each method module (prefix_suffix, interactive, gcg, reverse_lm) does its own search and hands
+the scored candidates to :func:`build_result`, so every method reports the same fields the same
+way. Costs come from :class:`CostMeter`, which reads a Generator's ``stats`` before and after each
+call; it works per call (not per model) so that one model object playing two roles (victim and
+attacker) is still charged to the right role.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import platform
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memprobe_core import __version__ as memprobe_version
+from memprobe_core.attacks.common import AttackOptions, ModelSet
+from memprobe_core.attacks.result import (
+    AttackEvent,
+    AttackResult,
+    Candidate,
+    Costs,
+    EventCallback,
+)
+from memprobe_core.config import alpha_for, family_of
+from memprobe_core.data import SplitSnippet
+from memprobe_core.models.base import Completion, Generator, Request
+
+logger = logging.getLogger("memprobe")
+
+# Decoding of the victim in every method (the paper's setting).
+VICTIM_DECODING: dict[str, Any] = {"temperature": 0.0, "top_p": 1.0, "do_sample": False}
+
+
+class MissingModelError(ValueError):
+    """A method needs a model the ModelSet does not have (or one that cannot do the job)."""
+
+
+def require(model: Generator | None, role: str, method: str, what: str = "") -> Generator:
+    """Return ``model`` or raise an error that says which role to fill for ``method``."""
+    if model is None:
+        hint = f" ({what})" if what else ""
+        raise MissingModelError(
+            f"method {method!r} needs a {role} model{hint}; set ModelSet.{role} "
+            f"(e.g. memprobe_core.models.load(...)) or pick another method"
+        )
+    return model
+
+
+def resolve_alpha(split: SplitSnippet, models: ModelSet, options: AttackOptions) -> tuple[float, str]:
+    """α for this probe and its source: the option, else the paper's table for the victim."""
+    return alpha_for(
+        domain=split.snippet.domain,
+        length=split.length,
+        family=family_of(getattr(models.victim, "model_id", "")),
+        override=options.alpha,
+    )
+
+
+def victim_request(prompt: str, victim: Generator, *, as_chat: bool) -> Request:
+    """What the victim gets for ``prompt``: a one-message chat or the raw text."""
+    if as_chat and victim.has_chat_template:
+        return [{"role": "user", "content": prompt}]
+    return prompt
+
+
+def emit(on_event: EventCallback | None, kind: str, **data: Any) -> None:
+    """Send one event to the callback, if any."""
+    if on_event is not None:
+        on_event(AttackEvent(kind=kind, data=data))  # type: ignore[arg-type]
+
+
+@dataclass
+class CostMeter:
+    """Counts queries, tokens and seconds per role over one method run.
+
+    Attributes:
+        started: ``time.perf_counter()`` at creation (wall seconds are measured from it).
+        costs: the running counters (``Costs``), filled as calls are made.
+    """
+
+    started: float = field(default_factory=time.perf_counter)
+    costs: Costs = field(default_factory=Costs)
+
+    def generate(
+        self, role: str, model: Generator, requests: Sequence[Request], **kwargs: Any
+    ) -> list[list[Completion]]:
+        """Call ``model.generate`` and charge what it spent to ``role`` (victim or attacker)."""
+        before = model.stats.snapshot()
+        out = model.generate(list(requests), **kwargs)
+        spent = model.stats.since(before)
+        self.charge(role, queries=spent.sequences, tokens=spent.generated_tokens, seconds=spent.seconds)
+        return out
+
+    def charge(self, role: str, *, queries: int, tokens: int, seconds: float) -> None:
+        """Add a call made outside ``Generator.generate`` (e.g. a white-box forward pass)."""
+        c = self.costs
+        c.generated_tokens += tokens
+        if role == "victim":
+            c.victim_queries += queries
+            c.victim_seconds += seconds
+        elif role == "attacker":
+            c.attacker_queries += queries
+            c.attacker_seconds += seconds
+        else:
+            raise ValueError(f"role {role!r} is unknown; use 'victim' or 'attacker'")
+
+    def add_seconds(self, part: str, seconds: float) -> None:
+        """Add seconds to ``scoring`` or ``search``."""
+        setattr(self.costs, f"{part}_seconds", getattr(self.costs, f"{part}_seconds") + seconds)
+
+    def finish(self) -> Costs:
+        """The counters with the wall time filled in."""
+        self.costs.wall_seconds = time.perf_counter() - self.started
+        return self.costs
+
+
+def ask_victim(
+    meter: CostMeter, victim: Generator, prompts: Sequence[str], split: SplitSnippet, *, as_chat: bool
+) -> list[str]:
+    """Greedy victim outputs for ``prompts`` in one batched call (``max_new_tokens = len(suffix)``)."""
+    if not prompts:
+        return []
+    requests = [victim_request(p, victim, as_chat=as_chat) for p in prompts]
+    rows = meter.generate(
+        "victim", victim, requests, n=1, max_new_tokens=max(1, split.suffix_tokens), temperature=0.0
+    )
+    return [row[0].text for row in rows]
+
+
+def score(
+    meter: CostMeter,
+    prompts: Sequence[str],
+    outputs: Sequence[str],
+    split: SplitSnippet,
+    victim: Generator,
+    options: AttackOptions,
+    alpha: float,
+) -> list[Any]:
+    """Mem, LCS_P and objective of each (prompt, output), suffix tokenized once."""
+    from memprobe_core.metrics import score_candidates
+
+    t0 = time.perf_counter()
+    scores = score_candidates(
+        prompts,
+        outputs,
+        split.suffix,
+        config=options.scoring,
+        alpha=alpha,
+        tokenizer=_scoring_tokenizer(split, victim),
+        suffix_tokens=split.suffix_tokens,
+    )
+    meter.add_seconds("scoring", time.perf_counter() - t0)
+    return scores
+
+
+def _scoring_tokenizer(split: SplitSnippet, victim: Generator) -> Any:
+    # The output window counts tokens of the tokenizer that cut the split; that is the victim's
+    # unless the split was cut by whitespace (then None: metrics counts whitespace words).
+    if split.tokenizer_name == "whitespace":
+        return None
+    return victim.tokenizer
+
+
+def make_candidate(round_: int, index: int, prompt: str, output: str, scores: Any, **kw: Any) -> Candidate:
+    """A trace row from scores (``metrics.Scores``)."""
+    return Candidate(
+        round=round_,
+        index=index,
+        prompt=prompt,
+        output=output,
+        mem=float(scores.mem),
+        lcs_p=float(scores.lcs_p),
+        objective=float(scores.objective),
+        **kw,
+    )
+
+
+def package_versions() -> dict[str, str | None]:
+    """Versions of the packages a result depends on (``None``: not installed)."""
+    out: dict[str, str | None] = {"memprobe": memprobe_version, "python": platform.python_version()}
+    for name in ("torch", "transformers", "rouge-score", "rapidfuzz"):
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def build_manifest(
+    method: str,
+    split: SplitSnippet,
+    models: ModelSet,
+    options: AttackOptions,
+    alpha: float,
+    alpha_source: str,
+    decoding: dict[str, Any],
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Everything needed to reproduce or compare a result."""
+    manifest: dict[str, Any] = {
+        "method": method,
+        "models": models.manifest(),
+        "decoding": decoding,
+        "options": options.to_dict(),
+        "scoring": options.scoring.to_dict(),
+        "rouge_variant": options.scoring.variant,
+        "alpha": alpha,
+        "alpha_source": alpha_source,
+        "seed": options.seed,
+        "split": {
+            "length": split.length,
+            "prefix_tokens": len(split.prefix_ids),
+            "suffix_tokens": split.suffix_tokens,
+            "tokenizer": split.tokenizer_name,
+        },
+        "tokenizer": split.tokenizer_name,
+        "versions": package_versions(),
+    }
+    if extra:
+        manifest.update(extra)
+    return manifest
+
+
+def best_of(candidates: Sequence[Candidate]) -> Candidate | None:
+    """Highest objective among eligible candidates (not ``empty``); the first wins ties."""
+    best = None
+    for cand in candidates:
+        if "empty" in cand.flags:
+            continue
+        if best is None or cand.objective > best.objective:
+            best = cand
+    return best
+
+
+def build_result(
+    method: str,
+    split: SplitSnippet,
+    *,
+    chosen: Candidate | None,
+    trace: list[Candidate],
+    alpha: float,
+    dis: float | None,
+    meter: CostMeter,
+    manifest: dict[str, Any],
+    status: str = "finished",
+) -> AttackResult:
+    """An AttackResult from the chosen candidate (``None``: cancelled before anything was scored)."""
+    from memprobe_core.pii import pii_report
+
+    output = chosen.output if chosen else ""
+    return AttackResult(
+        method=method,
+        snippet_id=split.snippet.id,
+        domain=split.snippet.domain,
+        length=split.length,
+        prompt=chosen.prompt if chosen else "",
+        output=output,
+        mem=chosen.mem if chosen else 0.0,
+        lcs_p=chosen.lcs_p if chosen else 0.0,
+        objective=chosen.objective if chosen else 0.0,
+        alpha=alpha,
+        dis=dis,
+        trace=trace,
+        pii=pii_report(split.suffix, output).to_dict(),
+        costs=meter.finish(),
+        manifest=manifest,
+        status=status,
+    )

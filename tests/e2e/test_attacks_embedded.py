@@ -1,0 +1,110 @@
+"""All five methods on the embedded models, one demo snippet of length 200; prints the table.
+
+Victim and base: Gemma-3-270M base (it continues the licence texts of the demo corpus); attacker
+and init model: SmolLM2-135M-Instruct. To stay within a few minutes on 2 CPU cores the search
+sizes are cut, not the paper's: the attacker loop runs 1 round × 4 candidates (paper 3 × 24),
+GCG 2 steps × width 8, top-k 32 (paper 30 steps). No reverse LM is available offline, so
+Reverse-LM uses a tiny word-level reversed model trained here in seconds on the snippet's text:
+it shows the pipeline (flip → generate → flip back → victim → score), not a real reverse LM.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from memprobe_core.attacks import METHOD_LABELS, AttackOptions, ModelSet, run_method
+from memprobe_core.metrics import objective
+from tests.unit.test_attacks_reverse_lm import train_reversed, word_tokenizer
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def setup():
+    from memprobe_core.corpus import demo_corpus
+    from memprobe_core.data import DataError, split
+    from memprobe_core.models import load
+    from memprobe_core.models.hf import HFGenerator
+
+    victim = load("gemma-3-270m")
+    attacker = load("smollm2-135m-instruct")
+    sp = None
+    for snippet in demo_corpus(domains=["legal"]):
+        try:
+            sp = split(snippet, victim.tokenizer, 200)
+            break
+        except DataError:
+            continue
+    assert sp is not None, "no legal demo snippet has 200 Gemma tokens"
+    tok = word_tokenizer([sp.text])
+    rev_model, _ = train_reversed(tok, [sp.text], steps=80)
+    reverse = HFGenerator(rev_model, tok, model_id="tiny-reverse (trained in test)")
+    models = ModelSet(victim=victim, base=victim, attacker=attacker, reverse=reverse)
+    return sp, models
+
+
+OPTIONS = AttackOptions(
+    rounds=1, n_candidates=4, max_prompt_tokens=48, seed=0,
+    gcg_steps=2, gcg_search_width=8, gcg_top_k=32,
+)
+RESULTS: dict = {}  # method -> AttackResult, filled by the tests below (run in file order)
+
+
+def run(method, setup):
+    sp, models = setup
+    r = run_method(method, sp, models, OPTIONS)
+    RESULTS[method] = r
+    assert r.status == "finished", method
+    assert 0.0 <= r.mem <= 1.0 and 0.0 <= r.lcs_p <= 1.0
+    assert r.objective == pytest.approx(objective(r.mem, r.lcs_p, r.alpha))
+    assert r.manifest["split"]["suffix_tokens"] == 134
+    assert r.costs.victim_queries >= 1 and r.costs.wall_seconds > 0
+    assert r.output.strip(), f"{method}: empty victim output"
+    return r
+
+
+def test_ps_base(setup):
+    r = run("ps_base", setup)
+    assert r.mem > 0.1  # measured 0.185 on the Apache-2.0 snippet (its output overlaps the suffix)
+    assert r.dis is None
+
+
+def test_ps_inst(setup):
+    r = run("ps_inst", setup)
+    assert r.manifest["ps_formats"] == ["raw"]  # Gemma base has no chat template
+    # Base and victim are the same model here: the same greedy continuation of the same prefix.
+    assert (r.output, r.mem) == (RESULTS["ps_base"].output, RESULTS["ps_base"].mem)
+
+
+def test_reverse_lm(setup):
+    r = run("reverse_lm", setup)
+    assert r.dis is not None and r.costs.attacker_queries == 1
+
+
+def test_gcg(setup):
+    r = run("gcg", setup)
+    losses = r.trace[0].extra["losses"]
+    assert len(losses) == 2
+    assert all(b <= a for a, b in zip(losses, losses[1:]))  # keeps the best: never rises
+    assert losses[-1] <= r.trace[0].extra["initial_loss"]
+
+
+def test_interactive(setup):
+    r = run("interactive", setup)
+    assert len(r.trace) == 5  # p_init + 4 candidates
+    assert r.objective == max(c.objective for c in r.trace if "empty" not in c.flags)
+    assert r.costs.attacker_queries == 1 + 4 and r.dis is not None
+
+
+def test_result_table(setup, capsys):
+    sp, _ = setup
+    assert list(RESULTS) == ["ps_base", "ps_inst", "reverse_lm", "gcg", "interactive"]
+    with capsys.disabled():
+        print(f"\nsnippet {sp.snippet.id}, length {sp.length} ({len(sp.prefix_ids)}+{sp.suffix_tokens}),"
+              f" alpha {RESULTS['ps_base'].alpha}")
+        print(f"{'method':<20} {'Mem':>6} {'LCS_P':>6} {'Dis':>6} {'O':>7} {'vQ':>4} {'aQ':>4} {'seconds':>8}")
+        for method, r in RESULTS.items():
+            c = r.costs
+            dis = "-" if r.dis is None else f"{r.dis:.3f}"
+            print(f"{METHOD_LABELS[method]:<20} {r.mem:6.3f} {r.lcs_p:6.3f} {dis:>6} {r.objective:7.3f} "
+                  f"{c.victim_queries:>4} {c.attacker_queries:>4} {c.wall_seconds:8.1f}")
