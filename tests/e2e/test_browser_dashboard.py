@@ -119,7 +119,7 @@ def test_probe_runs_live_on_the_embedded_models(real_server, page) -> None:  # n
     no_exception(page)
     assert seen_partial, "no candidate was shown before the run ended"
     assert page.get_by_text("Best prompt so far").count() == 1
-    assert page.get_by_text("true suffix").count() == 1
+    assert page.get_by_text("true suffix", exact=True).count() == 1
     shot(page, "probe-finished")
     store = Store(real_server.store)
     (run,) = store.list_runs()
