@@ -10,7 +10,7 @@ import torch
 from memprobe_core.attacks import AttackOptions, MissingModelError, ModelSet, gcg_search, run_gcg
 from memprobe_core.attacks.gcg import round_trips
 from memprobe_core.data import Snippet, split
-from memprobe_core.models.base import Completion, Generator
+from memprobe_core.models.base import Generator
 
 N_WORDS = 200
 
@@ -38,34 +38,11 @@ def tiny_llama(vocab: int, seed: int = 0):
     return LlamaForCausalLM(cfg).eval()
 
 
-class TinyHF(Generator):
-    """A white-box Generator over an in-process torch model (greedy only, as victims are)."""
+def TinyHF(model, tokenizer, model_id="tiny"):
+    """The real hf backend (greedy victim, white box) around an in-process model."""
+    from memprobe_core.models.hf import HFGenerator
 
-    backend = "hf"
-
-    def __init__(self, model, tokenizer, model_id="tiny") -> None:
-        super().__init__()
-        self.model_id, self.torch_model, self._tok = model_id, model, tokenizer
-
-    @property
-    def tokenizer(self):
-        return self._tok
-
-    @property
-    def white_box(self) -> bool:
-        return True
-
-    def _generate(self, requests, *, n, max_new_tokens, temperature, top_p, seed):
-        out = []
-        for r in requests:
-            ids = torch.tensor([self._tok.encode(r, add_special_tokens=False) or [0]])
-            with torch.no_grad():
-                gen = self.torch_model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
-                                                max_new_tokens=max_new_tokens, do_sample=False,
-                                                pad_token_id=0)
-            new = gen[0, ids.shape[1]:].tolist()
-            out.append([Completion(self._tok.decode(new, skip_special_tokens=True), len(new))] * n)
-        return out
+    return HFGenerator(model, tokenizer, model_id=model_id)
 
 
 @pytest.fixture(scope="module")
