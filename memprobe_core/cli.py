@@ -379,7 +379,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def _run_and_report(store: Any, run_id: int, *, models: Any, resume: bool,
                     retry_errors: bool = False) -> int:
     from memprobe_core.audit import resume_audit, run_audit
-    from memprobe_core.report import render_text, report_for_run
+    from memprobe_core.audit.report import render_text, report_for_run
 
     bar = ProgressBar(sys.stderr)
     try:
@@ -412,8 +412,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Print a run's report; optionally write CSVs or JSON."""
-    from memprobe_core.export import write_safe_csv
-    from memprobe_core.report import render_text, report_for_run, report_to_dict
+    from memprobe_core.audit.export import write_safe_csv
+    from memprobe_core.audit.report import render_text, report_for_run, report_to_dict
 
     store = _store(args)
     try:
@@ -477,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
         log.setLevel(logging.INFO)
     from memprobe_core.attacks.scoring import MissingModelError
     from memprobe_core.audit import AuditBusyError
-    from memprobe_core.export import ExportError
+    from memprobe_core.audit.export import ExportError
     from memprobe_core.models.base import ModelError
     from memprobe_core.store import StoreError
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 import ui_common as ui
-from memprobe_core import charts
-from memprobe_core.jobs import ProgressSnapshot, recorded_methods_job
+from ui_common import charts
+from ui_common.job_runner import ProgressSnapshot, recorded_methods_job
 
 JOB = "probe_job"
 

@@ -6,9 +6,9 @@ import pandas as pd
 import streamlit as st
 
 import ui_common as ui
-from memprobe_core import charts
+from ui_common import charts
 from memprobe_core.attacks.result import METHOD_LABELS
-from memprobe_core.jobs import ProgressSnapshot, recorded_methods_job
+from ui_common.job_runner import ProgressSnapshot, recorded_methods_job
 
 JOB = "compare_job"
 

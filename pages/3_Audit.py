@@ -6,9 +6,9 @@ import pandas as pd
 import streamlit as st
 
 import ui_common as ui
-from memprobe_core import charts
+from ui_common import charts
 from memprobe_core.attacks.result import METHOD_LABELS
-from memprobe_core.jobs import Progress, ProgressSnapshot, live_run_ids
+from ui_common.job_runner import Progress, ProgressSnapshot, live_run_ids
 
 JOB = "audit_job"
 
@@ -172,7 +172,7 @@ with tab_run:
 
 
 def report_view(run_id: int) -> None:
-    from memprobe_core.report import report_for_run
+    from memprobe_core.audit.report import report_for_run
 
     report = report_for_run(store, run_id, resamples=500)
     if report.table1.empty:

@@ -16,8 +16,8 @@ import pandas as pd
 import streamlit as st
 
 import ui_common as ui
-from memprobe_core import charts
-from memprobe_core.jobs import Progress, ProgressSnapshot
+from ui_common import charts
+from ui_common.job_runner import Progress, ProgressSnapshot
 
 JOB = "ner_job"
 EMBEDDED = "embedded: MiniLM NER trained here (names known)"

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import ui_common as ui
-from memprobe_core import charts
+from ui_common import charts
 from memprobe_core.attacks.result import METHOD_LABELS
 
 ui.page_setup("Runs")
@@ -67,7 +67,7 @@ with tab_open:
     e1, e2, e3 = st.columns(3)
     with e1:
         if not results.empty:
-            from memprobe_core.report import report_for_run
+            from memprobe_core.audit.report import report_for_run
 
             report = report_for_run(store, run_id, resamples=300)
             ui.csv_download("Report (Table 1) CSV", report.table1, f"memprobe-run{run_id}-report.csv",

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from memprobe_core.jobs import Job, JobFunction, ProgressSnapshot
+from ui_common.job_runner import Job, JobFunction, ProgressSnapshot
 from ui_common.page import md, session_tag
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import streamlit as st
 
 from memprobe_core.highlight import markdown_escape
-from memprobe_core.jobs import MODEL_LOCK
+from ui_common.job_runner import MODEL_LOCK
 
 
 FAKE_ENV = "MEMPROBE_UI_FAKE"

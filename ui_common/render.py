@@ -89,11 +89,11 @@ def pii_view(pii: dict[str, Any] | None) -> None:
 def csv_download(label: str, frame: pd.DataFrame, file_name: str, key: str) -> None:
     """A download button for a frame as safe CSV (formula-injection-proof)."""
     try:
-        from memprobe_core.export import to_safe_csv
+        from memprobe_core.audit.export import to_safe_csv
 
         data = to_safe_csv(frame)
     except ImportError:  # export module not there: never write an unsafe CSV
-        st.warning("CSV export is unavailable (memprobe_core.export is missing).")
+        st.warning("CSV export is unavailable (memprobe_core.audit.export is missing).")
         return
     st.download_button(label, data=data, file_name=file_name, mime="text/csv", key=key)
 
@@ -102,12 +102,12 @@ def probe_view(frame: pd.DataFrame, split_info: dict[str, Any], result: Any = No
     """A probe's candidates (live or replayed): table, scatter, best by round, best prompt, overlap.
 
     Args:
-        frame: ``memprobe_core.charts.candidate_rows`` of the candidates so far.
+        frame: ``ui_common.charts.candidate_rows`` of the candidates so far.
         split_info: ``suffix``, ``suffix_tokens``, ``scoring`` and ``tokenizer`` of the split
             (the overlap view is skipped without a suffix).
         result: the final ``AttackResult`` (its PII report is shown), if any.
     """
-    from memprobe_core import charts
+    from ui_common import charts
 
     candidates_table(frame)
     if frame.empty:

@@ -6,7 +6,7 @@ import html
 
 import pytest
 
-from memprobe_core.jobs import MODEL_LOCK
+from ui_common.job_runner import MODEL_LOCK
 from memprobe_core.store import Store
 from tests.app.conftest import open_page, run_until, saved, texts
 

@@ -8,7 +8,7 @@ import os
 import pandas as pd
 import pytest
 
-from memprobe_core.export import ExportError, neutralize_cell, to_safe_csv, write_safe_csv
+from memprobe_core.audit.export import ExportError, neutralize_cell, to_safe_csv, write_safe_csv
 
 ORDINARY = [
     "plain text",

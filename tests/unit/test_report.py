@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from memprobe_core.report import (
+from memprobe_core.audit.report import (
     bootstrap_ci,
     build_report,
     paired_improvement,

@@ -15,7 +15,7 @@ from memprobe_core.attacks.result import METHOD_LABELS
 
 if TYPE_CHECKING:  # the store imports this module; a runtime import would be circular
     from memprobe_core.store import Store
-    from memprobe_core.store_schema import UnitKey
+    from memprobe_core.store.schema import UnitKey
 
 RESULT_COLUMNS: list[str] = [
     "run_id", "snippet_id", "domain", "method", "method_label", "length", "mem", "lcs_p", "dis",

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from memprobe_core.jobs import Job, ModelLock, Progress
+from ui_common.job_runner import Job, ModelLock, Progress
 
 
 def _wait(predicate, timeout: float = 5.0) -> None:
@@ -133,7 +133,7 @@ def test_unknown_progress_field_is_refused() -> None:
 def test_recorded_methods_job_stores_every_candidate_and_survives_a_failing_method(tmp_path) -> None:
     from memprobe_core.attacks.common import AttackOptions, ModelSet
     from memprobe_core.data import Snippet, split
-    from memprobe_core.jobs import recorded_methods_job
+    from ui_common.job_runner import recorded_methods_job
     from memprobe_core.models import load
     from memprobe_core.store import Store, UnitKey
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from memprobe_core import charts
+from ui_common import charts
 from memprobe_core.attacks.result import Candidate
 
 

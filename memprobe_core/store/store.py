@@ -1,7 +1,7 @@
 """The run store: one SQLite file that remembers every run, sample, scored candidate and result.
 
 Layout (schema version in ``PRAGMA user_version``, upgraded by the ordered ``MIGRATIONS`` of
-:mod:`memprobe_core.store_schema`; result frames built by :mod:`memprobe_core.store_frames`):
+:mod:`memprobe_core.store.schema`; result frames built by :mod:`memprobe_core.store.frames`):
 
 - ``runs``: one row per probe, audit or comparison (kind, status, config and manifest as JSON).
 - ``samples``: the snippets of a run (kept in full so a run resumes without its source file).
@@ -26,11 +26,11 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe_core import store_frames
+from memprobe_core.store import frames as store_frames
 from memprobe_core.attacks.result import AttackEvent, AttackResult, Candidate, EventCallback
 from memprobe_core.data import Snippet
-from memprobe_core.store_frames import RESULT_COLUMNS, pii_counts, result_row
-from memprobe_core.store_schema import (
+from memprobe_core.store.frames import RESULT_COLUMNS, pii_counts, result_row
+from memprobe_core.store.schema import (
     BUSY_TIMEOUT_MS,
     MIGRATIONS,
     RUN_KINDS,
@@ -389,9 +389,9 @@ class Store(StoreFile):
                     self.mark_round_best(run_id, unit, best.round, best.index)
 
         return on_event
-    # --- frames (built by memprobe_core.store_frames) -----------------------------------------
+    # --- frames (built by memprobe_core.store.frames) -----------------------------------------
     def results_frame(self, run_id: int) -> pd.DataFrame:
-        """One row per finished unit; see :func:`memprobe_core.store_frames.results_frame`."""
+        """One row per finished unit; see :func:`memprobe_core.store.frames.results_frame`."""
         return store_frames.results_frame(self, run_id)
 
     def errors_frame(self, run_id: int) -> pd.DataFrame:

@@ -13,7 +13,7 @@ one still ``running``; resuming redoes it (its partial candidates dropped) and s
 with its error and the audit goes on. Ctrl-C (``KeyboardInterrupt``) or the ``cancel`` event stops
 after putting the unit in flight back to ``pending`` and marking the run ``interrupted``.
 
-Model names, defaults and loading live in :mod:`memprobe_core.audit_models` (re-exported here).
+Model names, defaults and loading live in :mod:`memprobe_core.audit.models` (re-exported here).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 from memprobe_core.attacks.common import AttackOptions, ModelSet
 from memprobe_core.attacks.result import METHOD_LABELS, AttackEvent, AttackResult, EventCallback
-from memprobe_core.audit_models import (
+from memprobe_core.audit.models import (
     METHOD_ROLES,
     ROLES,
     ModelNames,
@@ -43,11 +43,6 @@ from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.data import Snippet, SplitSnippet, split
 from memprobe_core.store import Store, UnitKey
 
-__all__ = [
-    "METHOD_ROLES", "ROLES", "AuditBusyError", "AuditProgress", "AuditSummary", "ModelNames",
-    "ProgressCallback", "Runner", "check_methods", "default_model_names", "load_models",
-    "models_from_config", "resume_audit", "roles_needed", "run_audit", "start_audit",
-]
 
 log = logging.getLogger("memprobe")
 
