@@ -26,11 +26,13 @@ from typing import Any
 
 import pandas as pd
 
+from memprobe_core.errors import MemprobeError
+
 # OWASP CSV injection: characters that make a spreadsheet treat a cell as a formula.
 FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
 
 
-class ExportError(OSError):
+class ExportError(MemprobeError, OSError):
     """The CSV could not be written; the message names the path and what to do."""
 
 

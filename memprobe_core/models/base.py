@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Union
 
+from memprobe_core.errors import MemprobeError
+
 Message = dict[str, str]
 Chat = list[Message]
 Request = Union[str, Chat]
@@ -57,7 +59,7 @@ class GenerationStats:
         return GenerationStats(**{k: getattr(self, k) - getattr(earlier, k) for k in vars(self)})
 
 
-class ModelError(RuntimeError):
+class ModelError(MemprobeError, RuntimeError):
     """A model could not be loaded or queried; the message says which and what to do."""
 
 

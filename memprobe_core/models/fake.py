@@ -27,7 +27,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from memprobe_core.data import WhitespaceTokenizer
-from memprobe_core.models.base import Completion, Generator, LoadOptions, ModelError, Request, chat_as_text
+from memprobe_core.models.base import (
+    Completion,
+    Generator,
+    LoadOptions,
+    ModelError,
+    Request,
+    chat_as_text,
+)
 
 MODES = ("auto", "victim", "attacker", "echo", "copy")
 # Words of the longest shared run that make the fake victim reproduce its continuation fully.

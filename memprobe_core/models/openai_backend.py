@@ -20,7 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlparse
 
-from memprobe_core.models.base import Completion, Generator, LoadOptions, ModelError, Request
+from memprobe_core.models.base import (
+    Completion,
+    Generator,
+    LoadOptions,
+    ModelError,
+    Request,
+)
 
 log = logging.getLogger("memprobe")
 
