@@ -220,3 +220,37 @@ def test_conditional_reset_never_undoes_a_finished_unit(store, run_with_units):
     assert len(store.candidates(run_id, unit)) == 1
     store.reset_unit(run_id, unit)  # unconditional: back to pending
     assert store.units(run_id)[0]["status"] == "pending" and store.candidates(run_id, unit) == []
+
+
+def test_a_version_1_store_is_upgraded_with_its_results_as_columns(tmp_path):
+    """Schema v1 kept each result as JSON (trace included); v2 keeps columns + candidate rows."""
+    import json
+    import sqlite3
+
+    from memprobe_core.store.schema import MIGRATIONS
+
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(MIGRATIONS[0])
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute("INSERT INTO runs (id, kind, status, created, updated) "
+                 "VALUES (1, 'audit', 'finished', 0, 0)")
+    unit = UnitKey("a", "ps_inst", 200)
+    old = result_for(unit, [cand(0, 0, 0.2, True)], mem=0.75)
+    conn.execute("INSERT INTO units (run_id, snippet_id, method, length, position, status, "
+                 "result) VALUES (1, 'a', 'ps_inst', 200, 0, 'done', ?)",
+                 (json.dumps(old.to_dict()),))
+    c = old.trace[0]
+    conn.execute("INSERT INTO candidates (run_id, snippet_id, method, length, round, idx, prompt,"
+                 " output, mem, lcs_p, objective, is_round_best, created) "
+                 "VALUES (1, 'a', 'ps_inst', 200, 0, 0, ?, ?, ?, ?, ?, 1, 0)",
+                 (c.prompt, c.output, c.mem, c.lcs_p, c.objective))
+    conn.commit()
+    conn.close()
+    with Store(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        upgraded = store.result(1, unit)
+        assert upgraded.to_dict() == old.to_dict()
+        assert store.results_frame(1).iloc[0]["mem"] == 0.75
+        columns = {r[1] for r in store._read("PRAGMA table_info(units)")}
+        assert "result" not in columns and {"mem", "manifest"} <= columns
