@@ -197,7 +197,8 @@ def serve(generator: Generator, model_name: str = "served-model", **behaviour: A
     """
     server = _Server(generator, model_name, **behaviour)
     server.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll makes shutdown() quick: every test starts and stops servers.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield server
