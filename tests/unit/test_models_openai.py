@@ -210,9 +210,8 @@ def test_max_response_bytes_reaches_the_backend_and_is_validated(echo):
 
 
 def test_trickling_body_times_out_instead_of_hanging(echo):
-    with serve(echo, "m", trickle_s=0.05) as srv:
-        with pytest.raises(ModelError, match="timed out"):
-            client(srv.base_url, timeout_s=0.4, max_retries=0).generate(["x"])
+    with serve(echo, "m", trickle_s=0.05) as srv, pytest.raises(ModelError, match="timed out"):
+        client(srv.base_url, timeout_s=0.4, max_retries=0).generate(["x"])
 
 
 # --- malformed bodies ------------------------------------------------------------------------------

@@ -40,8 +40,8 @@ def test_least_outstanding_first_and_round_robin_between_equals():
     f = fleet(3)
     first = [f.acquire() for _ in range(4)]
     assert urls(first) == ["http://s0", "http://s1", "http://s2", "http://s0"]
-    f.release(first[1], ok=True)  # s1 now has none in flight, the others one or two
-    assert f.acquire().url == "http://s1"
+    f.release(first[2], ok=True)  # s2 now has none in flight; round-robin alone would say s1
+    assert f.acquire().url == "http://s2"
 
 
 def test_sequential_requests_spread_evenly():
