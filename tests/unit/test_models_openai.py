@@ -205,8 +205,16 @@ def test_max_response_bytes_reaches_the_backend_and_is_validated(echo):
         assert gen.generate(["short answer"])[0][0].text == "short answer"
         with pytest.raises(ModelError, match="max_response_bytes=4,096"):
             gen.generate(["eight words of text to say each time"], n=100)  # ~10 KB of choices
-    with pytest.raises(ModelError, match="max_response_bytes=10 is too small"):
-        client("http://127.0.0.1:1/v1", max_response_bytes=10)
+
+
+
+@pytest.mark.parametrize("option, value", [
+    ("max_response_bytes", 10), ("max_response_bytes", 2**40), ("max_concurrency", 0),
+    ("max_concurrency", 10**9), ("max_retries", -1), ("timeout_s", 0), ("cooloff_s", -1),
+])
+def test_number_options_out_of_range_are_refused(option, value):
+    with pytest.raises(ModelError, match=f"{option}={value} is out of range: use"):
+        client("http://127.0.0.1:1/v1", **{option: value})
 
 
 def test_trickling_body_times_out_instead_of_hanging(echo):

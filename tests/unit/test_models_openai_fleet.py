@@ -129,8 +129,10 @@ def _serve_all(stack: ExitStack, echo, behaviours: list[dict]) -> list:
 def test_load_spreads_over_the_servers_given_as_one_string(echo):
     with ExitStack() as stack:
         servers = _serve_all(stack, echo, [{}, {}, {}])
-        gen = load("openai:m", base_url=",".join(s.base_url for s in servers), max_concurrency=1)
+        gen = load("openai:m", base_url=",".join(s.base_url for s in servers), max_concurrency=1,
+                   cooloff_s=5)
         assert gen.base_urls == [s.base_url for s in servers]
+        assert gen.fleet.cooloff_s == 5
         for i in range(9):  # one at a time: round-robin between idle servers
             assert gen.generate([f"request {i}"])[0][0].text == f"request {i}"
         assert [s.answered for s in servers] == [3, 3, 3]

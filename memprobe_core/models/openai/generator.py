@@ -72,7 +72,8 @@ class OpenAIGenerator(Generator):
         super().__init__()
         if not model:
             raise ModelError("the openai backend needs a model name (e.g. openai:gpt-4o-mini)")
-        _check_numbers(max_concurrency, max_retries, timeout_s, max_response_bytes, cooloff_s)
+        _check_numbers(max_concurrency=max_concurrency, max_retries=max_retries, timeout_s=timeout_s,
+                       cooloff_s=cooloff_s, max_response_bytes=max_response_bytes)
         self.model_id = model
         self.base_urls = parse_base_urls(base_url)
         self.api_key_env = api_key_env
@@ -135,7 +136,13 @@ class OpenAIGenerator(Generator):
             return list(pool.map(one, requests))
 
     def _complete(
-        self, request: Request, n: int, max_new_tokens: int, temperature: float, top_p: float, seed: int | None
+        self,
+        request: Request,
+        n: int,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        seed: int | None,
     ) -> list[Completion]:
         chat = not isinstance(request, str) or self.text_as_chat
         messages = request if not isinstance(request, str) else [{"role": "user", "content": request}]
@@ -182,12 +189,16 @@ class OpenAIGenerator(Generator):
             finally:
                 self.fleet.release(server, ok=ok)
             if not got:
-                raise ModelError(f"{self._where(server)} returned no choices; check that the model serves this API")
+                raise ModelError(
+                    f"{self._where(server)} returned no choices; check that the model serves this API"
+                )
             return self._scrub(got)
         assert last_error is not None  # acquire returns None only once every server was tried
         if len(self.fleet) == 1:
             raise ModelError(str(last_error)) from None
-        raise ModelError(f"all {len(self.fleet)} servers failed this request; the last said: {last_error}") from None
+        raise ModelError(
+            f"all {len(self.fleet)} servers failed this request; the last said: {last_error}"
+        ) from None
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
@@ -255,20 +266,26 @@ def _api_key(env: str) -> str:
     return os.environ.get(env, "") if env else ""
 
 
-def _check_numbers(
-    max_concurrency: int, max_retries: int, timeout_s: float, max_response_bytes: int, cooloff_s: float
-) -> None:
-    if max_concurrency < 1 or max_retries < 0 or timeout_s <= 0 or cooloff_s < 0:
-        raise ModelError(
-            f"max_concurrency={max_concurrency}, max_retries={max_retries}, timeout_s={timeout_s}, "
-            f"cooloff_s={cooloff_s}: use max_concurrency >= 1, max_retries >= 0, a positive timeout "
-            "and cooloff_s >= 0"
-        )
-    if max_response_bytes < 1024:
-        raise ModelError(
-            f"max_response_bytes={max_response_bytes} is too small for any answer; use at least 1024 "
-            f"(default {DEFAULT_MAX_RESPONSE_BYTES:,} = 8 MiB)"
-        )
+# (low, high) of each number option: past these a run cannot work or eats the machine.
+_BOUNDS: dict[str, tuple[float, float]] = {
+    "max_concurrency": (1, 1024),
+    "max_retries": (0, 100),
+    "timeout_s": (0.001, 24 * 3600),
+    "cooloff_s": (0, 24 * 3600),
+    "max_response_bytes": (1024, 2**30),
+}
+
+
+def _check_numbers(**values: float) -> None:
+    """Refuse a number option outside its range, naming it and the range."""
+    for name, value in values.items():
+        low, high = _BOUNDS[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            raise ModelError(f"{name}={value!r} is out of range: use {_num(low)} to {_num(high)}")
+
+
+def _num(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
 
 
 # Extras (options outside LoadOptions) the backend accepts.
@@ -284,7 +301,9 @@ def load_openai(name: str, options: LoadOptions) -> OpenAIGenerator:
     """
     unknown = set(options.extra) - _EXTRAS
     if unknown:
-        raise ModelError(f"the openai backend does not know option(s) {sorted(unknown)}; known: {sorted(_EXTRAS)}")
+        raise ModelError(
+            f"the openai backend does not know option(s) {sorted(unknown)}; known: {sorted(_EXTRAS)}"
+        )
     model = name.removeprefix("openai:")
     return OpenAIGenerator(
         model,

@@ -42,8 +42,8 @@ def decode_json(body: bytes, where: str, *, redact: Callable[[str], str] = _same
         data = json.loads(body)
     except ValueError:  # JSONDecodeError and UnicodeDecodeError
         raise ModelError(
-            f"{where} answered with a body that is not JSON: {shown(body, _SHOWN_CHARS, redact)!r}; check that base_url "
-            "points at an OpenAI-compatible API (…/v1)"
+            f"{where} answered with a body that is not JSON: {shown(body, _SHOWN_CHARS, redact)!r}; "
+            "check that base_url points at an OpenAI-compatible API (…/v1)"
         ) from None
     if not isinstance(data, dict):
         raise ModelError(
@@ -113,7 +113,9 @@ def _choice_text(choice: Any, position: int, chat: bool, where: str) -> str:
     if text is _MISSING:
         raise ModelError(f"{where}: choice {position} has no '{field}'")
     if not isinstance(text, str):
-        raise ModelError(f"{where}: choice {position} has '{field}' of type {type(text).__name__}, not a string")
+        raise ModelError(
+            f"{where}: choice {position} has '{field}' of type {type(text).__name__}, not a string"
+        )
     return text
 
 

@@ -166,5 +166,6 @@ class Transport:
                 f"ends with the API version, e.g. /v1 ({detail})"
             )
         if status in RETRY_STATUS:
-            return f"{where} kept failing (HTTP {status}) after {self.settings.max_retries} retries ({detail})"
+            retries = self.settings.max_retries
+            return f"{where} kept failing (HTTP {status}) after {retries} retries ({detail})"
         return f"{where} rejected the request (HTTP {status}): {detail}"
