@@ -195,10 +195,10 @@ class OpenAIGenerator(Generator):
             return self._scrub(got)
         assert last_error is not None  # acquire returns None only once every server was tried
         if len(self.fleet) == 1:
-            raise ModelError(str(last_error)) from None
+            raise last_error  # its message is already redacted; its cause is the HTTP error
         raise ModelError(
             f"all {len(self.fleet)} servers failed this request; the last said: {last_error}"
-        ) from None
+        ) from last_error
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
