@@ -31,12 +31,13 @@ from memprobe_core.attacks import run_method
 from memprobe_core.attacks.common import AttackOptions, ModelSet
 from memprobe_core.attacks.events import EventCallback
 from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.audit.executors import AuditWork, Executor, LocalExecutor
 from memprobe_core.audit.models import (
     ModelNames,
     models_from_config,
 )
 from memprobe_core.audit.runs import RunConfig
-from memprobe_core.audit.unit import Runner, SplitSpec, run_unit, snippets_by_id
+from memprobe_core.audit.unit import Runner, SplitSpec, UnitOutcome, snippets_by_id
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.data import Snippet
 from memprobe_core.errors import MemprobeError
@@ -173,6 +174,7 @@ def resume_audit(
     cancel: threading.Event | None = None,
     retry_errors: bool = False,
     runner: Runner = run_method,
+    executor: Executor | None = None,
 ) -> AuditSummary:
     """Continue an audit: finished units are skipped, the unit in flight is redone.
 
@@ -190,7 +192,8 @@ def resume_audit(
         for unit in store.units(run_id, status="error"):
             store.reset_unit(run_id, unit["key"])
     return run_audit(store, run_id, models=models, models_factory=models_factory,
-                     on_progress=on_progress, on_event=on_event, cancel=cancel, runner=runner)
+                     on_progress=on_progress, on_event=on_event, cancel=cancel, runner=runner,
+                     executor=executor)
 
 
 def run_audit(
@@ -203,8 +206,9 @@ def run_audit(
     on_event: EventCallback | None = None,
     cancel: threading.Event | None = None,
     runner: Runner = run_method,
+    executor: Executor | None = None,
 ) -> AuditSummary:
-    """Run every pending unit of an audit, one at a time, committing each as it ends.
+    """Run every pending unit of an audit, committing each as it ends.
 
     Args:
         store: the store holding the run.
@@ -215,18 +219,22 @@ def run_audit(
         on_event: also receives every method event (after the store has recorded it).
         cancel: set it to stop after the current candidate; the run is marked interrupted.
         runner: the method entry point (default ``memprobe_core.attacks.run_method``).
+        executor: where the units run (default: one at a time in this process; see
+            :mod:`memprobe_core.audit.executors`). A Ray executor loads the models on its
+            workers with ``models_factory``; ``models`` is then ignored.
 
     Returns:
         An ``AuditSummary``. Ctrl-C does not propagate: it ends the call with status
         ``interrupted`` (the unit in flight goes back to pending).
 
     Raises:
-        ModelError: the models cannot be loaded (the run can be resumed once they can).
+        ModelError: the models cannot be loaded (the run can be resumed once they can; with
+            Ray: on no worker).
         AuditBusyError: another live process on this machine is running this audit.
     """
     started = time.perf_counter()
     run = store.get_run(run_id)
-    config = RunConfig.from_dict(run["config"])
+    RunConfig.from_dict(run["config"])  # a config this version cannot read fails before any change
     _check_not_running_elsewhere(run)
     # A unit still marked running was in flight when its process died: it is redone.
     for stale in store.units(run_id, status="running"):
@@ -254,45 +262,46 @@ def run_audit(
         progress(None)
         return _summary(store, run_id, "finished", ran, started)
 
-    if models is None:
-        models = (models_factory or models_from_config)(run["config"])
-    _record_manifest(store, run_id, run, models)
+    executor = executor or LocalExecutor()
     store.set_run_status(run_id, "running")
-    snippets = snippets_by_id(store, run_id)
+
+    def on_end(outcome: UnitOutcome) -> None:
+        nonlocal ran, errors
+        ran += 1
+        errors += outcome.status == "error"
+        progress(None)
+
+    work = AuditWork(
+        store=store, run_id=run_id, config=run["config"], units=pending,
+        snippets=snippets_by_id(store, run_id),
+        models_factory=models_factory or models_from_config, on_start=progress, on_end=on_end,
+        on_models=lambda loaded: _record_manifest(store, run_id, run, loaded, executor.name),
+        on_event=on_event, cancel=cancel, runner=runner,
+    )
     try:
-        for unit in pending:
-            if cancel is not None and cancel.is_set():
-                break
-            progress(unit)
-            outcome = run_unit(store, run_id, unit, snippets[unit.snippet_id], models,
-                               config.options, split_spec=config.split, on_event=on_event, cancel=cancel,
-                               on_cancel="requeue", runner=runner)
-            if outcome.status == "pending":  # cancelled mid-unit: back in the queue
-                break
-            ran += 1
-            errors += outcome.status == "error"
-            progress(None)
-    except KeyboardInterrupt:  # run_unit already put the unit in flight back to pending
+        executor.run(work, models)
+    except KeyboardInterrupt:  # the executor already put the units in flight back to pending
         log.info("audit %d interrupted", run_id)
         store.set_run_status(run_id, "interrupted")
         return _summary(store, run_id, "interrupted", ran, started)
+    except MemprobeError:  # e.g. no worker could load the models: resumable once they can
+        store.set_run_status(run_id, "failed")
+        raise
     status = "interrupted" if cancel is not None and cancel.is_set() else "finished"
     store.set_run_status(run_id, status)
     progress(None)
     return _summary(store, run_id, status, ran, started)
 
 
-def _record_manifest(store: Store, run_id: int, run: dict[str, Any], models: ModelSet) -> None:
+def _record_manifest(store: Store, run_id: int, run: dict[str, Any], loaded: dict[str, Any],
+                     executor: str) -> None:
     """Keep the loaded models' manifest; note each session (a resumed run lists several)."""
     manifest = dict(run.get("manifest") or {})
-    try:
-        loaded = models.manifest()
-    except Exception:  # noqa: BLE001 - a manifest must never stop an audit
-        loaded = {}
     manifest.setdefault("models", loaded)
     if manifest["models"] != loaded:
         log.warning("audit %d resumed with different models than it started with", run_id)
-    manifest.setdefault("sessions", []).append({"started": time.time(), "models": loaded})
+    manifest.setdefault("sessions", []).append({"started": time.time(), "models": loaded,
+                                                "executor": executor})
     from memprobe_core import __version__
 
     manifest["memprobe"] = __version__

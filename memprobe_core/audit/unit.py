@@ -21,7 +21,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from memprobe_core.attacks import run_method
 from memprobe_core.attacks.common import AttackOptions, ModelSet
@@ -37,6 +37,28 @@ log = logging.getLogger("memprobe")
 Runner = Callable[..., AttackResult]
 UnitStatus = Literal["done", "error", "cancelled", "pending"]
 OnCancel = Literal["keep", "requeue"]
+
+
+class UnitStore(Protocol):
+    """What :func:`run_unit` records a unit into.
+
+    :class:`~memprobe_core.store.Store` is the one used everywhere on the machine that owns the
+    SQLite file; a Ray worker passes an in-memory recorder instead and sends what it recorded
+    back to the driver, which writes it with the real store
+    (:mod:`memprobe_core.audit.ray_executor`).
+    """
+
+    def mark_unit_running(self, run_id: int, unit: UnitKey) -> None: ...
+
+    def recorder(self, run_id: int, unit: UnitKey) -> EventCallback: ...
+
+    def finish_unit(self, run_id: int, unit: UnitKey, result: AttackResult) -> None: ...
+
+    def cancel_unit(self, run_id: int, unit: UnitKey, result: AttackResult) -> None: ...
+
+    def fail_unit(self, run_id: int, unit: UnitKey, error: str) -> None: ...
+
+    def reset_unit(self, run_id: int, unit: UnitKey, *, if_status: str | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -79,7 +101,7 @@ class UnitOutcome:
 
 
 def run_unit(
-    store: Store,
+    store: UnitStore,
     run_id: int,
     unit: UnitKey,
     snippet: Snippet,
@@ -139,7 +161,7 @@ def error_text(exc: BaseException) -> str:
     return redact_secrets(f"{type(exc).__name__}: {exc}")
 
 
-def _record_failure(store: Store, run_id: int, unit: UnitKey, exc: Exception) -> UnitOutcome:
+def _record_failure(store: UnitStore, run_id: int, unit: UnitKey, exc: Exception) -> UnitOutcome:
     message = error_text(exc)
     log.warning("run %d: unit %s failed: %s", run_id, unit, message)
     log.debug("unit %s traceback", unit, exc_info=exc)
@@ -147,7 +169,7 @@ def _record_failure(store: Store, run_id: int, unit: UnitKey, exc: Exception) ->
     return UnitOutcome(unit, "error", error=message, exception=exc)
 
 
-def _record_cancel(store: Store, run_id: int, unit: UnitKey, result: AttackResult,
+def _record_cancel(store: UnitStore, run_id: int, unit: UnitKey, result: AttackResult,
                    on_cancel: OnCancel) -> UnitOutcome:
     if on_cancel == "requeue":
         store.reset_unit(run_id, unit)
@@ -161,5 +183,5 @@ def snippets_by_id(store: Store, run_id: int) -> dict[str, Snippet]:
     return {s.id: s for s in store.samples(run_id)}
 
 
-__all__ = ["OnCancel", "Runner", "SplitSpec", "UnitOutcome", "error_text", "run_unit",
+__all__ = ["OnCancel", "Runner", "SplitSpec", "UnitOutcome", "UnitStore", "error_text", "run_unit",
            "snippets_by_id"]

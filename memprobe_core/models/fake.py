@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -72,6 +73,8 @@ class FakeGenerator(Generator):
         memory: texts the fake victim "memorized" (``None``: the demo corpus).
         chat_template: what ``has_chat_template`` reports (chats are always accepted).
         model_id: the name in manifests.
+        latency_s: seconds each generate call sleeps (benchmarks and fault tests stand in for
+            a GPU-bound model with it; 0: instant).
     """
 
     backend = "fake"
@@ -84,8 +87,12 @@ class FakeGenerator(Generator):
         memory: Sequence[str] | None = None,
         chat_template: bool = False,
         model_id: str | None = None,
+        latency_s: float = 0.0,
     ) -> None:
         super().__init__()
+        if latency_s < 0:
+            raise ModelError(f"fake latency_s {latency_s}: give 0 or more seconds")
+        self.latency_s = float(latency_s)
         if mode not in MODES:
             raise ModelError(f"fake mode {mode!r} is unknown; choose from {list(MODES)} (copy:<text>)")
         self.mode = mode
@@ -122,6 +129,8 @@ class FakeGenerator(Generator):
         top_p: float,
         seed: int | None,
     ) -> list[list[Completion]]:
+        if self.latency_s:
+            time.sleep(self.latency_s)  # one wait per call, as a batched GPU forward pass
         out = []
         for index, request in enumerate(requests):
             text = request if isinstance(request, str) else chat_as_text(request)
@@ -263,9 +272,10 @@ def _default_memory() -> list[str]:
 def load_fake(name: str, options: LoadOptions) -> FakeGenerator:
     """Build a fake model from ``fake`` / ``fake:<mode>`` / ``fake:copy:<text>``.
 
-    Options (extras): ``memory`` (list of texts), ``chat_template`` (bool), ``text`` (copy mode).
+    Options (extras): ``memory`` (list of texts), ``chat_template`` (bool), ``text`` (copy mode),
+    ``latency_s`` (seconds each generate call sleeps).
     """
-    unknown = set(options.extra) - {"memory", "chat_template", "text"}
+    unknown = set(options.extra) - {"memory", "chat_template", "text", "latency_s"}
     if unknown:
         raise ModelError(f"the fake backend does not know option(s) {sorted(unknown)}")
     rest = name.split(":", 1)[1] if name.startswith("fake:") else (name if name in MODES else "auto")
@@ -276,4 +286,5 @@ def load_fake(name: str, options: LoadOptions) -> FakeGenerator:
         memory=options.extra.get("memory"),
         chat_template=bool(options.extra.get("chat_template", False)),
         model_id=name if name.startswith("fake") else f"fake:{rest}",
+        latency_s=float(options.extra.get("latency_s", 0.0)),
     )
