@@ -1,0 +1,397 @@
+"""Run an audit's units on a Ray cluster: one actor per worker, the store on the driver.
+
+Each worker is a Ray actor that loads its model set once (``models_factory(config)``, the same
+loading as the local path) and runs the units it is given through the one unit runner
+(:func:`memprobe_core.audit.unit.run_unit`) against a :class:`RecordingStore`: an in-memory
+recorder, because the SQLite store lives on the driver and only the driver writes it. A unit's
+scored candidates and its outcome come back to the driver when the unit ends, and the driver
+records them with the real store: candidates first, then the unit's end, so a unit is ``done``
+only once all of its candidates are committed.
+
+Faults:
+
+- A worker that dies (killed, out of memory, node lost) is replaced by a new actor; its unit
+  goes back to ``pending`` and is run again (on whichever worker is free). A unit whose
+  workers died ``max_attempts`` times is recorded as failed with the error.
+- A worker whose models fail to load fails the unit it was given with that error and takes no
+  more; the audit goes on on the others (no worker at all: ``ModelError``, the run resumable).
+- Ctrl-C on the driver (or the ``cancel`` event) kills the workers and puts the units in
+  flight back to ``pending``; ``memprobe resume`` (on Ray or locally) redoes them.
+
+Ray is imported here only, when an audit runs with ``--executor ray``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from memprobe_core.attacks.common import AttackOptions, ModelSet
+from memprobe_core.attacks.events import (
+    AttackEvent,
+    CandidateScored,
+    EventCallback,
+    RoundFinished,
+)
+from memprobe_core.attacks.result import AttackResult
+from memprobe_core.audit.executors import AuditWork
+from memprobe_core.audit.unit import SplitSpec, UnitOutcome, error_text, run_unit
+from memprobe_core.data import Snippet
+from memprobe_core.errors import UsageError
+from memprobe_core.models.base import ModelError
+from memprobe_core.store import Store, UnitKey
+
+log = logging.getLogger("memprobe")
+
+RAY_REQUIREMENT = "ray==2.60.0"
+INSTALL_HINT = f'pip install "{RAY_REQUIREMENT}"'
+# How often the driver wakes from waiting on workers to notice Ctrl-C or the cancel event.
+_POLL_S = 0.5
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """How an audit runs on Ray.
+
+    Attributes:
+        address: ``auto`` (the cluster this machine joined with ``ray start``), ``HOST:PORT``
+            of a head node, or ``None``: start a Ray instance on 127.0.0.1 for this audit.
+        workers: actors to start (``None``: as many as the cluster's CPUs/GPUs fit).
+        gpus_per_worker / cpus_per_worker: resources each actor reserves.
+        max_attempts: times a unit is tried when its worker dies before it is recorded failed.
+    """
+
+    address: str | None = None
+    workers: int | None = None
+    gpus_per_worker: float = 0.0
+    cpus_per_worker: float = 1.0
+    max_attempts: int = 3
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and self.workers < 1:
+            raise UsageError(f"--workers {self.workers}: give 1 or more")
+        if self.gpus_per_worker < 0 or self.cpus_per_worker < 0:
+            raise UsageError("--gpus-per-worker and --cpus-per-worker must be 0 or more")
+        if self.max_attempts < 1:
+            raise UsageError(f"--max-attempts {self.max_attempts}: give 1 or more")
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a ``UsageError`` saying how to install it."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise UsageError(f"--executor ray needs Ray, which is not installed: {INSTALL_HINT} "
+                         "(or run without --executor ray)") from exc
+    return ray
+
+
+class RecordingStore:
+    """A :class:`~memprobe_core.audit.unit.UnitStore` that keeps a unit's record in memory.
+
+    A worker runs :func:`run_unit` against it; the events it kept (scored candidates and round
+    bests, in order) go back to the driver with the unit's outcome. The unit's state changes are
+    not kept: the driver marked the unit running when it sent it, and the outcome says how it
+    ended.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[AttackEvent] = []
+
+    def mark_unit_running(self, run_id: int, unit: UnitKey) -> None:
+        """Nothing to do: the driver marked it when it dispatched the unit."""
+
+    def recorder(self, run_id: int, unit: UnitKey) -> EventCallback:
+        """Keep the events the driver's store records (``Store.recorder`` reads the same)."""
+
+        def keep(event: AttackEvent) -> None:
+            if isinstance(event, CandidateScored | RoundFinished):
+                self.events.append(event)
+
+        return keep
+
+    def finish_unit(self, run_id: int, unit: UnitKey, result: AttackResult) -> None:
+        """Carried by the outcome."""
+
+    def cancel_unit(self, run_id: int, unit: UnitKey, result: AttackResult) -> None:
+        """Carried by the outcome."""
+
+    def fail_unit(self, run_id: int, unit: UnitKey, error: str) -> None:
+        """Carried by the outcome."""
+
+    def reset_unit(self, run_id: int, unit: UnitKey, *, if_status: str | None = None) -> None:
+        """Carried by the outcome."""
+
+
+@dataclass
+class UnitReport:
+    """What a worker sends back for one unit (picklable: no exception object).
+
+    Attributes:
+        load_failed: the worker has no models (``error`` says why); it takes no more units.
+    """
+
+    unit: UnitKey
+    status: str
+    result: AttackResult | None = None
+    error: str | None = None
+    events: list[AttackEvent] = field(default_factory=list)
+    worker: str = ""
+    load_failed: bool = False
+
+
+class UnitWorker:
+    """The body of a worker actor: models loaded once, then one unit per call."""
+
+    def __init__(self, config: dict[str, Any], models_factory: Any, runner: Any) -> None:
+        self.name = f"{socket.gethostname()}:{os.getpid()}"
+        self.runner = runner
+        self.models: ModelSet | None = None
+        self.load_error: str | None = None
+        try:
+            self.models = models_factory(config)
+        except Exception as exc:  # noqa: BLE001 - reported with each unit it is given
+            self.load_error = error_text(exc)
+            log.warning("worker %s could not load its models: %s", self.name, self.load_error)
+
+    def info(self) -> dict[str, Any]:
+        """The worker's name, load error and models' manifest."""
+        manifest: dict[str, Any] = {}
+        if self.models is not None:
+            try:
+                manifest = self.models.manifest()
+            except Exception:  # noqa: BLE001 - a manifest must never stop an audit
+                manifest = {}
+        return {"name": self.name, "error": self.load_error, "manifest": manifest}
+
+    def run(self, run_id: int, unit: UnitKey, snippet: Snippet, options: AttackOptions,
+            split_spec: SplitSpec) -> UnitReport:
+        """Run one unit with this worker's models; the record comes back in the report."""
+        if self.models is None:
+            return UnitReport(unit, "error", load_failed=True, worker=self.name,
+                              error=f"worker {self.name} could not load its models: "
+                                    f"{self.load_error}")
+        store = RecordingStore()
+        extra = {} if self.runner is None else {"runner": self.runner}
+        outcome = run_unit(store, run_id, unit, snippet, self.models, options,
+                           split_spec=split_spec, on_cancel="requeue", **extra)
+        return UnitReport(unit, outcome.status, outcome.result, outcome.error, store.events,
+                          worker=self.name)
+
+
+def record_report(store: Store, run_id: int, report: UnitReport,
+                  on_event: EventCallback | None = None) -> UnitOutcome:
+    """Write a worker's report with the driver's store: candidates, then the unit's end."""
+    unit = report.unit
+    if report.status in ("done", "cancelled") and report.result is not None:
+        record = store.recorder(run_id, unit)
+        for event in report.events:
+            record(event)
+            if on_event is not None:
+                on_event(event)
+        if report.status == "done":
+            store.finish_unit(run_id, unit, report.result)
+        else:
+            store.cancel_unit(run_id, unit, report.result)
+        return UnitOutcome(unit, report.status, report.result)  # type: ignore[arg-type]
+    if report.status == "error":
+        log.warning("run %d: unit %s failed on %s: %s", run_id, unit, report.worker, report.error)
+        store.fail_unit(run_id, unit, report.error or "unknown error")
+        return UnitOutcome(unit, "error", error=report.error)
+    store.reset_unit(run_id, unit)  # cancelled on the worker: back in the queue
+    return UnitOutcome(unit, "pending")
+
+
+class RayExecutor:
+    """Runs an audit's units on Ray actors (see the module docstring)."""
+
+    name = "ray"
+
+    def __init__(self, options: RayOptions | None = None) -> None:
+        self.options = options or RayOptions()
+
+    def run(self, work: AuditWork, models: ModelSet | None = None) -> None:
+        """Run ``work.units`` on the workers; ``models`` is ignored (each worker loads its own)."""
+        ray = import_ray()
+        started_here = _connect(ray, self.options)
+        try:
+            _Driver(ray, self.options, work).run()
+        finally:
+            if started_here:
+                ray.shutdown()
+
+
+def _connect(ray: Any, options: RayOptions) -> bool:
+    """Join the cluster (or start a local instance); True when this call started Ray."""
+    if ray.is_initialized():
+        return False
+    if options.address:
+        log.info("joining the Ray cluster at %s", options.address)
+        try:
+            ray.init(address=options.address, log_to_driver=False)
+        except ConnectionError as exc:
+            raise UsageError(f"--ray-address {options.address}: no Ray cluster answers there "
+                             f"({exc}); start one with `ray start --head`") from exc
+        return False
+    log.info("starting a local Ray instance on 127.0.0.1")
+    ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
+             log_to_driver=False)
+    return True
+
+
+def worker_count(options: RayOptions, resources: dict[str, float], units: int) -> int:
+    """Workers to start: as asked, or as many as the cluster's CPUs (and GPUs) fit; ≤ units."""
+    if options.workers is not None:
+        return max(1, min(options.workers, units))
+    fits = []
+    if options.cpus_per_worker > 0:
+        fits.append(int(resources.get("CPU", 1) // options.cpus_per_worker))
+    if options.gpus_per_worker > 0:
+        fits.append(int(resources.get("GPU", 0) // options.gpus_per_worker))
+    return max(1, min([*fits, units]))
+
+
+class _Driver:
+    """One session's scheduling: idle workers take pending units; reports are recorded here."""
+
+    def __init__(self, ray: Any, options: RayOptions, work: AuditWork) -> None:
+        self.ray = ray
+        self.options = options
+        self.work = work
+        self.queue: deque[UnitKey] = deque(work.units)
+        self.attempts: dict[UnitKey, int] = {}
+        self.in_flight: dict[Any, tuple[Any, UnitKey]] = {}
+        self.idle: list[Any] = []
+        self.actors: list[Any] = []
+        self.load_errors: list[str] = []
+        self.actor_class = ray.remote(UnitWorker)
+        config = work.run_config
+        self.shared = (ray.put(config.options), ray.put(config.split))
+
+    def run(self) -> None:
+        """Start the workers and run every unit; on Ctrl-C/cancel the units in flight go back."""
+        count = worker_count(self.options, self.ray.cluster_resources(), len(self.queue))
+        self._check_fits(count)
+        log.info("audit %d: %d unit(s) on %d Ray worker(s)", self.work.run_id, len(self.queue),
+                 count)
+        try:
+            self.idle = [self._spawn() for _ in range(count)]
+            self._report_models()
+            self._loop()
+        except KeyboardInterrupt:
+            self._requeue_in_flight()
+            raise
+        finally:
+            for actor in self.actors:
+                self.ray.kill(actor)
+        self._requeue_in_flight()  # cancelled: what was in flight goes back to pending
+
+    def _loop(self) -> None:
+        while (self.queue or self.in_flight) and not self.work.cancelled():
+            self._dispatch()
+            if not self.in_flight:  # units left but no worker with models
+                raise ModelError("no Ray worker could load the models: "
+                                 + "; ".join(dict.fromkeys(self.load_errors)))
+            # A timeout, so that Ctrl-C and the cancel event are noticed while units run.
+            ready, _ = self.ray.wait(list(self.in_flight), num_returns=1, timeout=_POLL_S)
+            for ref in ready:
+                self._collect(ref)
+
+    def _spawn(self) -> Any:
+        name = f"memprobe-{os.getpid()}-{self.work.run_id}-{len(self.actors)}"
+        actor = self.actor_class.options(
+            name=name, num_cpus=self.options.cpus_per_worker,
+            num_gpus=self.options.gpus_per_worker, max_restarts=0,
+        ).remote(self.work.config, self.work.models_factory, self.work.runner)
+        self.actors.append(actor)
+        return actor
+
+    def _report_models(self) -> None:
+        """Record the first healthy worker's models in the run's manifest."""
+        exceptions = self.ray.exceptions
+        for actor in list(self.idle):
+            try:
+                info = self.ray.get(actor.info.remote())
+            except exceptions.RayActorError:
+                continue  # it died loading; the loop replaces it when a unit finds it dead
+            if not info["error"]:
+                self.work.on_models(info["manifest"])
+                return
+        self.work.on_models({})
+
+    def _dispatch(self) -> None:
+        store, run_id = self.work.store, self.work.run_id
+        while self.idle and self.queue:
+            actor, unit = self.idle.pop(), self.queue.popleft()
+            self.attempts[unit] = self.attempts.get(unit, 0) + 1
+            store.mark_unit_running(run_id, unit)  # drops candidates of an unfinished attempt
+            self.work.on_start(unit)
+            ref = actor.run.remote(run_id, unit, self.work.snippets[unit.snippet_id],
+                                   *self.shared)
+            self.in_flight[ref] = (actor, unit)
+
+    def _collect(self, ref: Any) -> None:
+        actor, unit = self.in_flight.pop(ref)
+        exceptions = self.ray.exceptions
+        try:
+            report: UnitReport = self.ray.get(ref)
+        except exceptions.RayActorError as exc:  # the worker died (killed, OOM, node lost)
+            self._worker_died(actor, unit, exc)
+            return
+        except exceptions.RayTaskError as exc:  # a failure outside run_unit (e.g. unpickling)
+            report = UnitReport(unit, "error", error=_first_line(exc))
+        if report.load_failed:
+            self.load_errors.append(report.error or "")
+            self.ray.kill(actor)  # no models: it takes no more units
+        else:
+            self.idle.append(actor)
+        try:
+            outcome = record_report(self.work.store, self.work.run_id, report, self.work.on_event)
+        except KeyboardInterrupt:  # half-recorded: the next session redoes it
+            self.work.store.reset_unit(self.work.run_id, unit, if_status="running")
+            raise
+        if outcome.status == "pending":
+            self.queue.appendleft(unit)
+        else:
+            self.work.on_end(outcome)
+
+    def _worker_died(self, actor: Any, unit: UnitKey, exc: BaseException) -> None:
+        attempts = self.attempts.get(unit, 0)
+        message = f"the Ray worker running it died ({_first_line(exc)})"
+        log.warning("run %d: unit %s, attempt %d: %s", self.work.run_id, unit, attempts, message)
+        if attempts >= self.options.max_attempts:
+            error = f"{message}; gave up after {attempts} attempt(s)"
+            self.work.store.fail_unit(self.work.run_id, unit, error)
+            self.work.on_end(UnitOutcome(unit, "error", error=error))
+        else:
+            # Nothing of the attempt reached the store (candidates come with the report).
+            self.work.store.reset_unit(self.work.run_id, unit)
+            self.queue.appendleft(unit)
+        self.ray.kill(actor)
+        self.idle.append(self._spawn())  # keep the pool's size
+
+    def _requeue_in_flight(self) -> None:
+        for _actor, unit in self.in_flight.values():
+            self.work.store.reset_unit(self.work.run_id, unit, if_status="running")
+        self.in_flight.clear()
+
+    def _check_fits(self, count: int) -> None:
+        resources = self.ray.cluster_resources()
+        for key, each in (("CPU", self.options.cpus_per_worker),
+                          ("GPU", self.options.gpus_per_worker)):
+            if each and count * each > resources.get(key, 0):
+                log.warning("%d worker(s) × %g %s exceed the cluster's %g: some wait for "
+                            "resources", count, each, key, resources.get(key, 0))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = error_text(exc)
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
+__all__ = ["INSTALL_HINT", "RAY_REQUIREMENT", "RayExecutor", "RayOptions", "RecordingStore",
+           "UnitReport", "UnitWorker", "import_ray", "record_report", "worker_count"]
