@@ -122,9 +122,11 @@ def make_executor(name: str = "local", **ray_options: Any) -> Executor:
             installed (the message gives the install command).
     """
     if name == "local":
-        given = {k: v for k, v in ray_options.items() if v not in (None, False)}
+        given = [k for k, v in ray_options.items() if v is not None]
         if given:
-            raise UsageError(f"{sorted(given)} only apply with --executor ray")
+            flags = ", ".join("--" + ("ray-address" if k == "address" else k.replace("_", "-"))
+                              for k in given)
+            raise UsageError(f"{flags} only apply with --executor ray; add it or drop them")
         return LocalExecutor()
     if name == "ray":
         from memprobe_core.audit.ray_executor import RayExecutor, RayOptions

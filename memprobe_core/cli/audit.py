@@ -10,6 +10,8 @@ from typing import Any
 from memprobe_core.attacks.common import ModelSet
 from memprobe_core.attacks.result import METHOD_LABELS
 from memprobe_core.audit import load_models, resume_audit, run_audit, start_audit
+from memprobe_core.audit.executors import EXECUTORS, Executor, make_executor
+from memprobe_core.audit.ray_executor import INSTALL_HINT
 from memprobe_core.audit.report import render_text, report_for_run
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNITS_FAILED
@@ -45,13 +47,40 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     audit.add_argument("--title", default="", help="label shown in `memprobe runs`")
     common.add_models(audit)
     common.add_method_options(audit)
+    add_executor_options(audit)
     audit.set_defaults(handler=run)
 
     resume = common.add_command(sub, "resume",
                                 "continue an interrupted audit (finished units are kept)")
     resume.add_argument("run", type=int, help="run id (see `memprobe runs`)")
     resume.add_argument("--retry-errors", action="store_true", help="also redo failed units")
+    add_executor_options(resume)
     resume.set_defaults(handler=resume_run)
+
+
+def add_executor_options(parser: argparse.ArgumentParser) -> None:
+    """``--executor`` and the Ray options (shared by ``audit`` and ``resume``)."""
+    group = parser.add_argument_group("where units run")
+    group.add_argument("--executor", choices=EXECUTORS, default="local",
+                       help="local: one unit at a time in this process; ray: on Ray worker "
+                            f"actors (needs `{INSTALL_HINT}`)")
+    group.add_argument("--ray-address", help="ray: `auto` (the cluster this machine joined with "
+                       "`ray start`) or HOST:PORT of the head (default: start Ray on 127.0.0.1)")
+    group.add_argument("--workers", type=int, help="ray: worker actors (default: as many as the "
+                       "cluster's CPUs, or GPUs with --gpus-per-worker, fit)")
+    group.add_argument("--gpus-per-worker", type=float, help="ray: GPUs each worker reserves "
+                       "(default 0)")
+    group.add_argument("--cpus-per-worker", type=float, help="ray: CPUs each worker reserves "
+                       "(default 1)")
+    group.add_argument("--max-attempts", type=int, help="ray: times a unit is tried when its "
+                       "worker dies (default 3)")
+
+
+def executor_from_args(args: argparse.Namespace) -> Executor:
+    """The executor the flags ask for (``UsageError`` for Ray flags without ``--executor ray``)."""
+    return make_executor(args.executor, address=args.ray_address, workers=args.workers,
+                         gpus_per_worker=args.gpus_per_worker,
+                         cpus_per_worker=args.cpus_per_worker, max_attempts=args.max_attempts)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,9 +89,11 @@ def run(args: argparse.Namespace) -> int:
     options = common.attack_options(args)
     spec = common.split_spec(args)
     names = common.model_names(args)
+    executor = executor_from_args(args)
     store = common.open_store(args)
-    # Load before recording the run: an unknown model fails fast and leaves no empty run.
-    models = load_models(names, args.methods)
+    # Load before recording the run: an unknown model fails fast and leaves no empty run. On Ray
+    # the workers load them (the driver may have no GPU); a worker that cannot says so per unit.
+    models = load_models(names, args.methods) if executor.name == "local" else None
     try:
         run_id = start_audit(store, snippets, args.methods, args.lengths, options, names,
                              title=args.title, split_tokenizer=spec.tokenizer,
@@ -71,26 +102,30 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     print(f"audit run {run_id}: {len(snippets)} snippet(s) × {len(args.methods)} method(s) × "
           f"{len(args.lengths)} length(s)", file=sys.stderr)
-    return _run_and_report(store, run_id, models=models)
+    return _run_and_report(store, run_id, models=models, executor=executor)
 
 
 def resume_run(args: argparse.Namespace) -> int:
     """Continue an audit from where it stopped."""
+    executor = executor_from_args(args)
     store = common.open_store(args)
     run = store.get_run(args.run)
     if run["kind"] != "audit":
         raise UsageError(f"run {args.run} is a {run['kind']}, not an audit; only audits resume")
-    return _run_and_report(store, args.run, models=None, retry_errors=args.retry_errors)
+    return _run_and_report(store, args.run, models=None, retry_errors=args.retry_errors,
+                           executor=executor, resume=True)
 
 
 def _run_and_report(store: Store, run_id: int, *, models: ModelSet | None,
-                    retry_errors: bool = False) -> int:
+                    executor: Executor, retry_errors: bool = False, resume: bool = False) -> int:
     bar = ProgressBar(sys.stderr)
     try:
-        if models is None:
-            summary = resume_audit(store, run_id, on_progress=bar, retry_errors=retry_errors)
+        if resume:
+            summary = resume_audit(store, run_id, on_progress=bar, retry_errors=retry_errors,
+                                   executor=executor)
         else:
-            summary = run_audit(store, run_id, models=models, on_progress=bar)
+            summary = run_audit(store, run_id, models=models, on_progress=bar,
+                                executor=executor)
     finally:
         bar.close()
     if summary.status == "interrupted":

@@ -1,0 +1,147 @@
+"""Executors without a Ray cluster: the worker's in-memory record, the flags, Ray not installed.
+
+The Ray worker's body (:class:`UnitWorker`) is a plain class: here it runs in this process, and
+what it sends back is recorded with the driver's store exactly as the Ray executor does, so the
+record can be compared row for row with the local executor's. The cluster itself is exercised in
+``test_audit_ray.py`` (slow: starting Ray takes tens of seconds).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from memprobe_core.attacks.common import AttackOptions
+from memprobe_core.audit import ModelNames, run_audit, start_audit
+from memprobe_core.audit.executors import LocalExecutor, make_executor
+from memprobe_core.audit.models import models_from_config
+from memprobe_core.audit.ray_executor import (
+    INSTALL_HINT,
+    RayOptions,
+    UnitWorker,
+    import_ray,
+    record_report,
+    worker_count,
+)
+from memprobe_core.audit.runs import RunConfig
+from memprobe_core.audit.unit import SplitSpec, snippets_by_id
+from memprobe_core.cli.main import main
+from memprobe_core.corpus import demo_corpus
+from memprobe_core.errors import UsageError
+from memprobe_core.models import load
+from memprobe_core.models.base import ModelError
+from memprobe_core.store import Store
+
+METHODS = ["ps_base", "ps_inst", "interactive"]
+FAKE = ModelNames(victim="fake", base="fake", attacker="fake", backend="fake")
+
+
+def comparable(store: Store, run_id: int) -> list[dict]:
+    """Every unit and candidate of a run, without ids and times (what must not differ)."""
+    rows = []
+    for unit in store.units(run_id):
+        row = {k: v for k, v in unit.items()
+               if k not in ("run_id", "started", "finished", "seconds", "attempts")}
+        costs = row.get("costs") or {}
+        row["costs"] = {k: v for k, v in costs.items() if not k.endswith("seconds")}
+        row["candidates"] = [{k: v for k, v in c.items() if k not in ("id", "run_id", "created")}
+                             for c in store.candidates(run_id, unit["key"])]
+        rows.append(row)
+    return rows
+
+
+def new_audit(tmp_path, name: str) -> tuple[Store, int]:
+    store = Store(tmp_path / f"{name}.sqlite")
+    run_id = start_audit(store, demo_corpus()[:2], METHODS, [40],
+                         AttackOptions(rounds=2, n_candidates=3, seed=7), FAKE,
+                         split_tokenizer="whitespace")
+    return store, run_id
+
+
+def test_worker_record_equals_local_record(tmp_path):
+    """A worker's report, recorded by the driver, gives the local executor's rows exactly."""
+    local_store, local_id = new_audit(tmp_path, "local")
+    run_audit(local_store, local_id, executor=LocalExecutor())
+
+    store, run_id = new_audit(tmp_path, "worker")
+    config = store.get_run(run_id)["config"]
+    worker = UnitWorker(config, models_from_config, None)
+    assert worker.info()["error"] is None
+    run_config, snippets = RunConfig.from_dict(config), snippets_by_id(store, run_id)
+    for unit in [u["key"] for u in store.units(run_id)]:
+        store.mark_unit_running(run_id, unit)
+        report = worker.run(run_id, unit, snippets[unit.snippet_id], run_config.options,
+                            run_config.split)
+        assert report.events  # the candidates travel with the report
+        assert record_report(store, run_id, report).status == "done"
+    assert comparable(store, run_id) == comparable(local_store, local_id)
+
+
+def test_worker_without_models_fails_units_with_the_load_error(tmp_path):
+    store, run_id = new_audit(tmp_path, "broken")
+
+    def broken(config):
+        raise ModelError("victim 'nope' is not a model")
+
+    worker = UnitWorker(store.get_run(run_id)["config"], broken, None)
+    unit = store.units(run_id)[0]["key"]
+    store.mark_unit_running(run_id, unit)
+    report = worker.run(run_id, unit, snippets_by_id(store, run_id)[unit.snippet_id],
+                        AttackOptions(), SplitSpec())
+    assert report.load_failed
+    record_report(store, run_id, report)
+    row = store.units(run_id)[0]
+    assert row["status"] == "error"
+    assert "could not load its models" in row["error"] and "nope" in row["error"]
+
+
+def test_worker_count_fits_the_cluster():
+    assert worker_count(RayOptions(), {"CPU": 8.0}, units=100) == 8
+    assert worker_count(RayOptions(cpus_per_worker=2), {"CPU": 8.0}, units=100) == 4
+    assert worker_count(RayOptions(gpus_per_worker=1), {"CPU": 64.0, "GPU": 4.0}, units=100) == 4
+    assert worker_count(RayOptions(), {"CPU": 8.0}, units=3) == 3  # never more than units
+    assert worker_count(RayOptions(workers=6), {"CPU": 2.0}, units=100) == 6
+
+
+def test_ray_options_reject_bad_values():
+    with pytest.raises(UsageError, match="--workers"):
+        RayOptions(workers=0)
+    with pytest.raises(UsageError, match="--max-attempts"):
+        RayOptions(max_attempts=0)
+
+
+def test_without_ray_installed_the_flag_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
+    with pytest.raises(UsageError) as caught:
+        import_ray()
+    assert INSTALL_HINT in str(caught.value)
+    # memprobe itself (and the local executor) still work.
+    assert make_executor("local").name == "local"
+
+
+def test_cli_ray_without_ray_is_a_usage_error(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    code = main(["--store", str(tmp_path / "runs.sqlite"), "audit", "--corpus", "--limit", "1",
+                 "--methods", "ps_base", "--lengths", "20", "--backend", "fake", "--victim",
+                 "fake", "--base", "fake", "--executor", "ray"])
+    assert code == 2
+    assert INSTALL_HINT in capsys.readouterr().err
+
+
+def test_cli_ray_flags_need_the_ray_executor(tmp_path, capsys):
+    code = main(["--store", str(tmp_path / "runs.sqlite"), "resume", "1", "--workers", "4"])
+    assert code == 2
+    assert "--executor ray" in capsys.readouterr().err
+
+
+def test_unknown_executor_is_a_usage_error():
+    with pytest.raises(UsageError, match="unknown"):
+        make_executor("dask")
+
+
+def test_fake_latency_option():
+    model = load("fake:victim", backend="fake", latency_s=0.01)
+    assert model.latency_s == 0.01
+    with pytest.raises(ModelError, match="latency_s"):
+        load("fake:victim", backend="fake", latency_s=-1)
