@@ -1,0 +1,206 @@
+"""Audits on a real local Ray instance (127.0.0.1, 2 CPUs), started once for the module.
+
+Every audit here is the same small fake-backend audit, so each test compares its rows, unit by
+unit and candidate by candidate, with the local executor's: a difference means a unit was lost,
+recorded twice, or scored differently on a worker. Slow: starting Ray takes tens of seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memprobe_core.attacks import run_method
+from memprobe_core.attacks.common import AttackOptions
+from memprobe_core.audit import ModelNames, run_audit, start_audit
+from memprobe_core.audit.executors import LocalExecutor
+from memprobe_core.audit.models import models_from_config
+from memprobe_core.audit.ray_executor import RayExecutor, RayOptions
+from memprobe_core.corpus import demo_corpus
+from memprobe_core.models.base import ModelError
+from memprobe_core.store import Store
+from tests.unit.test_audit_executors import comparable
+
+ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+METHODS = ["ps_base", "ps_inst", "interactive"]
+OPTIONS = AttackOptions(rounds=2, n_candidates=3, seed=11)
+
+
+def names(latency_s: float = 0.0) -> ModelNames:
+    return ModelNames(victim="fake", base="fake", attacker="fake", backend="fake",
+                      load_options={"latency_s": latency_s} if latency_s else {})
+
+
+def new_audit(path: Path, latency_s: float = 0.0) -> tuple[Store, int]:
+    store = Store(path)
+    run_id = start_audit(store, demo_corpus()[:3], METHODS, [40], OPTIONS, names(latency_s),
+                         split_tokenizer="whitespace")
+    return store, run_id
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local Ray instance for the module; yields its GCS address (for other processes)."""
+    # Functions defined in this module reach the workers by value (they cannot import tests/).
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    context = ray.init(address="local", num_cpus=2, _node_ip_address="127.0.0.1",
+                       include_dashboard=False, log_to_driver=False)
+    yield context.address_info["gcs_address"]
+    ray.shutdown()
+    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(scope="module")
+def local_rows(tmp_path_factory):
+    """The reference: the same audit run by the local executor."""
+    store, run_id = new_audit(tmp_path_factory.mktemp("local") / "runs.sqlite")
+    summary = run_audit(store, run_id, executor=LocalExecutor())
+    assert summary.done == len(store.units(run_id))
+    return comparable(store, run_id)
+
+
+def test_ray_audit_gives_the_local_rows(cluster, local_rows, tmp_path):
+    store, run_id = new_audit(tmp_path / "runs.sqlite")
+    summary = run_audit(store, run_id, executor=RayExecutor(RayOptions(workers=2)))
+    assert summary.status == "finished" and summary.errors == 0
+    assert comparable(store, run_id) == local_rows
+    session = store.get_run(run_id)["manifest"]["sessions"][-1]
+    assert session["executor"] == "ray" and session["models"]["victim"]["backend"] == "fake"
+
+
+def test_killed_workers_lose_and_duplicate_nothing(cluster, local_rows, tmp_path):
+    store, run_id = new_audit(tmp_path / "runs.sqlite", latency_s=0.2)
+    killed = []
+
+    def kill_both_workers_once(progress):
+        if progress.done >= 1 and not killed:
+            for index in range(2):  # the first two actors of this session (see _Driver._spawn)
+                actor = ray.get_actor(f"memprobe-{os.getpid()}-{run_id}-{index}")
+                ray.kill(actor)
+                killed.append(index)
+
+    summary = run_audit(store, run_id, on_progress=kill_both_workers_once,
+                        executor=RayExecutor(RayOptions(workers=2)))
+    assert killed == [0, 1]
+    assert summary.status == "finished" and summary.errors == 0
+    assert comparable(store, run_id) == local_rows  # nothing lost, nothing twice
+    assert max(u["attempts"] for u in store.units(run_id)) == 2  # the unit in flight was redone
+
+
+class DiesOn:
+    """A runner whose worker process dies (as an OOM kill would) on one method."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+
+    def __call__(self, method, split, models, options, **kwargs):
+        if method == self.method:
+            os._exit(1)
+        return run_method(method, split, models, options, **kwargs)
+
+
+def test_unit_whose_worker_always_dies_fails_after_max_attempts(cluster, tmp_path):
+    store, run_id = new_audit(tmp_path / "runs.sqlite")
+    summary = run_audit(store, run_id, runner=DiesOn("ps_inst"),
+                        executor=RayExecutor(RayOptions(workers=2, max_attempts=2)))
+    assert summary.status == "finished"
+    units = store.units(run_id)
+    failed = [u for u in units if u["status"] == "error"]
+    assert {u["key"].method for u in failed} == {"ps_inst"} and len(failed) == 3
+    assert all("died" in u["error"] and "2 attempt(s)" in u["error"] for u in failed)
+    assert all(u["attempts"] == 2 for u in failed)
+    assert all(u["status"] == "done" for u in units if u["key"].method != "ps_inst")
+
+
+def fails_first_load(flag: Path):
+    def factory(config):
+        try:
+            os.close(os.open(flag, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return models_from_config(config)
+        raise ModelError("victim 'fake' could not be loaded: no space left on device")
+
+    return factory
+
+
+def test_worker_that_cannot_load_fails_its_unit_and_the_audit_goes_on(cluster, tmp_path):
+    store, run_id = new_audit(tmp_path / "runs.sqlite")
+    summary = run_audit(store, run_id, models_factory=fails_first_load(tmp_path / "flag"),
+                        executor=RayExecutor(RayOptions(workers=2)))
+    assert summary.status == "finished"
+    units = store.units(run_id)
+    failed = [u for u in units if u["status"] == "error"]
+    assert len(failed) == 1
+    assert "could not load its models" in failed[0]["error"]
+    assert "no space left on device" in failed[0]["error"]
+    assert sum(u["status"] == "done" for u in units) == len(units) - 1
+
+
+def test_no_worker_can_load_is_a_model_error(cluster, tmp_path):
+    store, run_id = new_audit(tmp_path / "runs.sqlite")
+
+    def never(config):
+        raise ModelError("victim 'fake' could not be loaded")
+
+    with pytest.raises(ModelError, match="no Ray worker could load"):
+        run_audit(store, run_id, models_factory=never, executor=RayExecutor(RayOptions(workers=2)))
+    assert store.get_run(run_id)["status"] == "failed"
+    assert store.unit_counts(run_id)["running"] == 0
+
+
+DRIVER = r"""
+import sys
+from memprobe_core.audit import run_audit
+from memprobe_core.audit.ray_executor import RayExecutor, RayOptions
+from memprobe_core.store import Store
+run_audit(Store(sys.argv[1]), int(sys.argv[2]),
+          executor=RayExecutor(RayOptions(address=sys.argv[3], workers=2)))
+"""
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    code = "from memprobe_core.cli.main import main; raise SystemExit(main())"
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_driver_sigkill_then_resume_on_ray_completes(cluster, local_rows, tmp_path):
+    path = tmp_path / "runs.sqlite"
+    store, run_id = new_audit(path, latency_s=0.3)
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(path), str(run_id), cluster],
+                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    try:
+        while store.unit_counts(run_id)["done"] < 2 or not store.units(run_id, status="running"):
+            assert driver.poll() is None, driver.communicate()
+            assert time.time() < deadline, "the driver never got going"
+            time.sleep(0.05)
+        os.kill(driver.pid, signal.SIGKILL)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        driver.wait(timeout=60)
+    assert driver.returncode == -signal.SIGKILL
+    in_flight = {u["key"] for u in store.units(run_id, status="running")}
+    assert in_flight  # the kill left units in flight
+    assert store.unit_counts(run_id)["done"] < len(local_rows)
+
+    done = cli("--store", str(path), "resume", str(run_id), "--executor", "ray",
+               "--ray-address", cluster, "--workers", "2")
+    assert done.returncode == 0, done.stderr
+    assert comparable(store, run_id) == local_rows
+    assert store.get_run(run_id)["status"] == "finished"
+    attempts = {u["key"]: u["attempts"] for u in store.units(run_id)}
+    assert all(attempts[key] == 2 for key in in_flight)  # in flight at the kill: redone once
