@@ -77,8 +77,37 @@ def load_set(methods: list[str]):
                     reverse=loaded.get("reverse"))
 
 
-def audit_job(run_id: int, model_set, *, resume: bool):
-    """The worker: run (or resume) the audit, feeding progress and ETA to the page."""
+def executor_choice():
+    """The executor picked in "Where units run" (``None`` and an error shown if it is unusable)."""
+    from memprobe_core.audit.executors import make_executor
+    from memprobe_core.errors import UsageError
+
+    with st.expander("Where units run"):
+        kind = st.radio("Executor", ["local", "ray"], horizontal=True, key="audit_executor",
+                        format_func={"local": "This process (one unit at a time)",
+                                     "ray": "Ray cluster (units in parallel on worker actors)"}.get,
+                        help="Ray: each worker loads the models by name and runs whole units; "
+                             "this page writes the results.")
+        if kind == "local":
+            return make_executor("local")
+        r1, r2, r3 = st.columns(3)
+        address = r1.text_input("Ray address", "", key="audit_ray_address",
+                                help="auto, HOST:PORT of the head, or empty: a local Ray on "
+                                     "127.0.0.1")
+        workers = int(r2.number_input("Workers (0: as many as fit)", 0, 1024, 0,
+                                      key="audit_ray_workers"))
+        gpus = float(r3.number_input("GPUs per worker", 0.0, 8.0, 0.0, 0.25,
+                                     key="audit_ray_gpus"))
+    try:
+        return make_executor("ray", address=address.strip() or None, workers=workers or None,
+                             gpus_per_worker=gpus)
+    except UsageError as exc:
+        st.error(ui.md(str(exc)))
+        return None
+
+
+def audit_job(run_id: int, model_set, *, resume: bool, executor=None):
+    """The worker: run (or resume) the audit, feeding progress, ETA and workers to the page."""
     from memprobe_core.audit import resume_audit, run_audit
 
     def job(progress: Progress, cancel) -> object:
@@ -86,6 +115,8 @@ def audit_job(run_id: int, model_set, *, resume: bool):
             current = f"running {p.current}" if p.current is not None else "between units"
             progress.set(done=p.done, total=p.total, rate=p.rate or None, eta=p.eta_s,
                          message=f"{p.done}/{p.total} units, {p.errors} failed · {current}")
+            if hasattr(executor, "worker_states"):  # Ray: one row per worker actor
+                progress.update_data(workers=executor.worker_states())
 
         def on_event(event) -> None:
             if isinstance(event, CandidateScored):
@@ -93,13 +124,18 @@ def audit_job(run_id: int, model_set, *, resume: bool):
 
         run = resume_audit if resume else run_audit
         summary = run(store, run_id, models=model_set, on_progress=on_progress,
-                      on_event=on_event, cancel=cancel)
+                      on_event=on_event, cancel=cancel, executor=executor)
+        if hasattr(executor, "worker_states"):
+            progress.update_data(workers=executor.worker_states())
         return summary
 
     return job
 
 
 def render_live(snap: ProgressSnapshot) -> None:
+    if snap.data.get("workers"):
+        st.caption("Ray workers (units ended and units per minute since each started):")
+        st.dataframe(pd.DataFrame(snap.data["workers"]), hide_index=True)
     if snap.data.get("last_prompt"):
         st.caption("Last prompt scored:")
         st.text(str(snap.data["last_prompt"])[:500])
@@ -128,14 +164,17 @@ with tab_run:
         alpha = st.slider("α", 0.0, 1.0, 0.5, 0.05, key="audit_alpha") if fixed_alpha else None
         split_tok = st.radio("Split by", ["model", "whitespace"], horizontal=True,
                              key="audit_split", help="the victim's tokens (paper) or words")
-    busy = ui.job_running(JOB)
+    executor = executor_choice()
+    busy = ui.job_running(JOB) or executor is None
     ready = bool(snippets and methods and lengths)
     if st.button("Start audit", type="primary", disabled=busy or not ready, key="audit_start"):
         from memprobe_core.attacks.common import AttackOptions
         from memprobe_core.audit import ModelNames, start_audit
 
-        model_set = load_set(methods)
-        if model_set is not None:
+        # On Ray the workers load the models by name; this process needs none.
+        on_ray = executor.name == "ray"
+        model_set = None if on_ray else load_set(methods)
+        if model_set is not None or on_ray:
             try:
                 options = AttackOptions(alpha=alpha, scoring=scoring, seed=seed, rounds=rounds,
                                         n_candidates=n_cand, gcg_steps=gcg_steps)
@@ -148,7 +187,7 @@ with tab_run:
                 st.error(ui.md(str(exc)))
             else:
                 st.session_state["audit_run_id"] = run_id
-                ui.start_job(JOB, audit_job(run_id, model_set, resume=False),
+                ui.start_job(JOB, audit_job(run_id, model_set, resume=False, executor=executor),
                              f"Audit run {run_id}", run_id=run_id)
 
     live = live_run_ids()
@@ -161,14 +200,16 @@ with tab_run:
             "Audit", [r["id"] for r in resumable], key="audit_resume_pick",
             format_func=lambda i: next(f"#{r['id']} · {r['title']} · {r['units_done']}/"
                                        f"{r['units_total']} done" for r in resumable if r["id"] == i))
-        st.caption("It resumes with the models chosen in the sidebar; the run records both.")
+        st.caption("It resumes with the models chosen in the sidebar (on Ray: the models the run "
+                   "recorded, loaded by each worker); the run records both.")
         if st.button("Resume", disabled=busy, key="audit_resume"):
             methods_of = store.get_run(pick)["config"].get("methods", [])
-            model_set = load_set(methods_of)
-            if model_set is not None:
+            on_ray = executor.name == "ray"  # the workers load the run's models by name
+            model_set = None if on_ray else load_set(methods_of)
+            if model_set is not None or on_ray:
                 st.session_state["audit_run_id"] = pick
-                ui.start_job(JOB, audit_job(pick, model_set, resume=True), f"Audit run {pick}",
-                             run_id=pick)
+                ui.start_job(JOB, audit_job(pick, model_set, resume=True, executor=executor),
+                             f"Audit run {pick}", run_id=pick)
     ui.show_job(JOB, render_live)
 
 

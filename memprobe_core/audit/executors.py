@@ -129,8 +129,9 @@ def make_executor(name: str = "local", **ray_options: Any) -> Executor:
             raise UsageError(f"{flags} only apply with --executor ray; add it or drop them")
         return LocalExecutor()
     if name == "ray":
-        from memprobe_core.audit.ray_executor import RayExecutor, RayOptions
+        from memprobe_core.audit.ray_executor import RayExecutor, RayOptions, import_ray
 
+        import_ray()  # fail now, before an audit is recorded that could not run
         return RayExecutor(RayOptions(**{k: v for k, v in ray_options.items() if v is not None}))
     raise UsageError(f"executor {name!r} is unknown; choose from {list(EXECUTORS)}")
 

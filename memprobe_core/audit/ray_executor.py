@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -206,6 +207,30 @@ def record_report(store: Store, run_id: int, report: UnitReport,
     return UnitOutcome(unit, "pending")
 
 
+@dataclass
+class WorkerState:
+    """One worker actor as the driver sees it (for progress displays).
+
+    Attributes:
+        index: the actor's number in this session (a replacement gets a new one).
+        state: ``starting``, ``running``, ``idle``, ``died``, ``no models`` or ``stopped``.
+        unit: the unit it is running (``running`` only).
+        units: units it ended (done or failed).
+    """
+
+    index: int
+    state: str = "starting"
+    unit: str = ""
+    units: int = 0
+    since: float = field(default_factory=time.monotonic)
+
+    def row(self) -> dict[str, Any]:
+        """A display row with the worker's units per minute since it started."""
+        minutes = max(time.monotonic() - self.since, 1e-6) / 60
+        return {"worker": self.index, "state": self.state, "unit": self.unit,
+                "units": self.units, "units/min": round(self.units / minutes, 2)}
+
+
 class RayExecutor:
     """Runs an audit's units on Ray actors (see the module docstring)."""
 
@@ -213,16 +238,23 @@ class RayExecutor:
 
     def __init__(self, options: RayOptions | None = None) -> None:
         self.options = options or RayOptions()
+        self._driver: _Driver | None = None
 
     def run(self, work: AuditWork, models: ModelSet | None = None) -> None:
         """Run ``work.units`` on the workers; ``models`` is ignored (each worker loads its own)."""
         ray = import_ray()
         started_here = _connect(ray, self.options)
         try:
-            _Driver(ray, self.options, work).run()
+            self._driver = _Driver(ray, self.options, work)
+            self._driver.run()
         finally:
             if started_here:
                 ray.shutdown()
+
+    def worker_states(self) -> list[dict[str, Any]]:
+        """The workers of the session running now (or last run): one display row each."""
+        driver = self._driver
+        return [] if driver is None else [state.row() for state in list(driver.states.values())]
 
 
 def _connect(ray: Any, options: RayOptions) -> bool:
@@ -267,6 +299,7 @@ class _Driver:
         self.in_flight: dict[Any, tuple[Any, UnitKey]] = {}
         self.idle: list[Any] = []
         self.actors: list[Any] = []
+        self.states: dict[int, WorkerState] = {}  # by id() of the actor handle
         self.load_errors: list[str] = []
         self.actor_class = ray.remote(UnitWorker)
         config = work.run_config
@@ -288,6 +321,9 @@ class _Driver:
         finally:
             for actor in self.actors:
                 self.ray.kill(actor)
+                state = self.states[id(actor)]
+                if state.state in ("starting", "running", "idle"):
+                    state.state, state.unit = "stopped", ""
         self._requeue_in_flight()  # cancelled: what was in flight goes back to pending
 
     def _loop(self) -> None:
@@ -308,6 +344,7 @@ class _Driver:
             num_gpus=self.options.gpus_per_worker, max_restarts=0,
         ).remote(self.work.config, self.work.models_factory, self.work.runner)
         self.actors.append(actor)
+        self.states[id(actor)] = WorkerState(len(self.actors) - 1)
         return actor
 
     def _report_models(self) -> None:
@@ -333,6 +370,7 @@ class _Driver:
             ref = actor.run.remote(run_id, unit, self.work.snippets[unit.snippet_id],
                                    *self.shared)
             self.in_flight[ref] = (actor, unit)
+            self._set_state(actor, "running", unit)
 
     def _collect(self, ref: Any) -> None:
         actor, unit = self.in_flight.pop(ref)
@@ -344,11 +382,14 @@ class _Driver:
             return
         except exceptions.RayTaskError as exc:  # a failure outside run_unit (e.g. unpickling)
             report = UnitReport(unit, "error", error=_first_line(exc))
+        self.states[id(actor)].units += 1
         if report.load_failed:
             self.load_errors.append(report.error or "")
             self.ray.kill(actor)  # no models: it takes no more units
+            self._set_state(actor, "no models")
         else:
             self.idle.append(actor)
+            self._set_state(actor, "idle")
         try:
             outcome = record_report(self.work.store, self.work.run_id, report, self.work.on_event)
         except KeyboardInterrupt:  # half-recorded: the next session redoes it
@@ -372,7 +413,13 @@ class _Driver:
             self.work.store.reset_unit(self.work.run_id, unit)
             self.queue.appendleft(unit)
         self.ray.kill(actor)
+        self._set_state(actor, "died")
         self.idle.append(self._spawn())  # keep the pool's size
+
+    def _set_state(self, actor: Any, state: str, unit: UnitKey | None = None) -> None:
+        worker = self.states[id(actor)]
+        worker.state = state
+        worker.unit = "" if unit is None else f"{unit.snippet_id} · {unit.method} · {unit.length}"
 
     def _requeue_in_flight(self) -> None:
         for _actor, unit in self.in_flight.values():
@@ -394,4 +441,5 @@ def _first_line(exc: BaseException) -> str:
 
 
 __all__ = ["INSTALL_HINT", "RAY_REQUIREMENT", "RayExecutor", "RayOptions", "RecordingStore",
-           "UnitReport", "UnitWorker", "import_ray", "record_report", "worker_count"]
+           "UnitReport", "UnitWorker", "WorkerState", "import_ray", "record_report",
+           "worker_count"]

@@ -116,6 +116,8 @@ def test_without_ray_installed_the_flag_says_how_to_install(monkeypatch):
     with pytest.raises(UsageError) as caught:
         import_ray()
     assert INSTALL_HINT in str(caught.value)
+    with pytest.raises(UsageError, match="pip install"):
+        make_executor("ray")
     # memprobe itself (and the local executor) still work.
     assert make_executor("local").name == "local"
 
@@ -127,6 +129,7 @@ def test_cli_ray_without_ray_is_a_usage_error(monkeypatch, tmp_path, capsys):
                  "fake", "--base", "fake", "--executor", "ray"])
     assert code == 2
     assert INSTALL_HINT in capsys.readouterr().err
+    assert Store(tmp_path / "runs.sqlite").list_runs() == []  # refused before recording a run
 
 
 def test_cli_ray_flags_need_the_ray_executor(tmp_path, capsys):

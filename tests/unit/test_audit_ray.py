@@ -90,9 +90,12 @@ def test_killed_workers_lose_and_duplicate_nothing(cluster, local_rows, tmp_path
                 ray.kill(actor)
                 killed.append(index)
 
-    summary = run_audit(store, run_id, on_progress=kill_both_workers_once,
-                        executor=RayExecutor(RayOptions(workers=2)))
+    executor = RayExecutor(RayOptions(workers=2))
+    summary = run_audit(store, run_id, on_progress=kill_both_workers_once, executor=executor)
     assert killed == [0, 1]
+    states = executor.worker_states()  # what the dashboard shows
+    assert [s["state"] for s in states].count("died") >= 1
+    assert sum(s["units"] for s in states) == len(local_rows)
     assert summary.status == "finished" and summary.errors == 0
     assert comparable(store, run_id) == local_rows  # nothing lost, nothing twice
     assert max(u["attempts"] for u in store.units(run_id)) == 2  # the unit in flight was redone
