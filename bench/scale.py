@@ -3,9 +3,9 @@
 Audit half: the same fake-backend audit (deterministic models that sleep ``--latency-ms`` per
 generate call, as a GPU-bound model waits on its forward pass) runs with the ``local`` executor
 and then with the ``ray`` executor on 1, 2 and 4 worker actors of a local Ray instance on
-127.0.0.1. Each figure is units per second in the steady state: from the moment as many units
-have ended as there are workers (so every worker has loaded its models) to the end; the
-end-to-end figure (with Ray and actor start-up) is printed too. Ratios are against 1 worker,
+127.0.0.1. Each figure is units per second in the steady state: units ended from the moment
+every worker has a unit (a worker gets units only once its models are loaded) to the end; the
+end-to-end figure (with actor start-up and model loading) is printed too. Ratios are against 1 worker,
 measured side by side in this run. Latency-bound, so a 2-core machine is not the limit: the
 workers' logical CPUs are what Ray schedules on.
 
@@ -28,15 +28,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-import fleet  # noqa: E402 - bench/fleet.py, the fleet half
-import ray  # noqa: E402
+import fleet
+import ray
 
-from memprobe_core.attacks.common import AttackOptions  # noqa: E402
-from memprobe_core.audit import AuditProgress, ModelNames, run_audit, start_audit  # noqa: E402
-from memprobe_core.audit.executors import Executor, LocalExecutor  # noqa: E402
-from memprobe_core.audit.ray_executor import RayExecutor, RayOptions  # noqa: E402
-from memprobe_core.corpus import demo_corpus  # noqa: E402
-from memprobe_core.store import Store  # noqa: E402
+from memprobe_core.attacks.common import AttackOptions
+from memprobe_core.audit import AuditProgress, ModelNames, run_audit, start_audit
+from memprobe_core.audit.executors import Executor, LocalExecutor
+from memprobe_core.audit.ray_executor import RayExecutor, RayOptions
+from memprobe_core.corpus import demo_corpus
+from memprobe_core.store import Store
 
 METHODS = ["ps_inst", "interactive"]
 
@@ -50,10 +50,13 @@ def audit_rate(executor: Executor, workers: int, args: argparse.Namespace,
     snippets = demo_corpus()[: args.snippets]  # 154 in all
     run_id = start_audit(store, snippets, METHODS, [40], AttackOptions(rounds=1, n_candidates=4),
                          names, split_tokenizer="whitespace")
+    starts: list[float] = []
     ends: list[float] = []
 
     def on_progress(progress: AuditProgress) -> None:
-        if progress.current is None and progress.done > len(ends):
+        if progress.current is not None:
+            starts.append(time.perf_counter())
+        elif progress.done > len(ends):
             ends.append(time.perf_counter())
 
     started = time.perf_counter()
@@ -61,8 +64,9 @@ def audit_rate(executor: Executor, workers: int, args: argparse.Namespace,
     finished = time.perf_counter()
     assert summary.status == "finished" and summary.errors == 0, summary
     units = summary.total
-    first = ends[workers - 1]  # every worker has loaded its models and ended a unit
-    steady = (units - workers) / (finished - first)
+    # Units go only to loaded workers: from the moment every worker has one, all are busy.
+    all_busy = starts[workers - 1]
+    steady = sum(end > all_busy for end in ends) / (finished - all_busy)
     return steady, units / (finished - started), units
 
 
@@ -78,8 +82,8 @@ def audit_half(args: argparse.Namespace) -> list[str]:
             rows.append((f"ray × {count}", audit_rate(executor, count, args, Path(tmp))))
     ray.shutdown()
     base = next(r for name, r in rows if name == f"ray × {min(args.workers)}")[0]
-    lines = [f"audit: {rows[0][1][2]} units ({args.snippets} snippets × {METHODS}), fake models "
-             f"sleeping {args.latency_ms:g} ms per generate call",
+    lines = [(f"audit: {rows[0][1][2]} units ({args.snippets} snippets × {METHODS}), fake "
+              f"models sleeping {args.latency_ms:g} ms per generate call"),
              f"{'executor':<10} {'steady u/s':>10} {'end-to-end u/s':>15} {'× 1 worker':>11}"]
     for name, (steady, total, _) in rows:
         lines.append(f"{name:<10} {steady:>10.2f} {total:>15.2f} {steady / base:>10.2f}x")
@@ -93,8 +97,8 @@ def fleet_half(args: argparse.Namespace) -> list[str]:
         single = fleet._throughput(one, requests, 4)
     with fleet._servers(4, latency) as many:
         four = fleet._throughput(many, requests, 4)
-    return [f"fleet: {args.requests} openai requests, {args.fleet_latency_ms:g} ms each, one at "
-            "a time per server",
+    return [(f"fleet: {args.requests} openai requests, {args.fleet_latency_ms:g} ms each, one "
+             "at a time per server"),
             f"1 server : {single:6.1f} req/s", f"4 servers: {four:6.1f} req/s",
             f"speed-up : {four / single:.2f}x with 4 servers"]
 

@@ -13,8 +13,11 @@ Faults:
 - A worker that dies (killed, out of memory, node lost) is replaced by a new actor; its unit
   goes back to ``pending`` and is run again (on whichever worker is free). A unit whose
   workers died ``max_attempts`` times is recorded as failed with the error.
-- A worker whose models fail to load fails the unit it was given with that error and takes no
-  more; the audit goes on on the others (no worker at all: ``ModelError``, the run resumable).
+- A worker takes units only once its models are loaded (a slow loader holds no unit back). One
+  whose models fail to load takes none: its error is logged and shown in the worker list, and
+  the audit goes on on the others, so no unit is failed for a broken node. When no worker can
+  load them, the audit stops with a ``ModelError`` giving the load error; its units stay
+  ``pending`` (resumable once the models load).
 - Ctrl-C on the driver (or the ``cancel`` event) kills the workers and puts the units in
   flight back to ``pending``; ``memprobe resume`` (on Ray or locally) redoes them.
 
@@ -133,7 +136,8 @@ class UnitReport:
     """What a worker sends back for one unit (picklable: no exception object).
 
     Attributes:
-        load_failed: the worker has no models (``error`` says why); it takes no more units.
+        load_failed: the worker has no models (``error`` says why); it takes no more units
+            (the driver gives units only to loaded workers, so this is a safety net).
     """
 
     unit: UnitKey
@@ -300,6 +304,8 @@ class _Driver:
         self.idle: list[Any] = []
         self.actors: list[Any] = []
         self.states: dict[int, WorkerState] = {}  # by id() of the actor handle
+        self.loading: dict[Any, Any] = {}  # info() ref -> actor still loading its models
+        self.models_reported = False
         self.load_errors: list[str] = []
         self.actor_class = ray.remote(UnitWorker)
         config = work.run_config
@@ -312,8 +318,8 @@ class _Driver:
         log.info("audit %d: %d unit(s) on %d Ray worker(s)", self.work.run_id, len(self.queue),
                  count)
         try:
-            self.idle = [self._spawn() for _ in range(count)]
-            self._report_models()
+            for _ in range(count):
+                self._spawn()
             self._loop()
         except KeyboardInterrupt:
             self._requeue_in_flight()
@@ -329,15 +335,20 @@ class _Driver:
     def _loop(self) -> None:
         while (self.queue or self.in_flight) and not self.work.cancelled():
             self._dispatch()
-            if not self.in_flight:  # units left but no worker with models
+            if not self.in_flight and not self.loading:  # units left, no worker with models
                 raise ModelError("no Ray worker could load the models: "
-                                 + "; ".join(dict.fromkeys(self.load_errors)))
+                                 + ("; ".join(dict.fromkeys(self.load_errors)) or "all died"))
             # A timeout, so that Ctrl-C and the cancel event are noticed while units run.
-            ready, _ = self.ray.wait(list(self.in_flight), num_returns=1, timeout=_POLL_S)
+            waiting = [*self.in_flight, *self.loading]
+            ready, _ = self.ray.wait(waiting, num_returns=1, timeout=_POLL_S)
             for ref in ready:
-                self._collect(ref)
+                if ref in self.loading:
+                    self._loaded(ref)
+                else:
+                    self._collect(ref)
 
-    def _spawn(self) -> Any:
+    def _spawn(self) -> None:
+        """Start a worker; it takes units once its models are loaded (``_loaded``)."""
         name = f"memprobe-{os.getpid()}-{self.work.run_id}-{len(self.actors)}"
         actor = self.actor_class.options(
             name=name, num_cpus=self.options.cpus_per_worker,
@@ -345,20 +356,30 @@ class _Driver:
         ).remote(self.work.config, self.work.models_factory, self.work.runner)
         self.actors.append(actor)
         self.states[id(actor)] = WorkerState(len(self.actors) - 1)
-        return actor
+        self.loading[actor.info.remote()] = actor
 
-    def _report_models(self) -> None:
-        """Record the first healthy worker's models in the run's manifest."""
-        exceptions = self.ray.exceptions
-        for actor in list(self.idle):
-            try:
-                info = self.ray.get(actor.info.remote())
-            except exceptions.RayActorError:
-                continue  # it died loading; the loop replaces it when a unit finds it dead
-            if not info["error"]:
-                self.work.on_models(info["manifest"])
-                return
-        self.work.on_models({})
+    def _loaded(self, ref: Any) -> None:
+        """A worker finished loading: it takes units, or (no models) it takes none."""
+        actor = self.loading.pop(ref)
+        try:
+            info = self.ray.get(ref)
+        except self.ray.exceptions.RayActorError as exc:  # died loading (e.g. out of memory)
+            log.warning("a Ray worker died loading its models: %s", _first_line(exc))
+            self.load_errors.append(f"a worker died loading its models ({_first_line(exc)})")
+            self._set_state(actor, "died")
+            return
+        if info["error"]:
+            # Its units go to the other workers; it says why in the log and the worker list.
+            log.warning("Ray worker %s could not load its models: %s", info["name"], info["error"])
+            self.load_errors.append(info["error"])
+            self.ray.kill(actor)
+            self._set_state(actor, "no models")
+            return
+        if not self.models_reported:
+            self.models_reported = True
+            self.work.on_models(info["manifest"])
+        self.idle.append(actor)
+        self._set_state(actor, "idle")
 
     def _dispatch(self) -> None:
         store, run_id = self.work.store, self.work.run_id
@@ -414,7 +435,7 @@ class _Driver:
             self.queue.appendleft(unit)
         self.ray.kill(actor)
         self._set_state(actor, "died")
-        self.idle.append(self._spawn())  # keep the pool's size
+        self._spawn()  # keep the pool's size
 
     def _set_state(self, actor: Any, state: str, unit: UnitKey | None = None) -> None:
         worker = self.states[id(actor)]
