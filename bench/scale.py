@@ -12,7 +12,7 @@ workers' logical CPUs are what Ray schedules on.
 Fleet half: ``bench/fleet.py``'s 1 vs 4 local OpenAI-compatible servers (``openai`` backend
 with a comma-separated ``base_url``), run here in the same process.
 
-Run: ``python bench/scale.py [--snippets 32] [--latency-ms 200] [--workers 1 2 4]`` (~3 min on
+Run: ``python bench/scale.py [--snippets 24] [--latency-ms 500] [--workers 1 2 4]`` (~5 min on
 a busy 2-core machine).
 """
 
@@ -105,8 +105,8 @@ def fleet_half(args: argparse.Namespace) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--snippets", type=int, default=32, help="snippets (× 2 methods = units; at most 154)")
-    parser.add_argument("--latency-ms", type=float, default=200.0,
+    parser.add_argument("--snippets", type=int, default=24, help="snippets (× 2 methods = units; at most 154)")
+    parser.add_argument("--latency-ms", type=float, default=500.0,
                         help="per fake generate call")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--requests", type=int, default=120, help="fleet: requests")

@@ -41,7 +41,7 @@ from memprobe_core.attacks.events import (
     EventCallback,
     RoundFinished,
 )
-from memprobe_core.attacks.result import AttackResult
+from memprobe_core.attacks.result import AttackResult, Candidate
 from memprobe_core.audit.executors import AuditWork
 from memprobe_core.audit.unit import SplitSpec, UnitOutcome, error_text, run_unit
 from memprobe_core.data import Snippet
@@ -190,13 +190,17 @@ class UnitWorker:
 
 def record_report(store: Store, run_id: int, report: UnitReport,
                   on_event: EventCallback | None = None) -> UnitOutcome:
-    """Write a worker's report with the driver's store: candidates, then the unit's end."""
+    """Write a worker's report with the driver's store: candidates, then the unit's end.
+
+    The candidates go in one transaction (one commit per unit, not one per candidate: the
+    driver writes for every worker), with the round-best flags the ``RoundFinished`` events
+    set, as ``Store.recorder`` would have left them.
+    """
     unit = report.unit
     if report.status in ("done", "cancelled") and report.result is not None:
-        record = store.recorder(run_id, unit)
-        for event in report.events:
-            record(event)
-            if on_event is not None:
+        store.record_candidates(run_id, unit, trace_of(report.events))
+        if on_event is not None:
+            for event in report.events:
                 on_event(event)
         if report.status == "done":
             store.finish_unit(run_id, unit, report.result)
@@ -209,6 +213,17 @@ def record_report(store: Store, run_id: int, report: UnitReport,
         return UnitOutcome(unit, "error", error=report.error)
     store.reset_unit(run_id, unit)  # cancelled on the worker: back in the queue
     return UnitOutcome(unit, "pending")
+
+
+def trace_of(events: list[AttackEvent]) -> list[Candidate]:
+    """The scored candidates of ``events`` in order, each round's best flagged as recorded live."""
+    candidates = [e.candidate for e in events if isinstance(e, CandidateScored)]
+    for event in events:
+        if isinstance(event, RoundFinished) and event.best is not None:
+            for candidate in candidates:
+                if candidate.round == event.best.round:
+                    candidate.is_round_best = candidate.index == event.best.index
+    return candidates
 
 
 @dataclass
@@ -462,5 +477,5 @@ def _first_line(exc: BaseException) -> str:
 
 
 __all__ = ["INSTALL_HINT", "RAY_REQUIREMENT", "RayExecutor", "RayOptions", "RecordingStore",
-           "UnitReport", "UnitWorker", "WorkerState", "import_ray", "record_report",
+           "UnitReport", "UnitWorker", "WorkerState", "import_ray", "record_report", "trace_of",
            "worker_count"]

@@ -298,6 +298,12 @@ class Store(StoreFile):
             self._insert_candidates(conn, run_id, unit, [candidate])
             self._touch(conn, run_id)  # `updated` doubles as a liveness sign in run lists
 
+    def record_candidates(self, run_id: int, unit: UnitKey, candidates: Iterable[Candidate]) -> None:
+        """Write a unit's scored candidates in one transaction (a Ray worker's, at its end)."""
+        with self._write() as conn:
+            self._insert_candidates(conn, run_id, unit, candidates)
+            self._touch(conn, run_id)
+
     def mark_round_best(self, run_id: int, unit: UnitKey, round_: int, index: int) -> None:
         """Flag the best candidate of a round (known only when the round ends)."""
         with self._write() as conn:

@@ -148,3 +148,18 @@ def test_fake_latency_option():
     assert model.latency_s == 0.01
     with pytest.raises(ModelError, match="latency_s"):
         load("fake:victim", backend="fake", latency_s=-1)
+
+
+def test_trace_of_flags_each_rounds_best_as_the_live_recorder_does():
+    from memprobe_core.attacks.events import CandidateScored, RoundFinished
+    from memprobe_core.attacks.result import Candidate
+    from memprobe_core.audit.ray_executor import trace_of
+
+    cands = [Candidate(round=r, index=i, prompt=f"p{r}{i}", output="o", mem=0.0, lcs_p=0.0,
+                       objective=0.0) for r in (1, 2) for i in range(3)]
+    events = [CandidateScored(round=c.round, candidate=c) for c in cands]
+    events.insert(3, RoundFinished(round=1, best=cands[1]))
+    events.append(RoundFinished(round=2, best=cands[5]))
+    trace = trace_of(events)
+    assert [c.prompt for c in trace] == [c.prompt for c in cands]  # in scoring order
+    assert [c.is_round_best for c in trace] == [False, True, False, False, False, True]
