@@ -162,6 +162,8 @@ class UnitWorker:
         except Exception as exc:  # noqa: BLE001 - reported with each unit it is given
             self.load_error = error_text(exc)
             log.warning("worker %s could not load its models: %s", self.name, self.load_error)
+        _warm_up()
+
 
     def info(self) -> dict[str, Any]:
         """The worker's name, load error and models' manifest."""
@@ -186,6 +188,21 @@ class UnitWorker:
                            split_spec=split_spec, on_cancel="requeue", **extra)
         return UnitReport(unit, outcome.status, outcome.result, outcome.error, store.events,
                           worker=self.name)
+
+
+def _warm_up() -> None:
+    """Pay the scorers' lazy imports (nltk, the PII patterns) before the worker says it is ready.
+
+    The driver gives units only to ready workers; without this, each worker's first unit would
+    also carry seconds of imports on a busy machine.
+    """
+    try:
+        from memprobe_core import metrics, pii
+
+        metrics.rouge_tokens("warming up the scorer", stemmer=True)
+        pii.pii_report("mail a@b.example", "mail a@b.example")
+    except Exception:
+        log.debug("worker warm-up failed", exc_info=True)
 
 
 def record_report(store: Store, run_id: int, report: UnitReport,
