@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memprobe_core.audit.stats import bca_interval, percentile_interval  # noqa: E402
+from memprobe_core.audit.stats import bca_interval, percentile_interval
 
 Sampler = Callable[[np.random.Generator, int], np.ndarray]
 SIZES = (5, 10, 30)

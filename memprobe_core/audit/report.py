@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.audit.report_text import SMALL_N_MARK, render_text
 from memprobe_core.audit.stats import (
     DEFAULT_RESAMPLES,
     SMALL_N,
@@ -38,7 +39,6 @@ from memprobe_core.audit.stats import (
     paired_test,
     validate_resamples,
 )
-from memprobe_core.audit.report_text import SMALL_N_MARK, render_text
 
 __all__ = [
     "BASELINES", "DEFAULT_RESAMPLES", "SMALL_N", "SMALL_N_MARK", "Report", "bootstrap_ci",

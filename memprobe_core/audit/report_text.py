@@ -73,8 +73,9 @@ def _table1_lines(t1: pd.DataFrame, resamples: Any) -> list[str]:
         "Dis": [_with_ci(*r) for r in zip(t1["dis"], t1["dis_lo"], t1["dis_hi"])],
         "Objective": [_num(v) for v in t1["objective"]],
     })
-    return [f"\nTable 1 — mean per method, domain and length "
-            f"(95 % BCa bootstrap CI, {resamples} resamples)", table.to_string(index=False)]
+    title = (f"\nTable 1 — mean per method, domain and length "
+             f"(95 % BCa bootstrap CI, {resamples} resamples)")
+    return [title, table.to_string(index=False)]
 
 
 def _paired_lines(p: pd.DataFrame) -> list[str]:
@@ -92,9 +93,9 @@ def _paired_lines(p: pd.DataFrame) -> list[str]:
     return [
         "\nPaired improvement in Mem (method − baseline, per snippet)",
         table.to_string(index=False),
-        "Tests: two-sided; wilcoxon = signed-rank on the non-tied pairs, sign = exact sign test "
-        "(fewer than 6 non-tied pairs), none = every pair tied (p = 1). p Holm: adjusted across "
-        "the comparisons above (a gain and its mirror count once).",
+        ("Tests: two-sided; wilcoxon = signed-rank on the non-tied pairs, sign = exact sign test "
+         "(fewer than 6 non-tied pairs), none = every pair tied (p = 1). p Holm: adjusted across "
+         "the comparisons above (a gain and its mirror count once)."),
     ]
 
 

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from ui_common import charts
 from memprobe_core.attacks.result import Candidate
+from ui_common import charts
 
 
 def _cands() -> list[Candidate]:
@@ -48,7 +48,7 @@ def test_empty_frames_do_not_break_the_charts() -> None:
 
 def test_scatter_has_a_star_on_the_best_and_no_prompt_text() -> None:
     fig = charts.mem_lcs_scatter(charts.candidate_rows(_cands()))
-    star = [t for t in fig.data if t.name == "best"][0]
+    star = next(t for t in fig.data if t.name == "best")
     assert list(star.x) == [0.1] and list(star.y) == [0.5]
     assert "p1" not in fig.to_json()
 
