@@ -69,9 +69,14 @@ class Report:
     """Aggregates of one run (all pandas DataFrames; see the module docstring).
 
     Attributes:
-        table1 / paired / pii / costs: the four tables.
+        table1: :data:`TABLE1_COLUMNS` — ``small_n`` is True when n < 10; ``*_lo``/``*_hi`` are
+            NaN when there is no interval (fewer than two values, or all equal).
+        paired: :data:`PAIRED_COLUMNS` — ``test`` (``wilcoxon`` / ``sign`` / ``none``),
+            ``p_value`` (two-sided) and ``p_holm`` (Holm-adjusted over the report's comparisons).
+        pii / costs: :data:`PII_COLUMNS` / :data:`COST_COLUMNS`.
         errors: failed units (snippet_id, method, length, attempts, error), may be empty.
-        meta: run id, result count, resamples, seed, ROUGE variant and models when known.
+        meta: run id, result count, resamples, seed, interval and test names, ROUGE variant and
+            models when known.
     """
 
     table1: pd.DataFrame
