@@ -120,7 +120,7 @@ def run_probe(args: argparse.Namespace) -> dict[str, Any]:
     snaps: dict[int, tuple[Any, Any]] = {}
 
     def on_event(event: Any) -> None:
-        r = event.data.get("round")
+        r = getattr(event, "round", None)
         if event.kind == "round_started":
             marks[r] = time.perf_counter()
             snaps[r] = (attacker.stats.snapshot(), victim.stats.snapshot())

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
+from memprobe_core.errors import MemprobeError
 
 # The paper's exact prefix sizes for its three lengths at the 33/67 split (66/134, 100/200,
 # 167/333). No single rounding rule gives all three, so they are a table; other lengths or ratios
@@ -18,7 +19,7 @@ from memprobe_core.config import DEFAULT_PREFIX_RATIO
 PAPER_PREFIX_TOKENS: dict[int, int] = {200: 66, 300: 100, 500: 167}
 
 
-class DataError(ValueError):
+class DataError(MemprobeError, ValueError):
     """Bad input data; the message names the file/row/snippet and what to do."""
 
 

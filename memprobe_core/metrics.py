@@ -24,7 +24,12 @@ from typing import Any
 
 from rapidfuzz.distance import Indel, LCSseq
 
-from memprobe_core.config import OUTPUT_WINDOWS, ROUGE_TOKENIZERS, ROUGE_VARIANTS, ScoringConfig
+from memprobe_core.config import (
+    OUTPUT_WINDOWS,
+    ROUGE_TOKENIZERS,
+    ROUGE_VARIANTS,
+    ScoringConfig,
+)
 
 # rouge-score's tokenize.py, verbatim: lowercase, anything but [a-z0-9] becomes a space.
 _ROUGE_NON_ALNUM = re.compile(r"[^a-z0-9]+")

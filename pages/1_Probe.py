@@ -51,7 +51,8 @@ def start() -> None:
     """Load models, split the snippet, record the run and start the worker thread."""
     from memprobe_core.attacks.common import AttackOptions, ModelSet
     from memprobe_core.data import DataError, split
-    from memprobe_core.store import UnitKey
+    from memprobe_core.audit.runs import start_probe
+    from memprobe_core.audit.unit import SplitSpec
 
     victim = ui.load_model(models["victim"], "victim")
     attacker = ui.load_model(models["attacker"], "attacker")
@@ -59,7 +60,7 @@ def start() -> None:
         return
     tokenizer = ui.split_tokenizer(victim)
     try:
-        piece = split(snippet, tokenizer, length)
+        piece = split(snippet, tokenizer, length)  # checked now, so a bad length shows here
         options = AttackOptions(alpha=alpha, scoring=scoring, seed=seed, rounds=rounds,
                                 n_candidates=n_cand, access=access,
                                 max_prompt_tokens=max_prompt_tokens)
@@ -67,25 +68,19 @@ def start() -> None:
         st.error(ui.md(str(exc)))
         return
     model_set = ModelSet(victim=victim, attacker=attacker, init=attacker)
-    config = {
-        "snippet_id": snippet.id, "length": length, "method": "interactive",
-        "options": options.to_dict(),
-        "models": {role: models[role].label for role in ("victim", "attacker")},
-        "split": {"prefix": piece.prefix, "suffix": piece.suffix,
-                  "suffix_tokens": piece.suffix_tokens, "tokenizer_name": piece.tokenizer_name},
-    }
-    run_id = store.create_run("probe", config=config, manifest=model_set.manifest(),
-                              title=f"probe {snippet.id} · {length} tokens")
-    store.add_samples(run_id, [snippet])
-    unit = UnitKey(snippet.id, "interactive", length)
-    store.add_units(run_id, [unit])
+    run_id = start_probe(
+        store, snippet, ["interactive"], length, model_set, options,
+        model_names={role: models[role].label for role in ("victim", "attacker")},
+        split_spec=SplitSpec("whitespace" if tokenizer == "whitespace" else "model"),
+        title=f"probe {snippet.id} · {length} tokens",
+    )
     st.session_state["probe_split"] = {
         "suffix": piece.suffix, "suffix_tokens": piece.suffix_tokens, "scoring": scoring,
         "tokenizer": None if tokenizer == "whitespace" else tokenizer, "run_id": run_id,
     }
-    job_fn = recorded_methods_job(store, run_id, [(unit, piece)], model_set, options,
-                                  count="candidates")
-    job = ui.start_job(JOB, job_fn, f"Probe run {run_id}", run_id=run_id)
+    job_fn = recorded_methods_job(store, run_id, model_set, count="candidates")
+    job = ui.start_job(JOB, job_fn, f"Probe run {run_id}", run_id=run_id,
+                       on_cancel_before_start=lambda: store.set_run_status(run_id, "cancelled"))
     job.progress.set(total=1 + rounds * n_cand)
 
 

@@ -72,7 +72,8 @@ def start() -> None:
     from memprobe_core.attacks.common import AttackOptions, ModelSet
     from memprobe_core.audit import roles_needed
     from memprobe_core.data import DataError, split
-    from memprobe_core.store import UnitKey
+    from memprobe_core.audit.runs import start_probe
+    from memprobe_core.audit.unit import SplitSpec
 
     if store is None or snippet is None:
         return
@@ -98,30 +99,26 @@ def start() -> None:
     model_set = ModelSet(victim=loaded["victim"], base=loaded.get("base"),
                          attacker=loaded.get("attacker"), init=loaded.get("attacker"),
                          reverse=loaded.get("reverse"))
-    config = {
-        "snippet_id": snippet.id, "length": length, "methods": chosen,
-        "options": options.to_dict(),
+    ordered = charts.method_order(chosen)
+    run_id = start_probe(
+        store, snippet, ordered, length, model_set, options, kind="compare",
         # Keyed by method role (victim = the instruct model), as probe and audit runs are.
-        "models": {role: models[slot].label
-                   for role, slot in ((r, SLOT_OF_ROLE.get(r, r)) for r in
-                                      ("victim", "base", "attacker", "reverse"))
-                   if slot in models},
-        "split": {"prefix": piece.prefix, "suffix": piece.suffix,
-                  "suffix_tokens": piece.suffix_tokens, "tokenizer_name": piece.tokenizer_name},
-    }
-    run_id = store.create_run("compare", config=config, manifest=model_set.manifest(),
-                              title=f"compare {snippet.id} · {length} tokens")
-    store.add_samples(run_id, [snippet])
-    units = [UnitKey(snippet.id, m, length) for m in charts.method_order(chosen)]
-    store.add_units(run_id, units)
+        model_names={role: models[slot].label
+                     for role, slot in ((r, SLOT_OF_ROLE.get(r, r)) for r in
+                                        ("victim", "base", "attacker", "reverse"))
+                     if slot in models},
+        split_spec=SplitSpec("whitespace" if tokenizer == "whitespace" else "model"),
+        title=f"compare {snippet.id} · {length} tokens",
+    )
     st.session_state["cmp_split"] = {
         "suffix": piece.suffix, "suffix_tokens": piece.suffix_tokens, "scoring": scoring,
         "tokenizer": None if tokenizer == "whitespace" else tokenizer, "run_id": run_id,
         "prefix": piece.prefix,
     }
-    job_fn = recorded_methods_job(store, run_id, [(u, piece) for u in units], model_set, options)
-    job = ui.start_job(JOB, job_fn, f"Compare run {run_id}", run_id=run_id)
-    job.progress.set(total=len(units))
+    job_fn = recorded_methods_job(store, run_id, model_set)
+    job = ui.start_job(JOB, job_fn, f"Compare run {run_id}", run_id=run_id,
+                       on_cancel_before_start=lambda: store.set_run_status(run_id, "cancelled"))
+    job.progress.set(total=len(ordered))
 
 
 def render(snap: ProgressSnapshot) -> None:

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 import ui_common as ui
+from memprobe_core.attacks.events import CandidateScored
 from ui_common import charts
 from memprobe_core.attacks.result import METHOD_LABELS
 from ui_common.job_runner import Progress, ProgressSnapshot, live_run_ids
@@ -87,8 +88,8 @@ def audit_job(run_id: int, model_set, *, resume: bool):
                          message=f"{p.done}/{p.total} units, {p.errors} failed · {current}")
 
         def on_event(event) -> None:
-            if event.kind == "candidate_scored":
-                progress.update_data(last_prompt=event.data["candidate"].prompt)
+            if isinstance(event, CandidateScored):
+                progress.update_data(last_prompt=event.candidate.prompt)
 
         run = resume_audit if resume else run_audit
         summary = run(store, run_id, models=model_set, on_progress=on_progress,

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import ui_common as ui
+from memprobe_core.config import ScoringConfig
 from ui_common import charts
 from memprobe_core.attacks.result import METHOD_LABELS
 
@@ -116,11 +117,15 @@ with tab_open:
             shown = charts.candidate_rows(
                 r for r in store.candidates(run_id, key) if r["round"] <= upto
             )
-            split_info = dict(run["config"].get("split") or {})
-            ui.probe_view(shown, split_info, store.result(run_id, key))
-            if not split_info:
-                st.caption("The overlap view needs the run's split (kept by probe and compare "
-                           "runs); audits keep scores and outputs only.")
+            result = store.result(run_id, key)
+            manifest = result.manifest if result is not None else {}
+            scoring = manifest.get("scoring")
+            split_info = {**(manifest.get("split") or {}),
+                          "scoring": ScoringConfig(**scoring) if scoring else None}
+            ui.probe_view(shown, split_info, result)
+            if split_info.get("suffix") is None:
+                st.caption("The overlap view needs the unit's split: it is kept with every "
+                           "finished unit (units of older versions have none).")
 
 with tab_compare:
     if len(by_id) < 2:

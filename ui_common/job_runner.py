@@ -19,8 +19,22 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+from memprobe_core.attacks import run_method
+from memprobe_core.attacks.common import ModelSet
+from memprobe_core.attacks.events import (
+    AttackEvent,
+    CandidateScored,
+    EventCallback,
+    RoundStarted,
+    SearchStep,
+)
+from memprobe_core.attacks.result import METHOD_LABELS, AttackResult
+from memprobe_core.audit.runs import run_probe
+from memprobe_core.audit.unit import Runner, UnitOutcome
+from memprobe_core.store import Store
 
 logger = logging.getLogger("memprobe")
 
@@ -229,9 +243,13 @@ class Job:
         name: str,
         lock: ModelLock | None = MODEL_LOCK,
         run_id: int | None = None,
+        on_cancel_before_start: Callable[[], None] | None = None,
     ) -> None:
         self.name = name
         self.run_id = run_id
+        # What to do when the job is cancelled before it ran (e.g. mark its run cancelled, so
+        # a run recorded for it is not left "running" forever).
+        self._on_cancel_before_start = on_cancel_before_start
         self.progress = Progress()
         self.cancel_event = threading.Event()
         self._target = target
@@ -267,6 +285,8 @@ class Job:
         progress = self.progress
         try:
             if self._lock is not None and not self._wait_for_lock():
+                if self._on_cancel_before_start is not None:
+                    self._on_cancel_before_start()
                 progress.finish(None, state="cancelled", message="cancelled while waiting")
                 return
             progress.set(state="running", message="running…")
@@ -298,93 +318,69 @@ class Job:
         return True
 
 
-# --- running extraction methods with everything recorded --------------------------------------
+# --- running a probe or comparison with everything recorded --------------------------------------
 
 
 def recorded_methods_job(
-    store: Any,
+    store: Store,
     run_id: int,
-    work: list[tuple[Any, Any]],
-    models: Any,
-    options: Any,
+    models: ModelSet,
     *,
     count: Literal["candidates", "units"] = "units",
-    runner: Callable[..., Any] | None = None,
+    runner: Runner = run_method,
 ) -> JobFunction:
-    """A job function running methods one after the other, recording every candidate as scored.
-
-    Each ``(unit, split)`` of ``work`` (a :class:`~memprobe_core.store.UnitKey` and the
-    :class:`~memprobe_core.data.SplitSnippet` it probes) is marked running in the store, run
-    through ``runner`` (``memprobe_core.attacks.run_method``) with the store's recorder, then
-    finished (or failed, with its error: the next unit still runs). The run ends ``finished``,
-    ``interrupted`` (cancelled; the partial result of the unit in flight is kept) or ``failed``
-    (every unit failed).
+    """A job function running a recorded probe or comparison (``memprobe_core.audit.run_probe``).
 
     Progress: ``items`` receives one dict per scored candidate (the candidate's fields plus
-    ``method``); ``data`` holds ``results`` ({method: AttackResult}), ``errors`` ({method:
-    message}) and ``round`` (the round in flight); ``done`` counts candidates or units
-    (``count``), so set ``total`` to match.
+    ``method``); ``data`` holds ``results`` ({method: AttackResult}, cancelled partial bests
+    included), ``errors`` ({method: message}) and ``round`` (the round in flight); ``done``
+    counts candidates or units (``count``), so set ``total`` to match.
 
     Returns:
-        The job function; its result is ``{method: AttackResult}``.
+        The job function; its result is ``{method: AttackResult}``. When every unit failed it
+        raises, so the job shows ``failed`` with the errors.
     """
 
-    def job(progress: Progress, cancel: threading.Event) -> dict[str, Any]:
-        if runner is None:
-            from memprobe_core.attacks import run_method as run
-        else:
-            run = runner
-        from memprobe_core.attacks.result import METHOD_LABELS
-
-        results: dict[str, Any] = {}
+    def job(progress: Progress, cancel: threading.Event) -> dict[str, AttackResult]:
+        results: dict[str, AttackResult] = {}
         errors: dict[str, str] = {}
-        for unit, piece in work:
-            if cancel.is_set():
-                break
-            label = METHOD_LABELS.get(unit.method, unit.method)
-            record = store.recorder(run_id, unit)
 
-            def on_event(event: Any, method: str = unit.method, label: str = label) -> None:
-                record(event)  # the store first: a crash after this loses nothing
-                if event.kind == "candidate_scored":
-                    cand = event.data["candidate"]
-                    item = {"method": method, **{k: getattr(cand, k) for k in cand.__dataclass_fields__}}
-                    progress.add_item(item)
-                    if count == "candidates":
-                        progress.advance()
-                    progress.set(message=f"{label}: round {cand.round}, candidate {cand.index} scored")
-                elif event.kind == "round_started":
-                    r, n = event.data.get("round"), event.data.get("n")
-                    progress.update_data(round=r)
-                    what = "initial prompt" if r == 0 and method == "interactive" else f"{n} candidate(s)"
-                    progress.set(message=f"{label}: round {r}: generating and scoring {what}…")
-
-            store.mark_unit_running(run_id, unit)
-            try:
-                result = run(unit.method, piece, models, options, on_event=on_event, cancel=cancel)
-            except Exception as exc:  # recorded; the other methods still run
-                message = f"{type(exc).__name__}: {exc}"
-                logger.warning("run %s: %s failed: %s", run_id, unit, message)
-                store.fail_unit(run_id, unit, message)
-                errors[unit.method] = message
-                progress.update_data(errors=dict(errors))
-                if count == "units":
-                    progress.advance()
-                continue
-            store.finish_unit(run_id, unit, result)
-            results[unit.method] = result
-            progress.update_data(results=dict(results))
+        def on_unit(outcome: UnitOutcome) -> None:
+            if outcome.result is not None:
+                results[outcome.unit.method] = outcome.result
+            if outcome.error is not None:
+                errors[outcome.unit.method] = outcome.error
+            progress.update_data(results=dict(results), errors=dict(errors))
             if count == "units":
                 progress.advance()
-        if cancel.is_set():
-            status = "interrupted"
-        elif work and not results:
-            status = "failed"
-        else:
-            status = "finished"
-        store.set_run_status(run_id, status)
-        if status == "failed":
+
+        outcomes = run_probe(store, run_id, models, cancel=cancel, runner=runner, on_unit=on_unit,
+                             on_event=lambda unit: _progress_events(progress, unit.method, count))
+        if outcomes and not results:
             raise RuntimeError("; ".join(f"{m}: {e}" for m, e in errors.items()))
         return results
 
     return job
+
+
+def _progress_events(progress: Progress, method: str, count: str) -> EventCallback:
+    """An event callback that shows one method's events as rows and a status line."""
+    label = METHOD_LABELS.get(method, method)
+
+    def on_event(event: AttackEvent) -> None:
+        if isinstance(event, CandidateScored):
+            cand = event.candidate
+            progress.add_item({"method": method, **asdict(cand)})
+            if count == "candidates":
+                progress.advance()
+            progress.set(message=f"{label}: round {cand.round}, candidate {cand.index} scored")
+        elif isinstance(event, RoundStarted):
+            progress.update_data(round=event.round)
+            what = ("initial prompt" if event.round == 0 and method == "interactive"
+                    else f"{event.n} candidate(s)")
+            progress.set(message=f"{label}: round {event.round}: generating and scoring {what}…")
+        elif isinstance(event, SearchStep):
+            progress.set(message=f"{label}: search step {event.step}/{event.steps}, "
+                                 f"loss {event.loss:.3f}")
+
+    return on_event

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections.abc import Callable
 
 import streamlit as st
@@ -15,9 +17,14 @@ def current_job(key: str) -> Job | None:
     return st.session_state.get(key)
 
 
-def start_job(key: str, target: JobFunction, what: str, *, run_id: int | None = None) -> Job:
-    """Start ``target`` in a worker thread and keep the job in this session under ``key``."""
-    job = Job(target, name=f"{what} (session {session_tag()})", run_id=run_id).start()
+def start_job(key: str, target: JobFunction, what: str, *, run_id: int | None = None,
+              **job_options: Any) -> Job:
+    """Start ``target`` in a worker thread and keep the job in this session under ``key``.
+
+    ``job_options`` go to :class:`~ui_common.job_runner.Job` (e.g. ``on_cancel_before_start``).
+    """
+    job = Job(target, name=f"{what} (session {session_tag()})", run_id=run_id,
+              **job_options).start()
     st.session_state[key] = job
     return job
 

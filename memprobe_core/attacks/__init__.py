@@ -16,20 +16,32 @@ import threading
 from collections.abc import Callable
 
 from memprobe_core.attacks.common import AttackOptions, ModelSet
+from memprobe_core.attacks.events import (
+    AttackEvent,
+    CandidateScored,
+    EventCallback,
+    Finished,
+    RoundFinished,
+    RoundStarted,
+    SearchStep,
+)
 from memprobe_core.attacks.gcg import gcg_search, run_gcg
 from memprobe_core.attacks.interactive import run_interactive
 from memprobe_core.attacks.prefix_suffix import run_prefix_suffix
 from memprobe_core.attacks.result import (
     METHOD_LABELS,
-    AttackEvent,
     AttackResult,
     Cancelled,
     Candidate,
     Costs,
-    EventCallback,
     check_cancel,
 )
-from memprobe_core.attacks.reverse_lm import DEFAULT_REVERSE_MODEL, flip, propose_prefix, run_reverse_lm
+from memprobe_core.attacks.reverse_lm import (
+    DEFAULT_REVERSE_MODEL,
+    flip,
+    propose_prefix,
+    run_reverse_lm,
+)
 from memprobe_core.attacks.scoring import MissingModelError
 from memprobe_core.data import SplitSnippet
 
@@ -77,11 +89,16 @@ __all__ = [
     "AttackResult",
     "Cancelled",
     "Candidate",
+    "CandidateScored",
     "Costs",
     "DEFAULT_REVERSE_MODEL",
     "EventCallback",
+    "Finished",
     "MissingModelError",
     "ModelSet",
+    "RoundFinished",
+    "RoundStarted",
+    "SearchStep",
     "check_cancel",
     "flip",
     "gcg_search",

@@ -29,7 +29,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memprobe_core.attacks.common import AttackOptions, ModelSet
-from memprobe_core.attacks.result import AttackResult, Cancelled, EventCallback, check_cancel
+from memprobe_core.attacks.events import (
+    CandidateScored,
+    EventCallback,
+    Finished,
+    RoundFinished,
+    RoundStarted,
+    SearchStep,
+    emit,
+)
+from memprobe_core.attacks.result import AttackResult, Cancelled, check_cancel
 from memprobe_core.attacks.scoring import (
     VICTIM_DECODING,
     CostMeter,
@@ -37,7 +46,6 @@ from memprobe_core.attacks.scoring import (
     ask_victim,
     build_manifest,
     build_result,
-    emit,
     make_candidate,
     require,
     resolve_alpha,
@@ -271,9 +279,8 @@ def run_gcg(
             ``victim`` answers the decoded best prompt.
         options: ``gcg_steps`` (paper: 30), ``gcg_top_k``, ``gcg_search_width``,
             ``gcg_batch_size``, ``seed``, scoring and α.
-        on_event: ``round_started``/``round_finished`` per step (``round_finished`` carries
-            ``loss``, ``step_loss`` and ``best_prompt``), then the victim round
-            (``round = steps + 1``) and ``finished``.
+        on_event: a ``SearchStep`` per step, then round 1 (the best prompt answered and
+            scored) and ``Finished``.
         cancel: checked between steps and candidate batches; the best prompt so far is still
             scored (one victim query) and the result has ``status="cancelled"``.
 
@@ -297,13 +304,9 @@ def run_gcg(
     steps = options.gcg_steps
 
     def on_step(step: int, loss: float, step_loss: float, ids: list[int]) -> None:
-        emit(on_event, "round_finished", round=step, loss=loss, step_loss=step_loss,
-             best_prompt=tok.decode(ids, skip_special_tokens=True))
-        if step < steps:
-            emit(on_event, "round_started", round=step + 1, n=options.gcg_search_width)
+        emit(on_event, SearchStep(step=step, steps=steps, loss=loss, step_loss=step_loss,
+                                  best_prompt=tok.decode(ids, skip_special_tokens=True)))
 
-    if steps > 0:
-        emit(on_event, "round_started", round=1, n=options.gcg_search_width)
     t0 = time.perf_counter()
     search = gcg_search(
         torch_model, tok, prompt_ids, target_ids,
@@ -314,8 +317,8 @@ def run_gcg(
     )
     meter.add_seconds("search", time.perf_counter() - t0)
     best_prompt = tok.decode(search.best_ids, skip_special_tokens=True)
-    round_ = steps + 1
-    emit(on_event, "round_started", round=round_, n=1)
+    round_ = 1  # the search steps are not rounds: the one scored prompt is round 1
+    emit(on_event, RoundStarted(round=round_, n=1))
     output = ask_victim(meter, models.victim, [best_prompt], split, as_chat=False)[0]
     sc = score(meter, [best_prompt], [output], split, models.victim, options, alpha)[0]
     cand = make_candidate(
@@ -329,8 +332,8 @@ def run_gcg(
             "dropped_not_round_trip": search.dropped,
         },
     )
-    emit(on_event, "candidate_scored", round=round_, candidate=cand)
-    emit(on_event, "round_finished", round=round_, best=cand)
+    emit(on_event, CandidateScored(round=round_, candidate=cand))
+    emit(on_event, RoundFinished(round=round_, best=cand))
     manifest = build_manifest(
         METHOD, split, models, options, alpha, alpha_source,
         decoding={"victim": dict(VICTIM_DECODING, max_new_tokens=split.suffix_tokens)},
@@ -349,5 +352,5 @@ def run_gcg(
         dis=dis(split.prefix, best_prompt), meter=meter, manifest=manifest,
         status="cancelled" if search.cancelled else "finished",
     )
-    emit(on_event, "finished", result=result)
+    emit(on_event, Finished(result=result))
     return result

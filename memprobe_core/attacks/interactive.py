@@ -22,11 +22,18 @@ import time
 
 from memprobe_core.attacks import prompts as meta
 from memprobe_core.attacks.common import AttackOptions, ModelSet
+from memprobe_core.attacks.events import (
+    CandidateScored,
+    EventCallback,
+    Finished,
+    RoundFinished,
+    RoundStarted,
+    emit,
+)
 from memprobe_core.attacks.result import (
     AttackResult,
     Cancelled,
     Candidate,
-    EventCallback,
     check_cancel,
 )
 from memprobe_core.attacks.scoring import (
@@ -36,7 +43,6 @@ from memprobe_core.attacks.scoring import (
     best_of,
     build_manifest,
     build_result,
-    emit,
     make_candidate,
     require,
     resolve_alpha,
@@ -138,7 +144,7 @@ class _Loop:
             if p and p not in self.seen:
                 self.seen[p] = cand
             out.append(cand)
-            emit(self.on_event, "candidate_scored", round=round_, candidate=cand)
+            emit(self.on_event, CandidateScored(round=round_, candidate=cand))
         return out
 
     def _score(self, prompts: list[str], outputs: list[str]) -> list:
@@ -148,7 +154,7 @@ class _Loop:
         best = best_of(cands)
         if best is not None:
             best.is_round_best = True
-        emit(self.on_event, "round_finished", round=round_, best=best)
+        emit(self.on_event, RoundFinished(round=round_, best=best))
         return best
 
 
@@ -185,13 +191,13 @@ def run_interactive(
     fallback: str | None = None
     round_ = 0
     try:
-        emit(on_event, "round_started", round=0, n=1)
+        emit(on_event, RoundStarted(round=0, n=1))
         check_cancel(cancel)
         p_init = loop.propose_init()
         best = loop.finish_round(0, loop.score_round(0, [p_init]))
         p_best = best.prompt if best is not None else ""
         for round_ in range(1, options.rounds + 1):
-            emit(on_event, "round_started", round=round_, n=options.n_candidates)
+            emit(on_event, RoundStarted(round=round_, n=options.n_candidates))
             check_cancel(cancel)
             if not p_best:
                 # The init model gave nothing usable: refine from the first words of the prefix
@@ -236,6 +242,6 @@ def run_interactive(
         METHOD, split, chosen=chosen, trace=loop.trace, alpha=loop.alpha, dis=dis_value,
         meter=loop.meter, manifest=manifest, status=status,
     )
-    emit(on_event, "finished", result=result)
+    emit(on_event, Finished(result=result))
     return result
 

@@ -13,14 +13,21 @@ import threading
 from typing import Literal
 
 from memprobe_core.attacks.common import AttackOptions, ModelSet
-from memprobe_core.attacks.result import AttackResult, Cancelled, EventCallback, check_cancel
+from memprobe_core.attacks.events import (
+    CandidateScored,
+    EventCallback,
+    Finished,
+    RoundFinished,
+    RoundStarted,
+    emit,
+)
+from memprobe_core.attacks.result import AttackResult, Cancelled, check_cancel
 from memprobe_core.attacks.scoring import (
     VICTIM_DECODING,
     CostMeter,
     best_of,
     build_manifest,
     build_result,
-    emit,
     make_candidate,
     require,
     resolve_alpha,
@@ -69,7 +76,7 @@ def run_prefix_suffix(
         formats.append("chat")
     trace = []
     status = "finished"
-    emit(on_event, "round_started", round=0, n=len(formats))
+    emit(on_event, RoundStarted(round=0, n=len(formats)))
     try:
         check_cancel(cancel)
         requests = [
@@ -85,13 +92,13 @@ def run_prefix_suffix(
             check_cancel(cancel)
             cand = make_candidate(0, i, split.prefix, out, sc, extra={"format": fmt})
             trace.append(cand)
-            emit(on_event, "candidate_scored", round=0, candidate=cand)
+            emit(on_event, CandidateScored(round=0, candidate=cand))
     except Cancelled:
         status = "cancelled"
     chosen = best_of(trace)
     if chosen is not None:
         chosen.is_round_best = True
-        emit(on_event, "round_finished", round=0, best=chosen)
+        emit(on_event, RoundFinished(round=0, best=chosen))
     manifest = build_manifest(
         method,
         split,
@@ -110,5 +117,5 @@ def run_prefix_suffix(
         method, split, chosen=chosen, trace=trace, alpha=alpha, dis=None, meter=meter,
         manifest=manifest, status=status,
     )
-    emit(on_event, "finished", result=result)
+    emit(on_event, Finished(result=result))
     return result

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
-
-MethodName = Literal["ps_base", "ps_inst", "reverse_lm", "gcg", "interactive"]
+from typing import Any
 
 # Display names, in the order the dashboard and reports list methods (the paper's Table 1 order).
 METHOD_LABELS: dict[str, str] = {
@@ -17,8 +14,6 @@ METHOD_LABELS: dict[str, str] = {
     "gcg": "GCG",
     "interactive": "Ours (interactive)",
 }
-
-EventKind = Literal["round_started", "candidate_scored", "round_finished", "finished"]
 
 
 @dataclass
@@ -101,20 +96,6 @@ class AttackResult:
         return cls(**data)
 
 
-@dataclass(frozen=True)
-class AttackEvent:
-    """A progress event: ``kind`` plus a payload.
-
-    Payloads: ``round_started`` {round, n}; ``candidate_scored`` {round, candidate: Candidate};
-    ``round_finished`` {round, best: Candidate}; ``finished`` {result: AttackResult}.
-    GCG also emits ``round_finished`` per step with {round, loss, best_prompt}.
-    """
-
-    kind: EventKind
-    data: dict[str, Any]
-
-
-EventCallback = Callable[[AttackEvent], None]
 
 
 class Cancelled(Exception):

@@ -20,7 +20,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from memprobe_core.attacks.common import AttackOptions, ModelSet
-from memprobe_core.attacks.result import AttackResult, Cancelled, EventCallback, check_cancel
+from memprobe_core.attacks.events import (
+    CandidateScored,
+    EventCallback,
+    Finished,
+    RoundFinished,
+    RoundStarted,
+    emit,
+)
+from memprobe_core.attacks.result import AttackResult, Cancelled, check_cancel
 from memprobe_core.attacks.scoring import (
     VICTIM_DECODING,
     CostMeter,
@@ -28,7 +36,6 @@ from memprobe_core.attacks.scoring import (
     ask_victim,
     build_manifest,
     build_result,
-    emit,
     make_candidate,
     require,
     resolve_alpha,
@@ -124,7 +131,7 @@ def run_reverse_lm(
     trace = []
     status = "finished"
     prompt = ""
-    emit(on_event, "round_started", round=0, n=1)
+    emit(on_event, RoundStarted(round=0, n=1))
     try:
         check_cancel(cancel)
         t0 = time.perf_counter()
@@ -138,8 +145,8 @@ def run_reverse_lm(
         cand = make_candidate(0, 0, prompt, output, sc, is_round_best=True,
                               extra={"prefix_tokens": len(prompt_ids)})
         trace.append(cand)
-        emit(on_event, "candidate_scored", round=0, candidate=cand)
-        emit(on_event, "round_finished", round=0, best=cand)
+        emit(on_event, CandidateScored(round=0, candidate=cand))
+        emit(on_event, RoundFinished(round=0, best=cand))
     except Cancelled:
         status = "cancelled"
     chosen = trace[0] if trace else None
@@ -160,5 +167,5 @@ def run_reverse_lm(
         dis=dis(split.prefix, prompt) if chosen else None, meter=meter, manifest=manifest,
         status=status,
     )
-    emit(on_event, "finished", result=result)
+    emit(on_event, Finished(result=result))
     return result

@@ -19,15 +19,10 @@ from typing import Any
 
 from memprobe_core import __version__ as memprobe_version
 from memprobe_core.attacks.common import AttackOptions, ModelSet
-from memprobe_core.attacks.result import (
-    AttackEvent,
-    AttackResult,
-    Candidate,
-    Costs,
-    EventCallback,
-)
+from memprobe_core.attacks.result import AttackResult, Candidate, Costs
 from memprobe_core.config import alpha_for, family_of
 from memprobe_core.data import SplitSnippet
+from memprobe_core.errors import MemprobeError
 from memprobe_core.models.base import Completion, Generator, Request
 
 logger = logging.getLogger("memprobe")
@@ -36,7 +31,7 @@ logger = logging.getLogger("memprobe")
 VICTIM_DECODING: dict[str, Any] = {"temperature": 0.0, "top_p": 1.0, "do_sample": False}
 
 
-class MissingModelError(ValueError):
+class MissingModelError(MemprobeError, ValueError):
     """A method needs a model the ModelSet does not have (or one that cannot do the job)."""
 
 
@@ -66,12 +61,6 @@ def victim_request(prompt: str, victim: Generator, *, as_chat: bool) -> Request:
     if as_chat and victim.has_chat_template:
         return [{"role": "user", "content": prompt}]
     return prompt
-
-
-def emit(on_event: EventCallback | None, kind: str, **data: Any) -> None:
-    """Send one event to the callback, if any."""
-    if on_event is not None:
-        on_event(AttackEvent(kind=kind, data=data))  # type: ignore[arg-type]
 
 
 @dataclass
@@ -217,6 +206,9 @@ def build_manifest(
             "prefix_tokens": len(split.prefix_ids),
             "suffix_tokens": split.suffix_tokens,
             "tokenizer": split.tokenizer_name,
+            # The texts too, so any stored unit can be replayed against its true suffix.
+            "prefix": split.prefix,
+            "suffix": split.suffix,
         },
         "tokenizer": split.tokenizer_name,
         "versions": package_versions(),

@@ -23,33 +23,29 @@ import os
 import socket
 import threading
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memprobe_core.attacks import run_method
 from memprobe_core.attacks.common import AttackOptions, ModelSet
-from memprobe_core.attacks.result import METHOD_LABELS, AttackEvent, AttackResult, EventCallback
+from memprobe_core.attacks.events import EventCallback
+from memprobe_core.attacks.result import METHOD_LABELS
 from memprobe_core.audit.models import (
-    METHOD_ROLES,
-    ROLES,
     ModelNames,
-    default_model_names,
-    load_models,
     models_from_config,
-    roles_needed,
 )
+from memprobe_core.audit.runs import RunConfig
+from memprobe_core.audit.unit import Runner, SplitSpec, run_unit, snippets_by_id
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
-from memprobe_core.data import Snippet, SplitSnippet, split
+from memprobe_core.data import Snippet
+from memprobe_core.errors import MemprobeError
 from memprobe_core.store import Store, UnitKey
-
 
 log = logging.getLogger("memprobe")
 
-Runner = Callable[..., AttackResult]
 
-
-class AuditBusyError(RuntimeError):
+class AuditBusyError(MemprobeError, RuntimeError):
     """The audit is being run by another live process."""
 
 
@@ -152,23 +148,15 @@ def start_audit(
         raise ValueError(f"lengths {lengths}: give one or more lengths of at least 2 tokens")
     if split_tokenizer not in ("model", "whitespace"):
         raise ValueError(f"split tokenizer {split_tokenizer!r} is unknown; use model or whitespace")
-    options = options or AttackOptions()
-    names = (models or ModelNames()).resolved()
-    config = {
-        "methods": methods,
-        "lengths": lengths,
-        "options": options.to_dict(),
-        "models": names.to_dict(),
-        "split_tokenizer": split_tokenizer,
-        "prefix_ratio": prefix_ratio,
-        "dataset": dataset or {},
-    }
-    run_id = store.create_run("audit", config=config, title=title)
-    store.add_samples(run_id, snippets)
-    store.add_units(
-        run_id,
-        (UnitKey(s.id, m, n) for s in snippets for n in lengths for m in methods),
+    config = RunConfig(
+        methods=tuple(methods), lengths=tuple(lengths), options=options or AttackOptions(),
+        models=(models or ModelNames()).resolved().to_dict(),
+        split=SplitSpec(tokenizer=split_tokenizer, prefix_ratio=prefix_ratio),  # type: ignore[arg-type]
+        dataset=dataset or {},
     )
+    units = (UnitKey(s.id, m, n) for s in snippets for n in lengths for m in methods)
+    run_id = store.create_run("audit", config=config.to_dict(), title=title, snippets=snippets,
+                              units=units)
     log.info("audit %d: %d snippets × %d methods × %d lengths", run_id, len(snippets),
              len(methods), len(lengths))
     return run_id
@@ -184,7 +172,7 @@ def resume_audit(
     on_event: EventCallback | None = None,
     cancel: threading.Event | None = None,
     retry_errors: bool = False,
-    runner: Runner | None = None,
+    runner: Runner = run_method,
 ) -> AuditSummary:
     """Continue an audit: finished units are skipped, the unit in flight is redone.
 
@@ -214,7 +202,7 @@ def run_audit(
     on_progress: ProgressCallback | None = None,
     on_event: EventCallback | None = None,
     cancel: threading.Event | None = None,
-    runner: Runner | None = None,
+    runner: Runner = run_method,
 ) -> AuditSummary:
     """Run every pending unit of an audit, one at a time, committing each as it ends.
 
@@ -238,11 +226,7 @@ def run_audit(
     """
     started = time.perf_counter()
     run = store.get_run(run_id)
-    config = run["config"]
-    options = AttackOptions.from_dict(dict(config.get("options") or {}))
-    if runner is None:
-        from memprobe_core.attacks import run_method as runner  # noqa: N813 - lazy import
-
+    config = RunConfig.from_dict(run["config"])
     _check_not_running_elsewhere(run)
     # A unit still marked running was in flight when its process died: it is redone.
     for stale in store.units(run_id, status="running"):
@@ -271,79 +255,31 @@ def run_audit(
         return _summary(store, run_id, "finished", ran, started)
 
     if models is None:
-        models = (models_factory or models_from_config)(config)
+        models = (models_factory or models_from_config)(run["config"])
     _record_manifest(store, run_id, run, models)
     store.set_run_status(run_id, "running")
-    snippets = {s.id: s for s in store.samples(run_id)}
-    tokenizer: Any = "whitespace"
-    if config.get("split_tokenizer", "model") == "model" and models.victim.tokenizer is not None:
-        tokenizer = models.victim.tokenizer
-    prefix_ratio = float(config.get("prefix_ratio", DEFAULT_PREFIX_RATIO))
-
-    in_flight: UnitKey | None = None  # marked running and not yet finished or failed
+    snippets = snippets_by_id(store, run_id)
     try:
         for unit in pending:
             if cancel is not None and cancel.is_set():
-                store.set_run_status(run_id, "interrupted")
-                return _summary(store, run_id, "interrupted", ran, started)
+                break
             progress(unit)
-            # Set before the write: a Ctrl-C landing just after its commit must still reset it
-            # (the reset below only acts on a unit that is really marked running).
-            in_flight = unit
-            store.mark_unit_running(run_id, unit)
-            try:
-                piece = split(snippets[unit.snippet_id], tokenizer, unit.length, prefix_ratio)
-                result = _run_unit(runner, unit, piece, models, options, store, run_id,
-                                   on_event, cancel)
-            except Exception as exc:  # noqa: BLE001 - any unit failure is recorded, audit goes on
-                message = f"{type(exc).__name__}: {exc}"
-                log.warning("audit %d: unit %s failed: %s", run_id, unit, message)
-                log.debug("%s", traceback.format_exc())
-                store.fail_unit(run_id, unit, message)
-                in_flight = None
-                errors += 1
-                ran += 1
-                continue
-            if result.status == "cancelled":
-                store.reset_unit(run_id, unit)
-                in_flight = None
-                store.set_run_status(run_id, "interrupted")
-                progress(None)
-                return _summary(store, run_id, "interrupted", ran, started)
-            store.finish_unit(run_id, unit, result)
-            in_flight = None
+            outcome = run_unit(store, run_id, unit, snippets[unit.snippet_id], models,
+                               config.options, split_spec=config.split, on_event=on_event, cancel=cancel,
+                               on_cancel="requeue", runner=runner)
+            if outcome.status == "pending":  # cancelled mid-unit: back in the queue
+                break
             ran += 1
+            errors += outcome.status == "error"
             progress(None)
-    except KeyboardInterrupt:
-        log.info("audit %d interrupted during unit %s", run_id, in_flight)
-        if in_flight is not None:
-            store.reset_unit(run_id, in_flight, if_status="running")
+    except KeyboardInterrupt:  # run_unit already put the unit in flight back to pending
+        log.info("audit %d interrupted", run_id)
         store.set_run_status(run_id, "interrupted")
         return _summary(store, run_id, "interrupted", ran, started)
-    store.set_run_status(run_id, "finished")
+    status = "interrupted" if cancel is not None and cancel.is_set() else "finished"
+    store.set_run_status(run_id, status)
     progress(None)
-    return _summary(store, run_id, "finished", ran, started)
-
-
-def _run_unit(
-    runner: Runner,
-    unit: UnitKey,
-    piece: SplitSnippet,
-    models: ModelSet,
-    options: AttackOptions,
-    store: Store,
-    run_id: int,
-    on_event: EventCallback | None,
-    cancel: threading.Event | None,
-) -> AttackResult:
-    record = store.recorder(run_id, unit)
-
-    def both(event: AttackEvent) -> None:
-        record(event)
-        if on_event is not None:
-            on_event(event)
-
-    return runner(unit.method, piece, models, options, on_event=both, cancel=cancel)
+    return _summary(store, run_id, status, ran, started)
 
 
 def _record_manifest(store: Store, run_id: int, run: dict[str, Any], models: ModelSet) -> None:

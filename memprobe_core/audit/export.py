@@ -58,6 +58,8 @@ from typing import IO, Any
 
 import pandas as pd
 
+from memprobe_core.errors import MemprobeError
+
 # OWASP CSV injection: characters that make a spreadsheet treat a cell as a formula.
 FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
 QUOTE = "'"
@@ -69,7 +71,7 @@ _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
 _READ_KWARGS: dict[str, Any] = {"encoding": "utf-8", "keep_default_na": False, "na_values": [""]}
 
 
-class ExportError(OSError):
+class ExportError(MemprobeError, OSError):
     """The CSV could not be written; the message names the path and what to do."""
 
 

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from memprobe_core.attacks.common import ModelSet
+from memprobe_core.attacks.reverse_lm import DEFAULT_REVERSE_MODEL
+from memprobe_core.models import embedded
 
 log = logging.getLogger("memprobe")
 
@@ -27,10 +29,6 @@ METHOD_ROLES: dict[str, tuple[str, ...]] = {
 }
 ROLES: tuple[str, ...] = ("victim", "base", "attacker", "init", "reverse")
 
-# Used when memprobe_core.models.embedded cannot be imported (its constants win when it can).
-_FALLBACK_BASE = "gemma-3-270m"
-_FALLBACK_INSTRUCT = "smollm2-135m-instruct"
-_FALLBACK_REVERSE = "afterless/reverse-pythia-160m"
 
 
 @dataclass
@@ -81,22 +79,8 @@ class ModelNames:
 
 
 def default_model_names() -> tuple[str, str, str]:
-    """``(base/victim, attacker/init, reverse)`` default names."""
-    base, instruct, reverse = _FALLBACK_BASE, _FALLBACK_INSTRUCT, _FALLBACK_REVERSE
-    try:
-        from memprobe_core.models import embedded
-
-        base = getattr(embedded, "DEFAULT_VICTIM", None) or getattr(embedded, "DEFAULT_BASE", base)
-        instruct = getattr(embedded, "DEFAULT_ATTACKER", instruct)
-    except ImportError:  # models package not importable: keep the documented names
-        pass
-    try:
-        from memprobe_core.attacks import reverse_lm
-
-        reverse = getattr(reverse_lm, "DEFAULT_REVERSE_MODEL", reverse)
-    except ImportError:
-        pass
-    return base, instruct, reverse
+    """``(base/victim, attacker/init, reverse)`` default names (one place each: their modules)."""
+    return embedded.DEFAULT_VICTIM, embedded.DEFAULT_ATTACKER, DEFAULT_REVERSE_MODEL
 
 
 def roles_needed(methods: Iterable[str]) -> list[str]:

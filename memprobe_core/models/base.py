@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Union
 
+from memprobe_core.errors import MemprobeError
+
 Message = dict[str, str]
 Chat = list[Message]
 Request = Union[str, Chat]
@@ -57,7 +59,7 @@ class GenerationStats:
         return GenerationStats(**{k: getattr(self, k) - getattr(earlier, k) for k in vars(self)})
 
 
-class ModelError(RuntimeError):
+class ModelError(MemprobeError, RuntimeError):
     """A model could not be loaded or queried; the message says which and what to do."""
 
 
@@ -201,7 +203,13 @@ class LoadOptions:
         revision: hub revision (branch, tag or commit).
         gguf_file: file name of a GGUF inside a folder.
         max_batch_size: cap on sequences per forward pass (``None``: all at once, halved on OOM).
-        base_url / api_key_env / timeout_s / max_concurrency: OpenAI-compatible endpoint settings.
+        base_url: OpenAI-compatible endpoint (``http://host:port/v1``), or a fleet of them: a list
+            or a comma-separated string; requests go to the server with the fewest in flight.
+        api_key_env: environment variable holding the endpoint's key (never stored or logged).
+        timeout_s: per-request timeout of an endpoint (connect, each read, the whole body).
+        max_concurrency: requests in flight per endpoint server.
+        max_response_bytes: largest endpoint response body read (default 8 MiB); a larger one
+            is a ``ModelError``, read as a stream so it never sits in memory whole.
     """
 
     device: str | None = None
@@ -210,8 +218,9 @@ class LoadOptions:
     revision: str | None = None
     gguf_file: str | None = None
     max_batch_size: int | None = None
-    base_url: str | None = None
+    base_url: str | list[str] | None = None
     api_key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 60.0
     max_concurrency: int = 8
+    max_response_bytes: int = 8 * 2**20
     extra: dict[str, Any] = field(default_factory=dict)

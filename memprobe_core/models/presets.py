@@ -10,7 +10,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from memprobe_core.models.embedded import DEFAULT_ATTACKER, DEFAULT_BASE, DEFAULT_INIT, DEFAULT_VICTIM
+from memprobe_core.errors import UsageError
+from memprobe_core.models.embedded import (
+    DEFAULT_ATTACKER,
+    DEFAULT_BASE,
+    DEFAULT_INIT,
+    DEFAULT_VICTIM,
+)
 
 PAPER_ATTACKER = "HuggingFaceH4/zephyr-7b-beta"
 
@@ -83,5 +89,5 @@ def get_preset(name: str) -> Preset:
         KeyError: unknown name (the message lists the known ones).
     """
     if name not in PRESETS:
-        raise KeyError(f"preset {name!r} is unknown; choose from {list(PRESETS)}")
+        raise UsageError(f"preset {name!r} is unknown; choose from {list(PRESETS)}")
     return PRESETS[name]

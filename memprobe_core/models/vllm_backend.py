@@ -11,7 +11,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from memprobe_core.models.base import Completion, Generator, LoadOptions, ModelError, Request
+from memprobe_core.models.base import (
+    Completion,
+    Generator,
+    LoadOptions,
+    ModelError,
+    Request,
+)
 
 log = logging.getLogger("memprobe")
 

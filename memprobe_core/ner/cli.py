@@ -167,7 +167,9 @@ def _run(args: argparse.Namespace) -> int:
         summary["ensembles"] = analyses.ensemble_table(dev, test).to_dict(orient="records")
     summary["seconds"] = round(time.perf_counter() - started, 1)
     if args.csv or args.names_csv:
-        from memprobe_core.audit.export import write_safe_csv  # lazy: the export helper owns CSV safety
+        from memprobe_core.audit.export import (
+            write_safe_csv,  # lazy: the export helper owns CSV safety
+        )
 
         if args.csv:
             write_safe_csv(analyses.rank_prompts(scores), args.csv)

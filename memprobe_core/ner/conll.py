@@ -15,6 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from memprobe_core.errors import MemprobeError
+
 log = logging.getLogger("memprobe")
 
 # File names of the usual CoNLL-2003 distributions, per split.
@@ -25,7 +27,7 @@ SPLIT_FILES: dict[str, tuple[str, ...]] = {
 }
 
 
-class ConllError(ValueError):
+class ConllError(MemprobeError, ValueError):
     """A CoNLL file could not be read; the message names the file and line."""
 
 

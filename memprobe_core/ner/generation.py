@@ -17,7 +17,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from memprobe_core.models.base import Generator
-from memprobe_core.ner.prompts import PROMPT_TYPES, SLOT, Prompt, PromptError, prompt_length
+from memprobe_core.ner.prompts import (
+    PROMPT_TYPES,
+    SLOT,
+    Prompt,
+    PromptError,
+    prompt_length,
+)
 
 log = logging.getLogger("memprobe")
 

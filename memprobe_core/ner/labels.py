@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from memprobe_core.errors import MemprobeError
+
 # The embedded NER model's label set (CoNLL-2003's, BIO).
 CONLL_LABELS: tuple[str, ...] = (
     "O",
@@ -35,7 +37,7 @@ _PREFIXED = re.compile(r"^([BIESL])[-_](PER|PERSON)$", re.IGNORECASE)
 _PLAIN = re.compile(r"^(PER|PERSON)$", re.IGNORECASE)
 
 
-class LabelError(ValueError):
+class LabelError(MemprobeError, ValueError):
     """The model's labels have no person (PER) label; the message lists the labels seen."""
 
 

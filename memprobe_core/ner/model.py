@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from memprobe_core.errors import MemprobeError
 from memprobe_core.ner.labels import PerLabels, find_per_labels
 from memprobe_core.ner.prompts import Prompt, check_prompts, fill
 
@@ -36,7 +37,7 @@ log = logging.getLogger("memprobe")
 ProgressFn = Callable[[int, int, str], None]
 
 
-class NerModelError(RuntimeError):
+class NerModelError(MemprobeError, RuntimeError):
     """The NER model could not be loaded or used; the message says which and what to do."""
 
 

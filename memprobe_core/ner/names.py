@@ -15,8 +15,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from memprobe_core.errors import MemprobeError
 
-class NameListError(ValueError):
+
+class NameListError(MemprobeError, ValueError):
     """A name list could not be read or is unusable; the message says which and why."""
 
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from memprobe_core.errors import MemprobeError
+
 SLOT = "{name}"
 PROMPT_TYPES: tuple[str, ...] = ("declarative", "exclamatory", "imperative", "interrogative")
 NamePosition = Literal["start", "middle", "end"]
@@ -33,7 +35,7 @@ _IMPERATIVE_OPENERS = frozenset(
 _WORD = re.compile(r"\{name\}|[\w'’-]+")
 
 
-class PromptError(ValueError):
+class PromptError(MemprobeError, ValueError):
     """A prompt is unusable (no slot, several slots, empty); the message names its index."""
 
 

@@ -1,21 +1,18 @@
 """Run results as pandas frames: one row per finished unit, failed unit or scored candidate.
 
-``memprobe_core.store.Store.results_frame`` and friends call these; ``result_row`` flattens one
-stored ``AttackResult`` dict (with the manifest's model and scoring columns) so a report or a CSV
-export never has to know the JSON layout.
+``memprobe_core.store.Store.results_frame`` and friends call these with rows they read; the
+builders take rows, never a store, so the store can import them. ``result_row`` flattens one
+finished unit (with the manifest's model and scoring columns) so a report or a CSV export never
+has to know the column layout.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from memprobe_core.attacks.result import METHOD_LABELS
-
-if TYPE_CHECKING:  # the store imports this module; a runtime import would be circular
-    from memprobe_core.store import Store
-    from memprobe_core.store.schema import UnitKey
 
 RESULT_COLUMNS: list[str] = [
     "run_id", "snippet_id", "domain", "method", "method_label", "length", "mem", "lcs_p", "dis",
@@ -33,34 +30,27 @@ CANDIDATE_COLUMNS: list[str] = [
 ERROR_COLUMNS: list[str] = ["snippet_id", "method", "length", "attempts", "error"]
 
 
-def results_frame(store: Store, run_id: int) -> pd.DataFrame:
+def results_frame(units: list[dict[str, Any]], config: dict[str, Any]) -> pd.DataFrame:
     """One row per finished unit of a run: scores, costs, PII counts and manifest columns.
 
-    Columns: run_id, snippet_id, domain, method, method_label, length, mem, lcs_p, dis,
-    objective, alpha, status, prompt, output, victim_queries, attacker_queries,
-    generated_tokens, seconds, pii_truth, pii_copied, pii_invented, and the manifest columns
-    victim, base, attacker, init, reverse, rouge_variant, rouge_stemmer, rouge_tokenizer,
-    output_window, seed.
+    Args:
+        units: ``unit_dict`` rows of the finished units (``Store.units(run_id, status="done")``).
+        config: the run's config (model names for results whose manifest lacks them).
+
+    Columns: ``RESULT_COLUMNS``.
     """
-    run = store.get_run(run_id)
-    rows = []
-    for unit in store.units(run_id, status="done"):
-        result = unit["result"]
-        if result is None:
-            continue
-        rows.append(result_row(run_id, result, run["config"]))
+    rows = [result_row(unit["run_id"], unit, config) for unit in units]
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
-def errors_frame(store: Store, run_id: int) -> pd.DataFrame:
-    """One row per failed unit: snippet_id, method, length, attempts, error."""
-    rows = [{k: u[k] for k in ERROR_COLUMNS} for u in store.units(run_id, status="error")]
-    return pd.DataFrame(rows, columns=ERROR_COLUMNS)
+def errors_frame(units: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per failed unit (``unit_dict`` rows): snippet_id, method, length, attempts, error."""
+    return pd.DataFrame([{k: u[k] for k in ERROR_COLUMNS} for u in units], columns=ERROR_COLUMNS)
 
 
-def candidates_frame(store: Store, run_id: int, unit: UnitKey | None = None) -> pd.DataFrame:
-    """Every stored candidate of a run (or one unit), in scoring order; flags comma-joined."""
-    frame = pd.DataFrame(store.candidates(run_id, unit), columns=CANDIDATE_COLUMNS)
+def candidates_frame(candidates: list[dict[str, Any]]) -> pd.DataFrame:
+    """``candidate_dict`` rows as a frame, in scoring order; flags comma-joined."""
+    frame = pd.DataFrame(candidates, columns=CANDIDATE_COLUMNS)
     frame["flags"] = frame["flags"].map(lambda f: ",".join(f) if isinstance(f, list) else f)
     return frame
 
@@ -106,7 +96,7 @@ def pii_counts(pii: dict[str, Any]) -> tuple[int, int, int]:
 
 
 def result_row(run_id: int, result: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
-    """Flatten one stored ``AttackResult`` dict into a results-frame row."""
+    """Flatten one finished unit (a ``unit_dict`` or an ``AttackResult`` dict) into a row."""
     costs = result.get("costs") or {}
     manifest = result.get("manifest") or {}
     scoring = manifest.get("scoring") or (config.get("options") or {}).get("scoring") or {}
@@ -124,7 +114,7 @@ def result_row(run_id: int, result: dict[str, Any], config: dict[str, Any]) -> d
         "dis": result.get("dis"),
         "objective": result.get("objective"),
         "alpha": result.get("alpha"),
-        "status": result.get("status", "finished"),
+        "status": "finished",
         "prompt": result.get("prompt", ""),
         "output": result.get("output", ""),
         "victim_queries": costs.get("victim_queries", 0),

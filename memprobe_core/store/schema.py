@@ -13,23 +13,29 @@ import json
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
+
+from memprobe_core.attacks.result import AttackResult, Candidate, Costs
+from memprobe_core.errors import MemprobeError
 
 log = logging.getLogger("memprobe")
 
 RUN_KINDS: tuple[str, ...] = ("probe", "audit", "compare")
-RUN_STATUSES: tuple[str, ...] = ("running", "finished", "interrupted", "failed")
-UNIT_STATUSES: tuple[str, ...] = ("pending", "running", "done", "error")
+RUN_STATUSES: tuple[str, ...] = ("running", "finished", "interrupted", "cancelled", "failed")
+# ``cancelled``: stopped by the user in a probe or comparison; its partial best is kept for
+# display but never counted as finished (an audit's cancelled unit goes back to ``pending``).
+UNIT_STATUSES: tuple[str, ...] = ("pending", "running", "done", "error", "cancelled")
 
 # How long a writer waits for another process's write lock before giving up (ms).
 BUSY_TIMEOUT_MS = 30_000
 
 
-class StoreError(RuntimeError):
+class StoreError(MemprobeError, RuntimeError):
     """The store file cannot be used; the message says which file and what to do."""
 
 
@@ -105,7 +111,32 @@ CREATE INDEX candidates_unit ON candidates (run_id, snippet_id, method, length);
 CREATE INDEX units_status ON units (run_id, status);
 """
 
-MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [_V1]
+# A unit's result is stored once: its scalars and small JSON parts as columns of ``units``, its
+# trace as the ``candidates`` rows written while it ran. Version 1 kept the whole result as JSON
+# in ``units.result`` (trace included, a second copy of the candidates).
+RESULT_COLUMNS_SQL: dict[str, str] = {
+    "domain": "TEXT", "prompt": "TEXT", "output": "TEXT", "mem": "REAL", "lcs_p": "REAL",
+    "objective": "REAL", "dis": "REAL", "alpha": "REAL", "pii": "TEXT", "costs": "TEXT",
+    "manifest": "TEXT",
+}
+JSON_RESULT_COLUMNS: tuple[str, ...] = ("pii", "costs", "manifest")
+
+
+def _v2_result_columns(conn: sqlite3.Connection) -> None:
+    """Version 2: the result JSON of each unit becomes columns; the JSON column is dropped."""
+    for column, sql_type in RESULT_COLUMNS_SQL.items():
+        conn.execute(f"ALTER TABLE units ADD COLUMN {column} {sql_type}")
+    rows = conn.execute("SELECT rowid, result FROM units WHERE result IS NOT NULL").fetchall()
+    for rowid, text in rows:
+        result = json.loads(text)
+        values = [dumps(result.get(c) or {}) if c in JSON_RESULT_COLUMNS else result.get(c)
+                  for c in RESULT_COLUMNS_SQL]
+        sets = ", ".join(f"{c} = ?" for c in RESULT_COLUMNS_SQL)
+        conn.execute(f"UPDATE units SET {sets} WHERE rowid = ?", (*values, rowid))
+    conn.execute("ALTER TABLE units DROP COLUMN result")
+
+
+MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [_V1, _v2_result_columns]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -141,17 +172,17 @@ def migrate(conn: sqlite3.Connection, path: Path, write_lock: threading.Lock) ->
         if version == SCHEMA_VERSION:
             _check_tables(conn, path)
             return
-        if version == 0 and _has_foreign_tables(conn):
-            raise StoreError(
-                f"{path} is an SQLite file but not a memprobe store; pass another --store"
-            )
-        # WAL is a property of the file; set it once, outside a transaction.
-        conn.execute("PRAGMA journal_mode = WAL")
+        _set_wal(conn)
         with write_lock:
-            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("BEGIN IMMEDIATE")  # waits (busy timeout) for another process's migration
             try:
-                # Re-read under the lock: another process may have migrated meanwhile.
+                # Re-read under the lock: another process may have migrated meanwhile, and only
+                # now can a half-made file of another process be told from a foreign one.
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version == 0 and _has_foreign_tables(conn):
+                    raise StoreError(
+                        f"{path} is an SQLite file but not a memprobe store; pass another --store"
+                    )
                 for step in range(version, SCHEMA_VERSION):
                     migration = MIGRATIONS[step]
                     if isinstance(migration, str):
@@ -170,6 +201,23 @@ def migrate(conn: sqlite3.Connection, path: Path, write_lock: threading.Lock) ->
         raise StoreError(
             f"{path} is not a usable memprobe store ({exc}); pass another --store"
         ) from exc
+
+
+def _set_wal(conn: sqlite3.Connection) -> None:
+    """Switch the file to WAL (a property of the file, set outside a transaction).
+
+    SQLite does not call the busy handler for this pragma while another process holds the file
+    during its own first use, so retry for up to the busy timeout.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _has_foreign_tables(conn: sqlite3.Connection) -> bool:
@@ -212,10 +260,11 @@ def run_dict(row: sqlite3.Row) -> dict[str, Any]:
 
 
 def unit_dict(row: sqlite3.Row) -> dict[str, Any]:
-    """A ``units`` row as a dict with its ``UnitKey`` under ``key`` and the result decoded."""
+    """A ``units`` row as a dict with its ``UnitKey`` under ``key`` and JSON columns decoded."""
     data = dict(row)
     data["key"] = UnitKey(data["snippet_id"], data["method"], int(data["length"]))
-    data["result"] = loads(data.get("result"))
+    for column in JSON_RESULT_COLUMNS:
+        data[column] = loads(data.get(column), {})
     return data
 
 
@@ -314,3 +363,31 @@ class StoreFile:
     def schema_version(self) -> int:
         """The schema version of the open file."""
         return int(self._read("PRAGMA user_version")[0][0])
+
+
+def result_columns(result: AttackResult) -> dict[str, Any]:
+    """An ``AttackResult``'s values for the ``units`` result columns (the trace is not one)."""
+    data = {
+        "domain": result.domain, "prompt": result.prompt, "output": result.output,
+        "mem": result.mem, "lcs_p": result.lcs_p, "objective": result.objective,
+        "dis": result.dis, "alpha": result.alpha, "pii": result.pii,
+        "costs": asdict(result.costs), "manifest": result.manifest,
+    }
+    return {c: dumps(data[c]) if c in JSON_RESULT_COLUMNS else data[c] for c in RESULT_COLUMNS_SQL}
+
+
+def candidate_from_row(row: dict[str, Any]) -> Candidate:
+    """A ``candidate_dict`` back as the ``Candidate`` the method scored."""
+    return Candidate(**{f.name: row[f.name] for f in fields(Candidate)})
+
+
+def result_from_row(unit: dict[str, Any], trace: list[Candidate]) -> AttackResult:
+    """A ``unit_dict`` of a finished or cancelled unit and its candidates as an ``AttackResult``."""
+    return AttackResult(
+        method=unit["method"], snippet_id=unit["snippet_id"], domain=unit["domain"] or "unknown",
+        length=int(unit["length"]), prompt=unit["prompt"] or "", output=unit["output"] or "",
+        mem=unit["mem"], lcs_p=unit["lcs_p"], objective=unit["objective"], alpha=unit["alpha"],
+        dis=unit["dis"], trace=trace, pii=unit["pii"], costs=Costs(**unit["costs"]),
+        manifest=unit["manifest"],
+        status="cancelled" if unit["status"] == "cancelled" else "finished",
+    )

@@ -18,7 +18,6 @@ one writer at a time and a write transaction never has to be retried half-way.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections.abc import Iterable
@@ -26,13 +25,21 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe_core.store import frames as store_frames
-from memprobe_core.attacks.result import AttackEvent, AttackResult, Candidate, EventCallback
+from memprobe_core.attacks.events import (
+    AttackEvent,
+    CandidateScored,
+    EventCallback,
+    RoundFinished,
+)
+from memprobe_core.attacks.result import AttackResult, Candidate
 from memprobe_core.data import Snippet
+from memprobe_core.errors import UnknownRunError, UsageError
+from memprobe_core.store import frames as store_frames
 from memprobe_core.store.frames import RESULT_COLUMNS, pii_counts, result_row
 from memprobe_core.store.schema import (
     BUSY_TIMEOUT_MS,
     MIGRATIONS,
+    RESULT_COLUMNS_SQL,
     RUN_KINDS,
     RUN_LIST_SQL,
     RUN_STATUSES,
@@ -42,8 +49,11 @@ from memprobe_core.store.schema import (
     StoreFile,
     UnitKey,
     candidate_dict,
+    candidate_from_row,
     dumps,
     key_params,
+    result_columns,
+    result_from_row,
     run_dict,
     unit_dict,
 )
@@ -53,6 +63,10 @@ __all__ = [
     "SCHEMA_VERSION", "UNIT_STATUSES", "Store", "StoreError", "StoreFile", "UnitKey", "pii_counts",
     "result_row",
 ]
+
+
+# A restarted unit forgets the result columns of an earlier attempt.
+_CLEAR_RESULT = ", ".join(f"{column} = NULL" for column in RESULT_COLUMNS_SQL)
 
 
 class Store(StoreFile):
@@ -82,8 +96,13 @@ class Store(StoreFile):
         manifest: dict[str, Any] | None = None,
         title: str = "",
         status: str = "running",
+        snippets: Iterable[Snippet] = (),
+        units: Iterable[UnitKey] = (),
     ) -> int:
-        """Add a run and return its id.
+        """Add a run with its snippets and pending units, in one transaction, and return its id.
+
+        One transaction: a process killed while a large audit is being created leaves no run
+        at all, never a run with some or none of its units.
 
         Args:
             kind: ``probe``, ``audit`` or ``compare``.
@@ -92,6 +111,11 @@ class Store(StoreFile):
             manifest: what identifies the run's setting (model ids, versions, scoring variant).
             title: free label shown in run lists.
             status: initial status (``running`` by default).
+            snippets / units: the run's samples and pending units (see ``add_samples`` and
+                ``add_units``).
+
+        Raises:
+            ValueError: an unknown kind or status, or two snippets with one id.
         """
         if kind not in RUN_KINDS:
             raise ValueError(f"run kind {kind!r} is unknown; use one of {RUN_KINDS}")
@@ -103,7 +127,10 @@ class Store(StoreFile):
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (kind, title, status, now, now, dumps(config or {}), dumps(manifest or {})),
             )
-            return int(cursor.lastrowid)
+            run_id = int(cursor.lastrowid)
+            self._insert_samples(conn, run_id, snippets)
+            self._insert_units(conn, run_id, units)
+            return run_id
 
     def set_run_status(self, run_id: int, status: str) -> None:
         """Set a run's status (``running``, ``finished``, ``interrupted``, ``failed``)."""
@@ -140,7 +167,7 @@ class Store(StoreFile):
         """
         rows = self._read(RUN_LIST_SQL + " WHERE r.id = ? GROUP BY r.id", (int(run_id),))
         if not rows:
-            raise KeyError(f"run {run_id} is not in store {self.path}; `memprobe runs` lists them")
+            raise UnknownRunError(f"run {run_id} is not in store {self.path}; `memprobe runs` lists them")
         return run_dict(rows[0])
 
     def list_runs(self, *, kind: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
@@ -172,24 +199,7 @@ class Store(StoreFile):
         """
         with self._write() as conn:
             self._require_run(conn, run_id)
-            start = conn.execute(
-                "SELECT COALESCE(MAX(position) + 1, 0) FROM samples WHERE run_id = ?", (run_id,)
-            ).fetchone()[0]
-            count = 0
-            for offset, snippet in enumerate(snippets):
-                try:
-                    conn.execute(
-                        "INSERT INTO samples (run_id, snippet_id, position, domain, text, source) "
-                        "VALUES (?, ?, ?, ?, ?, ?)",
-                        (run_id, snippet.id, start + offset, snippet.domain, snippet.text,
-                         snippet.source),
-                    )
-                except sqlite3.IntegrityError as exc:
-                    raise ValueError(
-                        f"snippet id {snippet.id!r} appears twice in run {run_id}; give every "
-                        "snippet a unique id"
-                    ) from exc
-                count += 1
+            count = self._insert_samples(conn, run_id, snippets)
             self._touch(conn, run_id)
             return count
 
@@ -209,17 +219,7 @@ class Store(StoreFile):
         """
         with self._write() as conn:
             self._require_run(conn, run_id)
-            start = conn.execute(
-                "SELECT COALESCE(MAX(position) + 1, 0) FROM units WHERE run_id = ?", (run_id,)
-            ).fetchone()[0]
-            added = 0
-            for unit in units:
-                cursor = conn.execute(
-                    "INSERT OR IGNORE INTO units (run_id, snippet_id, method, length, position) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (run_id, unit.snippet_id, unit.method, int(unit.length), start + added),
-                )
-                added += cursor.rowcount
+            added = self._insert_units(conn, run_id, units)
             self._touch(conn, run_id)
             return added
 
@@ -258,7 +258,7 @@ class Store(StoreFile):
             )
             conn.execute(
                 "UPDATE units SET status = 'running', attempts = attempts + 1, started = ?, "
-                "finished = NULL, seconds = NULL, error = NULL, result = NULL "
+                f"finished = NULL, seconds = NULL, error = NULL, {_CLEAR_RESULT} "
                 "WHERE run_id = ? AND snippet_id = ? AND method = ? AND length = ?",
                 (time.time(), run_id, *key_params(unit)),
             )
@@ -308,26 +308,32 @@ class Store(StoreFile):
             )
 
     def finish_unit(self, run_id: int, unit: UnitKey, result: AttackResult) -> None:
-        """Store a unit's final result; its trace replaces the candidates written so far.
+        """Store a unit's final result as ``done``.
 
-        The trace is the method's complete, authoritative list (with round-best flags), so the
-        live rows are swapped for it in the same transaction (unless the trace is empty).
+        The result's scalars go into the unit's columns; its trace is already in ``candidates``
+        (recorded as each candidate was scored), so it is not written a second time.
         """
+        self._end_unit(run_id, unit, result, "done")
+
+    def cancel_unit(self, run_id: int, unit: UnitKey, result: AttackResult) -> None:
+        """Store the partial best of a unit the user cancelled, as ``cancelled``.
+
+        It stays visible (Runs page, ``memprobe report``'s unit list) but is never counted as a
+        finished unit in Table 1.
+        """
+        self._end_unit(run_id, unit, result, "cancelled")
+
+    def _end_unit(self, run_id: int, unit: UnitKey, result: AttackResult, status: str) -> None:
         now = time.time()
+        values = result_columns(result)
+        sets = ", ".join(f"{column} = ?" for column in values)
         with self._write() as conn:
             self._require_unit(conn, run_id, unit)
-            if result.trace:  # a result without a trace keeps the candidates recorded live
-                conn.execute(
-                    "DELETE FROM candidates WHERE run_id = ? AND snippet_id = ? AND method = ? "
-                    "AND length = ?",
-                    (run_id, *key_params(unit)),
-                )
-                self._insert_candidates(conn, run_id, unit, result.trace)
             conn.execute(
-                "UPDATE units SET status = 'done', result = ?, error = NULL, finished = ?, "
+                f"UPDATE units SET status = ?, {sets}, error = NULL, finished = ?, "
                 "seconds = ? - COALESCE(started, ?) "
                 "WHERE run_id = ? AND snippet_id = ? AND method = ? AND length = ?",
-                (dumps(result.to_dict()), now, now, now, run_id, *key_params(unit)),
+                (status, *values.values(), now, now, now, run_id, *key_params(unit)),
             )
             self._touch(conn, run_id)
 
@@ -345,15 +351,16 @@ class Store(StoreFile):
             self._touch(conn, run_id)
 
     def result(self, run_id: int, unit: UnitKey) -> AttackResult | None:
-        """The stored result of a finished unit, or ``None``."""
+        """The stored result of a finished (or cancelled) unit, trace included, or ``None``."""
         rows = self._read(
-            "SELECT result FROM units WHERE run_id = ? AND snippet_id = ? AND method = ? "
+            "SELECT * FROM units WHERE run_id = ? AND snippet_id = ? AND method = ? "
             "AND length = ?",
             (run_id, *key_params(unit)),
         )
-        if not rows or rows[0][0] is None:
+        if not rows or rows[0]["status"] not in ("done", "cancelled"):
             return None
-        return AttackResult.from_dict(json.loads(rows[0][0]))
+        trace = [candidate_from_row(c) for c in self.candidates(run_id, unit)]
+        return result_from_row(unit_dict(rows[0]), trace)
 
     def candidates(
         self, run_id: int, unit: UnitKey | None = None, *, since_id: int = 0
@@ -379,30 +386,64 @@ class Store(StoreFile):
         """
 
         def on_event(event: AttackEvent) -> None:
-            if event.kind == "candidate_scored":
-                candidate = event.data.get("candidate")
-                if isinstance(candidate, Candidate):
-                    self.record_candidate(run_id, unit, candidate)
-            elif event.kind == "round_finished":
-                best = event.data.get("best")
-                if isinstance(best, Candidate):
-                    self.mark_round_best(run_id, unit, best.round, best.index)
+            if isinstance(event, CandidateScored):
+                self.record_candidate(run_id, unit, event.candidate)
+            elif isinstance(event, RoundFinished):
+                self.mark_round_best(run_id, unit, event.best.round, event.best.index)
 
         return on_event
     # --- frames (built by memprobe_core.store.frames) -----------------------------------------
     def results_frame(self, run_id: int) -> pd.DataFrame:
         """One row per finished unit; see :func:`memprobe_core.store.frames.results_frame`."""
-        return store_frames.results_frame(self, run_id)
+        run = self.get_run(run_id)
+        return store_frames.results_frame(self.units(run_id, status="done"), run["config"])
 
     def errors_frame(self, run_id: int) -> pd.DataFrame:
         """One row per failed unit: snippet_id, method, length, attempts, error."""
-        return store_frames.errors_frame(self, run_id)
+        return store_frames.errors_frame(self.units(run_id, status="error"))
 
     def candidates_frame(self, run_id: int, unit: UnitKey | None = None) -> pd.DataFrame:
         """Every stored candidate of a run (or one unit) as a DataFrame, in scoring order."""
-        return store_frames.candidates_frame(self, run_id, unit)
+        return store_frames.candidates_frame(self.candidates(run_id, unit))
 
     # --- helpers ----------------------------------------------------------------------------------
+    @staticmethod
+    def _insert_samples(conn: sqlite3.Connection, run_id: int, snippets: Iterable[Snippet]) -> int:
+        start = conn.execute(
+            "SELECT COALESCE(MAX(position) + 1, 0) FROM samples WHERE run_id = ?", (run_id,)
+        ).fetchone()[0]
+        count = 0
+        for offset, snippet in enumerate(snippets):
+            try:
+                conn.execute(
+                    "INSERT INTO samples (run_id, snippet_id, position, domain, text, source) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (run_id, snippet.id, start + offset, snippet.domain, snippet.text,
+                     snippet.source),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise ValueError(
+                    f"snippet id {snippet.id!r} appears twice in run {run_id}; give every "
+                    "snippet a unique id"
+                ) from exc
+            count += 1
+        return count
+
+    @staticmethod
+    def _insert_units(conn: sqlite3.Connection, run_id: int, units: Iterable[UnitKey]) -> int:
+        start = conn.execute(
+            "SELECT COALESCE(MAX(position) + 1, 0) FROM units WHERE run_id = ?", (run_id,)
+        ).fetchone()[0]
+        added = 0
+        for unit in units:
+            cursor = conn.execute(
+                "INSERT OR IGNORE INTO units (run_id, snippet_id, method, length, position) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (run_id, unit.snippet_id, unit.method, int(unit.length), start + added),
+            )
+            added += cursor.rowcount
+        return added
+
     def _insert_candidates(
         self, conn: sqlite3.Connection, run_id: int, unit: UnitKey, candidates: Iterable[Candidate]
     ) -> None:
@@ -426,11 +467,11 @@ class Store(StoreFile):
                 "UPDATE runs SET updated = ?, status = ? WHERE id = ?", (time.time(), status, run_id)
             )
             if cursor.rowcount == 0:
-                raise KeyError(f"run {run_id} is not in store {self.path}")
+                raise UnknownRunError(f"run {run_id} is not in store {self.path}; `memprobe runs` lists them")
 
     def _require_run(self, conn: sqlite3.Connection, run_id: int) -> None:
         if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
-            raise KeyError(f"run {run_id} is not in store {self.path}; `memprobe runs` lists them")
+            raise UnknownRunError(f"run {run_id} is not in store {self.path}; `memprobe runs` lists them")
 
     def _require_unit(self, conn: sqlite3.Connection, run_id: int, unit: UnitKey) -> None:
         row = conn.execute(
@@ -438,7 +479,7 @@ class Store(StoreFile):
             (run_id, *key_params(unit)),
         ).fetchone()
         if row is None:
-            raise KeyError(f"unit {unit} is not part of run {run_id}; add it with add_units first")
+            raise UsageError(f"unit {unit} is not part of run {run_id}; add it with add_units first")
 
     @staticmethod
     def _check_status(status: str, allowed: tuple[str, ...], what: str) -> None:

@@ -55,7 +55,8 @@ def test_probe_runs_to_completion_and_every_candidate_is_stored(fake_ui) -> None
     (run,) = store.list_runs()
     assert run["kind"] == "probe" and run["status"] == "finished"
     assert len(store.candidates_frame(run["id"])) == 1 + 2 * 3
-    assert run["config"]["split"]["suffix"]
+    (unit,) = store.units(run["id"])
+    assert unit["manifest"]["split"]["suffix"]  # kept so the Runs page can replay the overlap
 
 
 def test_probe_shows_markup_in_a_snippet_as_text() -> None:

@@ -2,7 +2,8 @@
 
 Speaks ``POST /v1/completions`` and ``POST /v1/chat/completions`` with the fields the ``openai``
 backend sends (model, prompt/messages, n, max_tokens, temperature, top_p, seed), and can be told
-to misbehave: require a key, fail with scripted statuses first, ignore ``n``, or stall.
+to misbehave: require a key, fail with scripted statuses first, ignore ``n``, stall, echo the
+key it was sent, answer a raw or a huge body, or die after some answers (``kill``).
 """
 
 from __future__ import annotations
@@ -28,8 +29,30 @@ class _Server(ThreadingHTTPServer):
         self.script: list[int] = list(behaviour.get("fail_first", []))
         self.ignore_n: bool = behaviour.get("ignore_n", False)
         self.stall_s: float = behaviour.get("stall_s", 0.0)
+        self.echo_auth: int | None = behaviour.get("echo_auth")
+        self.raw_body: bytes | None = behaviour.get("raw_body")
+        self.huge_body: int = behaviour.get("huge_body", 0)
+        self.huge_declared: bool = behaviour.get("huge_declared", False)
+        self.die_after: int | None = behaviour.get("die_after")
+        self.trickle_s: float = behaviour.get("trickle_s", 0.0)
         self.hits: list[dict[str, Any]] = []
+        self.answered = 0  # 200 answers written in full
+        self.bytes_sent = 0  # body bytes of huge_body answers written before the client left
+        self.dead = False
         self.lock = threading.Lock()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # clients that hang up (on purpose, in these tests) are not errors worth a traceback
+
+    def kill(self) -> None:
+        """Die like a crashed process: drop requests in flight, refuse new connections."""
+        self.dead = True
+        # shutdown() waits for serve_forever, so it must run off the handler threads.
+        threading.Thread(target=self._stop, daemon=True).start()
+
+    def _stop(self) -> None:
+        self.shutdown()
+        self.server_close()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -38,8 +61,11 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:  # keep test output quiet
         pass
 
-    def _send(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
+    def _send(self, status: int, body: dict[str, Any] | bytes) -> None:
+        if self.server.dead:  # a dead server answers nothing: the client sees a dropped connection
+            self.close_connection = True
+            return
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -47,6 +73,48 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Retry-After", "0")
         self.end_headers()
         self.wfile.write(data)
+        if status == 200:
+            with self.server.lock:
+                self.server.answered += 1
+                if self.server.answered == self.server.die_after:
+                    self.server.kill()
+
+    def _send_huge(self) -> None:
+        """Stream ``huge_body`` bytes of a never-ending JSON string, 64 KiB at a time."""
+        server = self.server
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if server.huge_declared:
+            self.send_header("Content-Length", str(server.huge_body))
+        self.end_headers()
+        chunk = b"x" * 65536
+        sent = 0
+        try:
+            while sent < server.huge_body:
+                piece = chunk[: server.huge_body - sent]
+                self.wfile.write(piece)
+                sent += len(piece)
+        except OSError:  # the client hung up, as it should past its limit
+            pass
+        finally:
+            with server.lock:
+                server.bytes_sent += sent
+
+    def _send_trickle(self) -> None:
+        """A 200 body that never ends: one byte every ``trickle_s`` until the client hangs up."""
+        import time
+
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        try:
+            self.wfile.write(b'{"choices": [')
+            while not self.server.dead:
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(self.server.trickle_s)
+        except OSError:
+            pass
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
         server = self.server
@@ -62,6 +130,22 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(server.stall_s)
         if scripted is not None:
             self._send(scripted, {"error": {"message": f"scripted failure {scripted}"}})
+            return
+        if server.huge_body:
+            self._send_huge()
+            return
+        if server.trickle_s:
+            self._send_trickle()
+            return
+        if server.raw_body is not None:
+            self._send(200, server.raw_body)
+            return
+        auth = self.headers.get("Authorization") or ""
+        if server.echo_auth and server.echo_auth != 200:
+            # A careless server quoting the request back: header and bare key, as text and JSON.
+            self._send(server.echo_auth, {"error": {
+                "message": f"bad request: you sent Authorization: {auth}; key {auth.removeprefix('Bearer ')}",
+                "headers": {"authorization": auth}}})
             return
         if server.api_key and self.headers.get("Authorization") != f"Bearer {server.api_key}":
             self._send(401, {"error": {"message": "invalid api key"}})
@@ -83,6 +167,8 @@ class _Handler(BaseHTTPRequestHandler):
         choices = []
         for i, c in enumerate(rows):
             choice: dict[str, Any] = {"index": i, "finish_reason": c.finish_reason}
+            if server.echo_auth == 200:
+                c = type(c)(f"{c.text} {auth.removeprefix('Bearer ')}", c.num_tokens, c.finish_reason)
             if chat:
                 choice["message"] = {"role": "assistant", "content": c.text}
             else:
@@ -101,15 +187,23 @@ def serve(generator: Generator, model_name: str = "served-model", **behaviour: A
         generator: answers the requests.
         model_name: the only model name the server accepts (others get 404).
         **behaviour: ``api_key`` (required Bearer key), ``fail_first`` (statuses returned
-            before serving normally), ``ignore_n`` (always one choice), ``stall_s`` (delay).
+            before serving normally), ``ignore_n`` (always one choice), ``stall_s`` (delay),
+            ``echo_auth`` (a status: answer it with the Authorization header and key quoted in
+            the error body; 200: append the key to every completion), ``raw_body`` (bytes sent
+            as every 200 body), ``huge_body`` (a 200 body of that many bytes, streamed, with a
+            Content-Length when ``huge_declared``), ``trickle_s`` (a body that never ends, one
+            byte per that many seconds), ``die_after`` (``kill`` after that many
+            200 answers).
     """
     server = _Server(generator, model_name, **behaviour)
     server.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll makes shutdown() quick: every test starts and stops servers.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield server
     finally:
+        server.dead = True
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)

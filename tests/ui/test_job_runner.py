@@ -132,23 +132,21 @@ def test_unknown_progress_field_is_refused() -> None:
 
 def test_recorded_methods_job_stores_every_candidate_and_survives_a_failing_method(tmp_path) -> None:
     from memprobe_core.attacks.common import AttackOptions, ModelSet
-    from memprobe_core.data import Snippet, split
-    from ui_common.job_runner import recorded_methods_job
+    from memprobe_core.audit.runs import start_probe
+    from memprobe_core.audit.unit import SplitSpec
+    from memprobe_core.data import Snippet
     from memprobe_core.models import load
-    from memprobe_core.store import Store, UnitKey
+    from memprobe_core.store import Store
+    from ui_common.job_runner import recorded_methods_job
 
     store = Store(tmp_path / "runs.sqlite")
     victim = load("fake")
     snippet = Snippet("s", " ".join(f"w{i}" for i in range(80)), "legal")
-    piece = split(snippet, "whitespace", 40)
-    run_id = store.create_run("compare", config={})
-    store.add_samples(run_id, [snippet])
-    units = [UnitKey("s", m, 40) for m in ("ps_inst", "reverse_lm", "interactive")]
-    store.add_units(run_id, units)
     options = AttackOptions(rounds=1, n_candidates=3)
     models = ModelSet(victim=victim, attacker=victim, init=victim)  # no reverse model: it fails
-    job = Job(recorded_methods_job(store, run_id, [(u, piece) for u in units], models, options),
-              name="t", lock=None).start()
+    run_id = start_probe(store, snippet, ["ps_inst", "reverse_lm", "interactive"], 40, models,
+                         options, kind="compare", split_spec=SplitSpec("whitespace"))
+    job = Job(recorded_methods_job(store, run_id, models), name="t", lock=None).start()
     job.join(30)
     snap = job.progress.snapshot()
     assert snap.state == "finished", snap.error
@@ -159,4 +157,5 @@ def test_recorded_methods_job_stores_every_candidate_and_survives_a_failing_meth
     assert len(stored) == len(snap.items)
     assert {i["method"] for i in snap.items} == {"ps_inst", "interactive"}
     assert store.get_run(run_id)["status"] == "finished"
-    assert store.unit_counts(run_id) == {"pending": 0, "running": 0, "done": 2, "error": 1}
+    assert store.unit_counts(run_id) == {"pending": 0, "running": 0, "done": 2, "error": 1,
+                                         "cancelled": 0}

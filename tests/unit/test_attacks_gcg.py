@@ -141,15 +141,14 @@ def test_run_gcg_scores_the_victim_on_the_decoded_best_prompt(model, tok):
     res = run_gcg(sp, ModelSet(victim=victim, base=base),
                   AttackOptions(gcg_steps=3, gcg_top_k=16, gcg_search_width=16, seed=0),
                   on_event=events.append)
-    kinds = [(e.kind, e.data.get("round")) for e in events]
-    assert kinds == [("round_started", 1), ("round_finished", 1), ("round_started", 2),
-                     ("round_finished", 2), ("round_started", 3), ("round_finished", 3),
-                     ("round_started", 4), ("candidate_scored", 4), ("round_finished", 4),
+    kinds = [(e.kind, getattr(e, "round", getattr(e, "step", None))) for e in events]
+    assert kinds == [("search_step", 1), ("search_step", 2), ("search_step", 3),
+                     ("round_started", 1), ("candidate_scored", 1), ("round_finished", 1),
                      ("finished", None)]
-    step_losses = [e.data["loss"] for e in events if e.kind == "round_finished" and "loss" in e.data]
+    step_losses = [e.loss for e in events if e.kind == "search_step"]
     assert step_losses == res.trace[0].extra["losses"]
     assert all(b <= a for a, b in zip(step_losses, step_losses[1:]))
-    assert res.prompt == events[5].data["best_prompt"]
+    assert res.prompt == events[2].best_prompt
     (cand,) = res.trace
     assert cand.output == victim.generate([res.prompt], max_new_tokens=12)[0][0].text
     assert res.costs.victim_queries == 1 and res.costs.search_seconds > 0

@@ -125,17 +125,17 @@ def test_loop_keeps_best_and_final_objective_is_max_over_trace():
 def test_events_arrive_in_order_and_complete():
     events = []
     result = run(on_event=events.append, options=AttackOptions(rounds=2, n_candidates=4, seed=1))
-    kinds = [(e.kind, e.data.get("round")) for e in events]
+    kinds = [(e.kind, getattr(e, "round", None)) for e in events]
     expected = [("round_started", 0), ("candidate_scored", 0), ("round_finished", 0)]
     for r in (1, 2):
         expected += [("round_started", r)] + [("candidate_scored", r)] * 4 + [("round_finished", r)]
     expected += [("finished", None)]
     assert kinds == expected
-    assert events[-1].data["result"] is result
-    scored = [e.data["candidate"] for e in events if e.kind == "candidate_scored"]
+    assert events[-1].result is result
+    scored = [e.candidate for e in events if e.kind == "candidate_scored"]
     assert scored == result.trace
     assert all({"mem", "lcs_p", "objective"} <= set(vars(c)) for c in scored)
-    assert events[3].data["n"] == 4
+    assert events[3].n == 4
 
 
 def test_cancel_stops_within_one_candidate_and_returns_best_so_far():
@@ -144,7 +144,7 @@ def test_cancel_stops_within_one_candidate_and_returns_best_so_far():
 
     def on_event(e):
         events.append(e)
-        if e.kind == "candidate_scored" and e.data["round"] == 1 and e.data["candidate"].index == 2:
+        if e.kind == "candidate_scored" and e.round == 1 and e.candidate.index == 2:
             cancel.set()
 
     result = run(on_event=on_event, cancel=cancel)
@@ -266,7 +266,10 @@ def test_result_has_pii_costs_and_manifest():
     assert m["models"]["victim"]["model_id"] == "test/victim"
     assert m["models"]["init"]["model_id"] == "test/attacker"
     assert m["seed"] == 2 and m["rouge_variant"] == "recall"
-    assert m["split"] == {"length": 18, "prefix_tokens": 6, "suffix_tokens": 12, "tokenizer": "whitespace"}
+    split_record = {k: v for k, v in m["split"].items() if k not in ("prefix", "suffix")}
+    assert split_record == {"length": 18, "prefix_tokens": 6, "suffix_tokens": 12,
+                            "tokenizer": "whitespace"}
+    assert len(m["split"]["suffix"].split()) == 12 and m["split"]["prefix"]
     assert m["decoding"]["attacker"]["temperature"] == 1.0
     assert {"torch", "transformers", "memprobe"} <= set(m["versions"])
     assert m["options"]["n_candidates"] == 3

@@ -209,7 +209,7 @@ def test_progress_lines_when_not_a_terminal():
     import io
 
     from memprobe_core.audit import AuditProgress
-    from memprobe_core.cli import ProgressBar
+    from memprobe_core.cli.output import ProgressBar
     from memprobe_core.store import UnitKey
 
     out = io.StringIO()

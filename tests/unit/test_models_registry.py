@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from memprobe_core.errors import UsageError
+
 from memprobe_core.models import (
     BackendSpec,
     ModelError,
@@ -162,7 +164,7 @@ def test_presets():
         assert all(preset.roles().values()), preset.name
     assert "not one family" in get_preset("embedded").note or "different families" in get_preset("embedded").note
     assert get_preset("llama-7b-vicuna").base == "huggyllama/llama-7b"
-    with pytest.raises(KeyError, match="embedded"):
+    with pytest.raises(UsageError, match="embedded"):
         get_preset("gpt-17")
 
 

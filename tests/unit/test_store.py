@@ -8,7 +8,9 @@ import time
 
 import pytest
 
-from memprobe_core.attacks.result import AttackEvent, AttackResult, Candidate, Costs
+from memprobe_core.attacks.events import CandidateScored, RoundFinished, RoundStarted, SearchStep
+from memprobe_core.attacks.result import AttackResult, Candidate, Costs
+from memprobe_core.errors import UnknownRunError, UsageError
 from memprobe_core.data import Snippet
 from memprobe_core.store import SCHEMA_VERSION, RESULT_COLUMNS, Store, StoreError, UnitKey, pii_counts
 
@@ -94,7 +96,7 @@ def test_runs_samples_and_units(store, run_with_units):
     second = store.create_run("probe")
     assert [r["id"] for r in store.list_runs()] == [second, run_id]
     assert [r["id"] for r in store.list_runs(kind="audit")] == [run_id]
-    with pytest.raises(KeyError, match="memprobe runs"):
+    with pytest.raises(UnknownRunError, match="memprobe runs"):
         store.get_run(999)
     with pytest.raises(ValueError, match="appears twice"):
         store.add_samples(run_id, [Snippet("a", "again")])
@@ -111,9 +113,13 @@ def test_unit_lifecycle_and_candidates(store, run_with_units):
     # A restarted attempt drops the partial candidates of the earlier one.
     store.mark_unit_running(run_id, unit)
     assert store.candidates(run_id, unit) == []
-    store.record_candidate(run_id, unit, cand(0, 0, 0.1))
+    record = store.recorder(run_id, unit)
     trace = [cand(0, 0, 0.1, True), cand(1, 0, 0.3, True), cand(1, 1, 0.2)]
+    for c in trace:
+        record(CandidateScored(round=c.round, candidate=c))
     store.finish_unit(run_id, unit, result_for(unit, trace))
+    # Stored once: finishing writes the result's columns, not a second copy of the trace.
+    assert len(store.candidates(run_id, unit)) == 3
     rows = store.candidates(run_id, unit)
     assert [(r["round"], r["index"], r["is_round_best"]) for r in rows] == [
         (0, 0, True), (1, 0, True), (1, 1, False)]
@@ -122,10 +128,11 @@ def test_unit_lifecycle_and_candidates(store, run_with_units):
     assert store.result(run_id, unit).trace == trace
     store.mark_unit_running(run_id, other)
     store.fail_unit(run_id, other, "DataError: snippet 'b' has 2 tokens")
-    assert store.unit_counts(run_id) == {"pending": 0, "running": 0, "done": 1, "error": 1}
+    assert store.unit_counts(run_id) == {"pending": 0, "running": 0, "done": 1, "error": 1,
+                                         "cancelled": 0}
     errors = store.errors_frame(run_id)
     assert list(errors["error"]) == ["DataError: snippet 'b' has 2 tokens"]
-    with pytest.raises(KeyError, match="not part of run"):
+    with pytest.raises(UsageError, match="not part of run"):
         store.mark_unit_running(run_id, UnitKey("zzz", "gcg", 1))
 
 
@@ -133,14 +140,14 @@ def test_recorder_writes_events_as_they_come(store, run_with_units):
     run_id, (unit, _) = run_with_units
     store.mark_unit_running(run_id, unit)
     record = store.recorder(run_id, unit)
-    record(AttackEvent("round_started", {"round": 1, "n": 2}))
-    record(AttackEvent("candidate_scored", {"round": 1, "candidate": cand(1, 0, 0.2)}))
+    record(RoundStarted(round=1, n=2))
+    record(CandidateScored(round=1, candidate=cand(1, 0, 0.2)))
     assert len(store.candidates(run_id, unit)) == 1  # visible before the round ends
     last_id = store.candidates(run_id, unit)[-1]["id"]
-    record(AttackEvent("candidate_scored", {"round": 1, "candidate": cand(1, 1, 0.4)}))
+    record(CandidateScored(round=1, candidate=cand(1, 1, 0.4)))
     assert [c["index"] for c in store.candidates(run_id, unit, since_id=last_id)] == [1]
-    record(AttackEvent("round_finished", {"round": 1, "best": cand(1, 1, 0.4)}))
-    record(AttackEvent("round_finished", {"round": 2, "loss": 1.0, "best_prompt": "x"}))  # GCG
+    record(RoundFinished(round=1, best=cand(1, 1, 0.4)))
+    record(SearchStep(step=2, steps=3, loss=1.0, step_loss=1.0, best_prompt="x"))  # ignored
     flags = {c["index"]: c["is_round_best"] for c in store.candidates(run_id, unit)}
     assert flags == {0: False, 1: True}
 
@@ -148,6 +155,7 @@ def test_recorder_writes_events_as_they_come(store, run_with_units):
 def test_results_frame_flattens_results(store, run_with_units):
     run_id, (unit, _) = run_with_units
     store.mark_unit_running(run_id, unit)
+    store.record_candidate(run_id, unit, cand(0, 0, 0.2))
     store.finish_unit(run_id, unit, result_for(unit, [cand(0, 0, 0.2)], mem=0.75))
     frame = store.results_frame(run_id)
     assert list(frame.columns) == RESULT_COLUMNS
@@ -205,9 +213,44 @@ def test_readers_do_not_wait_for_a_writer(store, run_with_units):
 def test_conditional_reset_never_undoes_a_finished_unit(store, run_with_units):
     run_id, (unit, _) = run_with_units
     store.mark_unit_running(run_id, unit)
+    store.record_candidate(run_id, unit, cand(0, 0, 0.2))
     store.finish_unit(run_id, unit, result_for(unit, [cand(0, 0, 0.2)]))
     store.reset_unit(run_id, unit, if_status="running")
     assert store.units(run_id)[0]["status"] == "done"
     assert len(store.candidates(run_id, unit)) == 1
     store.reset_unit(run_id, unit)  # unconditional: back to pending
     assert store.units(run_id)[0]["status"] == "pending" and store.candidates(run_id, unit) == []
+
+
+def test_a_version_1_store_is_upgraded_with_its_results_as_columns(tmp_path):
+    """Schema v1 kept each result as JSON (trace included); v2 keeps columns + candidate rows."""
+    import json
+    import sqlite3
+
+    from memprobe_core.store.schema import MIGRATIONS
+
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(MIGRATIONS[0])
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute("INSERT INTO runs (id, kind, status, created, updated) "
+                 "VALUES (1, 'audit', 'finished', 0, 0)")
+    unit = UnitKey("a", "ps_inst", 200)
+    old = result_for(unit, [cand(0, 0, 0.2, True)], mem=0.75)
+    conn.execute("INSERT INTO units (run_id, snippet_id, method, length, position, status, "
+                 "result) VALUES (1, 'a', 'ps_inst', 200, 0, 'done', ?)",
+                 (json.dumps(old.to_dict()),))
+    c = old.trace[0]
+    conn.execute("INSERT INTO candidates (run_id, snippet_id, method, length, round, idx, prompt,"
+                 " output, mem, lcs_p, objective, is_round_best, created) "
+                 "VALUES (1, 'a', 'ps_inst', 200, 0, 0, ?, ?, ?, ?, ?, 1, 0)",
+                 (c.prompt, c.output, c.mem, c.lcs_p, c.objective))
+    conn.commit()
+    conn.close()
+    with Store(path) as store:
+        assert store.schema_version == SCHEMA_VERSION
+        upgraded = store.result(1, unit)
+        assert upgraded.to_dict() == old.to_dict()
+        assert store.results_frame(1).iloc[0]["mem"] == 0.75
+        columns = {r[1] for r in store._read("PRAGMA table_info(units)")}
+        assert "result" not in columns and {"mem", "manifest"} <= columns

@@ -11,7 +11,14 @@ import time
 from collections.abc import Iterable
 from typing import Any, TextIO
 
-from memprobe_core.attacks.result import METHOD_LABELS, AttackEvent, AttackResult
+from memprobe_core.attacks.events import (
+    AttackEvent,
+    CandidateScored,
+    RoundFinished,
+    RoundStarted,
+    SearchStep,
+)
+from memprobe_core.attacks.result import METHOD_LABELS, AttackResult
 from memprobe_core.data import Snippet
 
 
@@ -38,23 +45,21 @@ class LiveTable:
         self.out = out
 
     def __call__(self, event: AttackEvent) -> None:
-        data = event.data
-        if event.kind == "round_started":
-            print(f"round {data.get('round')} — {data.get('n', '?')} candidate(s)", file=self.out)
-            print(f"  {'#':>3} {'Mem':>6} {'LCS_P':>6} {'obj':>7}  prompt", file=self.out)
-        elif event.kind == "candidate_scored":
-            c = data["candidate"]
+        out = self.out
+        if isinstance(event, RoundStarted):
+            print(f"round {event.round} — {event.n} candidate(s)", file=out)
+            print(f"  {'#':>3} {'Mem':>6} {'LCS_P':>6} {'obj':>7}  prompt", file=out)
+        elif isinstance(event, CandidateScored):
+            c = event.candidate
             flags = f" [{','.join(c.flags)}]" if c.flags else ""
             print(f"  {c.index:>3} {c.mem:6.3f} {c.lcs_p:6.3f} {c.objective:7.3f}  "
-                  f"{short(c.prompt)}{flags}", file=self.out)
-        elif event.kind == "round_finished":
-            if "best" in data and data["best"] is not None:
-                b = data["best"]
-                print(f"  best of round {data.get('round')}: #{b.index} objective "
-                      f"{b.objective:.3f}", file=self.out)
-            elif "loss" in data:
-                print(f"  step {data.get('round')}: loss {data['loss']:.4f}  "
-                      f"{short(str(data.get('best_prompt', '')))}", file=self.out)
+                  f"{short(c.prompt)}{flags}", file=out)
+        elif isinstance(event, RoundFinished):
+            print(f"  best of round {event.round}: #{event.best.index} objective "
+                  f"{event.best.objective:.3f}", file=out)
+        elif isinstance(event, SearchStep):
+            print(f"  step {event.step}/{event.steps}: loss {event.loss:.4f}  "
+                  f"{short(event.best_prompt)}", file=out)
         self.out.flush()
 
 

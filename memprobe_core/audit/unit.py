@@ -1,0 +1,165 @@
+"""The one unit runner: one (snippet, method, length) run against the store, start to end.
+
+Every way of running a method — ``memprobe probe``, the dashboard's Probe and Compare jobs, and
+audits (CLI, dashboard, resume) — goes through :func:`run_unit`, so splitting, event recording,
+cancel handling, error recording and the unit's final state are the same everywhere:
+
+=====================  =========================================================================
+what happened          the unit afterwards
+=====================  =========================================================================
+method returned        ``done``, with its result (its candidates were recorded as scored)
+method raised          ``error``, with ``"Type: message"`` (secrets redacted); the caller goes on
+cancelled (keep)       ``cancelled``, with the partial best (shown, never counted in Table 1)
+cancelled (requeue)    ``pending`` again, its partial candidates dropped (audits: resume redoes it)
+Ctrl-C / SIGTERM       ``pending`` again, and the ``KeyboardInterrupt`` propagates to the caller
+=====================  =========================================================================
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from memprobe_core.attacks import run_method
+from memprobe_core.attacks.common import AttackOptions, ModelSet
+from memprobe_core.attacks.events import AttackEvent, EventCallback
+from memprobe_core.attacks.result import AttackResult
+from memprobe_core.config import DEFAULT_PREFIX_RATIO
+from memprobe_core.data import Snippet, SplitSnippet, split
+from memprobe_core.secrets import redact_secrets
+from memprobe_core.store import Store, UnitKey
+
+log = logging.getLogger("memprobe")
+
+Runner = Callable[..., AttackResult]
+UnitStatus = Literal["done", "error", "cancelled", "pending"]
+OnCancel = Literal["keep", "requeue"]
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    """How snippets are cut into prefix and suffix (METHOD.md §1).
+
+    Attributes:
+        tokenizer: ``model`` (the victim's tokenizer, as the paper) or ``whitespace``.
+        prefix_ratio: the prefix's share of each length.
+    """
+
+    tokenizer: Literal["model", "whitespace"] = "model"
+    prefix_ratio: float = DEFAULT_PREFIX_RATIO
+
+    def cut(self, snippet: Snippet, length: int, models: ModelSet) -> SplitSnippet:
+        """``snippet`` cut at ``length`` tokens with the victim's tokenizer (or whitespace)."""
+        victim_tokenizer = getattr(models.victim, "tokenizer", None)
+        use_model = self.tokenizer == "model" and victim_tokenizer is not None
+        return split(snippet, victim_tokenizer if use_model else "whitespace", length,
+                     self.prefix_ratio)
+
+
+@dataclass(frozen=True)
+class UnitOutcome:
+    """How :func:`run_unit` ended.
+
+    Attributes:
+        unit: the unit run.
+        status: the unit's status in the store now.
+        result: the method's result (``done`` and ``cancelled``; ``None`` otherwise).
+        error: the recorded error text (``error`` only).
+        exception: the exception behind ``error``, for a caller that maps it to an exit code.
+    """
+
+    unit: UnitKey
+    status: UnitStatus
+    result: AttackResult | None = None
+    error: str | None = None
+    exception: BaseException | None = None
+
+
+def run_unit(
+    store: Store,
+    run_id: int,
+    unit: UnitKey,
+    snippet: Snippet,
+    models: ModelSet,
+    options: AttackOptions,
+    *,
+    split_spec: SplitSpec = SplitSpec(),
+    on_event: EventCallback | None = None,
+    cancel: threading.Event | None = None,
+    on_cancel: OnCancel = "keep",
+    runner: Runner = run_method,
+) -> UnitOutcome:
+    """Run one unit of ``run_id``: split, run the method, record every event, record the end.
+
+    Args:
+        store / run_id / unit: where the unit is recorded (the unit must exist in the run).
+        snippet: the unit's snippet (its id is ``unit.snippet_id``).
+        models / options: what the method runs with.
+        split_spec: how the snippet is cut.
+        on_event: also receives every method event, after the store has recorded it.
+        cancel: set it to stop the method after the candidate in flight.
+        on_cancel: ``keep`` stores the partial result as ``cancelled`` (probes, comparisons);
+            ``requeue`` puts the unit back to ``pending`` for a resume (audits).
+        runner: the method entry point (tests pass their own).
+
+    Returns:
+        A :class:`UnitOutcome`; a failing method never raises here.
+
+    Raises:
+        KeyboardInterrupt: after putting the unit back to ``pending``.
+    """
+    record = store.recorder(run_id, unit)
+
+    def record_then_forward(event: AttackEvent) -> None:
+        record(event)  # the store first: a crash after this loses nothing
+        if on_event is not None:
+            on_event(event)
+
+    store.mark_unit_running(run_id, unit)
+    try:
+        piece = split_spec.cut(snippet, unit.length, models)
+        result = runner(unit.method, piece, models, options, on_event=record_then_forward,
+                        cancel=cancel)
+    except KeyboardInterrupt:
+        store.reset_unit(run_id, unit, if_status="running")
+        raise
+    except Exception as exc:  # noqa: BLE001 - recorded on the unit; the caller decides what next
+        return _record_failure(store, run_id, unit, exc)
+    if result.status == "cancelled":
+        return _record_cancel(store, run_id, unit, result, on_cancel)
+    store.finish_unit(run_id, unit, result)
+    return UnitOutcome(unit, "done", result)
+
+
+def error_text(exc: BaseException) -> str:
+    """``"Type: message"`` of ``exc`` with anything that looks like a secret redacted."""
+    return redact_secrets(f"{type(exc).__name__}: {exc}")
+
+
+def _record_failure(store: Store, run_id: int, unit: UnitKey, exc: Exception) -> UnitOutcome:
+    message = error_text(exc)
+    log.warning("run %d: unit %s failed: %s", run_id, unit, message)
+    log.debug("unit %s traceback", unit, exc_info=exc)
+    store.fail_unit(run_id, unit, message)
+    return UnitOutcome(unit, "error", error=message, exception=exc)
+
+
+def _record_cancel(store: Store, run_id: int, unit: UnitKey, result: AttackResult,
+                   on_cancel: OnCancel) -> UnitOutcome:
+    if on_cancel == "requeue":
+        store.reset_unit(run_id, unit)
+        return UnitOutcome(unit, "pending")
+    store.cancel_unit(run_id, unit, result)
+    return UnitOutcome(unit, "cancelled", result)
+
+
+def snippets_by_id(store: Store, run_id: int) -> dict[str, Snippet]:
+    """The run's snippets by id (what :func:`run_unit` needs for each unit)."""
+    return {s.id: s for s in store.samples(run_id)}
+
+
+__all__ = ["OnCancel", "Runner", "SplitSpec", "UnitOutcome", "error_text", "run_unit",
+           "snippets_by_id"]

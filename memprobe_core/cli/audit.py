@@ -1,0 +1,125 @@
+"""``memprobe audit`` and ``memprobe resume``: a dataset × methods × lengths, resumable."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from memprobe_core.attacks.common import ModelSet
+from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.audit import load_models, resume_audit, run_audit, start_audit
+from memprobe_core.audit.report import render_text, report_for_run
+from memprobe_core.cli import common
+from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNITS_FAILED
+from memprobe_core.cli.output import ProgressBar
+from memprobe_core.corpus import demo_corpus
+from memprobe_core.data import Snippet
+from memprobe_core.errors import UsageError
+from memprobe_core.loaders import load_snippets
+from memprobe_core.store import Store
+
+DEFAULT_AUDIT_METHODS = ["ps_base", "ps_inst", "interactive"]
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    audit = common.add_command(sub, "audit",
+                               "run a dataset × methods × lengths, resumable; print the report")
+    audit.add_argument("dataset", nargs="?", type=Path,
+                       help="a .txt, .jsonl, .csv or .parquet file (or use --corpus)")
+    audit.add_argument("--corpus", action="store_true", help="audit the built-in demo corpus")
+    audit.add_argument("--domains", nargs="+", help="--corpus: only these domains (default: all)")
+    audit.add_argument("--per-domain", type=int, help="--corpus: at most N snippets per domain "
+                       "(default: all)")
+    audit.add_argument("--text-column", default="text", help="dataset column holding the text")
+    audit.add_argument("--id-column", help="dataset column holding ids (default: <file>:<row>)")
+    audit.add_argument("--domain-column", help="dataset column holding domains (default: none)")
+    audit.add_argument("--domain", help="domain of snippets without one (default: unknown)")
+    common.add_txt_mode(audit, "a dataset")
+    audit.add_argument("--methods", nargs="+", choices=list(METHOD_LABELS),
+                       default=DEFAULT_AUDIT_METHODS, help="methods to run")
+    audit.add_argument("--lengths", nargs="+", type=int, default=[200],
+                       help="tokens of prefix + suffix, one unit per length")
+    audit.add_argument("--limit", type=int, help="audit only the first N snippets (default: all)")
+    audit.add_argument("--title", default="", help="label shown in `memprobe runs`")
+    common.add_models(audit)
+    common.add_method_options(audit)
+    audit.set_defaults(handler=run)
+
+    resume = common.add_command(sub, "resume",
+                                "continue an interrupted audit (finished units are kept)")
+    resume.add_argument("run", type=int, help="run id (see `memprobe runs`)")
+    resume.add_argument("--retry-errors", action="store_true", help="also redo failed units")
+    resume.set_defaults(handler=resume_run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Record a new audit, load its models, run it and print its report."""
+    snippets, info = _snippets(args)
+    options = common.attack_options(args)
+    spec = common.split_spec(args)
+    names = common.model_names(args)
+    store = common.open_store(args)
+    # Load before recording the run: an unknown model fails fast and leaves no empty run.
+    models = load_models(names, args.methods)
+    try:
+        run_id = start_audit(store, snippets, args.methods, args.lengths, options, names,
+                             title=args.title, split_tokenizer=spec.tokenizer,
+                             prefix_ratio=spec.prefix_ratio, dataset=info)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    print(f"audit run {run_id}: {len(snippets)} snippet(s) × {len(args.methods)} method(s) × "
+          f"{len(args.lengths)} length(s)", file=sys.stderr)
+    return _run_and_report(store, run_id, models=models)
+
+
+def resume_run(args: argparse.Namespace) -> int:
+    """Continue an audit from where it stopped."""
+    store = common.open_store(args)
+    run = store.get_run(args.run)
+    if run["kind"] != "audit":
+        raise UsageError(f"run {args.run} is a {run['kind']}, not an audit; only audits resume")
+    return _run_and_report(store, args.run, models=None, retry_errors=args.retry_errors)
+
+
+def _run_and_report(store: Store, run_id: int, *, models: ModelSet | None,
+                    retry_errors: bool = False) -> int:
+    bar = ProgressBar(sys.stderr)
+    try:
+        if models is None:
+            summary = resume_audit(store, run_id, on_progress=bar, retry_errors=retry_errors)
+        else:
+            summary = run_audit(store, run_id, models=models, on_progress=bar)
+    finally:
+        bar.close()
+    if summary.status == "interrupted":
+        print(f"interrupted: {summary.done}/{summary.total} units done; continue with "
+              f"`memprobe resume {run_id}`", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(render_text(report_for_run(store, run_id)))
+    return EXIT_UNITS_FAILED if summary.errors else EXIT_OK
+
+
+def _snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, Any]]:
+    if bool(args.dataset) == bool(args.corpus):
+        raise UsageError("give a dataset file or --corpus (one of the two)")
+    if args.corpus:
+        snippets = demo_corpus(domains=args.domains, limit_per_domain=args.per_domain)
+        info: dict[str, Any] = {"source": "built-in corpus", "domains": args.domains,
+                                "per_domain": args.per_domain}
+    else:
+        loaded = load_snippets(args.dataset, text_column=args.text_column,
+                               id_column=args.id_column, domain_column=args.domain_column,
+                               domain=args.domain, txt_mode=args.txt_mode)
+        for rejection in loaded.rejected:
+            print(f"{args.dataset}: row {rejection.row} skipped: {rejection.reason}",
+                  file=sys.stderr)
+        snippets = loaded.snippets
+        info = {"source": str(args.dataset),
+                "rejected": [{"row": r.row, "reason": r.reason} for r in loaded.rejected]}
+    if args.limit is not None:
+        if args.limit < 1:
+            raise UsageError(f"--limit {args.limit}: give 1 or more")
+        snippets = snippets[: args.limit]
+    return snippets, info

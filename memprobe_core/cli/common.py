@@ -1,0 +1,130 @@
+"""What every ``memprobe`` command shares: the help formatter, option groups, option readers."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import get_args
+
+from memprobe_core.attacks.common import AttackOptions
+from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.audit.models import ModelNames
+from memprobe_core.audit.unit import SplitSpec
+from memprobe_core.cli.errors import EPILOG_EXIT_CODES
+from memprobe_core.config import (
+    DEFAULT_PREFIX_RATIO,
+    OUTPUT_WINDOWS,
+    ROUGE_TOKENIZERS,
+    ROUGE_VARIANTS,
+    ScoringConfig,
+)
+from memprobe_core.errors import UsageError
+from memprobe_core.loaders import TxtMode
+from memprobe_core.store import Store
+
+TXT_MODES: tuple[str, ...] = get_args(TxtMode)
+
+EPILOG = EPILOG_EXIT_CODES + """
+
+models: embedded short names (gemma-3-270m, smollm2-135m-instruct), hub ids, local folders or
+GGUF files, or fake / fake:<mode> (deterministic test backend).
+methods: """ + ", ".join(f"{k} ({v})" for k, v in METHOD_LABELS.items())
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Appends the default to each option's help, unless the help already states it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        # Identity checks: a default of 0 is worth showing, though 0 == False.
+        if "default" in text or default is None or default is False or default == "" \
+                or default is argparse.SUPPRESS:
+            return text
+        if action.option_strings or action.nargs in ("?", "*"):
+            shown = " ".join(map(str, default)) if isinstance(default, list) else "%(default)s"
+            text += f" (default: {shown})"
+        return text
+
+
+def add_command(sub: argparse._SubParsersAction, name: str, text: str,
+                epilog: str = EPILOG) -> argparse.ArgumentParser:
+    """A sub-command with the shared formatter and epilog."""
+    return sub.add_parser(name, help=text, description=text, epilog=epilog,
+                          formatter_class=HelpFormatter)
+
+
+def add_models(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("models")
+    group.add_argument("--victim", help="audited model (default: the embedded gemma-3-270m)")
+    group.add_argument("--base", help="base model for P-S-Base and GCG (default: gemma-3-270m)")
+    group.add_argument("--attacker", help="attacker model (default: smollm2-135m-instruct)")
+    group.add_argument("--init", help="model writing the first prompt (default: the attacker)")
+    group.add_argument("--reverse", help="reverse LM for reverse_lm (default: "
+                       "afterless/reverse-pythia-160m, needs the hub)")
+    group.add_argument("--backend", help="backend for every model: hf, openai, vllm, fake "
+                       "(default: chosen from the name)")
+    group.add_argument("--device", help="cuda or cpu (default: cuda when present)")
+    group.add_argument("--dtype", help="bfloat16, float16 or float32 (default: bf16 on CUDA, "
+                       "fp32 on CPU)")
+
+
+def add_txt_mode(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--txt-mode", choices=TXT_MODES, default="file",
+                        help=f"{what} ending in .txt: the whole file is one snippet (file) or "
+                             "each blank-line-separated block is one (blocks)")
+
+
+def add_method_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("method options")
+    group.add_argument("--alpha", type=float, help="weight of Mem in the objective, 0..1 "
+                       "(default: the paper's table by domain and length, 0.5 otherwise)")
+    group.add_argument("--rounds", type=int, default=3, help="refinement rounds T (interactive)")
+    group.add_argument("--n", type=int, default=24, help="candidates per round (interactive)")
+    group.add_argument("--seed", type=int, default=0, help="seed of every sampled generation")
+    group.add_argument("--access", choices=("full", "partial"), default="full",
+                       help="attacker sees the whole snippet or only the prefix")
+    group.add_argument("--gcg-steps", type=int, default=30, help="GCG optimisation steps")
+    group.add_argument("--no-chat-template", action="store_true",
+                       help="P-S-Inst: raw prefix only, not also inside the victim's chat template")
+    group.add_argument("--rouge-variant", choices=ROUGE_VARIANTS, default="recall",
+                       help="ROUGE-L component scored")
+    group.add_argument("--rouge-tokenizer", choices=ROUGE_TOKENIZERS, default="rouge",
+                       help="rouge (paper; drops non-ASCII) or unicode")
+    group.add_argument("--no-stemmer", action="store_true",
+                       help="score without the Porter stemmer (default: stemmer on, as the paper)")
+    group.add_argument("--output-window", choices=OUTPUT_WINDOWS, default="first",
+                       help="which len(suffix) tokens of the output are scored")
+    group.add_argument("--split-tokenizer", choices=("model", "whitespace"), default="model",
+                       help="cut snippets by the victim's tokens or by whitespace words")
+    group.add_argument("--prefix-ratio", type=float, default=DEFAULT_PREFIX_RATIO,
+                       help="prefix share of each split")
+
+
+def attack_options(args: argparse.Namespace) -> AttackOptions:
+    """The method options given on the command line (validated)."""
+    try:
+        scoring = ScoringConfig(variant=args.rouge_variant, stemmer=not args.no_stemmer,
+                                tokenizer=args.rouge_tokenizer, output_window=args.output_window)
+        return AttackOptions(alpha=args.alpha, scoring=scoring, seed=args.seed, rounds=args.rounds,
+                             n_candidates=args.n, access=args.access, gcg_steps=args.gcg_steps,
+                             ps_chat_template=not args.no_chat_template)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def split_spec(args: argparse.Namespace) -> SplitSpec:
+    if not 0 < args.prefix_ratio < 1:
+        raise UsageError(f"--prefix-ratio {args.prefix_ratio}: give a share between 0 and 1")
+    return SplitSpec(tokenizer=args.split_tokenizer, prefix_ratio=args.prefix_ratio)
+
+
+def model_names(args: argparse.Namespace) -> ModelNames:
+    load_options = {k: getattr(args, k) for k in ("device", "dtype") if getattr(args, k)}
+    return ModelNames(victim=args.victim, base=args.base, attacker=args.attacker, init=args.init,
+                      reverse=args.reverse, backend=args.backend, load_options=load_options)
+
+
+def open_store(args: argparse.Namespace) -> Store:
+    path: Path | None = args.store
+    return Store(path)

@@ -1,0 +1,53 @@
+"""The one map from errors to the ``memprobe`` command's exit codes, and how they are shown.
+
+Exit codes:
+    0    everything asked for was done.
+    1    the run finished but some units failed (their errors are in the report).
+    2    bad usage or input (unknown method, unreadable dataset, unknown run, unwritable output,
+         a store it cannot use).
+    3    a model could not be loaded or queried.
+    130  interrupted (Ctrl-C); an audit can be continued with ``memprobe resume RUN``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from memprobe_core.attacks.scoring import MissingModelError
+from memprobe_core.errors import MemprobeError
+from memprobe_core.models.base import ModelError
+from memprobe_core.ner.labels import LabelError
+from memprobe_core.ner.model import NerModelError
+
+EXIT_OK, EXIT_UNITS_FAILED, EXIT_USAGE, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+# Most specific first: the first class an error is an instance of decides.
+EXIT_CODES: list[tuple[type[BaseException], int, str]] = [
+    (ModelError, EXIT_MODEL, "model error"),
+    (MissingModelError, EXIT_MODEL, "model error"),
+    (NerModelError, EXIT_MODEL, "model error"),
+    (LabelError, EXIT_MODEL, "model error"),  # the NER model has no usable person label
+    (MemprobeError, EXIT_USAGE, "error"),
+    # Not ours, but the user's to fix (a corrupted or read-only store, a full disk, an
+    # unwritable path, a bad value): one line, exit 2; `--verbose` shows the traceback.
+    (sqlite3.Error, EXIT_USAGE, "store error"),
+    (OSError, EXIT_USAGE, "error"),
+    (ValueError, EXIT_USAGE, "error"),
+]
+
+EPILOG_EXIT_CODES = """\
+exit codes:
+  0    done
+  1    the run finished but some units failed (see `memprobe report RUN`)
+  2    bad usage or input (unknown method, bad dataset, unknown run, unwritable output,
+       store it cannot use)
+  3    a model could not be loaded or queried
+  130  interrupted (Ctrl-C); continue an audit with `memprobe resume RUN`"""
+
+
+def exit_code_for(exc: BaseException) -> tuple[int, str] | None:
+    """``(exit code, label)`` for a memprobe error, ``None`` for anything else (a bug)."""
+    for cls, code, label in EXIT_CODES:
+        if isinstance(exc, cls):
+            return code, label
+    return None

@@ -1,0 +1,76 @@
+"""The ``memprobe`` command: the parser built from one module per command, and ``main``.
+
+Every run is recorded in the run store (``--store``, default ``~/.cache/memprobe/runs.sqlite`` or
+``$MEMPROBE_STORE``), every scored candidate as it is scored, so nothing is lost to a crash.
+Exit codes: :mod:`memprobe_core.cli.errors`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from memprobe_core.cli import audit, common, corpus, ner, probe, report, runs
+from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, exit_code_for
+
+log = logging.getLogger("memprobe")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``memprobe`` argument parser (its ``--help`` is the manual)."""
+    parser = argparse.ArgumentParser(
+        prog="memprobe", formatter_class=common.HelpFormatter, epilog=common.EPILOG,
+        description="Measure how much of its training data a language model gives back.",
+    )
+    parser.add_argument("--store", type=Path, help="run store file (default: $MEMPROBE_STORE or "
+                        "~/.cache/memprobe/runs.sqlite)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log progress details, and show the traceback of an error")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    probe.add_parser(sub)
+    audit.add_parsers(sub)
+    runs.add_parser(sub)
+    report.add_parser(sub)
+    corpus.add_parser(sub)
+    ner.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``memprobe`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on bad usage and 0 after --help
+        return int(exc.code or 0)
+    if args.verbose and not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+    try:
+        return int(args.handler(args))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`memprobe corpus | head -1`): not an error of ours. Point stdout
+        # at /dev/null so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except Exception as exc:
+        mapped = exit_code_for(exc)
+        if mapped is None:
+            raise  # a bug: the traceback is the report
+        code, label = mapped
+        if args.verbose:
+            log.exception("memprobe %s failed", args.command)
+        print(f"memprobe: {label}: {_one_line(exc)}", file=sys.stderr)
+        return code
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

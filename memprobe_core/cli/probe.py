@@ -1,0 +1,86 @@
+"""``memprobe probe``: one snippet, one method, a live round table; stored as a ``probe`` run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.audit.models import load_models
+from memprobe_core.audit.runs import run_probe, start_probe
+from memprobe_core.cli import common
+from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK
+from memprobe_core.cli.output import LiveTable, print_result
+from memprobe_core.corpus import demo_corpus
+from memprobe_core.data import Snippet
+from memprobe_core.errors import UsageError
+from memprobe_core.loaders import load_snippets
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    probe = common.add_command(sub, "probe",
+                               "probe one snippet with one method and show each round live")
+    probe.add_argument("text", nargs="?", help="the snippet text (or use --file / --corpus-id)")
+    probe.add_argument("--file", type=Path, help="read the snippet from a .txt file (see "
+                       "--txt-mode) or the first row of a .jsonl/.csv/.parquet file")
+    common.add_txt_mode(probe, "--file")
+    probe.add_argument("--corpus-id", help="a snippet of the built-in corpus (`memprobe corpus`)")
+    probe.add_argument("--domain", default="unknown", help="domain of a text/file snippet; picks α")
+    probe.add_argument("--method", choices=list(METHOD_LABELS), default="interactive",
+                       help="extraction method")
+    probe.add_argument("--length", type=int, default=200, help="tokens of prefix + suffix")
+    probe.add_argument("--json", action="store_true", help="print the whole result as JSON "
+                       "(the live table then goes to stderr)")
+    common.add_models(probe)
+    common.add_method_options(probe)
+    probe.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Record the probe, run its one unit with a live table, print the result."""
+    snippet = _snippet(args)
+    options = common.attack_options(args)
+    spec = common.split_spec(args)
+    names = common.model_names(args)
+    store = common.open_store(args)
+    models = load_models(names, [args.method])
+    run_id = start_probe(store, snippet, [args.method], args.length, models, options,
+                         model_names=names.resolved().to_dict(), split_spec=spec,
+                         title=f"{args.method} on {snippet.id}")
+    live = LiveTable(sys.stderr if args.json else sys.stdout)
+    try:
+        (outcome,) = run_probe(store, run_id, models, on_event=lambda unit: live)
+    except KeyboardInterrupt:
+        print(f"interrupted; candidates so far are in run {run_id}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if outcome.exception is not None:
+        raise outcome.exception  # recorded on the unit; its type decides the exit code
+    assert outcome.result is not None
+    if args.json:
+        print(json.dumps({"run_id": run_id, **outcome.result.to_dict()}, ensure_ascii=False,
+                         indent=2))
+    else:
+        print_result(run_id, outcome.result)
+    return EXIT_OK
+
+
+def _snippet(args: argparse.Namespace) -> Snippet:
+    given = [x for x in (args.text, args.file, args.corpus_id) if x]
+    if len(given) != 1:
+        raise UsageError("give exactly one snippet: TEXT, --file PATH or --corpus-id ID")
+    if args.text:
+        return Snippet(id="cli", text=args.text, domain=args.domain, source="command line")
+    if args.file:
+        loaded = load_snippets(args.file, domain=args.domain, txt_mode=args.txt_mode)
+        if not loaded.snippets:
+            raise UsageError(f"{args.file}: no usable snippet ({loaded.summary()})")
+        if len(loaded.snippets) > 1:
+            print(f"note: {args.file} has {len(loaded.snippets)} snippets; probing the first "
+                  f"({loaded.snippets[0].id}); use `memprobe audit` for all", file=sys.stderr)
+        return loaded.snippets[0]
+    for snippet in demo_corpus():
+        if snippet.id == args.corpus_id:
+            return snippet
+    raise UsageError(f"corpus id {args.corpus_id!r} not found; `memprobe corpus` lists the ids")

@@ -1,0 +1,46 @@
+"""``memprobe report RUN``: Table 1 with intervals, paired gains, PII, cost; CSV and JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from memprobe_core.audit.export import write_safe_csv
+from memprobe_core.audit.report import render_text, report_for_run, report_to_dict
+from memprobe_core.cli import common
+from memprobe_core.cli.errors import EXIT_OK
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    report = common.add_command(
+        sub, "report", "aggregate a run: Table 1 with intervals, paired gains, PII, cost")
+    report.add_argument("run", type=int, help="run id (see `memprobe runs`)")
+    report.add_argument("--csv", type=Path, help="write one row per finished unit, with manifest "
+                        "columns, as formula-safe CSV")
+    report.add_argument("--table-csv", type=Path, help="write Table 1 as formula-safe CSV")
+    report.add_argument("--candidates-csv", type=Path, help="write every scored candidate as CSV")
+    report.add_argument("--json", action="store_true", help="print the report as JSON")
+    report.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    report.add_argument("--ci-seed", type=int, default=0, help="bootstrap seed")
+    report.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print a run's report; optionally write CSVs or JSON."""
+    store = common.open_store(args)
+    report = report_for_run(store, args.run, resamples=args.resamples, seed=args.ci_seed)
+    written = []
+    for path, frame in ((args.csv, lambda: store.results_frame(args.run)),
+                        (args.table_csv, lambda: report.table1),
+                        (args.candidates_csv, lambda: store.candidates_frame(args.run))):
+        if path is not None:
+            written.append(write_safe_csv(frame(), path))
+    if args.json:
+        print(json.dumps(report_to_dict(report), ensure_ascii=False, indent=2, default=str))
+    else:
+        print(render_text(report))
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    return EXIT_OK

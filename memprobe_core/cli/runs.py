@@ -1,0 +1,28 @@
+"""``memprobe runs``: the runs in the store, newest first."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from memprobe_core.cli import common
+from memprobe_core.cli.errors import EXIT_OK
+from memprobe_core.cli.output import print_runs
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    runs = common.add_command(sub, "runs", "list the runs in the store, newest first")
+    runs.add_argument("--limit", type=int, default=20, help="show at most this many runs")
+    runs.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    runs.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    runs = common.open_store(args).list_runs(limit=args.limit)
+    if args.json:
+        print(json.dumps(runs, ensure_ascii=False, indent=2, default=str))
+    elif not runs:
+        print("no runs yet; start one with `memprobe probe` or `memprobe audit`")
+    else:
+        print_runs(runs)
+    return EXIT_OK

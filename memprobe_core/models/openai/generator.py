@@ -1,0 +1,316 @@
+"""``OpenAIGenerator``: the Generator over one OpenAI-compatible server or a fleet of them.
+
+Chats go to ``/chat/completions``, plain texts to ``/completions`` (or as a one-message chat
+with ``text_as_chat=True``). ``n`` samples are asked for in one request; a server that returns
+fewer is asked again for the rest. Requests run in a thread pool of ``max_concurrency`` per
+server; each one goes to the server with the fewest requests in flight. A server that refuses
+connections or fails past its retries is set aside for ``cooloff_s`` and the request moves on to
+another; the request fails only once every server has failed it.
+
+The API key is read from the environment variable named by ``api_key_env`` at each request; it is
+never stored on the object, and it (with anything shaped like a credential) is redacted from
+every error and log line, and the key from every returned text, before they leave the backend.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from memprobe_core.models.base import Completion, Generator, LoadOptions, ModelError, Request
+from memprobe_core.models.openai.fleet import Fleet, Server
+from memprobe_core.models.openai.parse import parse_choices
+from memprobe_core.models.openai.transport import HttpSettings, ServerDown, Transport
+from memprobe_core.secrets import redact_secrets
+
+log = logging.getLogger("memprobe")
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_MAX_RESPONSE_BYTES = 8 * 2**20
+
+
+class OpenAIGenerator(Generator):
+    """A model behind one or several OpenAI-compatible endpoints.
+
+    Args:
+        model: the model name the servers know.
+        base_url: endpoint root including the version (``http://127.0.0.1:8000/v1``; a URL with
+            no path gets ``/v1``), or several for a fleet: a list, or one comma-separated string.
+        api_key_env: environment variable holding the key (unset: no Authorization header).
+        timeout_s: per-request timeout (connect, each read, and the whole body once started).
+        max_concurrency: requests in flight per server.
+        max_retries: retries on one server after a 429/5xx/timeout before it counts as down.
+        backoff_s: first retry delay (doubles each retry, capped at 8 s).
+        max_response_bytes: largest response body read; a larger one is a ``ModelError``.
+        cooloff_s: seconds a server that went down is skipped before it is tried again.
+        text_as_chat: send plain-text requests as a one-message chat.
+        chat_template: what ``has_chat_template`` reports (the server applies its own template).
+    """
+
+    backend = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | list[str] = DEFAULT_BASE_URL,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout_s: float = 60.0,
+        max_concurrency: int = 8,
+        max_retries: int = 4,
+        backoff_s: float = 0.5,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        cooloff_s: float = 30.0,
+        text_as_chat: bool = False,
+        chat_template: bool = True,
+    ) -> None:
+        super().__init__()
+        if not model:
+            raise ModelError("the openai backend needs a model name (e.g. openai:gpt-4o-mini)")
+        _check_numbers(max_concurrency=max_concurrency, max_retries=max_retries, timeout_s=timeout_s,
+                       cooloff_s=cooloff_s, max_response_bytes=max_response_bytes)
+        self.model_id = model
+        self.base_urls = parse_base_urls(base_url)
+        self.api_key_env = api_key_env
+        self.max_concurrency = max_concurrency
+        self.text_as_chat = text_as_chat
+        self._chat_template = chat_template
+        self.settings = HttpSettings(timeout_s, max_retries, backoff_s, max_response_bytes, api_key_env)
+        self.fleet = Fleet(self.base_urls, max_outstanding=max_concurrency, cooloff_s=cooloff_s)
+        # One pool for all threads and servers; sized so every server can hold its share.
+        limits = httpx.Limits(max_connections=max_concurrency * len(self.base_urls))
+        client = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)), limits=limits)
+        self._transport = Transport(client, self.settings, self.redact)
+
+    @property
+    def base_url(self) -> str:
+        """The server URLs, comma-separated (one URL for a single server), passwords removed."""
+        return ",".join(_display_url(u) for u in self.base_urls)
+
+    @property
+    def has_chat_template(self) -> bool:
+        return self._chat_template
+
+    def manifest(self) -> dict[str, Any]:
+        return {"model_id": self.model_id, "backend": self.backend, "base_url": self.base_url}
+
+    def __repr__(self) -> str:
+        return f"OpenAIGenerator({self.model_id!r}, base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._transport.client.close()
+
+    def redact(self, text: str) -> str:
+        """``text`` without the API key, URL passwords, or anything shaped like a credential."""
+        return redact_secrets(text, self._secrets())
+
+    def _secrets(self) -> list[str]:
+        secrets = [_api_key(self.api_key_env)]
+        secrets += [urlsplit(u).password or "" for u in self.base_urls]
+        return [s for s in secrets if s]
+
+    # --- generation ---------------------------------------------------------------------------
+    def _generate(
+        self,
+        requests: list[Request],
+        *,
+        n: int,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        seed: int | None,
+    ) -> list[list[Completion]]:
+        def one(request: Request) -> list[Completion]:
+            return self._complete(request, n, max_new_tokens, temperature, top_p, seed)
+
+        if len(requests) == 1:
+            return [one(requests[0])]
+        workers = min(self.max_concurrency * len(self.fleet), len(requests))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(one, requests))
+
+    def _complete(
+        self,
+        request: Request,
+        n: int,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        seed: int | None,
+    ) -> list[Completion]:
+        chat = not isinstance(request, str) or self.text_as_chat
+        messages = request if not isinstance(request, str) else [{"role": "user", "content": request}]
+        out: list[Completion] = []
+        attempt = 0
+        # Servers that ignore `n` return one choice per call: ask again for the rest, each time
+        # with a shifted seed so the extra samples differ yet stay reproducible.
+        while len(out) < n:
+            want = n - len(out)
+            payload: dict[str, Any] = {
+                "model": self.model_id,
+                "n": want,
+                "max_tokens": max_new_tokens,
+                "temperature": temperature,
+                "top_p": top_p,
+            }
+            if seed is not None:
+                payload["seed"] = seed + attempt
+            if chat:
+                payload["messages"] = messages
+            else:
+                payload["prompt"] = request
+            got = self._ask(chat, payload, max_new_tokens)
+            out.extend(got[:want])
+            attempt += 1
+        return out
+
+    def _ask(self, chat: bool, payload: dict[str, Any], max_new_tokens: int) -> list[Completion]:
+        """One request to the fleet: the first server able to answer does, others are tried after."""
+        path = "/chat/completions" if chat else "/completions"
+        tried: list[str] = []
+        last_error: ServerDown | None = None
+        while (server := self.fleet.acquire(exclude=tried)) is not None:
+            ok = False
+            try:
+                body = self._transport.post(server.url + path, payload, self._headers(), self._where(server))
+                got = parse_choices(body, chat, max_new_tokens, self._where(server), redact=self.redact)
+                ok = True
+            except ServerDown as exc:
+                self.fleet.mark_down(server, str(exc))
+                tried.append(server.url)
+                last_error = exc
+                continue
+            finally:
+                self.fleet.release(server, ok=ok)
+            if not got:
+                raise ModelError(
+                    f"{self._where(server)} returned no choices; check that the model serves this API"
+                )
+            return self._scrub(got)
+        assert last_error is not None  # acquire returns None only once every server was tried
+        if len(self.fleet) == 1:
+            raise last_error  # its message is already redacted; its cause is the HTTP error
+        raise ModelError(
+            f"all {len(self.fleet)} servers failed this request; the last said: {last_error}"
+        ) from last_error
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        key = _api_key(self.api_key_env)
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def _scrub(self, completions: list[Completion]) -> list[Completion]:
+        """Remove the API key from returned texts (a server may echo it into a completion).
+
+        Only the key itself: credential-shaped strings stay, because a model reciting an
+        ``sk-…`` key it was trained on is exactly what a memorisation audit must see.
+        """
+        secrets = self._secrets()
+        if not secrets:
+            return completions
+        return [Completion(redact_secrets(c.text, secrets, patterns=False), c.num_tokens, c.finish_reason)
+                for c in completions]
+
+    def _where(self, server: Server) -> str:
+        return f"endpoint {_display_url(server.url)} (model {self.model_id!r})"
+
+
+def parse_base_urls(base_url: str | list[str] | tuple[str, ...]) -> list[str]:
+    """Normalised server URLs from one URL, a comma-separated string or a list.
+
+    Raises:
+        ModelError: no URL, a URL that is not http(s), or one URL given twice.
+    """
+    raw = base_url.split(",") if isinstance(base_url, str) else list(base_url)
+    if not all(isinstance(u, str) for u in raw):
+        raise ModelError(f"base_url {base_url!r}: give URLs as strings, e.g. http://127.0.0.1:8000/v1")
+    urls = [_normalize_url(u) for u in raw if u.strip()]
+    if not urls:
+        raise ModelError(f"base_url {base_url!r} holds no URL; e.g. http://127.0.0.1:8000/v1")
+    seen: set[str] = set()
+    for url in urls:
+        if url in seen:
+            raise ModelError(f"base_url lists {_display_url(url)} twice; list each server once")
+        seen.add(url)
+    return urls
+
+
+def _normalize_url(base_url: str) -> str:
+    url = base_url.strip().rstrip("/")
+    parsed = urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        shown = redact_secrets(base_url)
+        raise ModelError(f"base_url {shown!r} is not an http(s) URL; e.g. http://127.0.0.1:8000/v1")
+    if parsed.path in ("", "/"):
+        url += "/v1"
+    return url
+
+
+def _display_url(url: str) -> str:
+    """``url`` without its userinfo (``user:password@``), for messages and manifests."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+def _api_key(env: str) -> str:
+    return os.environ.get(env, "") if env else ""
+
+
+# (low, high) of each number option: past these a run cannot work or eats the machine.
+_BOUNDS: dict[str, tuple[float, float]] = {
+    "max_concurrency": (1, 1024),
+    "max_retries": (0, 100),
+    "timeout_s": (0.001, 24 * 3600),
+    "cooloff_s": (0, 24 * 3600),
+    "max_response_bytes": (1024, 2**30),
+}
+
+
+def _check_numbers(**values: float) -> None:
+    """Refuse a number option outside its range, naming it and the range."""
+    for name, value in values.items():
+        low, high = _BOUNDS[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            raise ModelError(f"{name}={value!r} is out of range: use {_num(low)} to {_num(high)}")
+
+
+def _num(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
+# Extras (options outside LoadOptions) the backend accepts.
+_EXTRAS = frozenset({"max_retries", "backoff_s", "cooloff_s", "text_as_chat", "chat_template"})
+
+
+def load_openai(name: str, options: LoadOptions) -> OpenAIGenerator:
+    """Build an OpenAI-compatible client (the ``openai`` backend's entry point).
+
+    ``name`` is the model name, optionally prefixed ``openai:``. ``options.base_url`` may list
+    several servers (a list, or a comma-separated string). Extras: ``max_retries``,
+    ``backoff_s``, ``cooloff_s``, ``text_as_chat``, ``chat_template``.
+    """
+    unknown = set(options.extra) - _EXTRAS
+    if unknown:
+        raise ModelError(
+            f"the openai backend does not know option(s) {sorted(unknown)}; known: {sorted(_EXTRAS)}"
+        )
+    model = name.removeprefix("openai:")
+    return OpenAIGenerator(
+        model,
+        base_url=options.base_url or DEFAULT_BASE_URL,
+        api_key_env=options.api_key_env,
+        timeout_s=options.timeout_s,
+        max_concurrency=options.max_concurrency,
+        max_response_bytes=options.max_response_bytes,
+        **options.extra,
+    )
