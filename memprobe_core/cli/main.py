@@ -11,6 +11,7 @@ import argparse
 import logging
 import os
 import signal
+import sqlite3
 import sys
 import threading
 from collections.abc import Iterator
@@ -78,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         code, label = mapped
         if args.verbose:
             log.exception("memprobe %s failed", args.command)
-        print(f"memprobe: {label}: {cli_text(_one_line(exc))}", file=sys.stderr)
+        print(f"memprobe: {label}: {cli_text(_one_line(exc))}{_store_hint(exc, args)}",
+              file=sys.stderr)
         return code
 
 
@@ -103,6 +105,17 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _store_hint(exc: BaseException, args: argparse.Namespace) -> str:
+    """Which file an SQLite error is about (its own message never says) and what to check."""
+    if not isinstance(exc, sqlite3.Error):
+        return ""
+    from memprobe_core.paths import default_store_path
+
+    path = args.store or default_store_path()
+    return (f" (store {path}: check that it is writable, that the disk has room and that the "
+            "file is not damaged, or pass another --store)")
 
 
 def _one_line(exc: BaseException) -> str:
