@@ -67,6 +67,9 @@ CLI_FLAGS: dict[str, str] = {
 _NAMES = "|".join(sorted(CLI_FLAGS, key=len, reverse=True))
 _LIBRARY_NAME = re.compile(rf"(?<![\w.-])(?:({_NAMES})=|(\w+_\w+)(?!\w))")
 
+# The endpoint backend names the variable it read the key from; the CLI adds how to change it.
+_KEY_VARIABLE = re.compile(r"in the environment variable \w+")
+
 
 def cli_text(message: str) -> str:
     """``message`` with library argument names replaced by their ``memprobe`` flags.
@@ -80,4 +83,5 @@ def cli_text(message: str) -> str:
             return CLI_FLAGS[match.group(1)] + (" " if following and not following.isspace() else "")
         return CLI_FLAGS.get(match.group(2), match.group(2))
 
+    message = _KEY_VARIABLE.sub(r"\g<0> (or name another with --api-key-env)", message)
     return _LIBRARY_NAME.sub(flag, message)
