@@ -19,7 +19,8 @@ from tests.faults.helpers import one_line_error
 UNIT = UnitKey("s", "ps_inst", 30)
 HUGE = "x" * (3 * MAX_STORED_TEXT)
 FAKE_AUDIT = ["audit", "--corpus", "--per-domain", "2", "--backend", "fake", "--methods",
-              "ps_inst", "interactive", "--lengths", "40", "--rounds", "1", "--n", "2"]
+              "ps_inst", "interactive", "--lengths", "40", "--rounds", "1", "--n", "2",
+              "--no-stemmer"]
 
 
 def new_run(store: Store) -> int:
