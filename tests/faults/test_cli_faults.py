@@ -58,13 +58,14 @@ def test_attack_options_refuse_insane_sizes(field, value):
 def test_csv_to_an_unwritable_path_is_one_line_exit_2(tmp_path, capsys):
     store = ["--store", str(tmp_path / "runs.sqlite")]
     assert main([*store, "probe", WORDS, "--method", "ps_inst", "--length", "30",
-                 "--backend", "fake", "--split-tokenizer", "whitespace"]) == 0
+                 "--backend", "fake", "--split-tokenizer", "whitespace", "--no-stemmer"]) == 0
     capsys.readouterr()
     for target in (tmp_path / "missing" / "x.csv", tmp_path):
         assert main([*store, "report", "1", "--csv", str(target)]) == 2
         assert "cannot write CSV" in one_line_error(capsys.readouterr().err)
 
 
+@pytest.mark.slow
 def test_corpus_into_a_closed_pipe_exits_0_quietly():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     script = f'{sys.executable} -c "$DRIVER" corpus | head -1; exit "${{PIPESTATUS[0]}}"'

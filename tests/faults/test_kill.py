@@ -62,6 +62,7 @@ def candidates_stored(path: Path) -> bool:
 
 
 # --- item 6: a killed probe never stays `running` --------------------------------------------------
+@pytest.mark.slow
 def test_sigterm_probe_is_interrupted_and_its_unit_pending(store_path):
     proc = cli_process(["--store", str(store_path), *LONG_PROBE], slow_s=0.05)
     wait_for(lambda: candidates_stored(store_path), what="a stored candidate")
@@ -73,6 +74,7 @@ def test_sigterm_probe_is_interrupted_and_its_unit_pending(store_path):
     assert sql(store_path, "SELECT status FROM units") == [("pending",)]
 
 
+@pytest.mark.slow
 def test_sigkilled_probe_reads_as_interrupted(store_path, capsys):
     proc = cli_process(["--store", str(store_path), *LONG_PROBE], slow_s=0.05)
     wait_for(lambda: candidates_stored(store_path), what="a stored candidate")
@@ -164,6 +166,7 @@ def reference(tmp_path_factory) -> dict[tuple, dict[str, Any]]:
     return _units(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", KILL_SEEDS)
 def test_sigkill_at_random_points_then_resume_matches_an_uninterrupted_run(
         tmp_path, reference, seed):

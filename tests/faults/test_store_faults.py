@@ -73,6 +73,7 @@ def _open_store(path: str, barrier: multiprocessing.synchronize.Barrier,
         results.put(f"{type(exc).__name__}: {exc}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attempt", range(3))
 def test_twenty_processes_create_one_new_store_at_once(tmp_path, attempt):
     # fork: the children start in milliseconds (no re-import), so they really race.
