@@ -20,7 +20,13 @@ from pathlib import Path
 from types import FrameType
 
 from memprobe_core.cli import audit, common, corpus, ner, probe, report, runs
-from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, cli_text, exit_code_for
+from memprobe_core.cli.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    cli_text,
+    exit_code_for,
+)
 
 log = logging.getLogger("memprobe")
 

@@ -144,7 +144,7 @@ def _units(path: Path) -> dict[tuple, dict[str, Any]]:
     conn.row_factory = sqlite3.Row
     units: dict[tuple, dict[str, Any]] = {}
     for row in conn.execute("SELECT * FROM units WHERE run_id = 1"):
-        data = {k: row[k] for k in row.keys() if k not in (
+        data = {k: row[k] for k in row.keys() if k not in (  # noqa: SIM118 - a Row, not a dict
             "started", "finished", "seconds", "attempts", "position")}
         costs = json.loads(data["costs"] or "{}")
         data["costs"] = {k: v for k, v in costs.items() if k not in TIMING_COSTS}
