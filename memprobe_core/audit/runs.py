@@ -23,6 +23,7 @@ from memprobe_core.audit.unit import Runner, SplitSpec, UnitOutcome, run_unit
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.data import Snippet
 from memprobe_core.store import Store, UnitKey
+from memprobe_core.store.owner import owner_record
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,10 @@ def start_probe(
     config = RunConfig(methods=tuple(methods), lengths=(length,), options=options,
                        models=model_names or {}, split=split_spec)
     units = [UnitKey(snippet.id, method, length) for method in methods]
-    return store.create_run(kind, config=config.to_dict(), manifest={"models": models.manifest()},
-                            title=title, snippets=[snippet], units=units)
+    # The owner: a probe killed by SIGKILL then reads as interrupted, not running forever.
+    manifest = {"models": models.manifest(), "owner": owner_record()}
+    return store.create_run(kind, config=config.to_dict(), manifest=manifest, title=title,
+                            snippets=[snippet], units=units)
 
 
 def run_probe(
