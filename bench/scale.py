@@ -29,15 +29,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-import fleet
-import ray
+import fleet  # noqa: E402 - bench/fleet.py: the fleet half
+import ray  # noqa: E402
 
-from memprobe_core.attacks.common import AttackOptions
-from memprobe_core.audit import AuditProgress, ModelNames, run_audit, start_audit
-from memprobe_core.audit.executors import Executor, LocalExecutor
-from memprobe_core.audit.ray_executor import RayExecutor, RayOptions
-from memprobe_core.corpus import demo_corpus
-from memprobe_core.store import Store
+from memprobe_core.attacks.common import AttackOptions  # noqa: E402
+from memprobe_core.audit import AuditProgress, ModelNames, run_audit, start_audit  # noqa: E402
+from memprobe_core.audit.executors import Executor, LocalExecutor  # noqa: E402
+from memprobe_core.audit.ray_executor import RayExecutor, RayOptions  # noqa: E402
+from memprobe_core.corpus import demo_corpus  # noqa: E402
+from memprobe_core.store import Store  # noqa: E402
 
 METHODS = ["ps_inst", "interactive"]
 
@@ -116,7 +116,7 @@ def main() -> None:
     parser.add_argument("--fleet-latency-ms", type=float, default=50.0, help="fleet: per request")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    lines = audit_half(args) + [""] + fleet_half(args)
+    lines = [*audit_half(args), "", *fleet_half(args)]
     print("\n".join(lines))
 
 

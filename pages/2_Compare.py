@@ -8,6 +8,7 @@ import streamlit as st
 import ui_common as ui
 from ui_common import charts
 from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.audit.runs import comparison_table
 from ui_common.job_runner import ProgressSnapshot, recorded_methods_job
 
 JOB = "compare_job"
@@ -134,18 +135,7 @@ def render(snap: ProgressSnapshot) -> None:
                                 height=240)
         return
     split_info = st.session_state.get("cmp_split") or {}
-    rows = []
-    for method in charts.method_order(results):
-        r = results[method]
-        rows.append({"method": method, "label": METHOD_LABELS.get(method, method), "mem": r.mem,
-                     "lcs_p": r.lcs_p, "dis": r.dis, "objective": r.objective,
-                     "victim_queries": r.costs.victim_queries,
-                     "attacker_queries": r.costs.attacker_queries,
-                     "generated_tokens": r.costs.generated_tokens,
-                     "seconds": round(r.costs.wall_seconds, 2),
-                     "pii_copied": (r.pii.get("counts") or {}).get("copied", 0),
-                     "pii_invented": (r.pii.get("counts") or {}).get("invented", 0)})
-    table = pd.DataFrame(rows)
+    table = comparison_table(results)
     st.subheader("Scores")
     st.dataframe(table.drop(columns=["method"]).rename(columns={"label": "method"}),
                  hide_index=True, width="stretch",

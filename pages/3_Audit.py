@@ -216,11 +216,13 @@ with tab_run:
 def report_view(run_id: int) -> None:
     from memprobe_core.audit.report import report_for_run
 
-    report = report_for_run(store, run_id, resamples=500)
+    report = report_for_run(store, run_id)
     if report.table1.empty:
         st.info("No finished unit in this audit yet: the report fills in as units finish.")
         return
-    st.caption("Means with 95 % bootstrap intervals (500 resamples, seeded); 'all' pools domains.")
+    st.caption("Means with 95 % BCa bootstrap intervals (5,000 resamples, seeded); 'all' pools "
+               "domains. † marks n < 10: intervals and tests there are rough. Paired gains carry "
+               "a Wilcoxon signed-rank (or exact sign) test, Holm-adjusted across the report.")
     t1 = report.table1.drop(columns=["method"]).rename(columns={"method_label": "method"})
     st.dataframe(t1, hide_index=True, width="stretch",
                  column_config={c: st.column_config.NumberColumn(format="%.3f")

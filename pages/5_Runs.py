@@ -70,7 +70,7 @@ with tab_open:
         if not results.empty:
             from memprobe_core.audit.report import report_for_run
 
-            report = report_for_run(store, run_id, resamples=300)
+            report = report_for_run(store, run_id)
             ui.csv_download("Report (Table 1) CSV", report.table1, f"memprobe-run{run_id}-report.csv",
                             key="dl_report")
         else:

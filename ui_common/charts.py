@@ -1,12 +1,18 @@
 """Tables and plotly figures the dashboard draws (no Streamlit here, so they are unit-testable).
 
-Figures never carry user text in hover labels or annotations (prompts and outputs are shown by
-the page in escaped widgets instead): plotly interprets a subset of HTML in its text, so a prompt
-such as ``<b>x</b>`` would render as markup.
+Plotly renders a subset of HTML in every label, title, legend entry and hover (``<a href>``,
+``<b>``, ``<br>`` …), so a domain, model name, method label, snippet id or prompt from user data
+could draw a link or reshape the chart. Every such string goes through :func:`escape_label`
+(HTML entities, which plotly shows as the typed characters). Prompts and outputs themselves are
+never put in figures: the pages show them in escaped widgets.
+
+Charts of means mark cells with fewer than ``SMALL_N`` values with ``†`` and a note, as the report's
+tables do.
 """
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, is_dataclass
 from typing import Any
@@ -16,11 +22,51 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from memprobe_core.attacks.result import METHOD_LABELS, Candidate
+from memprobe_core.audit.stats import SMALL_N
+
+SMALL_N_MARK = "†"
 
 CANDIDATE_COLUMNS: list[str] = [
     "round", "index", "prompt", "output", "mem", "lcs_p", "objective", "flags", "is_round_best",
     "is_best",
 ]
+
+
+def escape_label(value: Any) -> str:
+    """``value`` as text that plotly shows literally (``<``, ``>``, ``&``, quotes as entities).
+
+    Use it for every user-supplied string that reaches a figure: category labels, trace names,
+    titles, hover text, tick labels.
+    """
+    return html.escape(str(value), quote=True)
+
+
+def _escaped(values: Iterable[Any]) -> list[str]:
+    return [escape_label(v) for v in values]
+
+
+def _method_label(method: str) -> str:
+    return escape_label(METHOD_LABELS.get(method, method))
+
+
+def _small_n_marks(frame: pd.DataFrame) -> list[str] | None:
+    """``†`` for rows with n < SMALL_N (from ``small_n`` or ``n``), else ``""``; None if unknown."""
+    if "small_n" in frame:
+        flags = frame["small_n"].fillna(False).astype(bool)
+    elif "n" in frame:
+        flags = pd.to_numeric(frame["n"], errors="coerce") < SMALL_N
+    else:
+        return None
+    return [SMALL_N_MARK if flag else "" for flag in flags]
+
+
+def _note_small_n(fig: go.Figure) -> None:
+    """A footnote under the plot when any bar carries the small-n mark."""
+    if any(SMALL_N_MARK in (getattr(t, "text", None) or ()) for t in fig.data):
+        fig.add_annotation(text=f"{SMALL_N_MARK} n < {SMALL_N}: too few snippets for a reliable "
+                                "interval", xref="paper", yref="paper", x=0, y=-0.18,
+                           showarrow=False, xanchor="left", font={"size": 11})
+        fig.update_layout(margin={"b": 50})
 
 
 def candidate_rows(candidates: Iterable[Candidate | dict[str, Any]]) -> pd.DataFrame:
@@ -93,7 +139,7 @@ def mem_lcs_scatter(frame: pd.DataFrame, *, title: str = "Mem vs LCS_P per round
                     "mem": ":.3f", "lcs_p": ":.3f"},
         labels={"lcs_p": "LCS_P (prompt overlap with suffix)", "mem": "Mem (output recall of suffix)",
                 "round_label": "round"},
-        title=title,
+        title=escape_label(title),
     )
     best = data[data["is_best"]]
     if not best.empty:
@@ -139,23 +185,29 @@ def method_order(methods: Iterable[str]) -> list[str]:
 def method_bars(results: pd.DataFrame, metrics: Sequence[str] = ("mem", "lcs_p", "dis", "objective")) -> go.Figure:
     """Grouped bars: one group per metric, one bar per method (from a results frame).
 
-    ``results`` needs a ``method`` column and the metric columns (``store.results_frame``).
+    ``results`` needs a ``method`` column and the metric columns (``store.results_frame``). With
+    an ``n`` (or ``small_n``) column, bars of means over fewer than ``SMALL_N`` values get ``†``.
     """
     fig = go.Figure()
     for method in method_order(results["method"]):
-        row = results[results["method"] == method].iloc[0]
+        part = results[results["method"] == method].iloc[:1]
+        row = part.iloc[0]
         values = [float(row[m]) if pd.notna(row.get(m)) else None for m in metrics]
-        fig.add_trace(go.Bar(name=METHOD_LABELS.get(method, method),
-                             x=[METRIC_LABELS.get(m, m) for m in metrics], y=values))
+        marks = _small_n_marks(part)
+        fig.add_trace(go.Bar(name=_method_label(method),
+                             x=_escaped(METRIC_LABELS.get(m, m) for m in metrics), y=values,
+                             text=None if marks is None else marks * len(metrics),
+                             textposition="outside"))
     fig.update_layout(barmode="group", title="Scores by method", yaxis_title="score",
                       height=380, margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    _note_small_n(fig)
     return fig
 
 
 def cost_bars(results: pd.DataFrame) -> go.Figure:
     """Bars of what each method spent: seconds and victim/attacker queries."""
     order = method_order(results["method"])
-    labels = [METHOD_LABELS.get(m, m) for m in order]
+    labels = [_method_label(m) for m in order]
     fig = go.Figure()
     for column, name in (("seconds", "seconds"), ("victim_queries", "victim queries"),
                          ("attacker_queries", "attacker queries")):
@@ -171,9 +223,11 @@ def domain_bars(frame: pd.DataFrame, metric: str = "mem") -> go.Figure:
     """Per-domain mean of ``metric`` by method, with the interval when the frame has one.
 
     ``frame`` has columns ``domain``, ``method`` and ``metric`` (one row per domain × method), and
-    optionally ``{metric}_lo`` / ``{metric}_hi`` (confidence interval bounds).
+    optionally ``{metric}_lo`` / ``{metric}_hi`` (interval bounds) and ``n`` / ``small_n``
+    (Table 1's columns): bars over fewer than ``SMALL_N`` snippets get ``†`` and a note.
     """
     fig = go.Figure()
+    metric_label = escape_label(METRIC_LABELS.get(metric, metric))
     for method in method_order(frame["method"]):
         part = frame[frame["method"] == method]
         error = None
@@ -182,33 +236,29 @@ def domain_bars(frame: pd.DataFrame, metric: str = "mem") -> go.Figure:
             error = {"type": "data", "symmetric": False,
                      "array": (part[hi] - part[metric]).tolist(),
                      "arrayminus": (part[metric] - part[lo]).tolist()}
-        fig.add_trace(go.Bar(name=METHOD_LABELS.get(method, method), x=part["domain"],
-                             y=part[metric], error_y=error))
-    fig.update_layout(barmode="group", title=f"{METRIC_LABELS.get(metric, metric)} by domain",
-                      yaxis_title=METRIC_LABELS.get(metric, metric), height=360,
-                      margin={"l": 10, "r": 10, "t": 40, "b": 10})
+        fig.add_trace(go.Bar(name=_method_label(method), x=_escaped(part["domain"]),
+                             y=part[metric], error_y=error, text=_small_n_marks(part),
+                             textposition="outside"))
+    fig.update_layout(barmode="group", title=f"{metric_label} by domain", yaxis_title=metric_label,
+                      height=360, margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    _note_small_n(fig)
     return fig
 
 
 # --- NER memorization -----------------------------------------------------------------------------
 
 
-def _safe_labels(labels: Sequence[str]) -> list[str]:
-    # Tick labels come from prompts (user text): escape them so plotly's pseudo-HTML shows them
-    # as typed (plotly decodes the entities back for display).
-    import html
-
-    return [html.escape(str(label), quote=True) for label in labels]
-
-
 def ner_ranking_figure(prompt_table: pd.DataFrame, *, title: str = "Prompts ranked by M-MEM") -> go.Figure:
     """Bars of M-MEM per prompt, best first, coloured by prompt type (x = rank; no prompt text)."""
     table = prompt_table.sort_values(["rank", "prompt_id"]).reset_index(drop=True)
+    # Prompt types and ids come from user files: they reach the legend and the hover.
     table = table.assign(position=range(1, len(table) + 1), pct=100 * table["m_mem"],
-                         type=table["type"].fillna("unknown"))
+                         type=_escaped(table["type"].fillna("unknown")),
+                         prompt_id=_escaped(table["prompt_id"]))
     fig = px.bar(table, x="position", y="pct", color="type",
                  hover_data={"prompt_id": True, "rank": True, "position": False, "pct": ":.1f"},
-                 labels={"position": "prompt (best → worst)", "pct": "M-MEM (%)"}, title=title)
+                 labels={"position": "prompt (best → worst)", "pct": "M-MEM (%)"},
+                 title=escape_label(title))
     fig.add_hline(y=50, line_dash="dot", annotation_text="50 % (no memorization)")
     fig.update_layout(height=360, bargap=0.05, margin={"l": 10, "r": 10, "t": 40, "b": 10})
     return fig
@@ -216,10 +266,13 @@ def ner_ranking_figure(prompt_table: pd.DataFrame, *, title: str = "Prompts rank
 
 def ner_box_by(groups: pd.DataFrame, *, title: str = "M-MEM by prompt type") -> go.Figure:
     """Box plot of M-MEM per group (``property_groups`` frames, with a ``model`` column if several)."""
-    data = groups.assign(pct=100 * groups["m_mem"])
+    # Group and model names (hub ids, user labels) reach the axis, legend and hover.
+    data = groups.assign(pct=100 * groups["m_mem"], group=_escaped(groups["group"]))
     color = "model" if "model" in data and data["model"].nunique() > 1 else None
+    if color:
+        data["model"] = _escaped(data["model"])
     fig = px.box(data, x="group", y="pct", color=color, points="all",
-                 labels={"group": "", "pct": "M-MEM (%)"}, title=title)
+                 labels={"group": "", "pct": "M-MEM (%)"}, title=escape_label(title))
     fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 40, "b": 10})
     return fig
 
@@ -228,11 +281,11 @@ def importance_heatmap(data: dict[str, Any], *, title: str) -> go.Figure:
     """Token-importance heatmap (``ImportanceTrace.heatmap()``): steps × the prompt's tokens."""
     z = data["z"]
     fig = go.Figure(go.Heatmap(
-        z=z, x=_safe_labels(data["x"]), y=list(data["y"]), colorscale="RdBu", zmid=0,
-        text=[_safe_labels(row) for row in data["text"]], texttemplate="%{text}",
+        z=z, x=_escaped(data["x"]), y=_escaped(data["y"]), colorscale="RdBu", zmid=0,
+        text=[_escaped(row) for row in data["text"]], texttemplate="%{text}",
         hovertemplate="%{y}<br>%{x}: %{z:.2f}<extra></extra>", colorbar={"title": "importance"},
     ))
-    fig.update_layout(title=title, height=120 + 28 * max(1, len(data["y"])),
+    fig.update_layout(title=escape_label(title), height=120 + 28 * max(1, len(data["y"])),
                       margin={"l": 10, "r": 10, "t": 40, "b": 10})
     fig.update_yaxes(autorange="reversed")
     return fig
@@ -241,19 +294,19 @@ def importance_heatmap(data: dict[str, Any], *, title: str) -> go.Figure:
 def attention_heatmap(data: dict[str, Any], *, title: str) -> go.Figure:
     """Attention of the name position to each token, in-train vs out-of-train (2 × tokens)."""
     fig = go.Figure(go.Heatmap(
-        z=data["z"], x=_safe_labels(data["x"]), y=list(data["y"]), colorscale="Viridis",
+        z=data["z"], x=_escaped(data["x"]), y=_escaped(data["y"]), colorscale="Viridis",
         hovertemplate="%{y}<br>%{x}: %{z:.3f}<extra></extra>", colorbar={"title": "attention"},
     ))
-    fig.update_layout(title=title, height=230, margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    fig.update_layout(title=escape_label(title), height=230, margin={"l": 10, "r": 10, "t": 40, "b": 10})
     return fig
 
 
 def tau_heatmap(tau: pd.DataFrame, *, title: str = "Kendall τ of prompt rankings") -> go.Figure:
     """Kendall τ matrix between models (or dev/test), annotated with the values."""
     fig = go.Figure(go.Heatmap(
-        z=tau.to_numpy(), x=_safe_labels(tau.columns), y=_safe_labels(tau.index), zmin=-1, zmax=1,
+        z=tau.to_numpy(), x=_escaped(tau.columns), y=_escaped(tau.index), zmin=-1, zmax=1,
         colorscale="RdBu", text=tau.round(2).astype(str).to_numpy(), texttemplate="%{text}",
         colorbar={"title": "τ"},
     ))
-    fig.update_layout(title=title, height=120 + 50 * len(tau), margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    fig.update_layout(title=escape_label(title), height=120 + 50 * len(tau), margin={"l": 10, "r": 10, "t": 40, "b": 10})
     return fig

@@ -10,6 +10,41 @@ from memprobe_core.models.base import Generator
 
 Access = Literal["full", "partial"]
 
+# Sane maxima of the size options: far above any useful setting, low enough that a typo
+# (`--n 1000000000`) is refused at once instead of slowly eating memory. Each entry is
+# (field, lowest, highest); ``None`` values (use the default) are not checked.
+SIZE_LIMITS: tuple[tuple[str, int, int], ...] = (
+    ("rounds", 0, 100),
+    ("n_candidates", 1, 1024),
+    ("max_prompt_tokens", 1, 8192),
+    ("gcg_steps", 0, 10_000),
+    ("gcg_top_k", 1, 1_000_000),
+    ("gcg_search_width", 1, 16_384),
+    ("gcg_batch_size", 1, 16_384),
+    ("reverse_max_new_tokens", 1, 8192),
+)
+# Tokens of prefix + suffix of one split, and snippets taken from a dataset (--limit,
+# --per-domain): the same kind of guard for the sizes that are not method options.
+MAX_LENGTH = 8192
+MAX_SNIPPETS = 10_000_000
+
+
+def check_size(name: str, value: int | None, low: int, high: int) -> None:
+    """Refuse a size option outside ``[low, high]`` with a message naming it (``None`` passes).
+
+    Raises:
+        ValueError: ``"name=value: give a whole number from low to high"``.
+    """
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name}={value!r}: give a whole number from {low} to {high:,}")
+
+
+def check_length(length: int) -> None:
+    """Refuse a split length (tokens of prefix + suffix) outside ``[2, MAX_LENGTH]``."""
+    check_size("length", length, 2, MAX_LENGTH)
+
 
 @dataclass
 class ModelSet:
@@ -82,10 +117,8 @@ class AttackOptions:
     reverse_max_new_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        if self.rounds < 0:
-            raise ValueError(f"rounds={self.rounds}: use 0 or more refinement rounds")
-        if self.n_candidates < 1:
-            raise ValueError(f"n_candidates={self.n_candidates}: use at least 1 candidate a round")
+        for name, low, high in SIZE_LIMITS:
+            check_size(name, getattr(self, name), low, high)
         if self.access not in ("full", "partial"):
             raise ValueError(f"access {self.access!r} is unknown; use 'full' or 'partial'")
         if self.alpha is not None and not 0.0 <= self.alpha <= 1.0:

@@ -1,17 +1,47 @@
-"""CSV export that is safe to open in a spreadsheet.
+"""CSV export that is safe to open in a spreadsheet, and reads back into pandas exactly.
 
-Snippets and model outputs are untrusted text: a cell such as ``=HYPERLINK("http://evil", "x")``
-becomes a live formula when the CSV is opened in Excel or LibreOffice. Following OWASP's
-"CSV Injection" advice, every **text** cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or
-a carriage return gets a single quote (``'``) in front, which spreadsheets show as text. The csv
-writer quotes cells with commas, quotes and newlines, so the cell cannot break out of its field.
+**Formulas.** Snippets and model outputs are untrusted text: a cell such as
+``=HYPERLINK("http://evil", "x")`` becomes a live formula when the CSV is opened in Excel or
+LibreOffice. Following OWASP's "CSV Injection" advice, a single quote (``'``) goes in front of every
+**text** cell that
 
-What is *not* touched, on purpose:
-- numbers stay numbers: a negative score stored as a number (``-0.25``) is written as ``-0.25``;
-  only strings (and other non-numeric objects, written as their ``str``) are inspected. The same
-  text ``"-0.25"`` stored as a string is neutralised, because a spreadsheet would evaluate it.
-- everything else round-trips through ``pandas.read_csv`` unchanged: UTF-8 (no BOM), one header
-  row, no index column, commas, double quotes, newlines and non-ASCII text intact.
+- starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return (OWASP's list), or
+- starts with any run of whitespace or invisible characters (spaces, NBSP and the other Unicode
+  spaces, newlines, control and format characters such as U+200B or a BOM) followed by one of
+  ``= + - @`` or their full-width forms (``＝ ＋ － ＠``): spreadsheet programs trim leading
+  whitespace on import, so ``" =1+1"`` and ``"\n=1+1"`` are formulas too (the full-width forms are
+  a cheap precaution, not a case we saw a spreadsheet evaluate), or
+- already starts with ``'`` — so that exactly one leading quote is always the exporter's, and
+  :func:`read_safe_csv` can take it off without guessing.
+
+Spreadsheets show a leading ``'`` cell as text. The csv writer quotes cells with commas, quotes and
+newlines, so a cell cannot break out of its field.
+
+What is *not* touched, on purpose: numbers stay numbers (a negative score stored as a number,
+``-0.25``, is written as ``-0.25``; the same text ``"-0.25"`` stored as a string is neutralised,
+because a spreadsheet would evaluate it). Output is UTF-8 (no BOM), one header row, no index
+column, CRLF row ends; a missing value (None, NaN, NaT) is an empty field.
+
+**Reading it back (the round trip, stated exactly).** pandas' defaults turn the *text* cells
+``NA``, ``null``, ``None``, ``nan``, ``NaN``, ``N/A``, ``#N/A``, ``<NA>`` … into NaN. The call that
+keeps them is :func:`read_safe_csv`, which is::
+
+    frame = pd.read_csv(source, encoding="utf-8", keep_default_na=False, na_values=[""],
+                        dtype={c: str for c in text_columns})
+    frame[text_columns] = frame[text_columns].fillna("")
+    # then one leading "'" is removed from every text cell and column name that has one
+
+What comes back:
+
+- every text cell as written (``"NA"``, ``"null"``, ``"None"``, ``"nan"``, commas, quotes,
+  newlines, non-ASCII, formula-like text without the added quote);
+- numbers with their type (int, float, bool) and NaN where a value was missing;
+- ``""`` (empty text) only in the columns named in ``text_columns``. CSV spells an empty text and a
+  missing value the same way (an empty field), and pandas cannot tell ``""`` from nothing, so a
+  column must say which it means: in ``text_columns`` an empty field is ``""`` (a missing text
+  value also comes back as ``""``); elsewhere it is NaN.
+- text columns whose every cell looks like a number (snippet ids ``"001"``) stay text only when
+  named in ``text_columns``; otherwise pandas reads them as numbers.
 
 Callers add manifest columns (models, ROUGE variant, α, seed) to the frame before exporting;
 ``Store.results_frame`` already carries them.
@@ -21,8 +51,10 @@ from __future__ import annotations
 
 import io
 import numbers
+import unicodedata
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pandas as pd
 
@@ -30,10 +62,33 @@ from memprobe_core.errors import MemprobeError
 
 # OWASP CSV injection: characters that make a spreadsheet treat a cell as a formula.
 FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
+QUOTE = "'"
+# Formula starts that count after leading whitespace/invisible characters (plus full-width forms).
+_FORMULA_STARTS = frozenset("=+-@\uff1d\uff0b\uff0d\uff20")
+# Unicode categories a spreadsheet may drop or not show in front of a formula: control (Cc),
+# format (Cf: zero-width space, BOM, direction marks), space/line/paragraph separators.
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+_READ_KWARGS: dict[str, Any] = {"encoding": "utf-8", "keep_default_na": False, "na_values": [""]}
 
 
 class ExportError(MemprobeError, OSError):
     """The CSV could not be written; the message names the path and what to do."""
+
+
+def _invisible(char: str) -> bool:
+    return char.isspace() or unicodedata.category(char) in _INVISIBLE_CATEGORIES
+
+
+def needs_quote(text: str) -> bool:
+    """Whether ``text`` gets the leading ``'`` (the rule in the module docstring)."""
+    if not text:
+        return False
+    if text.startswith(FORMULA_PREFIXES) or text.startswith(QUOTE):
+        return True
+    for char in text:
+        if not _invisible(char):
+            return char in _FORMULA_STARTS
+    return False
 
 
 def neutralize_cell(value: Any) -> Any:
@@ -43,8 +98,8 @@ def neutralize_cell(value: Any) -> Any:
     if isinstance(value, (pd.Timestamp, pd.Timedelta)) or value is pd.NaT:
         return value
     text = value if isinstance(value, str) else str(value)
-    if text.startswith(FORMULA_PREFIXES):
-        return "'" + text
+    if needs_quote(text):
+        return QUOTE + text
     return value
 
 
@@ -103,3 +158,37 @@ def write_safe_csv(frame: pd.DataFrame, path: str | Path) -> Path:
             f"cannot write CSV to {target}: {exc.strerror or exc}; choose a path you can write to"
         ) from exc
     return target
+
+
+def _unquote(value: Any) -> Any:
+    return value[1:] if isinstance(value, str) and value.startswith(QUOTE) else value
+
+
+def read_safe_csv(
+    source: str | Path | bytes | IO[Any], *, text_columns: Iterable[str] = ()
+) -> pd.DataFrame:
+    """Read a CSV written by :func:`to_safe_csv` back into the frame it came from.
+
+    Args:
+        source: a path, the CSV bytes, or an open file.
+        text_columns: columns to read as text, where an empty field means ``""`` (see the module
+            docstring for why a CSV needs to be told).
+
+    Returns:
+        The frame: text cells as written (the exporter's leading ``'`` removed), numbers typed,
+        missing values NaN.
+    """
+    text_columns = list(text_columns)
+    data = io.BytesIO(source) if isinstance(source, bytes) else source
+    # dtype is keyed by the header as written, where a name like "=x" carries the added quote.
+    frame = pd.read_csv(data, **_READ_KWARGS,
+                        dtype={neutralize_cell(c): str for c in text_columns})
+    frame.columns = [_unquote(c) for c in frame.columns]
+    present = [c for c in text_columns if c in frame.columns]
+    if present:
+        frame[present] = frame[present].fillna("")
+    for column in frame.columns:
+        if not (pd.api.types.is_numeric_dtype(frame[column]) or
+                pd.api.types.is_bool_dtype(frame[column])):
+            frame[column] = frame[column].map(_unquote)
+    return frame

@@ -3,15 +3,20 @@
 From ``Store.results_frame`` (one row per finished unit) this builds:
 
 - **Table 1**: method × domain × length → mean Mem, LCS_P, Dis, objective and n, each mean with a
-  bootstrap 95 % interval (percentile method, seeded numpy, 1000 resamples by default). Rows with
-  domain ``all`` pool the domains.
+  BCa bootstrap 95 % interval (scipy, seeded, 5,000 resamples by default); ``small_n`` marks cells
+  with n < 10. Rows with domain ``all`` pool the domains.
 - **Paired improvement** of each method over P-S-Inst and over P-S-Base: per snippet and length,
-  the difference in Mem (method − baseline), its mean, bootstrap interval and wins/ties/losses.
-  Pairing removes the snippet-to-snippet spread, which dwarfs method differences.
+  the difference in Mem (method − baseline), its mean, BCa interval, wins/ties/losses, a two-sided
+  paired test (Wilcoxon signed-rank, or the exact sign test for few non-zero differences) and its
+  p-value Holm-adjusted across every comparison in the report. Pairing removes the
+  snippet-to-snippet spread, which dwarfs method differences.
+
+The statistical rules (degenerate samples, ties, why Holm) are in :mod:`memprobe_core.audit.stats`.
 - **PII**: items in the true suffixes, copied into outputs, invented by outputs, per method.
 - **Cost** per method: victim and attacker queries, generated tokens, seconds (total and per unit).
 
-``render_text`` draws it for a terminal; ``report_to_dict`` gives JSON-ready records.
+``render_text`` (in :mod:`memprobe_core.audit.report_text`, re-exported here) draws it for a
+terminal; ``report_to_dict`` gives JSON-ready records.
 """
 
 from __future__ import annotations
@@ -24,21 +29,33 @@ import numpy as np
 import pandas as pd
 
 from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.audit.report_text import SMALL_N_MARK, render_text
+from memprobe_core.audit.stats import (
+    DEFAULT_RESAMPLES,
+    SMALL_N,
+    TIE_TOLERANCE,
+    bca_interval,
+    holm,
+    paired_test,
+    validate_resamples,
+)
+
+__all__ = [
+    "BASELINES", "DEFAULT_RESAMPLES", "SMALL_N", "SMALL_N_MARK", "Report", "bootstrap_ci",
+    "build_report", "cost_per_method", "paired_improvement", "pii_totals", "render_text",
+    "report_for_run", "report_to_dict", "table1",
+]
 
 BASELINES: tuple[str, ...] = ("ps_inst", "ps_base")
-DEFAULT_RESAMPLES = 1000
-# Differences smaller than this count as ties (scores are ratios of small integers, so real
-# differences are far larger; this only absorbs float noise).
-TIE_TOLERANCE = 1e-9
 
 TABLE1_COLUMNS = [
-    "method", "method_label", "domain", "length", "n",
+    "method", "method_label", "domain", "length", "n", "small_n",
     "mem", "mem_lo", "mem_hi", "lcs_p", "lcs_p_lo", "lcs_p_hi",
     "dis", "dis_lo", "dis_hi", "objective",
 ]
 PAIRED_COLUMNS = [
     "method", "method_label", "baseline", "metric", "length", "n_pairs",
-    "mean_diff", "lo", "hi", "wins", "ties", "losses",
+    "small_n", "mean_diff", "lo", "hi", "wins", "ties", "losses", "test", "p_value", "p_holm",
 ]
 PII_COLUMNS = ["method", "method_label", "units", "truth", "copied", "invented", "copied_share"]
 COST_COLUMNS = [
@@ -52,9 +69,14 @@ class Report:
     """Aggregates of one run (all pandas DataFrames; see the module docstring).
 
     Attributes:
-        table1 / paired / pii / costs: the four tables.
+        table1: :data:`TABLE1_COLUMNS` — ``small_n`` is True when n < 10; ``*_lo``/``*_hi`` are
+            NaN when there is no interval (fewer than two values, or all equal).
+        paired: :data:`PAIRED_COLUMNS` — ``test`` (``wilcoxon`` / ``sign`` / ``none``),
+            ``p_value`` (two-sided) and ``p_holm`` (Holm-adjusted over the report's comparisons).
+        pii / costs: :data:`PII_COLUMNS` / :data:`COST_COLUMNS`.
         errors: failed units (snippet_id, method, length, attempts, error), may be empty.
-        meta: run id, result count, resamples, seed, ROUGE variant and models when known.
+        meta: run id, result count, resamples, seed, interval and test names, ROUGE variant and
+            models when known.
     """
 
     table1: pd.DataFrame
@@ -68,19 +90,14 @@ class Report:
 def bootstrap_ci(
     values: np.ndarray | pd.Series, *, resamples: int = DEFAULT_RESAMPLES, seed: int = 0
 ) -> tuple[float, float]:
-    """Percentile bootstrap 95 % interval of the mean; NaNs dropped.
+    """BCa bootstrap 95 % interval of the mean; NaNs dropped (see ``stats.bca_interval``).
 
-    Returns ``(nan, nan)`` for fewer than two values (no spread to resample).
+    Returns ``(nan, nan)`` — no interval — for fewer than two values or all values equal.
+
+    Raises:
+        ValueError: ``resamples`` outside [100, 100000].
     """
-    data = np.asarray(values, dtype=float)
-    data = data[~np.isnan(data)]
-    if data.size < 2:
-        return (math.nan, math.nan)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, data.size, size=(resamples, data.size))  # (B, n)
-    means = data[idx].mean(axis=1)  # (B,)
-    lo, hi = np.percentile(means, [2.5, 97.5])
-    return float(lo), float(hi)
+    return bca_interval(values, resamples=resamples, seed=seed)
 
 
 def _method_order(method: str) -> int:
@@ -97,34 +114,85 @@ def _sorted(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     )
 
 
+def _table1_row(method: str, domain: str, length: Any, group: pd.DataFrame, *, resamples: int,
+                seed: int) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "method": method,
+        "method_label": METHOD_LABELS.get(method, method),
+        "domain": domain,
+        "length": int(length),
+        "n": len(group),
+        "small_n": len(group) < SMALL_N,
+        "objective": float(group["objective"].astype(float).mean()),
+    }
+    for metric in ("mem", "lcs_p", "dis"):
+        values = pd.to_numeric(group[metric], errors="coerce")
+        row[metric] = float(values.mean()) if values.notna().any() else math.nan
+        row[f"{metric}_lo"], row[f"{metric}_hi"] = bootstrap_ci(values, resamples=resamples, seed=seed)
+    return row
+
+
 def table1(results: pd.DataFrame, *, resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> pd.DataFrame:
-    """Method × domain × length means with bootstrap intervals (plus pooled ``all`` domains)."""
-    rows = []
+    """Method × domain × length means with BCa intervals (plus pooled ``all`` domains).
+
+    Raises:
+        ValueError: ``resamples`` outside [100, 100000].
+    """
+    resamples = validate_resamples(resamples)
     if results.empty:
         return pd.DataFrame(columns=TABLE1_COLUMNS)
     pooled = results.assign(domain="all") if results["domain"].nunique() > 1 else None
     frames = [results] if pooled is None else [results, pooled]
-    for frame in frames:
-        for (method, domain, length), group in frame.groupby(["method", "domain", "length"]):
-            row: dict[str, Any] = {
-                "method": method,
-                "method_label": METHOD_LABELS.get(method, method),
-                "domain": domain,
-                "length": int(length),
-                "n": len(group),
-                "objective": float(group["objective"].astype(float).mean()),
-            }
-            for metric in ("mem", "lcs_p", "dis"):
-                values = pd.to_numeric(group[metric], errors="coerce")
-                row[metric] = float(values.mean()) if values.notna().any() else math.nan
-                row[f"{metric}_lo"], row[f"{metric}_hi"] = bootstrap_ci(
-                    values, resamples=resamples, seed=seed
-                )
-            rows.append(row)
+    rows = [
+        _table1_row(method, domain, length, group, resamples=resamples, seed=seed)
+        for frame in frames
+        for (method, domain, length), group in frame.groupby(["method", "domain", "length"])
+    ]
     out = pd.DataFrame(rows, columns=TABLE1_COLUMNS)
     out = out.assign(_all=(out["domain"] == "all"))
     out = _sorted(out, ["_all", "domain", "length"]).drop(columns="_all")
     return out
+
+
+def _paired_row(method: str, baseline: str, metric: str, length: Any, diff: np.ndarray, *,
+                resamples: int, seed: int) -> dict[str, Any]:
+    lo, hi = bootstrap_ci(diff, resamples=resamples, seed=seed)
+    test = paired_test(diff, seed=seed)
+    return {
+        "method": method,
+        "method_label": METHOD_LABELS.get(method, method),
+        "baseline": baseline,
+        "metric": metric,
+        "length": int(length),
+        "n_pairs": int(diff.size),
+        "small_n": bool(diff.size < SMALL_N),
+        "mean_diff": float(diff.mean()),
+        "lo": lo,
+        "hi": hi,
+        "wins": int((diff > TIE_TOLERANCE).sum()),
+        "ties": int((np.abs(diff) <= TIE_TOLERANCE).sum()),
+        "losses": int((diff < -TIE_TOLERANCE).sum()),
+        "test": test.test,
+        "p_value": test.p_value,
+    }
+
+
+def _holm_by_hypothesis(paired: pd.DataFrame) -> np.ndarray:
+    """Holm-adjusted p per row, counting each hypothesis once.
+
+    "P-S-Base over P-S-Inst" and "P-S-Inst over P-S-Base" test the same pairs (the differences
+    only change sign, so the two-sided p is equal); counting both would make the correction
+    stricter for no reason. Mirrored rows share one family member and one adjusted p.
+    """
+    keys = [(*sorted((m, b)), length)
+            for m, b, length in zip(paired["method"], paired["baseline"], paired["length"])]
+    first: dict[tuple[Any, ...], int] = {}
+    for row, key in enumerate(keys):
+        first.setdefault(key, row)
+    unique_rows = list(first.values())
+    adjusted = holm(paired["p_value"].to_numpy(dtype=float)[unique_rows])
+    by_key = dict(zip(first, adjusted))
+    return np.array([by_key[key] for key in keys], dtype=float)
 
 
 def paired_improvement(
@@ -135,46 +203,35 @@ def paired_improvement(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Per-snippet improvement of each method over each baseline, by length.
+    """Per-snippet improvement of each method over each baseline, by length, with a paired test.
 
     Pairs are (snippet_id, length) present for both the method and the baseline; the difference
-    is ``method − baseline`` of ``metric``.
+    is ``method − baseline`` of ``metric``. ``p_holm`` is Holm-adjusted over the distinct
+    comparisons of the returned frame (one family per report; see ``_holm_by_hypothesis``).
+
+    Raises:
+        ValueError: ``resamples`` outside [100, 100000].
     """
-    rows = []
+    resamples = validate_resamples(resamples)
     if results.empty:
         return pd.DataFrame(columns=PAIRED_COLUMNS)
     keyed = results.set_index(["method", "snippet_id", "length"])[metric].astype(float)
     keyed = keyed[~keyed.index.duplicated(keep="last")]
     methods = sorted(results["method"].unique(), key=_method_order)
-    for baseline in baselines:
-        if baseline not in methods:
-            continue
+    rows = []
+    for baseline in (b for b in baselines if b in methods):
         base = keyed.xs(baseline, level="method")
-        for method in methods:
-            if method == baseline:
-                continue
+        for method in (m for m in methods if m != baseline):
             mine = keyed.xs(method, level="method")
             both = pd.concat([mine.rename("m"), base.rename("b")], axis=1, join="inner").dropna()
             for length, group in both.groupby(level="length"):
-                diff = (group["m"] - group["b"]).to_numpy()
-                lo, hi = bootstrap_ci(diff, resamples=resamples, seed=seed)
-                rows.append({
-                    "method": method,
-                    "method_label": METHOD_LABELS.get(method, method),
-                    "baseline": baseline,
-                    "metric": metric,
-                    "length": int(length),
-                    "n_pairs": int(diff.size),
-                    "mean_diff": float(diff.mean()),
-                    "lo": lo,
-                    "hi": hi,
-                    "wins": int((diff > TIE_TOLERANCE).sum()),
-                    "ties": int((np.abs(diff) <= TIE_TOLERANCE).sum()),
-                    "losses": int((diff < -TIE_TOLERANCE).sum()),
-                })
+                diff = (group["m"] - group["b"]).to_numpy()  # (pairs,)
+                rows.append(_paired_row(method, baseline, metric, length, diff,
+                                        resamples=resamples, seed=seed))
     out = pd.DataFrame(rows, columns=PAIRED_COLUMNS)
     if out.empty:
         return out
+    out["p_holm"] = _holm_by_hypothesis(out)
     out = out.assign(_b=out["baseline"].map(list(baselines).index))
     return _sorted(out, ["_b", "length"]).drop(columns="_b")
 
@@ -223,11 +280,22 @@ def build_report(
     Args:
         results: one row per finished unit.
         errors: failed units (``Store.errors_frame``), shown under the tables.
-        resamples / seed: bootstrap settings (seeded, so a report is reproducible).
+        resamples / seed: bootstrap settings (seeded, so a report is reproducible);
+            ``resamples`` from 100 to 100000.
         meta: extra facts to carry (run id, title …).
+
+    Raises:
+        ValueError: ``resamples`` out of range (the message says what to give).
     """
+    resamples = validate_resamples(resamples)
     info = dict(meta or {})
-    info.update({"results": len(results), "resamples": resamples, "bootstrap_seed": seed})
+    info.update({
+        "results": len(results), "resamples": resamples, "bootstrap_seed": seed,
+        "interval": "BCa bootstrap 95 %", "small_n_below": SMALL_N,
+        "paired_test": "two-sided Wilcoxon signed-rank (exact sign test below 6 non-zero "
+                       "differences), ties dropped",
+        "multiple_comparisons": "Holm across the report's paired rows",
+    })
     if not results.empty:
         for column in ("rouge_variant", "victim", "base", "attacker"):
             if column in results:
@@ -251,93 +319,6 @@ def report_for_run(store: Any, run_id: int, **kwargs: Any) -> Report:
             "units_error": run["units_error"]}
     return build_report(store.results_frame(run_id), errors=store.errors_frame(run_id),
                         meta=meta, **kwargs)
-
-
-# --- rendering ------------------------------------------------------------------------------------
-def _num(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    return f"{value:.{digits}f}"
-
-
-def _with_ci(mean: Any, lo: Any, hi: Any) -> str:
-    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
-        return "–"
-    if isinstance(lo, float) and math.isnan(lo):
-        return _num(mean)
-    return f"{_num(mean)} [{_num(lo)}, {_num(hi)}]"
-
-
-def _signed_ci(mean: float, lo: float, hi: float) -> str:
-    if math.isnan(lo):
-        return f"{mean:+.3f}"
-    return f"{mean:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-
-
-def render_text(report: Report) -> str:
-    """The report as plain text for a terminal (fixed-width tables, intervals in brackets)."""
-    meta = report.meta
-    lines = []
-    head = f"Run {meta.get('run_id', '?')}"
-    if meta.get("title"):
-        head += f" — {meta['title']}"
-    if "units_total" in meta:
-        head += (f" · {meta.get('units_done', 0)}/{meta['units_total']} units done, "
-                 f"{meta.get('units_error', 0)} failed · status {meta.get('status')}")
-    lines.append(head)
-    models = ", ".join(f"{k} {meta[k]}" for k in ("victim", "base", "attacker") if meta.get(k))
-    if models:
-        lines.append(f"Models: {models}; ROUGE-L {meta.get('rouge_variant') or '?'}")
-    if report.table1.empty:
-        lines.append("\nNo finished units yet.")
-    else:
-        t1 = report.table1
-        lines.append(f"\nTable 1 — mean per method, domain and length "
-                     f"(95 % bootstrap CI, {meta.get('resamples', DEFAULT_RESAMPLES)} resamples)")
-        table = pd.DataFrame({
-            "Method": t1["method_label"], "Domain": t1["domain"], "Length": t1["length"],
-            "n": t1["n"],
-            "Mem": [_with_ci(*r) for r in zip(t1["mem"], t1["mem_lo"], t1["mem_hi"])],
-            "LCS_P": [_with_ci(*r) for r in zip(t1["lcs_p"], t1["lcs_p_lo"], t1["lcs_p_hi"])],
-            "Dis": [_with_ci(*r) for r in zip(t1["dis"], t1["dis_lo"], t1["dis_hi"])],
-            "Objective": [_num(v) for v in t1["objective"]],
-        })
-        lines.append(table.to_string(index=False))
-    if not report.paired.empty:
-        lines.append("\nPaired improvement in Mem (method − baseline, per snippet)")
-        p = report.paired
-        table = pd.DataFrame({
-            "Method": p["method_label"],
-            "over": p["baseline"].map(lambda b: METHOD_LABELS.get(b, b)),
-            "Length": p["length"], "pairs": p["n_pairs"],
-            "ΔMem [95 % CI]": [_signed_ci(*r) for r in zip(p["mean_diff"], p["lo"], p["hi"])],
-            "W/T/L": [f"{w}/{t}/{l_}" for w, t, l_ in zip(p["wins"], p["ties"], p["losses"])],
-        })
-        lines.append(table.to_string(index=False))
-    if not report.pii.empty:
-        lines.append("\nPII (items in the true suffixes / copied into outputs / invented)")
-        p = report.pii
-        table = pd.DataFrame({
-            "Method": p["method_label"], "units": p["units"], "in truth": p["truth"],
-            "copied": p["copied"], "invented": p["invented"],
-            "copied %": [("–" if math.isnan(v) else f"{100 * v:.1f}") for v in p["copied_share"]],
-        })
-        lines.append(table.to_string(index=False))
-    if not report.costs.empty:
-        lines.append("\nCost per method")
-        c = report.costs
-        table = pd.DataFrame({
-            "Method": c["method_label"], "units": c["units"],
-            "victim q": c["victim_queries"], "attacker q": c["attacker_queries"],
-            "tokens": c["generated_tokens"], "seconds": [f"{v:.1f}" for v in c["seconds"]],
-            "s/unit": [f"{v:.1f}" for v in c["seconds_per_unit"]],
-        })
-        lines.append(table.to_string(index=False))
-    if report.errors is not None and not report.errors.empty:
-        lines.append(f"\nFailed units ({len(report.errors)})")
-        for row in report.errors.itertuples(index=False):
-            lines.append(f"  {row.snippet_id} / {row.method} / {row.length}: {row.error}")
-    return "\n".join(lines)
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:

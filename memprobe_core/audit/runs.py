@@ -13,13 +13,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import pandas as pd
+
 from memprobe_core.attacks import run_method
 from memprobe_core.attacks.common import AttackOptions, ModelSet
 from memprobe_core.attacks.events import EventCallback
+from memprobe_core.attacks.result import METHOD_LABELS, AttackResult
 from memprobe_core.audit.unit import Runner, SplitSpec, UnitOutcome, run_unit
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.data import Snippet
 from memprobe_core.store import Store, UnitKey
+from memprobe_core.store.owner import owner_record
 
 
 @dataclass(frozen=True)
@@ -82,8 +86,10 @@ def start_probe(
     config = RunConfig(methods=tuple(methods), lengths=(length,), options=options,
                        models=model_names or {}, split=split_spec)
     units = [UnitKey(snippet.id, method, length) for method in methods]
-    return store.create_run(kind, config=config.to_dict(), manifest={"models": models.manifest()},
-                            title=title, snippets=[snippet], units=units)
+    # The owner: a probe killed by SIGKILL then reads as interrupted, not running forever.
+    manifest = {"models": models.manifest(), "owner": owner_record()}
+    return store.create_run(kind, config=config.to_dict(), manifest=manifest, title=title,
+                            snippets=[snippet], units=units)
 
 
 def run_probe(
@@ -137,3 +143,28 @@ def _probe_status(outcomes: list[UnitOutcome], cancel: threading.Event | None) -
     if outcomes and all(o.status == "error" for o in outcomes):
         return "failed"
     return "finished"
+
+
+COMPARISON_COLUMNS: list[str] = [
+    "method", "label", "mem", "lcs_p", "dis", "objective", "victim_queries", "attacker_queries",
+    "generated_tokens", "seconds", "pii_copied", "pii_invented",
+]
+
+
+def comparison_table(results: dict[str, AttackResult]) -> pd.DataFrame:
+    """One row per method of a comparison, in Table 1's method order: scores, costs, PII counts."""
+    rows = []
+    for method in sorted(results, key=lambda m: list(METHOD_LABELS).index(m)
+                         if m in METHOD_LABELS else len(METHOD_LABELS)):
+        r = results[method]
+        counts = r.pii.get("counts") or {}
+        rows.append({
+            "method": method, "label": METHOD_LABELS.get(method, method), "mem": r.mem,
+            "lcs_p": r.lcs_p, "dis": r.dis, "objective": r.objective,
+            "victim_queries": r.costs.victim_queries,
+            "attacker_queries": r.costs.attacker_queries,
+            "generated_tokens": r.costs.generated_tokens,
+            "seconds": round(r.costs.wall_seconds, 2),
+            "pii_copied": counts.get("copied", 0), "pii_invented": counts.get("invented", 0),
+        })
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)

@@ -146,7 +146,7 @@ def _snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, Any]]:
     else:
         loaded = load_snippets(args.dataset, text_column=args.text_column,
                                id_column=args.id_column, domain_column=args.domain_column,
-                               domain=args.domain, txt_mode=args.txt_mode)
+                               domain=args.domain, **common.file_options(args))
         for rejection in loaded.rejected:
             print(f"{args.dataset}: row {rejection.row} skipped: {rejection.reason}",
                   file=sys.stderr)

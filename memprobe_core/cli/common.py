@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
+from urllib.parse import urlsplit
 
-from memprobe_core.attacks.common import AttackOptions
+from memprobe_core.attacks.common import (
+    MAX_LENGTH,
+    MAX_SNIPPETS,
+    SIZE_LIMITS,
+    AttackOptions,
+    check_size,
+)
 from memprobe_core.attacks.result import METHOD_LABELS
 from memprobe_core.audit.models import ModelNames
 from memprobe_core.audit.unit import SplitSpec
@@ -19,10 +26,41 @@ from memprobe_core.config import (
     ScoringConfig,
 )
 from memprobe_core.errors import UsageError
-from memprobe_core.loaders import TxtMode
+from memprobe_core.loaders import MAX_FILE_BYTES, TxtMode
 from memprobe_core.store import Store
 
 TXT_MODES: tuple[str, ...] = get_args(TxtMode)
+
+# Size options checked right after parsing (argparse dest → flag, lowest, highest), so a typo
+# such as `--n 1000000000` is refused in one line before a store is opened or a model loaded.
+# The method options' bounds are AttackOptions' own (the dashboard builds those too).
+_OPTION_BOUNDS = {name: (low, high) for name, low, high in SIZE_LIMITS}
+CLI_SIZE_LIMITS: dict[str, tuple[str, int, int]] = {
+    "n": ("--n", *_OPTION_BOUNDS["n_candidates"]),
+    "rounds": ("--rounds", *_OPTION_BOUNDS["rounds"]),
+    "gcg_steps": ("--gcg-steps", *_OPTION_BOUNDS["gcg_steps"]),
+    "length": ("--length", 2, MAX_LENGTH),
+    "lengths": ("--lengths", 2, MAX_LENGTH),
+    "limit": ("--limit", 1, MAX_SNIPPETS),
+    "per_domain": ("--per-domain", 1, MAX_SNIPPETS),
+    "max_bytes": ("--max-bytes", 1, 4 * MAX_FILE_BYTES),
+    # `memprobe ner` (its options live in memprobe_core.ner.cli)
+    "batch_size": ("--batch-size", 1, 4096),
+    "pairs": ("--pairs", 1, 1_000_000),
+    "templates": ("--templates", 1, 100_000),
+}
+
+
+def check_sizes(args: argparse.Namespace) -> str | None:
+    """The first size option of ``args`` outside its bounds, as a message (``None``: all fine)."""
+    for dest, (flag, low, high) in CLI_SIZE_LIMITS.items():
+        values = getattr(args, dest, None)
+        for value in values if isinstance(values, list) else [values]:
+            try:
+                check_size(flag, value, low, high)
+            except ValueError as exc:
+                return str(exc).replace(f"{flag}=", f"{flag} ", 1)
+    return None
 
 EPILOG = EPILOG_EXIT_CODES + """
 
@@ -67,12 +105,27 @@ def add_models(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--device", help="cuda or cpu (default: cuda when present)")
     group.add_argument("--dtype", help="bfloat16, float16 or float32 (default: bf16 on CUDA, "
                        "fp32 on CPU)")
+    group.add_argument("--base-url", help="OpenAI-compatible endpoint (http://host:8000/v1), or "
+                       "several, comma-separated; every model that is not embedded or fake is "
+                       "then queried there (default: none)")
+    group.add_argument("--api-key-env", help="environment variable holding the endpoint's key; "
+                       "the key itself is never stored (default: OPENAI_API_KEY)")
 
 
 def add_txt_mode(parser: argparse.ArgumentParser, what: str) -> None:
+    """The options of reading a snippet file: --txt-mode, --encoding, --max-bytes."""
     parser.add_argument("--txt-mode", choices=TXT_MODES, default="file",
                         help=f"{what} ending in .txt: the whole file is one snippet (file) or "
                              "each blank-line-separated block is one (blocks)")
+    parser.add_argument("--encoding", default="utf-8", help=f"text encoding of {what} (.txt, "
+                        ".jsonl, .csv), e.g. latin-1 or cp1252")
+    parser.add_argument("--max-bytes", type=int, default=MAX_FILE_BYTES,
+                        help=f"refuse {what} bigger than this many bytes")
+
+
+def file_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``load_snippets`` keywords from --txt-mode, --encoding and --max-bytes."""
+    return {"txt_mode": args.txt_mode, "encoding": args.encoding, "max_bytes": args.max_bytes}
 
 
 def add_method_options(parser: argparse.ArgumentParser) -> None:
@@ -120,7 +173,17 @@ def split_spec(args: argparse.Namespace) -> SplitSpec:
 
 
 def model_names(args: argparse.Namespace) -> ModelNames:
-    load_options = {k: getattr(args, k) for k in ("device", "dtype") if getattr(args, k)}
+    """The model names and load options given on the command line (recorded in the run).
+
+    Raises:
+        UsageError: a --base-url with a password in it (it would be stored with the run).
+    """
+    for url in (args.base_url or "").split(","):
+        if urlsplit(url.strip()).password:
+            raise UsageError("--base-url holds a password; the run config would store it: put "
+                             "the key in an environment variable named by --api-key-env")
+    load_options = {k: getattr(args, k) for k in ("device", "dtype", "base_url", "api_key_env")
+                    if getattr(args, k)}
     return ModelNames(victim=args.victim, base=args.base, attacker=args.attacker, init=args.init,
                       reverse=args.reverse, backend=args.backend, load_options=load_options)
 

@@ -10,11 +10,23 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
+import sqlite3
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
 from memprobe_core.cli import audit, common, corpus, ner, probe, report, runs
-from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, exit_code_for
+from memprobe_core.cli.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    cli_text,
+    exit_code_for,
+)
 
 log = logging.getLogger("memprobe")
 
@@ -46,13 +58,18 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on bad usage and 0 after --help
         return int(exc.code or 0)
+    problem = common.check_sizes(args)  # before any store is opened or model loaded
+    if problem:
+        print(f"memprobe: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     if args.verbose and not log.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
         log.addHandler(handler)
         log.setLevel(logging.INFO)
     try:
-        return int(args.handler(args))
+        with _sigterm_as_interrupt():
+            return int(args.handler(args))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -68,8 +85,43 @@ def main(argv: list[str] | None = None) -> int:
         code, label = mapped
         if args.verbose:
             log.exception("memprobe %s failed", args.command)
-        print(f"memprobe: {label}: {_one_line(exc)}", file=sys.stderr)
+        print(f"memprobe: {label}: {cli_text(_one_line(exc))}{_store_hint(exc, args)}",
+              file=sys.stderr)
         return code
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Treat SIGTERM (``kill PID``, a scheduler's stop) like Ctrl-C while a command runs.
+
+    Python's default SIGTERM ends the process at once, leaving the unit in flight and its run
+    ``running``; as a ``KeyboardInterrupt`` the unit goes back to ``pending`` and the run is
+    marked ``interrupted``. Only the main thread may set handlers (tests may call ``main`` from
+    another); the previous handler is put back afterwards.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _store_hint(exc: BaseException, args: argparse.Namespace) -> str:
+    """Which file an SQLite error is about (its own message never says) and what to check."""
+    if not isinstance(exc, sqlite3.Error):
+        return ""
+    from memprobe_core.paths import default_store_path
+
+    path = args.store or default_store_path()
+    return (f" (store {path}: check that it is writable, that the disk has room and that the "
+            "file is not damaged, or pass another --store)")
 
 
 def _one_line(exc: BaseException) -> str:

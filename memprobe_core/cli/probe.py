@@ -73,7 +73,7 @@ def _snippet(args: argparse.Namespace) -> Snippet:
     if args.text:
         return Snippet(id="cli", text=args.text, domain=args.domain, source="command line")
     if args.file:
-        loaded = load_snippets(args.file, domain=args.domain, txt_mode=args.txt_mode)
+        loaded = load_snippets(args.file, domain=args.domain, **common.file_options(args))
         if not loaded.snippets:
             raise UsageError(f"{args.file}: no usable snippet ({loaded.summary()})")
         if len(loaded.snippets) > 1:

@@ -8,7 +8,12 @@ import sys
 from pathlib import Path
 
 from memprobe_core.audit.export import write_safe_csv
-from memprobe_core.audit.report import render_text, report_for_run, report_to_dict
+from memprobe_core.audit.report import (
+    DEFAULT_RESAMPLES,
+    render_text,
+    report_for_run,
+    report_to_dict,
+)
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_OK
 
@@ -22,7 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     report.add_argument("--table-csv", type=Path, help="write Table 1 as formula-safe CSV")
     report.add_argument("--candidates-csv", type=Path, help="write every scored candidate as CSV")
     report.add_argument("--json", action="store_true", help="print the report as JSON")
-    report.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    report.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
+                        help="BCa bootstrap resamples (100-100000)")
     report.add_argument("--ci-seed", type=int, default=0, help="bootstrap seed")
     report.set_defaults(handler=run)
 

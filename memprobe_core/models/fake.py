@@ -13,6 +13,7 @@ Names and modes (``load("fake:<mode>")``):
   gives distinct, reproducible variants.
 - ``fake:echo``: repeats the last words of the prompt.
 - ``fake:copy:<text>``: always answers ``<text>``.
+- ``fake:script``: answers the caller scripts (``memprobe_core.models.scripted``).
 
 Tokens are whitespace words (``WhitespaceTokenizer``). Nothing here is a language model: outputs
 only make sense for the mechanics they test.
@@ -36,6 +37,7 @@ from memprobe_core.models.base import (
     Request,
     chat_as_text,
 )
+from memprobe_core.models.scripted import load_scripted
 
 MODES = ("auto", "victim", "attacker", "echo", "copy")
 # Words of the longest shared run that make the fake victim reproduce its continuation fully.
@@ -269,12 +271,15 @@ def _default_memory() -> list[str]:
         ]
 
 
-def load_fake(name: str, options: LoadOptions) -> FakeGenerator:
-    """Build a fake model from ``fake`` / ``fake:<mode>`` / ``fake:copy:<text>``.
+def load_fake(name: str, options: LoadOptions) -> Generator:
+    """Build a fake model from ``fake`` / ``fake:<mode>`` / ``fake:copy:<text>`` / ``fake:script``.
 
     Options (extras): ``memory`` (list of texts), ``chat_template`` (bool), ``text`` (copy mode),
-    ``latency_s`` (seconds each generate call sleeps).
+    ``latency_s`` (seconds each generate call sleeps);
+    ``fake:script`` takes ``outputs`` and ``default`` (see ``memprobe_core.models.scripted``).
     """
+    if name == "fake:script":
+        return load_scripted(**options.extra)
     unknown = set(options.extra) - {"memory", "chat_template", "text", "latency_s"}
     if unknown:
         raise ModelError(f"the fake backend does not know option(s) {sorted(unknown)}")

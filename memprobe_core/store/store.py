@@ -36,6 +36,7 @@ from memprobe_core.data import Snippet
 from memprobe_core.errors import UnknownRunError, UsageError
 from memprobe_core.store import frames as store_frames
 from memprobe_core.store.frames import RESULT_COLUMNS, pii_counts, result_row
+from memprobe_core.store.owner import owner_is_dead
 from memprobe_core.store.schema import (
     BUSY_TIMEOUT_MS,
     MIGRATIONS,
@@ -59,14 +60,30 @@ from memprobe_core.store.schema import (
 )
 
 __all__ = [
-    "BUSY_TIMEOUT_MS", "MIGRATIONS", "RESULT_COLUMNS", "RUN_KINDS", "RUN_STATUSES",
-    "SCHEMA_VERSION", "UNIT_STATUSES", "Store", "StoreError", "StoreFile", "UnitKey", "pii_counts",
-    "result_row",
+    "BUSY_TIMEOUT_MS", "MAX_STORED_TEXT", "MIGRATIONS", "RESULT_COLUMNS", "RUN_KINDS",
+    "RUN_STATUSES", "SCHEMA_VERSION", "UNIT_STATUSES", "Store", "StoreError", "StoreFile",
+    "UnitKey", "clip_text", "pii_counts", "result_row",
 ]
 
 
 # A restarted unit forgets the result columns of an earlier attempt.
 _CLEAR_RESULT = ", ".join(f"{column} = NULL" for column in RESULT_COLUMNS_SQL)
+
+# The longest prompt, output or error text stored (characters). An endpoint that answers with a
+# 200 MB completion must not grow the store by 200 MB a candidate (nor hit SQLite's size limit
+# and leave the unit half-recorded): the text is cut here and the cut is recorded, as the
+# candidate flag ``"truncated"`` and as ``manifest["truncated"]`` (the cut columns) of a unit.
+# Scores are computed before storing, on the whole text.
+MAX_STORED_TEXT = 64 * 1024
+TRUNCATED = "truncated"
+_CUT_MARK = " […truncated by memprobe]"
+
+
+def clip_text(text: str | None, limit: int = MAX_STORED_TEXT) -> tuple[str | None, bool]:
+    """``(text cut to at most `limit` characters, whether it was cut)``; a cut text ends in a mark."""
+    if text is None or len(text) <= limit:
+        return text, False
+    return text[: limit - len(_CUT_MARK)] + _CUT_MARK, True
 
 
 class Store(StoreFile):
@@ -168,7 +185,7 @@ class Store(StoreFile):
         rows = self._read(RUN_LIST_SQL + " WHERE r.id = ? GROUP BY r.id", (int(run_id),))
         if not rows:
             raise UnknownRunError(f"run {run_id} is not in store {self.path}; `memprobe runs` lists them")
-        return run_dict(rows[0])
+        return _live_status(run_dict(rows[0]))
 
     def list_runs(self, *, kind: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """Runs, newest first, each with unit counts (``units_total``, ``units_done``, ...)."""
@@ -181,7 +198,7 @@ class Store(StoreFile):
         if limit is not None:
             sql += " LIMIT ?"
             params.append(int(limit))
-        return [run_dict(row) for row in self._read(sql, params)]
+        return [_live_status(run_dict(row)) for row in self._read(sql, params)]
 
     def delete_run(self, run_id: int) -> None:
         """Remove a run and everything recorded for it."""
@@ -331,7 +348,7 @@ class Store(StoreFile):
 
     def _end_unit(self, run_id: int, unit: UnitKey, result: AttackResult, status: str) -> None:
         now = time.time()
-        values = result_columns(result)
+        values = _clipped_result_columns(result)
         sets = ", ".join(f"{column} = ?" for column in values)
         with self._write() as conn:
             self._require_unit(conn, run_id, unit)
@@ -344,8 +361,10 @@ class Store(StoreFile):
             self._touch(conn, run_id)
 
     def fail_unit(self, run_id: int, unit: UnitKey, error: str) -> None:
-        """Record that a unit failed, with an error text a user can act on."""
+        """Record that a unit failed, with an error text a user can act on (cut past
+        ``MAX_STORED_TEXT``)."""
         now = time.time()
+        error = clip_text(error)[0] or ""
         with self._write() as conn:
             self._require_unit(conn, run_id, unit)
             conn.execute(
@@ -454,15 +473,20 @@ class Store(StoreFile):
         self, conn: sqlite3.Connection, run_id: int, unit: UnitKey, candidates: Iterable[Candidate]
     ) -> None:
         now = time.time()
+        rows = []
+        for c in candidates:
+            (prompt, cut_prompt), (output, cut_output) = clip_text(c.prompt), clip_text(c.output)
+            flags = list(c.flags)
+            if (cut_prompt or cut_output) and TRUNCATED not in flags:
+                flags.append(TRUNCATED)
+            rows.append((run_id, *key_params(unit), c.round, c.index, prompt, output, c.mem,
+                         c.lcs_p, c.objective, dumps(flags), int(c.is_round_best),
+                         dumps(c.extra), now))
         conn.executemany(
             "INSERT INTO candidates (run_id, snippet_id, method, length, round, idx, prompt, "
             "output, mem, lcs_p, objective, flags, is_round_best, extra, created) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (run_id, *key_params(unit), c.round, c.index, c.prompt, c.output, c.mem, c.lcs_p,
-                 c.objective, dumps(list(c.flags)), int(c.is_round_best), dumps(c.extra), now)
-                for c in candidates
-            ],
+            rows,
         )
 
     def _touch(self, conn: sqlite3.Connection, run_id: int, status: str | None = None) -> None:
@@ -491,4 +515,32 @@ class Store(StoreFile):
     def _check_status(status: str, allowed: tuple[str, ...], what: str) -> None:
         if status not in allowed:
             raise ValueError(f"{what} status {status!r} is unknown; use one of {allowed}")
+
+
+def _live_status(run: dict[str, Any]) -> dict[str, Any]:
+    """A ``running`` run whose owner process died on this host reads as ``interrupted``.
+
+    Computed on read (nothing is written): a SIGKILLed probe or audit cannot mark its own run,
+    and a read-only store must show the truth too. ``resume`` still redoes its unit in flight.
+    """
+    if run.get("status") == "running" and owner_is_dead((run.get("manifest") or {}).get("owner")):
+        run["status"] = "interrupted"
+    return run
+
+
+def _clipped_result_columns(result: AttackResult) -> dict[str, Any]:
+    """A unit's result columns with its prompt and output cut to ``MAX_STORED_TEXT``.
+
+    The cut columns are listed under ``truncated`` in the unit's manifest column, so a report
+    can tell a cut output from a short one.
+    """
+    values = result_columns(result)
+    cut = []
+    for column in ("prompt", "output"):
+        values[column], was_cut = clip_text(values[column])
+        if was_cut:
+            cut.append(column)
+    if cut:
+        values["manifest"] = dumps({**(result.manifest or {}), TRUNCATED: cut})
+    return values
 

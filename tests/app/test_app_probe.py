@@ -29,14 +29,16 @@ def test_home_page_links_every_page_and_handles_an_empty_store() -> None:
     assert "Compute:" in texts(at)
 
 
-def test_probe_widgets_present() -> None:
-    at = open_page(PAGE)
-    for key in ("probe_length", "probe_rounds", "probe_n", "probe_seed"):
-        assert at.number_input(key=key) is not None
-    assert at.button(key="probe_run").label == "Run probe"
-    assert at.radio(key="snip_probe_source").value == "Built-in corpus"
-    assert at.selectbox(key="model_victim_kind").value == "fake"
-    assert "α =" in texts(at)
+def test_probe_widgets_reach_the_recorded_run(fake_ui) -> None:
+    at = _small(open_page(PAGE), rounds=1, n=2, length=36)
+    at.number_input(key="probe_seed").set_value(7)
+    at.button(key="probe_run").click()
+    run_until(at, saved)
+    (run,) = Store(fake_ui).list_runs()
+    options = run["config"]["options"]
+    assert (options["rounds"], options["n_candidates"], options["seed"]) == (1, 2, 7)
+    assert run["config"]["lengths"] == [36]
+    assert len(Store(fake_ui).candidates(run["id"])) == 1 + 1 * 2
 
 
 def test_probe_runs_to_completion_and_every_candidate_is_stored(fake_ui) -> None:
@@ -88,7 +90,7 @@ def test_second_job_waits_for_the_model_lock() -> None:
     run_until(at, saved)
 
 
-def test_cancel_keeps_what_was_scored() -> None:
+def test_cancel_while_waiting_for_the_model_marks_the_run_cancelled(fake_ui) -> None:
     at = _small(open_page(PAGE), rounds=3, n=4)
     assert MODEL_LOCK.acquire("holder", timeout=1)  # hold the job before it scores anything
     try:
@@ -99,6 +101,43 @@ def test_cancel_keeps_what_was_scored() -> None:
     finally:
         MODEL_LOCK.release()
     run_until(at, lambda a: "state: cancelled" in texts(a))
+    (run,) = Store(fake_ui).list_runs()
+    assert run["status"] == "cancelled"  # not left "running" forever
+    assert Store(fake_ui).candidates(run["id"]) == []
+
+
+def test_cancel_keeps_what_was_scored(fake_ui, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cancel after the first round was scored: its candidates stay, the unit is cancelled."""
+    import threading
+
+    from memprobe_core.models.fake import FakeGenerator
+
+    gate, calls = threading.Event(), []
+    original = FakeGenerator._generate
+
+    def held_after_round_0(self, requests, **kwargs):  # the victim's 2nd call waits for the test
+        calls.append(len(requests))
+        if len(calls) > 3:
+            gate.wait(30)
+        return original(self, requests, **kwargs)
+
+    monkeypatch.setattr(FakeGenerator, "_generate", held_after_round_0)
+    store = Store(fake_ui)
+    at = _small(open_page(PAGE), rounds=3, n=4)
+    at.button(key="probe_run").click()
+    try:
+        run_until(at, lambda a: len(store.candidates(store.list_runs()[0]["id"])) >= 1)
+        at.button(key="probe_job_cancel").click()
+        at.run()
+    finally:
+        gate.set()
+    run_until(at, lambda a: "state: cancelled" in texts(a))
+    (run,) = store.list_runs()
+    (unit,) = store.units(run["id"])
+    kept = store.candidates(run["id"])
+    assert run["status"] == "cancelled" and unit["status"] == "cancelled"
+    assert 1 <= len(kept) < 1 + 3 * 4
+    assert store.results_frame(run["id"]).empty  # a cancelled unit is never counted
 
 
 def test_upload_over_the_cap_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -47,13 +47,15 @@ OPTIONS = AttackOptions(
     rounds=1, n_candidates=4, max_prompt_tokens=48, seed=0,
     gcg_steps=2, gcg_search_width=8, gcg_top_k=32,
 )
-RESULTS: dict = {}  # method -> AttackResult, filled by the tests below (run in file order)
+_RESULTS: dict = {}  # method -> AttackResult: each method runs once per test session
 
 
 def run(method, setup):
-    sp, models = setup
-    r = run_method(method, sp, models, OPTIONS)
-    RESULTS[method] = r
+    """The method's result on the setup (run on first use, so no test depends on test order)."""
+    if method not in _RESULTS:
+        sp, models = setup
+        _RESULTS[method] = run_method(method, sp, models, OPTIONS)
+    r = _RESULTS[method]
     assert r.status == "finished", method
     assert 0.0 <= r.mem <= 1.0 and 0.0 <= r.lcs_p <= 1.0
     assert r.objective == pytest.approx(objective(r.mem, r.lcs_p, r.alpha))
@@ -73,7 +75,8 @@ def test_ps_inst(setup):
     r = run("ps_inst", setup)
     assert r.manifest["ps_formats"] == ["raw"]  # Gemma base has no chat template
     # Base and victim are the same model here: the same greedy continuation of the same prefix.
-    assert (r.output, r.mem) == (RESULTS["ps_base"].output, RESULTS["ps_base"].mem)
+    base = run("ps_base", setup)
+    assert (r.output, r.mem) == (base.output, base.mem)
 
 
 def test_reverse_lm(setup):
@@ -98,12 +101,13 @@ def test_interactive(setup):
 
 def test_result_table(setup, capsys):
     sp, _ = setup
-    assert list(RESULTS) == ["ps_base", "ps_inst", "reverse_lm", "gcg", "interactive"]
+    results = {method: run(method, setup) for method in METHOD_LABELS}
+    assert [r.method for r in results.values()] == list(METHOD_LABELS)
     with capsys.disabled():
         print(f"\nsnippet {sp.snippet.id}, length {sp.length} ({len(sp.prefix_ids)}+{sp.suffix_tokens}),"
-              f" alpha {RESULTS['ps_base'].alpha}")
+              f" alpha {results['ps_base'].alpha}")
         print(f"{'method':<20} {'Mem':>6} {'LCS_P':>6} {'Dis':>6} {'O':>7} {'vQ':>4} {'aQ':>4} {'seconds':>8}")
-        for method, r in RESULTS.items():
+        for method, r in results.items():
             c = r.costs
             dis = "-" if r.dis is None else f"{r.dis:.3f}"
             print(f"{METHOD_LABELS[method]:<20} {r.mem:6.3f} {r.lcs_p:6.3f} {dis:>6} {r.objective:7.3f} "

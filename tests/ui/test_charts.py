@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pandas as pd
 
-from ui_common import charts
 from memprobe_core.attacks.result import Candidate
+from ui_common import charts
 
 
 def _cands() -> list[Candidate]:
@@ -47,7 +48,7 @@ def test_empty_frames_do_not_break_the_charts() -> None:
 
 def test_scatter_has_a_star_on_the_best_and_no_prompt_text() -> None:
     fig = charts.mem_lcs_scatter(charts.candidate_rows(_cands()))
-    star = [t for t in fig.data if t.name == "best"][0]
+    star = next(t for t in fig.data if t.name == "best")
     assert list(star.x) == [0.1] and list(star.y) == [0.5]
     assert "p1" not in fig.to_json()
 
@@ -66,3 +67,64 @@ def test_ner_heatmap_labels_are_escaped() -> None:
             "text": [["<b>", "{name}"]]}
     fig = charts.importance_heatmap(data, title="t")
     assert list(fig.data[0].x) == ["0:&lt;b&gt;", "1:{name}"]
+
+
+EVIL = '<a href="x">d</a>'
+EVIL_ESCAPED = "&lt;a href=&quot;x&quot;&gt;d&lt;/a&gt;"
+
+
+def _json(fig) -> str:
+    """The figure's JSON as plotly.js gets it, decoded (plotly writes "/" as "\\u002f")."""
+    return json.dumps(json.loads(fig.to_json()), ensure_ascii=False)
+
+
+def _table1_part(n: list[int]) -> pd.DataFrame:
+    return pd.DataFrame({"method": ["interactive", "<b>mine</b>"], "domain": [EVIL, "code"],
+                         "mem": [0.5, 0.2], "mem_lo": [0.4, 0.1], "mem_hi": [0.6, 0.3], "n": n,
+                         "small_n": [v < 10 for v in n]})
+
+
+def test_escape_label_makes_markup_literal() -> None:
+    assert charts.escape_label(EVIL) == EVIL_ESCAPED
+    assert charts.escape_label("A & B's") == "A &amp; B&#x27;s"
+    assert charts.escape_label(3) == "3"
+
+
+def test_domain_bars_escape_domains_and_method_labels_from_data() -> None:
+    fig = charts.domain_bars(_table1_part([12, 30]), "mem")
+    text = _json(fig)
+    assert EVIL_ESCAPED in text and "<a href" not in text and "<b>mine" not in text
+    assert list(fig.data[0].x) == [EVIL_ESCAPED]
+    assert fig.data[1].name == "&lt;b&gt;mine&lt;/b&gt;"
+
+
+def test_domain_bars_mark_means_over_fewer_than_ten_snippets() -> None:
+    fig = charts.domain_bars(_table1_part([3, 30]), "mem")
+    assert list(fig.data[0].text) == [charts.SMALL_N_MARK] and list(fig.data[1].text) == [""]
+    notes = [a.text for a in fig.layout.annotations]
+    assert any(note.startswith(f"{charts.SMALL_N_MARK} n < 10") for note in notes)
+    quiet = charts.domain_bars(_table1_part([10, 30]), "mem")
+    assert not quiet.layout.annotations and charts.SMALL_N_MARK not in _json(quiet)
+
+
+def test_method_and_cost_bars_escape_unknown_method_names() -> None:
+    results = pd.DataFrame({"method": ["<img src=x onerror=1>"], "mem": [0.5], "lcs_p": [0.1],
+                            "dis": [0.2], "objective": [0.3], "seconds": [1.0], "n": [4]})
+    for fig in (charts.method_bars(results), charts.cost_bars(results)):
+        assert "<img" not in _json(fig) and "&lt;img src=x onerror=1&gt;" in _json(fig)
+    assert list(charts.method_bars(results).data[0].text) == [charts.SMALL_N_MARK] * 4
+
+
+def test_ner_charts_escape_types_ids_groups_models_and_titles() -> None:
+    table = pd.DataFrame({"prompt_id": [EVIL, "p2"], "rank": [1, 2], "m_mem": [0.7, 0.4],
+                          "type": ["<b>user</b>", "template"]})
+    ranking = _json(charts.ner_ranking_figure(table, title="<i>t</i>"))
+    assert "<b>user" not in ranking and "&lt;b&gt;user&lt;/b&gt;" in ranking
+    assert "<a href" not in ranking and EVIL_ESCAPED in ranking and "<i>t" not in ranking
+    groups = pd.DataFrame({"group": [EVIL, "b"], "m_mem": [0.6, 0.5],
+                           "model": ["<b>m1</b>", "m2"]})
+    box = _json(charts.ner_box_by(groups))
+    assert "<a href" not in box and "<b>m1" not in box and "&lt;b&gt;m1&lt;/b&gt;" in box
+    heat = charts.attention_heatmap({"z": np.zeros((1, 1)), "x": ["0:x"], "y": [EVIL]},
+                                    title=EVIL)
+    assert "<a href" not in _json(heat)

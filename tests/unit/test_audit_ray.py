@@ -178,7 +178,7 @@ def test_no_worker_can_load_is_a_model_error(cluster, tmp_path):
     def never(config):
         raise ModelError("victim 'fake' could not be loaded")
 
-    with pytest.raises(ModelError, match="no Ray worker could load the models: .*could not be"):
+    with pytest.raises(ModelError, match=r"no Ray worker could load the models: .*could not be"):
         run_audit(store, run_id, models_factory=never, executor=RayExecutor(RayOptions(workers=2)))
     assert store.get_run(run_id)["status"] == "failed"
     assert store.unit_counts(run_id)["pending"] == len(store.units(run_id))  # all resumable

@@ -244,3 +244,23 @@ def test_txt_mode_blocks_splits_a_txt_dataset(tmp_path, store_path, fake_models,
     assert "has 2 snippets" not in capsys.readouterr().err
     assert main([*probe, "--txt-mode", "lines"]) == 2
     assert "invalid choice: 'lines'" in capsys.readouterr().err
+
+
+def test_sigterm_is_an_interrupt_only_while_a_command_runs(store_path, monkeypatch):
+    import signal
+
+    from memprobe_core.cli import runs as runs_command
+
+    seen = {}
+
+    def handler_during(args):
+        seen["handler"] = signal.getsignal(signal.SIGTERM)
+        with pytest.raises(KeyboardInterrupt):
+            seen["handler"](signal.SIGTERM, None)
+        return 0
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(runs_command, "run", handler_during)
+    parser_main = main(["--store", str(store_path), "runs"])
+    assert parser_main == 0 and seen["handler"] is not before
+    assert signal.getsignal(signal.SIGTERM) is before  # put back afterwards

@@ -1,14 +1,21 @@
-"""Safe CSV export: formula injection neutralised, everything else round-trips through pandas."""
+"""Safe CSV export: formula injection neutralised (also behind whitespace), exact round trip."""
 
 from __future__ import annotations
 
 import io
+import math
 import os
 
 import pandas as pd
 import pytest
 
-from memprobe_core.audit.export import ExportError, neutralize_cell, to_safe_csv, write_safe_csv
+from memprobe_core.audit.export import (
+    ExportError,
+    neutralize_cell,
+    read_safe_csv,
+    to_safe_csv,
+    write_safe_csv,
+)
 
 ORDINARY = [
     "plain text",
@@ -103,3 +110,67 @@ def test_unwritable_paths_give_clear_errors(tmp_path):
             write_safe_csv(frame, target)
     finally:
         locked.chmod(0o700)
+
+
+@pytest.mark.parametrize("cell", [
+    " =1+1", "\n=1+1", "\r\n=1+1", "\u00a0=1+1", "\u2003+1", "\u3000@SUM(A1)", "  \t -2+3",
+    "\u200b=1+1", "\ufeff=1+1", "\x0b\x0c=1", "\u2028=1", "\uff1d1+1", " \uff0b1", "\n\n@x",
+])
+def test_formulas_behind_whitespace_or_invisible_characters_are_neutralised(cell):
+    data = to_safe_csv(pd.DataFrame({"x": [cell], "y": [1]}))
+    assert read_back(data).loc[0, "x"] == "'" + cell
+    assert read_safe_csv(data).loc[0, "x"] == cell  # and the quote comes off again
+
+
+@pytest.mark.parametrize("cell", ["hello =1", "  plain", "\nplain text", "a-b", "x@y.z", "\u00a0",
+                                  "   "])
+def test_text_that_is_not_a_formula_is_left_alone(cell):
+    assert neutralize_cell(cell) == cell
+
+
+def test_a_leading_quote_is_doubled_so_the_reader_can_remove_exactly_one():
+    assert neutralize_cell("'=x") == "''=x" and neutralize_cell("'tis") == "''tis"
+    data = to_safe_csv(pd.DataFrame({"t": ["'tis", "=x", "''"]}))
+    assert read_back(data)["t"].tolist() == ["''tis", "'=x", "'''"]
+    assert read_safe_csv(data)["t"].tolist() == ["'tis", "=x", "''"]
+
+
+NA_LIKE = ["NA", "null", "None", "nan", "NaN", "N/A", "#N/A", "<NA>", "NULL", "-nan", ""]
+
+
+def _na_frame() -> pd.DataFrame:
+    n = len(NA_LIKE)
+    return pd.DataFrame({
+        "text": NA_LIKE,
+        "snippet_id": [f"{i:03d}" for i in range(n)],  # looks numeric: must stay text
+        "formula": ["=1+1", " =1+1", "'q", "-0.25", "@a", "ok"] + ["x"] * (n - 6),
+        "count": list(range(n)),
+        "score": [0.5, float("nan"), -0.25] + [1.0 / 3] * (n - 3),
+        "flag": [True, False] * (n // 2) + [True] * (n % 2),
+        "maybe": ["a", None] + ["b"] * (n - 2),  # missing text, not named as text: stays NaN
+    })
+
+
+def test_round_trip_keeps_na_like_text_empty_text_numbers_and_nan():
+    frame = _na_frame()
+    back = read_safe_csv(to_safe_csv(frame), text_columns=["text", "snippet_id", "formula"])
+    assert back["text"].tolist() == NA_LIKE  # "NA", "null", "None", "nan", "" … as written
+    assert back["snippet_id"].tolist() == frame["snippet_id"].tolist()
+    assert back["formula"].tolist() == frame["formula"].tolist()  # exporter's quote removed
+    assert back["count"].dtype.kind == "i" and back["flag"].dtype.kind == "b"
+    assert back["score"].dtype.kind == "f" and math.isnan(back.loc[1, "score"])
+    assert back["maybe"].isna().tolist() == frame["maybe"].isna().tolist()
+    pd.testing.assert_frame_equal(back, frame, check_dtype=False)
+
+
+def test_the_documented_read_csv_call_keeps_na_like_text():
+    data = to_safe_csv(_na_frame())
+    documented = pd.read_csv(io.BytesIO(data), encoding="utf-8", keep_default_na=False,
+                             na_values=[""], dtype={"text": str})
+    written = [neutralize_cell(c) for c in NA_LIKE]  # "-nan" carries the exporter's quote
+    assert written[-2] == "'-nan"
+    assert documented["text"].tolist()[:-1] == written[:-1]
+    assert pd.isna(documented["text"].iloc[-1])  # "" and missing are one empty field in CSV
+    assert documented.fillna({"text": ""})["text"].tolist() == written  # the documented fillna
+    defaults = pd.read_csv(io.BytesIO(data))  # what the docstring warns about
+    assert defaults["text"].isna().sum() >= 8

@@ -1,4 +1,4 @@
-"""Reports: Table 1 means and bootstrap intervals, paired gains, PII and cost totals, rendering."""
+"""Reports: Table 1 means and BCa intervals, paired gains with tests, PII and cost totals, rendering."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from memprobe_core.audit.report import (
+    SMALL_N_MARK,
     bootstrap_ci,
     build_report,
     paired_improvement,
@@ -44,15 +46,40 @@ def results() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
-def test_bootstrap_ci_is_seeded_and_sane():
+def test_bootstrap_ci_is_seeded_bca() -> None:
     values = np.array([0.1, 0.4, 0.2, 0.9, 0.5, 0.3])
     lo, hi = bootstrap_ci(values, seed=3)
     assert lo < values.mean() < hi
     assert (lo, hi) == bootstrap_ci(values, seed=3)  # reproducible
     assert values.min() <= lo and hi <= values.max()
-    assert bootstrap_ci([0.7, 0.7, 0.7]) == pytest.approx((0.7, 0.7))
-    assert all(math.isnan(x) for x in bootstrap_ci([0.7]))
-    assert all(math.isnan(x) for x in bootstrap_ci([np.nan, 0.2]))  # NaNs dropped first
+    # It is scipy's BCa with 5,000 resamples (not the percentile interval it replaced).
+    ref = stats.bootstrap((values,), np.mean, n_resamples=5000, method="BCa",
+                          rng=np.random.default_rng(3)).confidence_interval
+    assert (lo, hi) == pytest.approx((ref.low, ref.high))
+    pct = stats.bootstrap((values,), np.mean, n_resamples=5000, method="percentile",
+                          rng=np.random.default_rng(3)).confidence_interval
+    assert (lo, hi) != pytest.approx((pct.low, pct.high), abs=1e-3)
+
+
+@pytest.mark.parametrize("sample", [[0.7], [0.7, 0.7, 0.7], [0.0] * 12, [np.nan, 0.2], []])
+def test_degenerate_samples_give_the_point_without_an_interval(sample) -> None:
+    assert all(math.isnan(x) for x in bootstrap_ci(sample))
+
+
+@pytest.mark.parametrize("resamples", [0, 99, 100_001, -5, True, 1.5, "5000"])
+def test_resamples_out_of_range_raise_a_clear_value_error(resamples) -> None:
+    with pytest.raises(ValueError, match=r"whole number from 100 to 100000 \(got .*\); give 5000"):
+        bootstrap_ci([0.1, 0.2, 0.4], resamples=resamples)
+    with pytest.raises(ValueError, match="resamples"):
+        build_report(results(), resamples=resamples)
+    with pytest.raises(ValueError, match="resamples"):  # even when there is nothing to resample
+        table1(pd.DataFrame(columns=RESULT_COLUMNS), resamples=resamples)
+
+
+def test_resamples_at_the_bounds_are_accepted() -> None:
+    for resamples in (100, 100_000):
+        lo, hi = bootstrap_ci([0.1, 0.2, 0.4, 0.3], resamples=resamples)
+        assert lo < hi
 
 
 def test_table1_means_by_method_domain_length():
@@ -62,6 +89,7 @@ def test_table1_means_by_method_domain_length():
     assert row["mem_lo"] == pytest.approx(0.4) and row["mem_hi"] == pytest.approx(0.9)
     pooled = t1[(t1.method == "ps_base") & (t1.domain == "all")].iloc[0]
     assert pooled["n"] == 4 and pooled["mem"] == pytest.approx(0.25)
+    assert row["small_n"] and pooled["small_n"]
     assert math.isnan(pooled["dis"])  # prefix-suffix has no Dis
     assert t1[(t1.method == "interactive") & (t1.domain == "all")].iloc[0]["dis"] == 0.5
     # Paper order: P-S-Base, P-S-Inst, …, Ours; per method the domains, then the pooled row.
@@ -86,6 +114,33 @@ def test_paired_improvement_counts_wins_ties_losses():
     assert row[(row.method == "interactive") & (row.baseline == "ps_inst")].iloc[0]["n_pairs"] == 3
 
 
+def test_small_n_flag_starts_below_ten_snippets() -> None:
+    def frame(n: int) -> pd.DataFrame:
+        rows = [dict.fromkeys(RESULT_COLUMNS) | {
+            "snippet_id": f"s{i}", "domain": "code", "method": method, "length": 200,
+            "mem": 0.1 * (i % 7) + (0.05 if method == "interactive" else 0.0), "lcs_p": 0.1,
+            "objective": 0.1} for i in range(n) for method in ("ps_inst", "interactive")]
+        return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+
+    assert table1(frame(9))["small_n"].tolist() == [True, True]
+    assert table1(frame(10))["small_n"].tolist() == [False, False]
+    assert paired_improvement(frame(9))["small_n"].all()
+    assert not paired_improvement(frame(10))["small_n"].any()
+
+
+def test_paired_rows_carry_a_test_and_holm_over_distinct_comparisons() -> None:
+    paired = paired_improvement(results()).set_index(["method", "baseline"])
+    over_inst = paired.loc[("interactive", "ps_inst")]
+    # 3 wins, 1 tie (dropped): exact sign test, p = 2 × 0.5^3.
+    assert (over_inst["test"], over_inst["p_value"]) == ("sign", pytest.approx(0.25))
+    # Family: {Ours vs Inst, Ours vs Base, Base vs Inst} — the mirrored "Inst over Base" row is
+    # the same hypothesis and counts once (m = 3, not 4): sorted .25, .25, 1 → .75, .75, 1.
+    assert over_inst["p_holm"] == pytest.approx(0.75)
+    assert paired.loc[("interactive", "ps_base"), "p_holm"] == pytest.approx(0.75)
+    assert paired.loc[("ps_base", "ps_inst"), "p_holm"] == paired.loc[("ps_inst", "ps_base"), "p_holm"]
+    assert paired.loc[("ps_base", "ps_inst"), "p_holm"] == 1.0
+
+
 def test_pii_and_costs_per_method():
     report = build_report(results())
     pii = report.pii.set_index("method")
@@ -106,10 +161,26 @@ def test_render_and_json():
     assert "Run 4 — demo" in text and "Table 1" in text
     assert "Ours (interactive)" in text and "0.650 [0.400, 0.900]" in text
     assert "+0.300" in text and "3/1/0" in text
+    assert "95 % BCa bootstrap CI, 5000 resamples" in text
+    assert f"4{SMALL_N_MARK}" in text and f"{SMALL_N_MARK} n < 10" in text  # marked + footnote
+    assert "p Holm" in text and " sign " in text and "0.250  0.750" in text
     assert "s9 / ps_inst / 500: DataError: too short" in text
     data = json.loads(json.dumps(report_to_dict(report)))
     assert data["meta"]["run_id"] == 4 and len(data["table1"]) == len(report.table1)
     assert data["table1"][0]["dis"] is None  # NaN → null
+    assert data["table1"][0]["small_n"] is True
+    assert {"test", "p_value", "p_holm", "small_n"} <= set(data["paired"][0])
+    assert data["meta"]["interval"] == "BCa bootstrap 95 %"
+
+
+def test_render_marks_only_small_cells_and_shows_points_without_intervals() -> None:
+    big = pd.concat([results().assign(snippet_id=lambda f, k=k: f["snippet_id"] + f"-{k}")
+                     for k in range(5)], ignore_index=True)  # n = 10 per domain, 20 pooled
+    text = render_text(build_report(big))
+    assert " 10 " in text and " 20 " in text and SMALL_N_MARK not in text
+    lone = build_report(results()[results()["snippet_id"] == "s0"])  # n = 1 per cell
+    assert "0.500 [" not in render_text(lone) and "0.500" in render_text(lone)
+    assert "A mean without brackets has no interval" in render_text(lone)
 
 
 def test_empty_results():

@@ -1,0 +1,157 @@
+"""Plain-text rendering of a :class:`memprobe_core.audit.report.Report` for a terminal.
+
+Fixed-width tables with intervals in brackets; counts below ``SMALL_N`` carry ``†`` and a footnote,
+paired gains show the test used, its p-value and the Holm-adjusted p-value.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.audit.stats import DEFAULT_RESAMPLES, SMALL_N
+
+if TYPE_CHECKING:
+    from memprobe_core.audit.report import Report
+
+SMALL_N_MARK = "†"
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{value:.{digits}f}"
+
+
+def _with_ci(mean: Any, lo: Any, hi: Any) -> str:
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "–"
+    if isinstance(lo, float) and math.isnan(lo):
+        return _num(mean)
+    return f"{_num(mean)} [{_num(lo)}, {_num(hi)}]"
+
+
+def _signed_ci(mean: float, lo: float, hi: float) -> str:
+    if math.isnan(lo):
+        return f"{mean:+.3f}"
+    return f"{mean:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+
+def _n_mark(n: Any, small: Any) -> str:
+    return f"{n}{SMALL_N_MARK}" if bool(small) else str(n)
+
+
+def _p(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _header_lines(meta: dict[str, Any]) -> list[str]:
+    head = f"Run {meta.get('run_id', '?')}"
+    if meta.get("title"):
+        head += f" — {meta['title']}"
+    if "units_total" in meta:
+        head += (f" · {meta.get('units_done', 0)}/{meta['units_total']} units done, "
+                 f"{meta.get('units_error', 0)} failed · status {meta.get('status')}")
+    lines = [head]
+    models = ", ".join(f"{k} {meta[k]}" for k in ("victim", "base", "attacker") if meta.get(k))
+    if models:
+        lines.append(f"Models: {models}; ROUGE-L {meta.get('rouge_variant') or '?'}")
+    return lines
+
+
+def _table1_lines(t1: pd.DataFrame, resamples: Any) -> list[str]:
+    table = pd.DataFrame({
+        "Method": t1["method_label"], "Domain": t1["domain"], "Length": t1["length"],
+        "n": [_n_mark(n, s) for n, s in zip(t1["n"], t1["small_n"])],
+        "Mem": [_with_ci(*r) for r in zip(t1["mem"], t1["mem_lo"], t1["mem_hi"])],
+        "LCS_P": [_with_ci(*r) for r in zip(t1["lcs_p"], t1["lcs_p_lo"], t1["lcs_p_hi"])],
+        "Dis": [_with_ci(*r) for r in zip(t1["dis"], t1["dis_lo"], t1["dis_hi"])],
+        "Objective": [_num(v) for v in t1["objective"]],
+    })
+    title = (f"\nTable 1 — mean per method, domain and length "
+             f"(95 % BCa bootstrap CI, {resamples} resamples)")
+    return [title, table.to_string(index=False)]
+
+
+def _paired_lines(p: pd.DataFrame) -> list[str]:
+    table = pd.DataFrame({
+        "Method": p["method_label"],
+        "over": p["baseline"].map(lambda b: METHOD_LABELS.get(b, b)),
+        "Length": p["length"],
+        "pairs": [_n_mark(n, s) for n, s in zip(p["n_pairs"], p["small_n"])],
+        "ΔMem [95 % CI]": [_signed_ci(*r) for r in zip(p["mean_diff"], p["lo"], p["hi"])],
+        "W/T/L": [f"{w}/{t}/{l_}" for w, t, l_ in zip(p["wins"], p["ties"], p["losses"])],
+        "test": p["test"],
+        "p": [_p(v) for v in p["p_value"]],
+        "p Holm": [_p(v) for v in p["p_holm"]],
+    })
+    return [
+        "\nPaired improvement in Mem (method − baseline, per snippet)",
+        table.to_string(index=False),
+        ("Tests: two-sided; wilcoxon = signed-rank on the non-tied pairs, sign = exact sign test "
+         "(fewer than 6 non-tied pairs), none = every pair tied (p = 1). p Holm: adjusted across "
+         "the comparisons above (a gain and its mirror count once)."),
+    ]
+
+
+def _pii_lines(p: pd.DataFrame) -> list[str]:
+    table = pd.DataFrame({
+        "Method": p["method_label"], "units": p["units"], "in truth": p["truth"],
+        "copied": p["copied"], "invented": p["invented"],
+        "copied %": [("–" if math.isnan(v) else f"{100 * v:.1f}") for v in p["copied_share"]],
+    })
+    return ["\nPII (items in the true suffixes / copied into outputs / invented)",
+            table.to_string(index=False)]
+
+
+def _cost_lines(c: pd.DataFrame) -> list[str]:
+    table = pd.DataFrame({
+        "Method": c["method_label"], "units": c["units"],
+        "victim q": c["victim_queries"], "attacker q": c["attacker_queries"],
+        "tokens": c["generated_tokens"], "seconds": [f"{v:.1f}" for v in c["seconds"]],
+        "s/unit": [f"{v:.1f}" for v in c["seconds_per_unit"]],
+    })
+    return ["\nCost per method", table.to_string(index=False)]
+
+
+def _footnotes(report: Report) -> list[str]:
+    marked = bool(report.table1["small_n"].any()) if not report.table1.empty else False
+    if not report.paired.empty:
+        marked = marked or bool(report.paired["small_n"].any())
+    notes = []
+    if marked:
+        notes.append(f"{SMALL_N_MARK} n < {SMALL_N}: too few snippets for a reliable interval or "
+                     "test; publish n with the number.")
+    if not report.table1.empty:
+        notes.append("A mean without brackets has no interval: fewer than two values, or all equal.")
+    return ["", *notes] if notes else []
+
+
+def render_text(report: Report) -> str:
+    """The report as plain text for a terminal (fixed-width tables, intervals in brackets).
+
+    Counts below ``SMALL_N`` carry a ``†`` explained in a footnote under the tables.
+    """
+    meta = report.meta
+    lines = _header_lines(meta)
+    if report.table1.empty:
+        lines.append("\nNo finished units yet.")
+    else:
+        lines += _table1_lines(report.table1, meta.get("resamples", DEFAULT_RESAMPLES))
+    if not report.paired.empty:
+        lines += _paired_lines(report.paired)
+    if not report.pii.empty:
+        lines += _pii_lines(report.pii)
+    if not report.costs.empty:
+        lines += _cost_lines(report.costs)
+    if report.errors is not None and not report.errors.empty:
+        lines.append(f"\nFailed units ({len(report.errors)})")
+        for row in report.errors.itertuples(index=False):
+            lines.append(f"  {row.snippet_id} / {row.method} / {row.length}: {row.error}")
+    lines += _footnotes(report)
+    return "\n".join(lines)

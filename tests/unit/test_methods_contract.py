@@ -1,0 +1,99 @@
+"""One contract, run over every registered extraction method (garak's plugin-contract habit).
+
+Every method in ``METHODS`` must: emit events in the documented grammar, with the same payload
+types; put exactly the candidates it announced into its trace; return a complete result whose
+objective is consistent with its scores; count its costs; write the manifest keys reports need;
+and honour a cancel set before it starts (a cancelled result, ``Finished`` still emitted).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+
+from memprobe_core.attacks import METHODS, AttackOptions, ModelSet, run_method
+from memprobe_core.attacks.events import (
+    CandidateScored,
+    Finished,
+    RoundFinished,
+    RoundStarted,
+    SearchStep,
+)
+from memprobe_core.data import Snippet, split
+from memprobe_core.models import load
+from tests.helpers.tiny_models import tiny_hf_generator
+
+WORDS = ("Licensed under the Apache License Version 2.0 you may not use this file except in "
+         "compliance with the License You may obtain a copy of the License at").split()
+SNIPPET = Snippet("contract", " ".join(WORDS), "legal")
+OPTIONS = AttackOptions(rounds=2, n_candidates=3, gcg_steps=2, gcg_top_k=8, gcg_search_width=8,
+                        seed=3)
+MANIFEST_KEYS = {"models", "scoring", "alpha", "alpha_source", "seed", "split", "versions"}
+# SearchStep* (RoundStarted CandidateScored* RoundFinished)+ Finished, one letter per event.
+GRAMMAR = re.compile(r"S*(RC*F)+E")
+LETTER = {SearchStep: "S", RoundStarted: "R", CandidateScored: "C", RoundFinished: "F",
+          Finished: "E"}
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return tiny_hf_generator(model_id="tiny-white-box")
+
+
+def models_for(method: str, tiny) -> ModelSet:
+    if method == "gcg":  # white box: a real (tiny) transformers model
+        return ModelSet(victim=tiny, base=tiny)
+    if method == "reverse_lm":  # the reverse model needs weights and a tokenizer too
+        return ModelSet(victim=tiny, reverse=tiny)
+    fake = load("fake")
+    return ModelSet(victim=fake, base=fake, attacker=fake, init=fake)
+
+
+def run(method: str, tiny, cancel: threading.Event | None = None):
+    models = models_for(method, tiny)
+    piece = split(SNIPPET, models.victim.tokenizer, 18)
+    events = []
+    result = run_method(method, piece, models, OPTIONS, on_event=events.append, cancel=cancel)
+    return piece, result, events
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_events_follow_the_grammar_and_match_the_trace(method, tiny):
+    _, result, events = run(method, tiny)
+    assert GRAMMAR.fullmatch("".join(LETTER[type(e)] for e in events)), [e.kind for e in events]
+    assert events[-1].result is result
+    scored = [e.candidate for e in events if isinstance(e, CandidateScored)]
+    assert [(c.round, c.index, c.prompt) for c in scored] == \
+        [(c.round, c.index, c.prompt) for c in result.trace]
+    for event in events:
+        if isinstance(event, RoundFinished):
+            round_scores = [c.objective for c in scored if c.round == event.round]
+            assert event.best.objective == max(round_scores)
+        if isinstance(event, CandidateScored):
+            assert event.round == event.candidate.round
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_result_is_complete_and_consistent(method, tiny):
+    piece, result, _ = run(method, tiny)
+    assert (result.method, result.snippet_id, result.length, result.status) == (
+        method, "contract", 18, "finished")
+    assert 0.0 <= result.mem <= 1.0 and 0.0 <= result.lcs_p <= 1.0
+    assert result.objective == pytest.approx(
+        result.alpha * result.mem - (1 - result.alpha) * result.lcs_p)
+    assert result.objective == max(c.objective for c in result.trace)
+    assert result.costs.victim_queries >= 1 and result.costs.wall_seconds > 0
+    assert MANIFEST_KEYS <= set(result.manifest), MANIFEST_KEYS - set(result.manifest)
+    assert result.manifest["split"]["suffix_tokens"] == piece.suffix_tokens
+    assert isinstance(result.pii, dict)
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_a_cancel_before_the_start_returns_a_cancelled_result(method, tiny):
+    cancel = threading.Event()
+    cancel.set()
+    _, result, events = run(method, tiny, cancel=cancel)
+    assert result.status == "cancelled"
+    assert isinstance(events[-1], Finished) and events[-1].result is result
