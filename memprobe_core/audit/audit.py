@@ -42,6 +42,7 @@ from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.data import Snippet
 from memprobe_core.errors import MemprobeError
 from memprobe_core.store import Store, UnitKey
+from memprobe_core.store.owner import owner_record
 
 log = logging.getLogger("memprobe")
 
@@ -305,7 +306,7 @@ def _record_manifest(store: Store, run_id: int, run: dict[str, Any], loaded: dic
     from memprobe_core import __version__
 
     manifest["memprobe"] = __version__
-    manifest["owner"] = {"pid": os.getpid(), "host": socket.gethostname()}
+    manifest["owner"] = owner_record()
     store.update_run(run_id, manifest=manifest)
 
 

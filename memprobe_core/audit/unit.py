@@ -12,12 +12,14 @@ method raised          ``error``, with ``"Type: message"`` (secrets redacted); t
 cancelled (keep)       ``cancelled``, with the partial best (shown, never counted in Table 1)
 cancelled (requeue)    ``pending`` again, its partial candidates dropped (audits: resume redoes it)
 Ctrl-C / SIGTERM       ``pending`` again, and the ``KeyboardInterrupt`` propagates to the caller
+the store failed       left ``running`` (a resume redoes it), the ``sqlite3.Error`` propagates
 =====================  =========================================================================
 """
 
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -147,6 +149,10 @@ def run_unit(
                         cancel=cancel)
     except KeyboardInterrupt:
         store.reset_unit(run_id, unit, if_status="running")
+        raise
+    except sqlite3.Error:
+        # The store itself failed (disk full, read-only, corrupted): recording this as the
+        # unit's error would need the same store, and the caller must stop, not go on.
         raise
     except Exception as exc:  # noqa: BLE001 - recorded on the unit; the caller decides what next
         return _record_failure(store, run_id, unit, exc)

@@ -172,3 +172,18 @@ def test_comparison_table_lists_methods_in_table_1_order_with_costs_and_pii():
     assert list(table["label"]) == ["P-S-Base", "Ours (interactive)"]
     assert table.iloc[1][["mem", "victim_queries", "seconds", "pii_copied", "pii_invented"]] \
         .tolist() == [0.6, 2, 1.23, 1, 3]
+
+
+def test_a_failing_store_stops_the_unit_instead_of_recording_an_error(store, monkeypatch):
+    import sqlite3
+
+    run_id = new_probe(store)
+
+    def disk_full(*args, **kwargs):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(store, "record_candidate", disk_full)
+    with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+        run_unit(store, run_id, UNIT, SNIPPET, models(), AttackOptions(), split_spec=SPEC,
+                 runner=scripted(2))
+    assert store.units(run_id)[0]["status"] == "running"  # a resume redoes it
