@@ -106,7 +106,9 @@ class NerAuditConfig:
 
     def __post_init__(self) -> None:
         # Lists become tuples so the config stays hashable and cannot change under a running job.
-        object.__setattr__(self, "models", tuple(m.strip() for m in self.models if m and m.strip()))
+        # Names stripped and de-duplicated (a model picked and typed again is audited once).
+        models = dict.fromkeys(m.strip() for m in self.models if m and m.strip())
+        object.__setattr__(self, "models", tuple(models))
         object.__setattr__(self, "prompt_types", tuple(self.prompt_types))
         if not isinstance(self.prompts, (str, Path, type(None))):
             object.__setattr__(self, "prompts", tuple(check_prompts(self.prompts)))
@@ -136,7 +138,7 @@ def _check_config(c: NerAuditConfig) -> None:
     if c.importance_steps is not None and c.importance_steps < 0:
         raise NerConfigError(f"importance_steps={c.importance_steps} must be 0 or more")
     if c.in_names is not None and c.in_conll is not None:
-        raise NerConfigError("give in-train names or a CoNLL corpus, not both")
+        raise NerConfigError("give in-train names (--in-names) or a CoNLL corpus (--in-conll), not both")
     unknown = set(c.prompt_types) - set(PROMPT_TYPES)
     if c.prompts is None and (not c.prompt_types or unknown):
         raise NerConfigError(f"prompt types {sorted(unknown) or '(none)'}: pick at least one of "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from memprobe_core.audit.export import write_safe_csv
-from memprobe_core.ner.audit import NerAuditConfig, NerConfigError, run_ner_audit
+from memprobe_core.ner.audit import NerAuditConfig, run_ner_audit
 from memprobe_core.ner.conll import ConllError
 from memprobe_core.ner.labels import LabelError
 from memprobe_core.ner.model import NerModelError
@@ -101,8 +102,6 @@ def _progress(label: str):
 
 def config_from_args(args: argparse.Namespace) -> NerAuditConfig:
     """The audit config of parsed ``memprobe ner`` arguments (checked: bad values raise here)."""
-    if args.in_names and args.in_conll:
-        raise NerConfigError("give --in-names or --in-conll, not both")
     return NerAuditConfig(
         models=(args.model,), in_names=args.in_names, out_names=args.out_names,
         in_conll=args.in_conll, max_pairs=args.pairs, min_words=args.min_words,
@@ -126,7 +125,7 @@ def run_ner_command(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     result = run_ner_audit(config_from_args(args), on_progress=_progress("ner"))
-    report = result.reports[args.model]
+    report = next(iter(result.reports.values()))  # the one model of --model
     summary: dict[str, Any] = report.summary()
     summary["seconds"] = result.seconds
     if args.csv:
@@ -157,7 +156,7 @@ def _print_report(ranked: pd.DataFrame, summary: dict[str, Any], top: int) -> No
         print(f"  {row['group']:<14} {pct(row['mean'])}  (n={row['count']})")
     if "dev_test_tau" in summary:
         tau = summary["dev_test_tau"]
-        shown = "n/a (prompt scores constant on dev or test)" if tau != tau else f"{tau:.3f}"
+        shown = "n/a (prompt scores constant on dev or test)" if math.isnan(tau) else f"{tau:.3f}"
         print(f"\nKendall tau of prompt scores, dev vs test pairs: {shown}")
         print("ensembles of the top-k dev prompts, M-MEM on the test pairs:")
         rows = summary["ensembles"]

@@ -18,16 +18,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from memprobe_core.ner.embedded import (
     embedded_name_lists,
     embedded_ner_dir,
     ensure_embedded_ner,
 )
-
-if TYPE_CHECKING:  # the model module imports torch; loading defers it
-    from memprobe_core.ner.model import NerModel
+from memprobe_core.ner.model import (
+    NerModel,  # torch is imported only when a model loads
+)
 
 ProgressFn = Callable[[int, int, str], None]
 NameLists = Callable[[], tuple[list[str], list[str]]]
@@ -53,8 +52,6 @@ class NerModelEntry:
 
 
 def _load_embedded(device: str | None, on_progress: ProgressFn | None) -> NerModel:
-    from memprobe_core.ner.model import NerModel  # lazy: torch
-
     folder = ensure_embedded_ner(on_progress)
     model = NerModel.load(folder, device=device)
     model.model_id = f"embedded ({folder})"  # the CLI report and JSON show where it lives
@@ -122,7 +119,5 @@ def load_ner_model(
             if entry is not None:
                 _CACHE[key] = entry.load(device, on_progress)
             else:
-                from memprobe_core.ner.model import NerModel  # lazy: torch
-
                 _CACHE[key] = NerModel.load(name, device=device)
         return _CACHE[key]

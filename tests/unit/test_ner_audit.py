@@ -11,7 +11,11 @@ from memprobe_core.ner import analyses
 from memprobe_core.ner.audit import NerAuditConfig, NerConfigError, run_ner_audit
 from memprobe_core.ner.names import NameFile, NameListError
 from memprobe_core.ner.prompts import PromptError
-from memprobe_core.ner.registry import NerModelEntry, register_ner_model, unregister_ner_model
+from memprobe_core.ner.registry import (
+    NerModelEntry,
+    register_ner_model,
+    unregister_ner_model,
+)
 from tests.helpers.ner_models import tiny_ner
 
 PROMPTS = ("hello {name} .", "did {name} visit paris ?", "tell {name} to call !", "{name} said a .")
@@ -35,8 +39,8 @@ def models():
 
 
 def config(**kw) -> NerAuditConfig:
-    base = dict(models=("a", "b"), prompts=PROMPTS, dev_fraction=0.5, importance_steps=2,
-                importance_pairs=3, attention_pairs=2, batch_size=8)
+    base = {"models": ("a", "b"), "prompts": PROMPTS, "dev_fraction": 0.5, "importance_steps": 2,
+            "importance_pairs": 3, "attention_pairs": 2, "batch_size": 8}
     return NerAuditConfig(**{**base, **kw})
 
 
