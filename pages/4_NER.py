@@ -35,14 +35,14 @@ def read_config() -> NerAuditConfig:
     with st.sidebar:
         st.subheader("NER models")
         picked = st.multiselect("Models", list(choices), default=[EMBEDDED], key="ner_models",
-                                format_func=lambda n: f"{n}: {choices[n]}",
+                                format_func=lambda n: f"{n}: {choices.get(n, '')}",
                                 help="Two or more models give a Kendall τ matrix of prompt rankings.")
         extra = st.text_area("More models (hub ids or local folders, one per line)", key="ner_extra",
                              help="Any token classifier with PER labels, e.g. dslim/bert-base-NER "
                                   "(needs a network) or a local folder.")
     st.subheader("Names")
-    own_names = st.radio("Name lists", ["The embedded model's lists", "Upload two lists"],
-                         horizontal=True, key="ner_names_source") == "The embedded model's lists"
+    own_names = st.radio("Name lists", ["The model's own lists", "Upload two lists"], horizontal=True,
+                         key="ner_names_source") == "The model's own lists"
     n1, n2, n3 = st.columns(3)
     names: dict[str, NameFile | None] = {"in_names": None, "out_names": None}
     max_pairs = int(n1.number_input("Pairs (at most)", 2, 100_000, 100, key="ner_pairs"))
@@ -99,6 +99,8 @@ def render(snap: ProgressSnapshot) -> None:
     if not snap.is_final or result is None or not result.reports:
         return
     st.subheader("Summary")
+    if result.cancelled:
+        st.caption(f"Cancelled: the {len(result.reports)} model(s) finished are shown.")
     st.dataframe(result.summary_table().round(1), hide_index=True, width="stretch")
     labels = list(result.reports)
     shown = st.selectbox("Model for the charts", labels, key="ner_show") if len(labels) > 1 else labels[0]

@@ -9,6 +9,7 @@ import pytest
 
 from memprobe_core.ner import analyses
 from memprobe_core.ner.audit import NerAuditConfig, NerConfigError, run_ner_audit
+from memprobe_core.ner.conll import ConllError
 from memprobe_core.ner.names import NameFile, NameListError
 from memprobe_core.ner.prompts import PromptError
 from memprobe_core.ner.registry import (
@@ -148,3 +149,19 @@ def test_bad_inputs_fail_before_any_model_loads(tmp_path) -> None:
     with pytest.raises(PromptError, match="choose between 1 and"):
         run_ner_audit(config(prompts=None, templates=99_999))
     assert LOADS == []
+
+
+def test_conll_names_are_checked_and_named(tmp_path) -> None:
+    no_per = tmp_path / "train.txt"
+    no_per.write_text("-DOCSTART- -X- -X- O\n\nParis NNP B-NP B-LOC\nrains VBZ B-VP O\n", encoding="utf-8")
+    with pytest.raises(NerConfigError, match="no PER entities"):
+        run_ner_audit(config(in_names=None, in_conll=no_per))
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes("Jos\xe9 NNP B-NP B-PER\n".encode("latin-1"))
+    with pytest.raises(ConllError, match=r"latin1\.txt is not UTF-8"):
+        run_ner_audit(config(in_names=None, in_conll=bad))
+    with_per = tmp_path / "ok.txt"
+    with_per.write_text("Anna NNP B-NP B-PER\nLee NNP I-NP I-PER\nsaid VBD B-VP O\n", encoding="utf-8")
+    audit = run_ner_audit(config(models=("a",), in_names=None, in_conll=with_per, dev_fraction=0.0,
+                                 importance_steps=0, attention_pairs=0))
+    assert [p.name_in for p in audit.pairs] == ["Anna Lee"]
