@@ -13,8 +13,10 @@ Modules:
     importance  iterated leave-one-token-out (paper Figure 4).
     attention   name-position attention, in-train vs out-of-train (paper Figure 5).
     embedded    the MiniLM NER model trained here on names we know.
-    audit       ``run_ner_audit``: all of the above for one or several models (the page's entry).
-    cli         the ``memprobe ner`` command.
+    registry    NER models by name (``embedded``, registered ones, hub ids, folders), cached.
+    audit       ``run_ner_audit(NerAuditConfig) -> NerAuditResult``: all of the above for one or
+                several models; the one entry of the NER page and of ``memprobe ner``.
+    cli         the ``memprobe ner`` command (arguments → config, result → report).
 
 Long-running functions take ``on_progress(done: int, total: int, message: str)``.
 """

@@ -215,15 +215,3 @@ def ensemble_table(
             rows.append({"k": k, "method": method, "m_mem_test": value, "best_single_test": baseline})
     return pd.DataFrame(rows)
 
-
-def in_vs_out_confidence(scores: NerScores) -> pd.DataFrame:
-    """Mean confidence of in-train vs out-of-train names per prompt (long format, for a bar chart)."""
-    table = scores.prompt_table()
-    long = table.melt(
-        id_vars=["prompt_id", "prompt", "type", "m_mem"],
-        value_vars=["mean_conf_in", "mean_conf_out"],
-        var_name="names",
-        value_name="confidence",
-    )
-    long["names"] = long["names"].map({"mean_conf_in": "in-train", "mean_conf_out": "out-of-train"})
-    return long

@@ -11,7 +11,7 @@ attentions=True)``): under ``sdpa`` transformers returns no attentions.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +22,6 @@ from memprobe_core.ner.prompts import fill
 
 log = logging.getLogger("memprobe")
 
-ProgressFn = Callable[[int, int, str], None]
 NAME_LABEL = "[NAME]"
 
 
@@ -111,19 +110,3 @@ def compare_attention(
         prompt, labels_in, rows_in.mean(0), rows_out.mean(0), rows_in, rows_out
     )
 
-
-def compare_attention_many(
-    model: NerModel,
-    prompts: Sequence[str],
-    pairs: Sequence[NamePair],
-    *,
-    batch_size: int = 32,
-    on_progress: ProgressFn | None = None,
-) -> list[AttentionComparison]:
-    """:func:`compare_attention` for several prompts (e.g. the best and the worst)."""
-    out = []
-    for i, prompt in enumerate(prompts):
-        out.append(compare_attention(model, prompt, pairs, batch_size=batch_size))
-        if on_progress:
-            on_progress(i + 1, len(prompts), f"attention of prompt {i + 1}/{len(prompts)}")
-    return out

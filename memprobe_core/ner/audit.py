@@ -1,58 +1,148 @@
-"""One call that runs the whole NER audit for one or several models (what the page drives).
+"""The NER audit: one call from a config to every number and table the page and the CLI show.
 
-``run_ner_audit`` scores every model on the same prompts × pairs, splits the pairs into dev and
-test, and for each model computes the best and worst dev prompts' token importance (Figure 4) and
-their name-position attention, in-train vs out-of-train (Figure 5). The result holds everything a
-page draws: per-model :class:`NerScores`, Kendall τ matrices across models and dev vs test, and
-the CSV tables. Progress goes to ``on_progress(done, total, message)``; a ``threading.Event``
-cancels between batches.
+``run_ner_audit(NerAuditConfig(...))`` resolves the prompts (given, from a file, or templates)
+and the names (given, from files or a CoNLL corpus, or the model's own lists), builds the
+(in-train, out-of-train) pairs, optionally splits them into dev and test, then for each model
+(loaded by name through :mod:`.registry`) scores every prompt on every pair, explains the best and
+the worst prompt with token importance (paper Figure 4) and name-position attention (Figure 5), and
+computes the analyses (ranking, M-MEM by prompt type, dev-vs-test Kendall τ, ensembles). Every
+input is checked before a model loads. Progress goes to ``on_progress(done, total, message)``; a
+``threading.Event`` stops it between batches, keeping the models finished so far.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 import pandas as pd
 
 from memprobe_core.attacks.result import Cancelled, check_cancel
 from memprobe_core.ner import analyses
 from memprobe_core.ner.attention import AttentionComparison, compare_attention
-from memprobe_core.ner.importance import ImportanceTrace, iterative_importance
-from memprobe_core.ner.model import NerModel
-from memprobe_core.ner.names import NamePair, split_pairs
-from memprobe_core.ner.prompts import Prompt, check_prompts
-from memprobe_core.ner.scoring import Metric, NerScores, score_prompts
+from memprobe_core.ner.conll import conll_person_names
+from memprobe_core.ner.importance import ImportanceTrace, best_worst_importance
+from memprobe_core.ner.names import (
+    NameFile,
+    NamePair,
+    build_pairs,
+    read_name_list,
+    split_pairs,
+)
+from memprobe_core.ner.prompts import (
+    PROMPT_TYPES,
+    Prompt,
+    check_prompts,
+    read_prompts,
+    template_prompts,
+)
+from memprobe_core.ner.registry import EMBEDDED, load_ner_model, model_name_lists
+from memprobe_core.ner.scoring import METRICS, Metric, NerScores, score_prompts
 
 ProgressFn = Callable[[int, int, str], None]
-__all__ = ["Cancelled", "NerAudit", "NerAuditOptions", "NerModelReport", "run_ner_audit"]
+# A name list: a file path, an upload, or the names themselves.
+NameSource = str | Path | NameFile | Sequence[str]
+__all__ = ["Cancelled", "NerAuditConfig", "NerAuditResult", "NerConfigError", "NerModelReport",
+           "run_ner_audit"]
+MAX_PAIRS = 1_000_000  # sane bounds: a typo like --pairs 1e9 is refused, not slowly run
+MAX_BATCH = 4096
+
+
+class NerConfigError(ValueError):
+    """An audit option is out of range or two options conflict; the message names the option."""
 
 
 @dataclass(frozen=True)
-class NerAuditOptions:
-    """Options of :func:`run_ner_audit`.
+class NerAuditConfig:
+    """Everything a NER audit needs (checked on creation, before any model loads).
 
     Attributes:
-        metric: M-MEM definition, ``pairwise`` (paper) or ``all_pairs`` (AUC, ties ½).
-        dev_fraction: share of pairs in the dev set (prompts are ranked on dev, checked on test).
-        seed: seeds the dev/test split.
+        models: model names: ``embedded``, a registered name, a hub id or a local folder.
+        in_names / out_names: in-train / out-of-train names: a file path (.txt or .csv), a
+            :class:`NameFile` or a list of names; ``None``: the lists the first model that has
+            them comes with (the embedded model's).
+        in_conll: take in-train names from the PER entities of a CoNLL-2003 file or folder's train
+            split (instead of ``in_names``).
+        max_pairs: at most this many (in, out) pairs.
+        min_words: drop names with fewer words.
+        prompts: a prompt file path (.txt or .csv) or a list of prompts, each with ``{name}``
+            once; ``None``: ``templates`` template prompts.
+        templates: how many template prompts, balanced over ``prompt_types``.
+        prompt_types: template sentence types.
+        metric: M-MEM ``pairwise`` (paper) or ``all_pairs`` (reference code, AUC, ties ½).
+        seed: seeds pair shuffling, templates and the dev/test split.
+        dev_fraction: share of pairs in the dev set (prompts ranked on dev, checked on test,
+            with dev-vs-test τ and ensembles); 0: no split.
         batch_size: filled prompts per forward pass.
-        importance_steps: leave-one-token-out removals for the best and worst prompt (0: skip;
+        importance_steps: leave-one-token-out removals for the best and the worst prompt (0: skip;
             ``None``: until only the slot is left).
-        importance_pairs: dev pairs used for token importance (its cost is steps × tokens × 2 ×
-            pairs forward passes).
-        attention_pairs: pairs whose names are averaged in the attention heatmaps (0: skip).
+        importance_pairs: (dev) pairs used for token importance; it costs steps × tokens × 2 ×
+            pairs forward passes.
+        attention_pairs: (dev) pairs whose names are averaged in the attention heatmaps (0: skip).
+        device: ``cuda``, ``cpu`` or ``None`` (CUDA when present).
     """
 
+    models: tuple[str, ...] = (EMBEDDED,)
+    in_names: NameSource | None = None
+    out_names: NameSource | None = None
+    in_conll: str | Path | None = None
+    max_pairs: int = 100
+    min_words: int = 1
+    prompts: str | Path | Sequence[str | Prompt] | None = None
+    templates: int = 40
+    prompt_types: tuple[str, ...] = PROMPT_TYPES
     metric: Metric = "pairwise"
-    dev_fraction: float = 0.5
     seed: int = 0
+    dev_fraction: float = 0.0
     batch_size: int = 64
     importance_steps: int | None = 3
     importance_pairs: int = 50
     attention_pairs: int = 20
+    device: str | None = None
+
+    def __post_init__(self) -> None:
+        # Lists become tuples so the config stays hashable and cannot change under a running job.
+        # Names stripped and de-duplicated (a model picked and typed again is audited once).
+        models = dict.fromkeys(m.strip() for m in self.models if m and m.strip())
+        object.__setattr__(self, "models", tuple(models))
+        object.__setattr__(self, "prompt_types", tuple(self.prompt_types))
+        if not isinstance(self.prompts, (str, Path, type(None))):
+            object.__setattr__(self, "prompts", tuple(check_prompts(self.prompts)))
+        _check_config(self)
+
+
+def _check_config(c: NerAuditConfig) -> None:
+    """Raise :class:`NerConfigError` naming the first bad option."""
+    # (option, its CLI flag, value, lowest, highest): messages name both, for library and CLI users.
+    ranges = [("max_pairs", "--pairs", c.max_pairs, 1, MAX_PAIRS),
+              ("min_words", "--min-words", c.min_words, 1, 20),
+              ("batch_size", "--batch-size", c.batch_size, 1, MAX_BATCH),
+              ("templates", "--templates", c.templates, 1, 100_000),
+              ("importance_pairs", "", c.importance_pairs, 1, MAX_PAIRS),
+              ("attention_pairs", "", c.attention_pairs, 0, MAX_PAIRS)]
+    for option, flag, value, low, high in ranges:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise NerConfigError(f"{option}={value!r}{f' ({flag})' if flag else ''} must be a "
+                                 f"whole number from {low} to {high}")
+    if not c.models:
+        raise NerConfigError("no NER model given: name at least one (e.g. 'embedded')")
+    if c.metric not in METRICS:
+        raise NerConfigError(f"metric={c.metric!r} is unknown; use one of {list(METRICS)}")
+    if not 0 <= c.dev_fraction < 1:
+        raise NerConfigError(f"dev_fraction={c.dev_fraction} (--dev-fraction) must be at least 0 "
+                             "and below 1 (e.g. 0.5; 0 for no dev/test split)")
+    if c.importance_steps is not None and c.importance_steps < 0:
+        raise NerConfigError(f"importance_steps={c.importance_steps} must be 0 or more")
+    if c.in_names is not None and c.in_conll is not None:
+        raise NerConfigError("give in-train names (--in-names) or a CoNLL corpus (--in-conll), not both")
+    unknown = set(c.prompt_types) - set(PROMPT_TYPES)
+    if c.prompts is None and (not c.prompt_types or unknown):
+        raise NerConfigError(f"prompt types {sorted(unknown) or '(none)'}: pick at least one of "
+                             f"{list(PROMPT_TYPES)}")
 
 
 @dataclass
@@ -60,151 +150,271 @@ class NerModelReport:
     """Everything computed for one model.
 
     Attributes:
-        label: the model's name in the audit.
-        scores: all pairs; ``dev`` / ``test``: the same prompts on the dev / test pairs.
-        importance: ``(best, worst)`` traces of the best and worst dev prompts, or ``None``.
-        attention: attention comparisons of the best and the worst dev prompt (in that order).
+        label: the model's name in the config.
+        scores: all prompts × all pairs; ``dev`` / ``test``: the same on the dev / test pairs
+            (``None`` without a split).
+        ranked: prompts best first (``analyses.rank_prompts``).
+        by_type: M-MEM per prompt type (count, mean, std, min, max).
+        type_groups: one row per prompt with its type (input of a box plot).
+        dev_test_tau: Kendall τ of the prompts' M-MEM on dev vs test (``None`` without a split).
+        ensembles: top-k dev prompt ensembles on the test pairs (``None`` without a split).
+        importance: ``(best, worst)`` token-importance traces, or ``None`` when skipped.
+        attention: attention comparisons of the best and the worst prompt (in that order).
+        notes: what was skipped and why, for the user.
     """
 
     label: str
     scores: NerScores
-    dev: NerScores
-    test: NerScores
+    dev: NerScores | None = None
+    test: NerScores | None = None
+    ranked: pd.DataFrame = field(default_factory=pd.DataFrame)
+    by_type: pd.DataFrame = field(default_factory=pd.DataFrame)
+    type_groups: pd.DataFrame = field(default_factory=pd.DataFrame)
+    dev_test_tau: float | None = None
+    ensembles: pd.DataFrame | None = None
     importance: tuple[ImportanceTrace, ImportanceTrace] | None = None
     attention: list[AttentionComparison] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ranking_scores(self) -> NerScores:
+        """The scores prompts are chosen on: dev when split (no test information), else all."""
+        return self.dev if self.dev is not None else self.scores
 
     @property
     def best_prompt_id(self) -> int:
-        """Index of the best prompt on the dev pairs."""
-        return int(self.dev.m_mem.argmax())
+        """Index of the best prompt (on the dev pairs when split)."""
+        return int(self.ranking_scores.m_mem.argmax())
 
     @property
     def worst_prompt_id(self) -> int:
-        """Index of the worst prompt on the dev pairs."""
-        return int(self.dev.m_mem.argmin())
+        """Index of the worst prompt (on the dev pairs when split)."""
+        return int(self.ranking_scores.m_mem.argmin())
+
+    def summary(self) -> dict[str, Any]:
+        """Headline numbers (``NerScores.summary``) plus M-MEM by type, τ and ensembles: the CLI's JSON."""
+        out = self.scores.summary()
+        out["by_type"] = self.by_type.to_dict(orient="records")
+        if self.dev_test_tau is not None and self.ensembles is not None:
+            out["dev_test_tau"] = self.dev_test_tau
+            out["ensembles"] = self.ensembles.to_dict(orient="records")
+        return out
 
 
 @dataclass
-class NerAudit:
-    """The result of :func:`run_ner_audit`."""
+class NerAuditResult:
+    """The result of :func:`run_ner_audit`: inputs as used, one report per model, tables.
 
+    ``cancelled`` is true when the audit was stopped; ``reports`` then holds the models finished.
+    """
+
+    config: NerAuditConfig
     prompts: list[Prompt]
     pairs: list[NamePair]
-    dev_pairs: list[NamePair]
-    test_pairs: list[NamePair]
-    options: NerAuditOptions
+    dev_pairs: list[NamePair] | None
+    test_pairs: list[NamePair] | None
     reports: dict[str, NerModelReport] = field(default_factory=dict)
+    seconds: float = 0.0
+    cancelled: bool = False
 
-    def tau_across_models(self, split: Literal["all", "dev", "test"] = "dev") -> pd.DataFrame:
+    def summary_table(self) -> pd.DataFrame:
+        """One row per model: prompts, pairs, mean / best / worst M-MEM (%) and spread (points)."""
+        rows = []
+        for label, report in self.reports.items():
+            s = report.scores.summary()
+            rows.append({"model": label, "prompts": s["prompts"], "pairs": s["pairs"],
+                         "mean M-MEM %": 100 * s["m_mem_mean"], "best %": 100 * s["m_mem_best"],
+                         "worst %": 100 * s["m_mem_worst"], "spread (points)": 100 * s["spread"]})
+        return pd.DataFrame(rows)
+
+    def type_groups(self) -> pd.DataFrame:
+        """Every model's prompts with their type and M-MEM, a ``model`` column (box plot input)."""
+        return pd.concat([r.type_groups.assign(model=k) for k, r in self.reports.items()],
+                         ignore_index=True)
+
+    def tau_across_models(self, split: Literal["all", "dev", "test"] = "all") -> pd.DataFrame:
         """Kendall τ-b of the prompts' M-MEM between every two models (paper Figure 2b)."""
+        if split != "all" and self.dev_pairs is None:
+            raise ValueError(f"no {split} split: set dev_fraction above 0")
         pick = {"all": lambda r: r.scores, "dev": lambda r: r.dev, "test": lambda r: r.test}[split]
         return analyses.tau_matrix({k: pick(r).m_mem for k, r in self.reports.items()})
 
     def tau_dev_vs_test(self) -> pd.DataFrame:
         """τ between each model's dev scores (rows) and each model's test scores (columns)."""
-        return analyses.tau_matrix(
-            {k: r.dev.m_mem for k, r in self.reports.items()},
-            {k: r.test.m_mem for k, r in self.reports.items()},
-        )
+        if self.dev_pairs is None:
+            raise ValueError("no dev/test split: set dev_fraction above 0")
+        return analyses.tau_matrix({k: r.dev.m_mem for k, r in self.reports.items()},
+                                   {k: r.test.m_mem for k, r in self.reports.items()})
 
     def prompt_scores(self) -> pd.DataFrame:
-        """Prompt table of every model (all pairs), with ``model``, dev and test M-MEM columns."""
+        """Prompt table of every model (all pairs), ``model`` first; dev and test M-MEM when split."""
         frames = []
         for label, report in self.reports.items():
             table = report.scores.prompt_table()
             table.insert(0, "model", label)
-            table["m_mem_dev"] = report.dev.m_mem
-            table["m_mem_test"] = report.test.m_mem
+            if report.dev is not None and report.test is not None:
+                table["m_mem_dev"] = report.dev.m_mem
+                table["m_mem_test"] = report.test.m_mem
             frames.append(table)
         return pd.concat(frames, ignore_index=True)
 
     def name_confidences(self) -> pd.DataFrame:
-        """Per prompt × pair confidences of every model, with a ``split`` (dev/test) column."""
-        dev = set(self.dev_pairs)
+        """Per prompt × pair confidences of every model; a ``split`` (dev/test) column when split."""
+        dev = set(self.dev_pairs or ())
         frames = []
         for label, report in self.reports.items():
             table = report.scores.name_table()
             table.insert(0, "model", label)
-            table["split"] = ["dev" if self.pairs[j] in dev else "test" for j in table["pair_id"]]
+            if self.dev_pairs is not None:
+                table["split"] = ["dev" if self.pairs[j] in dev else "test" for j in table["pair_id"]]
             frames.append(table)
         return pd.concat(frames, ignore_index=True)
 
 
+# --- inputs ---------------------------------------------------------------------------------------
+def _name_list(source: NameSource) -> list[str]:
+    if isinstance(source, (str, Path, NameFile)):
+        return read_name_list(source)
+    return [str(name) for name in source]
+
+
+def _names(config: NerAuditConfig) -> tuple[list[str], list[str]]:
+    """In-train and out-of-train names from the config, else from the models' own lists."""
+    own = next((lists for m in config.models if (lists := model_name_lists(m))), None)
+    if config.in_conll is not None:
+        splits = conll_person_names(config.in_conll)
+        if "train" not in splits:
+            raise NerConfigError(f"{config.in_conll} has no train split (found {sorted(splits)})")
+        in_names = splits["train"]
+        if not in_names:
+            raise NerConfigError(f"{config.in_conll} has no PER entities in its train split")
+    elif config.in_names is not None:
+        in_names = _name_list(config.in_names)
+    else:
+        in_names = own[0] if own else []
+    out_names = _name_list(config.out_names) if config.out_names is not None else (own[1] if own else [])
+    if not in_names or not out_names:
+        raise NerConfigError(
+            f"model {', '.join(map(repr, config.models))} has no built-in name lists: give in-train "
+            "names (CLI: --in-names or --in-conll) and out-of-train names (--out-names)")
+    return in_names, out_names
+
+
+def _prompts(config: NerAuditConfig) -> list[Prompt]:
+    if isinstance(config.prompts, (str, Path)):
+        return read_prompts(config.prompts)
+    if config.prompts is not None:
+        return list(config.prompts)  # checked when the config was made
+    return template_prompts(config.templates, seed=config.seed, types=config.prompt_types)
+
+
+def _split(config: NerAuditConfig, pairs: list[NamePair]) -> tuple[list[int], list[int]] | None:
+    """Dev and test pair indices, each in input order (``None`` without a split)."""
+    if not config.dev_fraction:
+        return None
+    dev_set = set(split_pairs(pairs, dev_fraction=config.dev_fraction, seed=config.seed)[0])
+    return ([i for i, p in enumerate(pairs) if p in dev_set],
+            [i for i, p in enumerate(pairs) if p not in dev_set])
+
+
+# --- the audit ------------------------------------------------------------------------------------
 def run_ner_audit(
-    models: Mapping[str, NerModel],
-    prompts: Sequence[str | Prompt],
-    pairs: Sequence[NamePair],
-    options: NerAuditOptions | None = None,
+    config: NerAuditConfig,
     *,
     on_progress: ProgressFn | None = None,
     cancel: threading.Event | None = None,
-) -> NerAudit:
+) -> NerAuditResult:
     """Score, rank and explain prompts on one or several NER models.
 
     Args:
-        models: label → loaded model.
-        prompts: sentences with one ``{name}`` slot.
-        pairs: (in-train, out-of-train) pairs; at least 2 (dev and test).
-        options: see :class:`NerAuditOptions`.
-        on_progress: ``on_progress(done, total, message)``, ``total`` = 100 × models.
-        cancel: set it to stop between batches (raises :class:`Cancelled`).
+        config: see :class:`NerAuditConfig`.
+        on_progress: ``on_progress(done, total, message)``, ``total`` = 100 × models (loading and
+            first-use training, scoring, importance, attention).
+        cancel: set it to stop between batches; the models finished so far are returned, with
+            ``cancelled=True``.
 
     Raises:
-        Cancelled: ``cancel`` was set.
+        NerConfigError, PromptError, NameListError, ConllError: bad inputs (before any model loads).
+        NerModelError, LabelError: a model cannot be loaded or has no PER labels.
     """
-    options = options or NerAuditOptions()
-    if not models:
-        raise ValueError("no model to audit")
-    checked = check_prompts(prompts)
-    dev_pairs, test_pairs = split_pairs(pairs, dev_fraction=options.dev_fraction, seed=options.seed)
-    dev_set = set(dev_pairs)
-    dev_ids = [i for i, p in enumerate(pairs) if p in dev_set]
-    test_ids = [i for i, p in enumerate(pairs) if p not in dev_set]
-    # Keep the input order inside each split, so report.dev.pairs == audit.dev_pairs.
-    dev_pairs, test_pairs = [pairs[i] for i in dev_ids], [pairs[i] for i in test_ids]
-    audit = NerAudit(checked, list(pairs), dev_pairs, test_pairs, options)
-    total = 100 * len(models)
+    started = time.perf_counter()
+    prompts = _prompts(config)
+    pairs = build_pairs(*_names(config), seed=config.seed, max_pairs=config.max_pairs,
+                        min_words=config.min_words)
+    split = _split(config, pairs)
+    result = NerAuditResult(config, prompts, pairs, *(
+        ([pairs[i] for i in split[0]], [pairs[i] for i in split[1]]) if split else (None, None)))
+    total = 100 * len(config.models)
+    for index, label in enumerate(config.models):
+        try:
+            result.reports[label] = _audit_model(config, result, label, split,
+                                                 _Stages(on_progress, cancel, 100 * index, total))
+        except Cancelled:
+            result.cancelled = True
+            break
+    result.seconds = round(time.perf_counter() - started, 1)
+    if on_progress and not result.cancelled:
+        on_progress(total, total, "done")
+    return result
 
-    def stage(offset: int, width: int, label: str) -> ProgressFn:
+
+@dataclass
+class _Stages:
+    """Maps each stage's own ``(done, count)`` onto the audit's 0..total, checking cancel."""
+
+    on_progress: ProgressFn | None
+    cancel: threading.Event | None
+    base: int
+    total: int
+
+    def stage(self, offset: int, width: int, label: str) -> ProgressFn:
         def report(done: int, count: int, message: str) -> None:
-            check_cancel(cancel)
-            if on_progress:
-                on_progress(offset + int(width * done / max(count, 1)), total, f"{label}: {message}")
+            check_cancel(self.cancel)
+            if self.on_progress:
+                at = self.base + offset + int(width * done / max(count, 1))
+                self.on_progress(at, self.total, f"{label}: {message}")
 
         return report
 
-    for index, (label, model) in enumerate(models.items()):
-        base = 100 * index
-        check_cancel(cancel)
-        scores = score_prompts(
-            model, checked, pairs, metric=options.metric, batch_size=options.batch_size,
-            on_progress=stage(base, 70, f"{label} scoring"),
-        )
-        report = NerModelReport(label, scores, scores.subset(dev_ids), scores.subset(test_ids))
-        best, worst = checked[report.best_prompt_id].text, checked[report.worst_prompt_id].text
-        explain_pairs = dev_pairs[: options.importance_pairs]
-        if options.importance_steps != 0 and explain_pairs:
-            report.importance = (
-                iterative_importance(
-                    model, best, explain_pairs, remove="least", steps=options.importance_steps,
-                    metric=options.metric, batch_size=options.batch_size,
-                    on_progress=stage(base + 70, 10, f"{label} importance (best)"),
-                ),
-                iterative_importance(
-                    model, worst, explain_pairs, remove="most", steps=options.importance_steps,
-                    metric=options.metric, batch_size=options.batch_size,
-                    on_progress=stage(base + 80, 10, f"{label} importance (worst)"),
-                ),
-            )
-        if options.attention_pairs:
-            attention_pairs = dev_pairs[: options.attention_pairs]
-            for i, prompt in enumerate((best, worst)):
-                check_cancel(cancel)
-                report.attention.append(
-                    compare_attention(model, prompt, attention_pairs, batch_size=options.batch_size)
-                )
-                stage(base + 90, 10, f"{label} attention")(i + 1, 2, "best and worst prompt")
-        audit.reports[label] = report
-    if on_progress:
-        on_progress(total, total, "done")
-    return audit
+
+def _audit_model(config: NerAuditConfig, result: NerAuditResult, label: str,
+                 split: tuple[list[int], list[int]] | None, stages: _Stages) -> NerModelReport:
+    """Load, score, analyse and explain one model."""
+    load = stages.stage(0, 10, f"{label} loading")
+    load(0, 1, "loading (the embedded model trains on first use)")
+    model = load_ner_model(label, device=config.device, on_progress=load)
+    scores = score_prompts(model, result.prompts, result.pairs, metric=config.metric,
+                           batch_size=config.batch_size,
+                           on_progress=stages.stage(10, 60, f"{label} scoring"))
+    report = NerModelReport(label, scores, ranked=analyses.rank_prompts(scores),
+                            by_type=analyses.m_mem_by_property(scores, "type"),
+                            type_groups=analyses.property_groups(scores, "type"))
+    if split is not None:
+        report.dev, report.test = scores.subset(split[0]), scores.subset(split[1])
+        report.dev_test_tau = analyses.dev_test_tau(report.dev, report.test)
+        report.ensembles = analyses.ensemble_table(report.dev, report.test)
+    _explain(config, model, report, result.dev_pairs or result.pairs, stages)
+    return report
+
+
+def _explain(config: NerAuditConfig, model: Any, report: NerModelReport,
+             pairs: list[NamePair], stages: _Stages) -> None:
+    """Token importance and attention of the best and the worst prompt, on the (dev) pairs."""
+    best = report.scores.prompts[report.best_prompt_id].text
+    worst = report.scores.prompts[report.worst_prompt_id].text
+    if config.importance_steps != 0:
+        report.importance = best_worst_importance(
+            model, best, worst, pairs[: config.importance_pairs], steps=config.importance_steps,
+            metric=config.metric, batch_size=config.batch_size,
+            on_progress=stages.stage(70, 20, f"{report.label} importance"))
+    if config.attention_pairs:
+        done = stages.stage(90, 10, f"{report.label} attention")
+        for i, prompt in enumerate((best, worst)):
+            check_cancel(stages.cancel)
+            try:
+                report.attention.append(compare_attention(
+                    model, prompt, pairs[: config.attention_pairs], batch_size=config.batch_size))
+            except ValueError as exc:  # a prompt whose names cannot be aligned: say so, go on
+                report.notes.append(str(exc))
+            done(i + 1, 2, "best and worst prompt")
+

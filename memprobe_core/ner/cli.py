@@ -15,15 +15,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from memprobe_core.audit.export import write_safe_csv
+from memprobe_core.ner.audit import NerAuditConfig, run_ner_audit
+from memprobe_core.ner.conll import ConllError
+from memprobe_core.ner.labels import LabelError
+from memprobe_core.ner.model import NerModelError
+from memprobe_core.ner.names import NameListError
+from memprobe_core.ner.prompts import PromptError
+from memprobe_core.ner.registry import EMBEDDED
 from memprobe_core.ner.scoring import METRICS
 
 EXIT_OK, EXIT_USAGE, EXIT_MODEL = 0, 2, 3
-EMBEDDED = "embedded"
 
 
 class _Help(argparse.RawDescriptionHelpFormatter):
@@ -91,40 +100,19 @@ def _progress(label: str):
     return report
 
 
-def _names(args: argparse.Namespace) -> tuple[list[str], list[str]]:
-    from memprobe_core.ner.conll import conll_person_names
-    from memprobe_core.ner.embedded import embedded_name_lists
-    from memprobe_core.ner.names import read_name_list
-
-    if args.in_names and args.in_conll:
-        raise ValueError("give --in-names or --in-conll, not both")
-    embedded_in, embedded_out = embedded_name_lists() if args.model == EMBEDDED else ([], [])
-    if args.in_names:
-        in_names = read_name_list(args.in_names)
-    elif args.in_conll:
-        splits = conll_person_names(args.in_conll)
-        if "train" not in splits:
-            raise ValueError(f"{args.in_conll} has no train split (found {sorted(splits)})")
-        in_names = splits["train"]
-    else:
-        in_names = embedded_in
-    out_names = read_name_list(args.out_names) if args.out_names else embedded_out
-    if not in_names or not out_names:
-        raise ValueError(
-            f"model {args.model!r} has no built-in name lists: give --in-names (or --in-conll) and "
-            "--out-names"
-        )
-    return in_names, out_names
+def config_from_args(args: argparse.Namespace) -> NerAuditConfig:
+    """The audit config of parsed ``memprobe ner`` arguments (checked: bad values raise here)."""
+    return NerAuditConfig(
+        models=(args.model,), in_names=args.in_names, out_names=args.out_names,
+        in_conll=args.in_conll, max_pairs=args.pairs, min_words=args.min_words,
+        prompts=args.prompts, templates=args.templates, metric=args.metric, seed=args.seed,
+        dev_fraction=args.dev_fraction, batch_size=args.batch_size, device=args.device,
+        importance_steps=0, attention_pairs=0,  # the CLI reports numbers, not heatmaps
+    )
 
 
 def run_ner_command(args: argparse.Namespace) -> int:
     """Run ``memprobe ner`` with parsed arguments; returns the exit code (0 ok, 2 usage, 3 model)."""
-    from memprobe_core.ner.conll import ConllError
-    from memprobe_core.ner.labels import LabelError
-    from memprobe_core.ner.model import NerModelError
-    from memprobe_core.ner.names import NameListError
-    from memprobe_core.ner.prompts import PromptError
-
     try:
         return _run(args)
     except (NerModelError, LabelError) as err:
@@ -136,62 +124,28 @@ def run_ner_command(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from memprobe_core.ner import analyses
-    from memprobe_core.ner.embedded import ensure_embedded_ner
-    from memprobe_core.ner.model import NerModel
-    from memprobe_core.ner.names import build_pairs, split_pairs
-    from memprobe_core.ner.prompts import read_prompts, template_prompts
-    from memprobe_core.ner.scoring import score_prompts
-
-    started = time.perf_counter()
-    prompts = read_prompts(args.prompts) if args.prompts else template_prompts(args.templates, seed=args.seed)
-    in_names, out_names = _names(args)
-    pairs = build_pairs(in_names, out_names, seed=args.seed, max_pairs=args.pairs, min_words=args.min_words)
-    source = ensure_embedded_ner(_progress("training embedded NER model")) if args.model == EMBEDDED else args.model
-    model = NerModel.load(source, device=args.device)
-    scores = score_prompts(
-        model, prompts, pairs, metric=args.metric, batch_size=args.batch_size,
-        on_progress=_progress("scoring"),
-    )
-    summary: dict[str, Any] = scores.summary()
-    label = args.model if args.model != EMBEDDED else f"embedded ({source})"
-    summary["model"] = {**summary["model"], "model_id": label}
-    summary["by_type"] = analyses.m_mem_by_property(scores, "type").to_dict(orient="records")
-    if args.dev_fraction:
-        dev_pairs, _ = split_pairs(pairs, dev_fraction=args.dev_fraction, seed=args.seed)
-        dev_set = set(dev_pairs)
-        dev_ids = [i for i, p in enumerate(pairs) if p in dev_set]
-        test_ids = [i for i, p in enumerate(pairs) if p not in dev_set]
-        dev, test = scores.subset(dev_ids), scores.subset(test_ids)
-        summary["dev_test_tau"] = analyses.dev_test_tau(dev, test)
-        summary["ensembles"] = analyses.ensemble_table(dev, test).to_dict(orient="records")
-    summary["seconds"] = round(time.perf_counter() - started, 1)
-    if args.csv or args.names_csv:
-        from memprobe_core.audit.export import (
-            write_safe_csv,  # lazy: the export helper owns CSV safety
-        )
-
-        if args.csv:
-            write_safe_csv(analyses.rank_prompts(scores), args.csv)
-        if args.names_csv:
-            write_safe_csv(scores.name_table(), args.names_csv)
+    result = run_ner_audit(config_from_args(args), on_progress=_progress("ner"))
+    report = next(iter(result.reports.values()))  # the one model of --model
+    summary: dict[str, Any] = report.summary()
+    summary["seconds"] = result.seconds
+    if args.csv:
+        write_safe_csv(report.ranked, args.csv)
+    if args.names_csv:
+        write_safe_csv(report.scores.name_table(), args.names_csv)
     if args.json:
         print(json.dumps(summary, indent=2, default=float))
     else:
-        _print_report(scores, summary, args.top)
+        _print_report(report.ranked, summary, args.top)
     return EXIT_OK
 
 
-def _print_report(scores, summary: dict[str, Any], top: int) -> None:
-    from memprobe_core.ner.analyses import rank_prompts
-
-    pct = lambda v: f"{100 * v:5.1f}%"  # noqa: E731 - local formatter
+def _print_report(ranked: pd.DataFrame, summary: dict[str, Any], top: int) -> None:
+    pct = lambda v: f"{100 * v:5.1f}%"
     print(f"model {summary['model']['model_id']}  metric {summary['metric']}  "
           f"{summary['prompts']} prompts × {summary['pairs']} pairs  ({summary['seconds']} s)")
     print(f"M-MEM mean {pct(summary['m_mem_mean'])} ± {100 * summary['m_mem_std']:.1f}  "
           f"best {pct(summary['m_mem_best'])}  worst {pct(summary['m_mem_worst'])}  "
           f"spread {100 * summary['spread']:.1f} points")
-    ranked = rank_prompts(scores)
     show = ranked if len(ranked) <= 2 * top else None
     for title, part in (("best", ranked.head(top)), ("worst", ranked.tail(top))) if show is None else (("all", show),):
         print(f"\n{title} prompts:")
@@ -202,7 +156,7 @@ def _print_report(scores, summary: dict[str, Any], top: int) -> None:
         print(f"  {row['group']:<14} {pct(row['mean'])}  (n={row['count']})")
     if "dev_test_tau" in summary:
         tau = summary["dev_test_tau"]
-        shown = "n/a (prompt scores constant on dev or test)" if tau != tau else f"{tau:.3f}"
+        shown = "n/a (prompt scores constant on dev or test)" if math.isnan(tau) else f"{tau:.3f}"
         print(f"\nKendall tau of prompt scores, dev vs test pairs: {shown}")
         print("ensembles of the top-k dev prompts, M-MEM on the test pairs:")
         rows = summary["ensembles"]

@@ -89,7 +89,11 @@ def read_conll(path: str | Path) -> list[Sentence]:
     path = Path(path)
     if not path.is_file():
         raise ConllError(f"CoNLL file {path} does not exist")
-    return parse_conll(path.read_text(encoding="utf-8"), source=str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConllError(f"CoNLL file {path} is not UTF-8 text ({err}); save it as UTF-8") from err
+    return parse_conll(text, source=str(path))
 
 
 def write_conll(sentences: Iterable[Sentence], path: str | Path) -> Path:

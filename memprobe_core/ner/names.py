@@ -35,23 +35,38 @@ def normalize_name(name: str) -> str:
     return " ".join(name.split()).casefold()
 
 
-def read_name_list(path: str | Path, *, column: str | None = None) -> list[str]:
+@dataclass(frozen=True)
+class NameFile:
+    """A name list given as a file's bytes (e.g. an upload), read like a file called ``name``."""
+
+    name: str
+    data: bytes
+
+
+def read_name_list(path: str | Path | NameFile, *, column: str | None = None) -> list[str]:
     """Read names from a text file (one per line, ``#`` comments) or a CSV file.
 
     Args:
-        path: ``.txt`` (or any non-CSV file) or ``.csv``.
+        path: ``.txt`` (or any non-CSV file) or ``.csv``, or a :class:`NameFile` of either.
         column: CSV column holding the names; default ``name`` if present, else the first column.
 
     Returns:
         Distinct names in file order (whitespace collapsed).
 
     Raises:
-        NameListError: missing file, unknown column, or no names.
+        NameListError: missing file, not UTF-8, unknown column, or no names.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise NameListError(f"name list {path} does not exist")
-    text = path.read_text(encoding="utf-8-sig")
+    if isinstance(path, NameFile):
+        data, path = path.data, Path(path.name)
+    else:
+        path = Path(path)
+        if not path.is_file():
+            raise NameListError(f"name list {path} does not exist")
+        data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise NameListError(f"name list {path} is not UTF-8 text ({err}); save it as UTF-8") from err
     if path.suffix.lower() == ".csv":
         rows = list(csv.reader(io.StringIO(text)))
         if not rows:

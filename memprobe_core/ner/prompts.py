@@ -239,11 +239,6 @@ def _frame_groups(types: Sequence[str]) -> list[tuple[str, list[Prompt]]]:
     return groups
 
 
-def all_template_prompts(types: Sequence[str] = PROMPT_TYPES) -> list[Prompt]:
-    """Every distinct sentence the template generator can produce for ``types``, in a fixed order."""
-    return [p for _, group in _frame_groups(types) for p in group]
-
-
 def template_prompts(
     n: int, *, seed: int = 0, types: Sequence[str] = PROMPT_TYPES
 ) -> list[Prompt]:

@@ -216,6 +216,9 @@ def test_ner_page_on_the_embedded_ner_model(real_server, page) -> None:  # noqa:
     no_exception(page)
     page.wait_for_timeout(2000)
     assert page.get_by_role("button", name="Prompt scores CSV").count() == 1
+    # The number, not a label: the page's mean M-MEM of the model (e.g. "98.6 %").
+    mean = float(page.get_by_test_id("stMetricValue").first.inner_text().rstrip(" %"))
+    assert mean > 50, mean
     shot(page, "ner", readme=True)
 
 

@@ -8,11 +8,15 @@ import pytest
 
 from memprobe_core.ner import analyses
 from memprobe_core.ner.attention import NAME_LABEL, compare_attention
-from memprobe_core.ner.importance import best_worst_importance, iterative_importance, split_tokens
+from memprobe_core.ner.importance import (
+    best_worst_importance,
+    iterative_importance,
+    split_tokens,
+)
 from memprobe_core.ner.names import NamePair
 from memprobe_core.ner.prompts import Prompt, fill
 from memprobe_core.ner.scoring import NerScores
-from tests.unit.test_ner_model import tiny_ner
+from tests.helpers.ner_models import tiny_ner
 
 PROMPTS = [
     Prompt("Did {name} call?", "interrogative"),

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from memprobe_core.ner.cli import add_ner_parser, run_ner_command
-from tests.unit.test_ner_model import tiny_ner
+from tests.helpers.ner_models import tiny_ner
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -64,7 +64,7 @@ def test_text_report_with_templates(setup, capsys) -> None:
 def test_usage_errors_exit_2(setup, capsys) -> None:
     no_names = parse(["--model", str(setup / "model"), "--templates", "2"])
     assert run_ner_command(no_names) == 2
-    assert "give --in-names" in capsys.readouterr().err
+    assert "no built-in name lists" in (err := capsys.readouterr().err) and "--in-names" in err
     (setup / "bad.txt").write_text("no slot\n", encoding="utf-8")
     bad = parse(["--model", str(setup / "model"), "--in-names", str(setup / "in.txt"),
                  "--out-names", str(setup / "out.csv"), "--prompts", str(setup / "bad.txt")])
@@ -77,3 +77,13 @@ def test_missing_model_exits_3(setup, capsys) -> None:
                   "--out-names", str(setup / "out.csv"), "--templates", "2", "--device", "cpu"])
     assert run_ner_command(args) == 3
     assert "could not load" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--batch-size", "0"), ("--dev-fraction", "1.5"),
+                                             ("--pairs", "1000000000")])
+def test_bad_sizes_are_refused_before_the_model_loads(setup, capsys, flag, value) -> None:
+    # The model folder does not exist: a check made after loading would exit 3, not 2.
+    args = parse(["--model", str(setup / "nope"), "--in-names", str(setup / "in.txt"),
+                  "--out-names", str(setup / "out.csv"), flag, value])
+    assert run_ner_command(args) == 2
+    assert flag in capsys.readouterr().err

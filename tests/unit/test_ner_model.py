@@ -9,31 +9,7 @@ import torch
 from memprobe_core.ner.labels import LabelError
 from memprobe_core.ner.model import NerModel, NerModelError
 from memprobe_core.ner.prompts import PromptError
-
-VOCAB = (
-    "[PAD] [UNK] [CLS] [SEP] [MASK] the a met said did visit visited yesterday hello call tell "
-    "to who with and john anna smith ##son ##s lee park kim maria paris . , ? ! ( ) '"
-).split()
-LABELS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
-
-
-def tiny_ner(*, eager: bool = False, labels: dict[int, str] | None = None, seed: int = 0) -> NerModel:
-    """A 2-layer, 32-hidden BERT token classifier with a WordPiece tokenizer, built in-process."""
-    from transformers import BertConfig, BertForTokenClassification, BertTokenizer
-
-    labels = labels or LABELS
-    tokenizer = BertTokenizer(vocab={w: i for i, w in enumerate(VOCAB)})
-    config = BertConfig(
-        vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=64,
-        id2label=labels, label2id={v: k for k, v in labels.items()},
-    )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = BertForTokenClassification._from_config(
-            config, attn_implementation="eager" if eager else "sdpa"
-        )
-    return NerModel(model, tokenizer, model_id="tiny-bert")
+from tests.helpers.ner_models import tiny_ner
 
 
 @pytest.fixture(scope="module")
