@@ -44,7 +44,7 @@ CLI_SIZE_LIMITS: dict[str, tuple[str, int, int]] = {
     "limit": ("--limit", 1, MAX_SNIPPETS),
     "per_domain": ("--per-domain", 1, MAX_SNIPPETS),
     "max_bytes": ("--max-bytes", 1, 4 * MAX_FILE_BYTES),
-    # `memprobe ner` (its options live in memprobe_core.ner.cli)
+    # `memprobe ner` (its options live in memprobe_core.cli.ner)
     "batch_size": ("--batch-size", 1, 4096),
     "pairs": ("--pairs", 1, 1_000_000),
     "templates": ("--templates", 1, 100_000),

@@ -1,21 +1,23 @@
-"""`memprobe ner` on a tiny saved BERT token classifier: report, JSON, CSV, errors."""
+"""`memprobe ner` on a tiny saved BERT token classifier: report, JSON, CSV, errors, exit codes."""
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pandas as pd
 import pytest
 
-from memprobe_core.ner.cli import add_ner_parser, run_ner_command
+from memprobe_core.cli import main
 from tests.helpers.ner_models import tiny_ner
 
 
-def parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="memprobe")
-    add_ner_parser(parser.add_subparsers(dest="command"))
-    return parser.parse_args(["ner", *argv])
+def parse(argv: list[str]) -> list[str]:
+    return ["ner", *argv]
+
+
+def run_ner_command(argv: list[str]) -> int:
+    """``memprobe ner …`` through the command's real entry point (its one exit-code map)."""
+    return main(argv)
 
 
 @pytest.fixture(scope="module")
