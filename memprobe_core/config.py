@@ -17,6 +17,36 @@ ROUGE_VARIANTS: tuple[str, ...] = ("recall", "precision", "f1")
 ROUGE_TOKENIZERS: tuple[str, ...] = ("rouge", "unicode")
 OUTPUT_WINDOWS: tuple[str, ...] = ("first", "last")
 
+# Conventions of a run (METHOD.md §2): ``paper`` follows the paper's text, ``reference`` the
+# paper's reference code (Alymostafa/Instruction_based_attack). See COMPAT_PRESETS.
+Compat = Literal["paper", "reference"]
+COMPAT_MODES: tuple[str, ...] = ("paper", "reference")
+# Named meta-prompt wordings (memprobe_core.attacks.prompts.WORDINGS holds the texts).
+MetaPrompts = Literal["paper", "paper+reply-only", "reference"]
+META_PROMPT_WORDINGS: tuple[str, ...] = ("paper", "paper+reply-only", "reference")
+# Which Mem a report shows for a result: Mem(p*) with p* = argmax O (Algorithm 1), the highest
+# Mem in the trace, or the reference code's best_rougeL = max(Mem_init, Mem(p*_rounds)).
+Selection = Literal["objective", "max_mem", "reference"]
+SELECTIONS: tuple[str, ...] = ("objective", "max_mem", "reference")
+
+# What each compat mode sets when the option is not given explicitly.
+COMPAT_PRESETS: dict[str, dict[str, object]] = {
+    "paper": {
+        "output_window": "first",  # victim writes len(suffix) tokens, all scored
+        "selection": "objective",  # Algorithm 1's p* = argmax O
+        "meta_prompts": "paper+reply-only",  # §3.2 + "Reply with ... only" for small attackers
+        "max_prompt_tokens": 256,  # room for the paper's Appendix E prompts (~160 tokens)
+        "bos_in_prefix": False,  # the prefix holds 66/100/167 text tokens
+    },
+    "reference": {
+        "output_window": "last",  # victim writes `length` tokens, the last len(suffix) scored
+        "selection": "reference",  # best_rougeL = max(Mem_init, Mem(p*))
+        "meta_prompts": "reference",  # utils.construct_meta_prompt's text
+        "max_prompt_tokens": 500,  # opt.self_refined: gen_len = 500
+        "bos_in_prefix": True,  # dataset.extract_sos_prompt_response: BOS is 1 of the 66
+    },
+}
+
 # The paper's default sequence lengths and the prefix share of each (33 % prefix / 67 % suffix).
 LENGTHS: tuple[int, ...] = (200, 300, 500)
 DEFAULT_PREFIX_RATIO = 0.33

@@ -80,6 +80,8 @@ class SplitSnippet:
         tokenizer_name: which tokenizer cut it (a model id or ``whitespace``).
         text: the first ``length`` tokens decoded as one text (what the attacker sees under
             full access; decoding the whole keeps a word cut at the boundary intact).
+        bos_in_prefix: the tokenizer's BOS counted as one of the prefix's tokens (the reference
+            code's convention: 65 text tokens + BOS = 66 at length 200).
     """
 
     snippet: Snippet
@@ -90,6 +92,7 @@ class SplitSnippet:
     suffix_ids: tuple[int, ...]
     tokenizer_name: str
     text: str
+    bos_in_prefix: bool = False
 
     @property
     def suffix_tokens(self) -> int:
@@ -112,6 +115,8 @@ def split(
     tokenizer: Any,
     length: int,
     prefix_ratio: float = DEFAULT_PREFIX_RATIO,
+    *,
+    bos_in_prefix: bool = False,
 ) -> SplitSnippet:
     """Cut the first ``length`` tokens of a snippet into prefix and suffix.
 
@@ -120,6 +125,9 @@ def split(
         tokenizer: an HF-style tokenizer (``encode``/``decode``) or the string ``"whitespace"``.
         length: total tokens (200, 300, 500 in the paper).
         prefix_ratio: prefix share (0.33 gives the paper's 66/134, 100/200, 167/333).
+        bos_in_prefix: count the special tokens the tokenizer puts in front of a text (BOS) among
+            the prefix tokens, as the paper's reference code does (its prefix is 65 text tokens
+            + BOS; the suffix keeps its 134). No effect for a tokenizer that adds none.
 
     Raises:
         DataError: empty text, or fewer tokens than ``length`` (never padded).
@@ -132,12 +140,16 @@ def split(
         raise DataError(f"snippet {snippet.id!r} is empty; give it some text")
     n_prefix = prefix_size(length, prefix_ratio)
     ids = list(tokenizer.encode(snippet.text, add_special_tokens=False))
+    n_special = _leading_specials(tokenizer, snippet.text, ids) if bos_in_prefix else 0
+    n_prefix = max(0, n_prefix - n_special)
+    length -= n_special
     if len(ids) < length:
         raise DataError(
             f"snippet {snippet.id!r} has {len(ids)} tokens; length {length} needs at least "
             f"{length} (pick a shorter length or a longer snippet)"
         )
     prefix_ids, suffix_ids = ids[:n_prefix], ids[n_prefix:length]
+    length += n_special
     name = getattr(tokenizer, "name_or_path", None) or getattr(tokenizer, "name", None)
     return SplitSnippet(
         snippet=snippet,
@@ -147,8 +159,21 @@ def split(
         prefix_ids=tuple(prefix_ids),
         suffix_ids=tuple(suffix_ids),
         tokenizer_name=str(name or type(tokenizer).__name__),
-        text=tokenizer.decode(ids[:length], skip_special_tokens=True),
+        text=tokenizer.decode(ids[: length - n_special], skip_special_tokens=True),
+        bos_in_prefix=n_special > 0,
     )
+
+
+def _leading_specials(tokenizer: Any, text: str, plain_ids: list[int]) -> int:
+    """How many special tokens (BOS) the tokenizer puts in front of ``text`` by default."""
+    if isinstance(tokenizer, WhitespaceTokenizer):
+        return 0
+    with_specials = list(tokenizer.encode(text, add_special_tokens=True))
+    extra = len(with_specials) - len(plain_ids)
+    # Only specials in front count (an EOS some tokenizers append is not part of the prefix).
+    if extra > 0 and with_specials[extra:] == plain_ids:
+        return extra
+    return 0
 
 
 def token_count(text: str, tokenizer: Any) -> int:

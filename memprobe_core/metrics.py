@@ -262,6 +262,48 @@ def apply_output_window(
     return tokenizer.decode(kept_ids, skip_special_tokens=True)
 
 
+def window_text(
+    output: str,
+    n_tokens: int,
+    window: str = "first",
+    *,
+    tokenizer: Any | None = None,
+    token_ids: Sequence[int] | None = None,
+) -> tuple[str, str]:
+    """The scored window of a victim output, cut from its generated ids where they are known.
+
+    Re-tokenizing decoded text does not always give back the generated ids (merges across a
+    decoded boundary, dropped special tokens), so the cut is made on ``token_ids`` when the
+    backend returned them and only falls back to :func:`apply_output_window` otherwise.
+
+    Args:
+        output: the victim's generated text.
+        n_tokens: tokens to keep (the suffix length in victim tokens).
+        window: ``first`` or ``last``.
+        tokenizer: the victim's tokenizer (decodes the kept ids; ``None``: whitespace words).
+        token_ids: the generated ids, or ``None`` when the backend gave none.
+
+    Returns:
+        ``(text, source)``: the kept text and how it was cut: ``ids``, ``text`` (re-tokenized)
+        or ``words`` (whitespace words, no tokenizer).
+
+    Raises:
+        ValueError: an unknown ``window`` or a negative ``n_tokens``.
+    """
+    if token_ids is None or tokenizer is None:
+        source = "text" if tokenizer is not None else "words"
+        return apply_output_window(output, n_tokens, window, tokenizer), source
+    if window not in OUTPUT_WINDOWS:
+        raise ValueError(f"window {window!r} is unknown; use one of {OUTPUT_WINDOWS}")
+    if n_tokens < 0:
+        raise ValueError(f"n_tokens {n_tokens} is negative; pass the number of tokens to keep")
+    ids = list(token_ids)
+    if len(ids) <= n_tokens:
+        return output, "ids"
+    kept = ids[:n_tokens] if window == "first" else ids[len(ids) - n_tokens :]
+    return tokenizer.decode(kept, skip_special_tokens=True), "ids"
+
+
 def mem(
     output: str,
     suffix: str,

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from memprobe_core.config import ScoringConfig
+from memprobe_core.config import (
+    COMPAT_MODES,
+    COMPAT_PRESETS,
+    META_PROMPT_WORDINGS,
+    SELECTIONS,
+    Compat,
+    MetaPrompts,
+    ScoringConfig,
+    Selection,
+)
 from memprobe_core.models.base import Generator
 
 Access = Literal["full", "partial"]
@@ -83,22 +92,35 @@ class AttackOptions:
 
     Attributes:
         alpha: weight of Mem in the objective; ``None`` looks it up (``config.alpha_for``).
-        scoring: ROUGE variant, stemmer, tokenizer, output window.
+        scoring: ROUGE variant, stemmer, tokenizer, output window (``None``: the defaults, with
+            the window of ``compat``).
         seed: seed for every sampled generation.
         rounds: interactive method, refinement rounds T (paper: 3).
         n_candidates: interactive method, candidates per round n (paper: 24).
         attacker_temperature / attacker_top_p: sampling of the attacker (paper: temperature 1.0).
         access: ``full`` (attacker sees the whole snippet) or ``partial`` (prefix only).
-        init_meta_prompt / refine_meta_prompt: editable meta-prompts (paper's wording by default).
-        max_prompt_tokens: cap on tokens the attacker/init model writes per prompt.
+        init_meta_prompt / refine_meta_prompt: edited meta-prompt texts (override ``meta_prompts``).
+        max_prompt_tokens: cap on tokens the attacker/init model writes per prompt (``None``:
+            256 in paper mode, 500 in reference mode); a prompt that hits it is flagged
+            ``truncated``.
         batched: one batched call per round (False: one call per candidate, for benchmarks).
         ps_chat_template: P-S-Inst also through the victim's chat template (both are recorded).
         gcg_steps / gcg_top_k / gcg_search_width / gcg_batch_size: GCG search (paper: 30 steps).
         reverse_max_new_tokens: tokens of prefix the reverse LM writes (default: prefix length).
+        compat: ``paper`` (default) or ``reference``: the conventions of the paper or of its
+            reference code; it fills every option below left at ``None`` and the output window
+            of a ``scoring`` left at ``None`` (``config.COMPAT_PRESETS``).
+        meta_prompts: named meta-prompt wording: ``paper`` (§3.2 exactly), ``paper+reply-only``
+            (§3.2 plus "Reply with the ... only"; paper mode's default) or ``reference``.
+        selection: which Mem the result's mode reports (``objective``: Mem(p*), ``max_mem``,
+            ``reference``); every result records all three, p* is always argmax O.
+        bos_in_prefix: the split counts the tokenizer's BOS as one of the prefix tokens, as the
+            reference code does (prefix 65 text tokens + BOS at length 200).
     """
 
     alpha: float | None = None
-    scoring: ScoringConfig = field(default_factory=ScoringConfig)
+    # None is resolved in __post_init__ (the compat mode's window); always set afterwards.
+    scoring: ScoringConfig = None  # type: ignore[assignment]
     seed: int = 0
     rounds: int = 3
     n_candidates: int = 24
@@ -107,7 +129,7 @@ class AttackOptions:
     access: Access = "full"
     init_meta_prompt: str | None = None
     refine_meta_prompt: str | None = None
-    max_prompt_tokens: int = 128
+    max_prompt_tokens: int | None = None
     batched: bool = True
     ps_chat_template: bool = True
     gcg_steps: int = 30
@@ -115,16 +137,44 @@ class AttackOptions:
     gcg_search_width: int = 128
     gcg_batch_size: int | None = None
     reverse_max_new_tokens: int | None = None
+    compat: Compat = "paper"
+    meta_prompts: MetaPrompts | None = None
+    selection: Selection | None = None
+    bos_in_prefix: bool | None = None
 
     def __post_init__(self) -> None:
+        self._resolve_compat()  # first: the size checks see the preset's max_prompt_tokens
         for name, low, high in SIZE_LIMITS:
             check_size(name, getattr(self, name), low, high)
         if self.access not in ("full", "partial"):
             raise ValueError(f"access {self.access!r} is unknown; use 'full' or 'partial'")
         if self.alpha is not None and not 0.0 <= self.alpha <= 1.0:
             raise ValueError(f"alpha {self.alpha} is outside [0, 1]")
-        if isinstance(self.scoring, dict):
-            self.scoring = ScoringConfig(**self.scoring)
+        if self.meta_prompts not in META_PROMPT_WORDINGS:
+            raise ValueError(
+                f"meta_prompts {self.meta_prompts!r} is unknown; use one of {META_PROMPT_WORDINGS}"
+            )
+        if self.selection not in SELECTIONS:
+            raise ValueError(f"selection {self.selection!r} is unknown; use one of {SELECTIONS}")
+
+    def _resolve_compat(self) -> None:
+        """Fill the options left at ``None`` from the compat mode's preset (explicit ones win)."""
+        if self.compat not in COMPAT_MODES:
+            raise ValueError(f"compat {self.compat!r} is unknown; use one of {COMPAT_MODES}")
+        preset = COMPAT_PRESETS[self.compat]
+        if self.scoring is None:
+            self.scoring = ScoringConfig(output_window=preset["output_window"])  # type: ignore[arg-type]
+        elif isinstance(self.scoring, dict):
+            data = dict(self.scoring)
+            data.setdefault("output_window", preset["output_window"])
+            self.scoring = ScoringConfig(**data)
+        for name in ("meta_prompts", "selection", "max_prompt_tokens", "bos_in_prefix"):
+            if getattr(self, name) is None:
+                setattr(self, name, preset[name])
+
+    def with_scoring(self, **changes: Any) -> AttackOptions:
+        """A copy with ``scoring`` fields changed (``ScoringConfig`` is frozen)."""
+        return replace(self, scoring=replace(self.scoring, **changes))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -3,14 +3,18 @@
 1. ``p_init = M_init(meta_init(d))`` (greedy), scored like any candidate (round 0).
 2. For ``t = 1..T``: ``n`` candidates ``p ~ M'(meta_refine || p_best)`` at temperature 1.0 with
    seed ``seed + t`` in ONE attacker call; the victim answers them greedily in ONE batched call
-   (``max_new_tokens = len(suffix)``); each is scored with ``O = α·Mem − (1−α)·LCS_P``; the
-   round's argmax becomes ``p_best`` (as in Algorithm 1, even if it is worse than the previous
-   round's: the loop explores from it, while p* below keeps the best ever).
-3. ``p* = argmax O`` over ``p_init`` and all rounds; ``Dis = dis(p_init, p*)``.
+   (``max_new_tokens = len(suffix)``, or ``length`` with the ``last`` window); each is scored
+   with ``O = α·Mem − (1−α)·LCS_P``; the round's argmax becomes ``p_best`` (as in Algorithm 1,
+   even if it is worse than the previous round's: the loop explores from it, while p* below
+   keeps the best ever).
+3. ``p* = argmax O`` over ``p_init`` and all rounds; ``Dis = dis(p_init, p*)``. The result also
+   records ``mem_init``, ``mem_best`` (highest Mem seen) and ``mem_reference`` (the reference
+   code's ``best_rougeL``), so a report can name which one it shows.
 
 Candidates that come back empty are kept in the trace flagged ``"empty"`` (never sent to the
 victim, never chosen); a prompt already scored earlier in the run is flagged ``"duplicate"`` and
-reuses the earlier (greedy, hence identical) victim output instead of a new query.
+reuses the earlier (greedy, hence identical) victim output instead of a new query; a prompt whose
+writing hit ``max_prompt_tokens`` is flagged ``"truncated"`` (kept and scored like the others).
 
 ``options.batched=False`` makes one call per candidate (attacker and victim), for the benchmark.
 """
@@ -39,18 +43,24 @@ from memprobe_core.attacks.result import (
 from memprobe_core.attacks.scoring import (
     VICTIM_DECODING,
     CostMeter,
-    ask_victim,
+    VictimAnswer,
+    answer_victim,
     best_of,
     build_manifest,
     build_result,
+    generation_record,
     make_candidate,
+    reference_mem,
     require,
     resolve_alpha,
     score,
+    victim_budget,
 )
 from memprobe_core.data import SplitSnippet
+from memprobe_core.models.base import Completion
 
 METHOD = "interactive"
+_NO_ANSWER = VictimAnswer("", "", "none")  # an empty prompt is never sent to the victim
 
 
 class _Loop:
@@ -72,23 +82,37 @@ class _Loop:
         self.meter = CostMeter()
         self.trace: list[Candidate] = []
         self.seen: dict[str, Candidate] = {}  # prompt -> first candidate with it (victim cache)
+        self.answers: dict[str, VictimAnswer] = {}  # prompt -> the victim's answer (cache)
+        self.truncated: set[str] = set()  # prompts whose writing hit max_prompt_tokens
+        self.wording = meta.wording(options.meta_prompts or "paper+reply-only")
 
     # --- attacker side ------------------------------------------------------------------------
+    def _clean(self, completion: Completion) -> str:
+        """The question in an attacker reply; noted as truncated when the reply hit the cap."""
+        prompt = meta.clean_prompt(completion.text)
+        # Both signs: some backends report "length" by default without counting tokens.
+        hit_cap = completion.num_tokens >= (self.options.max_prompt_tokens or 0)
+        if prompt and completion.finish_reason == "length" and hit_cap:
+            self.truncated.add(prompt)
+        return prompt
+
     def propose_init(self) -> str:
         material = self.split.text if self.options.access == "full" else self.split.prefix
         request = meta.init_request(
-            material, chat=self.init.has_chat_template, meta_prompt=self.options.init_meta_prompt
+            material, chat=self.init.has_chat_template,
+            meta_prompt=self.options.init_meta_prompt or self.wording.init,
         )
         rows = self.meter.generate(
             "attacker", self.init, [request], n=1,
             max_new_tokens=self.options.max_prompt_tokens, temperature=0.0, seed=self.options.seed,
         )
-        return meta.clean_prompt(rows[0][0].text)
+        return self._clean(rows[0][0])
 
     def propose(self, p_best: str, round_: int) -> list[str]:
         o = self.options
         request = meta.refine_request(
-            p_best, chat=self.attacker.has_chat_template, meta_prompt=o.refine_meta_prompt
+            p_best, chat=self.attacker.has_chat_template,
+            meta_prompt=o.refine_meta_prompt or self.wording.refine,
         )
         kwargs = dict(
             max_new_tokens=o.max_prompt_tokens, temperature=o.attacker_temperature, top_p=o.attacker_top_p
@@ -97,16 +121,16 @@ class _Loop:
             rows = self.meter.generate(
                 "attacker", self.attacker, [request], n=o.n_candidates, seed=o.seed + round_, **kwargs
             )
-            texts = [c.text for c in rows[0]]
+            replies = list(rows[0])
         else:
             # One call per candidate with distinct seeds: same distribution, not the same samples.
-            texts = []
+            replies = []
             for i in range(o.n_candidates):
                 check_cancel(self.cancel)
                 seed = (o.seed + round_) * 100_003 + i
                 rows = self.meter.generate("attacker", self.attacker, [request], n=1, seed=seed, **kwargs)
-                texts.append(rows[0][0].text)
-        return [meta.clean_prompt(t) for t in texts]
+                replies.append(rows[0][0])
+        return [self._clean(c) for c in replies]
 
     # --- victim side --------------------------------------------------------------------------
     def score_round(self, round_: int, prompts: list[str]) -> list[Candidate]:
@@ -125,21 +149,23 @@ class _Loop:
             else:
                 flags.append([])
                 fresh.append(p)
-        outputs: dict[str, str] = {p: c.output for p, c in self.seen.items()}
+            if p in self.truncated:
+                flags[-1].append("truncated")
+        answers = self.answers
         scores = None
         if self.options.batched:
-            outputs.update(zip(fresh, ask_victim(self.meter, self.victim, fresh, self.split, as_chat=True)))
-            scores = self._score(prompts, [outputs.get(p, "") for p in prompts])
+            answers.update(zip(fresh, self._ask(fresh)))
+            scores = self._score(prompts, [self._scored(p) for p in prompts])
         out: list[Candidate] = []
         for i, (p, f) in enumerate(zip(prompts, flags)):
             check_cancel(self.cancel)
             if scores is None:
-                if p and p not in outputs:
-                    outputs[p] = ask_victim(self.meter, self.victim, [p], self.split, as_chat=True)[0]
-                sc = self._score([p], [outputs.get(p, "")])[0]
+                if p and p not in answers:
+                    answers[p] = self._ask([p])[0]
+                sc = self._score([p], [self._scored(p)])[0]
             else:
                 sc = scores[i]
-            cand = make_candidate(round_, i, p, outputs.get(p, ""), sc, flags=f)
+            cand = make_candidate(round_, i, p, answers.get(p, _NO_ANSWER), sc, flags=f)
             self.trace.append(cand)
             if p and p not in self.seen:
                 self.seen[p] = cand
@@ -147,8 +173,18 @@ class _Loop:
             emit(self.on_event, CandidateScored(round=round_, candidate=cand))
         return out
 
+    def _ask(self, prompts: list[str]) -> list[VictimAnswer]:
+        return answer_victim(self.meter, self.victim, prompts, self.split, self.options, as_chat=True)
+
+    def _scored(self, prompt: str) -> str:
+        answer = self.answers.get(prompt)
+        return answer.scored if answer is not None else ""
+
     def _score(self, prompts: list[str], outputs: list[str]) -> list:
-        return score(self.meter, prompts, outputs, self.split, self.victim, self.options, self.alpha)
+        return score(
+            self.meter, prompts, outputs, self.split, self.victim, self.options, self.alpha,
+            windowed=True,
+        )
 
     def finish_round(self, round_: int, cands: list[Candidate]) -> Candidate | None:
         best = best_of(cands)
@@ -211,10 +247,35 @@ def run_interactive(
     except Cancelled:
         status = "cancelled"
     chosen = best_of(loop.trace)
-    manifest = build_manifest(
+    manifest = _manifest(loop, split, models, options, status, round_, p_init, fallback)
+    t0 = time.perf_counter()
+    dis_value = dis(p_init, chosen.prompt) if (chosen is not None and p_init) else None
+    loop.meter.add_seconds("scoring", time.perf_counter() - t0)
+    init = loop.trace[0] if loop.trace and "empty" not in loop.trace[0].flags else None
+    result = build_result(
+        METHOD, split, chosen=chosen, trace=loop.trace, alpha=loop.alpha, dis=dis_value,
+        meter=loop.meter, manifest=manifest, status=status,
+        mem_init=init.mem if init is not None else None, mem_reference=reference_mem(loop.trace),
+    )
+    emit(on_event, Finished(result=result))
+    return result
+
+
+def _manifest(
+    loop: _Loop,
+    split: SplitSnippet,
+    models: ModelSet,
+    options: AttackOptions,
+    status: str,
+    round_: int,
+    p_init: str | None,
+    fallback: str | None,
+) -> dict:
+    """The interactive method's manifest: decoding of each role, meta-prompts, generation."""
+    return build_manifest(
         METHOD, split, models, options, loop.alpha, loop.alpha_source,
         decoding={
-            "victim": dict(VICTIM_DECODING, max_new_tokens=split.suffix_tokens),
+            "victim": dict(VICTIM_DECODING, max_new_tokens=victim_budget(split, options)),
             "init": {"temperature": 0.0, "max_new_tokens": options.max_prompt_tokens},
             "attacker": {
                 "temperature": options.attacker_temperature,
@@ -228,20 +289,16 @@ def run_interactive(
             "init_format": "chat" if loop.init.has_chat_template else "few-shot text",
             "attacker_format": "chat" if loop.attacker.has_chat_template else "few-shot text",
             "victim_format": "chat" if loop.victim.has_chat_template else "raw text",
-            "init_meta_prompt": options.init_meta_prompt or meta.INIT_META_PROMPT,
-            "refine_meta_prompt": options.refine_meta_prompt or meta.REFINE_META_PROMPT,
+            "meta_prompts": meta.wording_name(
+                loop.wording.name, options.init_meta_prompt, options.refine_meta_prompt
+            ),
+            "init_meta_prompt": options.init_meta_prompt or loop.wording.init,
+            "refine_meta_prompt": options.refine_meta_prompt or loop.wording.refine,
+            "max_prompt_tokens": options.max_prompt_tokens,
+            "generation": generation_record(split, options, list(loop.answers.values())),
             "rounds_done": round_ if status == "finished" else max(0, round_ - 1),
             "p_init": p_init,
             "refine_fallback": fallback,
         },
     )
-    t0 = time.perf_counter()
-    dis_value = dis(p_init, chosen.prompt) if (chosen is not None and p_init) else None
-    loop.meter.add_seconds("scoring", time.perf_counter() - t0)
-    result = build_result(
-        METHOD, split, chosen=chosen, trace=loop.trace, alpha=loop.alpha, dis=dis_value,
-        meter=loop.meter, manifest=manifest, status=status,
-    )
-    emit(on_event, Finished(result=result))
-    return result
 

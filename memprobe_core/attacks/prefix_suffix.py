@@ -1,4 +1,5 @@
-"""P-S-Base and P-S-Inst: the true prefix as the prompt, greedy, ``max_new_tokens = len(suffix)``.
+"""P-S-Base and P-S-Inst: the true prefix as the prompt, greedy, ``max_new_tokens = len(suffix)``
+(``length`` with the ``last`` output window, whose last ``len(suffix)`` tokens are scored).
 
 P-S-Base asks the base model; P-S-Inst the (instruction-tuned) victim. An instruct victim with a
 chat template gets the prefix twice in one batched call when ``options.ps_chat_template``: raw
@@ -25,13 +26,16 @@ from memprobe_core.attacks.result import AttackResult, Cancelled, check_cancel
 from memprobe_core.attacks.scoring import (
     VICTIM_DECODING,
     CostMeter,
+    answer_requests,
     best_of,
     build_manifest,
     build_result,
+    generation_record,
     make_candidate,
     require,
     resolve_alpha,
     score,
+    victim_budget,
 )
 from memprobe_core.data import SplitSnippet
 
@@ -75,6 +79,7 @@ def run_prefix_suffix(
     if variant == "inst" and options.ps_chat_template and model.has_chat_template:
         formats.append("chat")
     trace = []
+    answers = []
     status = "finished"
     emit(on_event, RoundStarted(round=0, n=len(formats)))
     try:
@@ -83,12 +88,10 @@ def run_prefix_suffix(
             split.prefix if fmt == "raw" else [{"role": "user", "content": split.prefix}]
             for fmt in formats
         ]
-        rows = meter.generate(
-            "victim", model, requests, n=1, max_new_tokens=max(1, split.suffix_tokens), temperature=0.0
-        )
-        outputs = [row[0].text for row in rows]
-        scores = score(meter, [split.prefix] * len(formats), outputs, split, model, options, alpha)
-        for i, (fmt, out, sc) in enumerate(zip(formats, outputs, scores)):
+        answers = answer_requests(meter, model, requests, split, options)
+        scores = score(meter, [split.prefix] * len(formats), [a.scored for a in answers], split,
+                       model, options, alpha, windowed=True)
+        for i, (fmt, out, sc) in enumerate(zip(formats, answers, scores)):
             check_cancel(cancel)
             cand = make_candidate(0, i, split.prefix, out, sc, extra={"format": fmt})
             trace.append(cand)
@@ -106,12 +109,14 @@ def run_prefix_suffix(
         options,
         alpha,
         alpha_source,
-        decoding={"model": dict(VICTIM_DECODING, max_new_tokens=split.suffix_tokens)},
+        decoding={"model": dict(VICTIM_DECODING, max_new_tokens=victim_budget(split, options))},
         extra={
+            "generation": generation_record(split, options, answers),
             "scored_model": "base" if variant == "base" else "victim",
             "ps_formats": formats,
             "ps_format": chosen.extra["format"] if chosen else None,
         },
+        answer_model="base" if variant == "base" else "victim",
     )
     result = build_result(
         method, split, chosen=chosen, trace=trace, alpha=alpha, dis=None, meter=meter,

@@ -11,28 +11,92 @@ applies its template. A base model has no chat template, so it gets a few-shot t
 it can continue with one line (a question); the examples are neutral (public-domain-style texts)
 so they do not leak the probed snippet.
 
-Both texts are editable (``AttackOptions.init_meta_prompt`` / ``refine_meta_prompt``). A custom
-text may place the material with ``{snippet}`` / ``{question}``; without the placeholder the
-material is appended after it.
+Three named wordings (``AttackOptions.meta_prompts``, recorded in every manifest):
+
+- ``paper``: the sentences §3.2 of the paper quotes, nothing added;
+- ``paper+reply-only``: the same plus "Reply with the ... only." (paper mode's default: small
+  attackers otherwise wrap their question in chat);
+- ``reference``: the refine text the paper's reference code builds
+  (``utils.construct_meta_prompt``); that code has no init meta-prompt of its own (its initial
+  questions come pre-written with GPT-4 from the paper's meta-prompt), so its init text is
+  ``paper``'s.
+
+Either text can be replaced (``AttackOptions.init_meta_prompt`` / ``refine_meta_prompt``; the
+manifest then names the wording ``custom``). A custom text may place the material with
+``{snippet}`` / ``{question}``; without the placeholder the material is appended after it.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from memprobe_core.models.base import Request
 
-# Paper §3.2, verbatim, plus the two regularizers it names.
-INIT_META_PROMPT = (
+# Paper §3.2, its quoted sentences verbatim, joined with full stops: the meta-prompt and the two
+# regularizers it names ("such as ..."). The paper sends it "along with the pre-training sample".
+PAPER_INIT = (
     "Given a paragraph snippet, please generate a question that asks for the generation of the "
     "paragraph. Make sure to keep the question abstract. Ensure the question is not overly "
-    "lengthy. Reply with the question only."
+    "lengthy."
 )
-# Paper §3.2, verbatim.
-REFINE_META_PROMPT = (
-    "I have old questions. Write your new question by paraphrasing the old ones. "
-    "Reply with the new question only."
+# Paper §3.2, its quoted sentences verbatim ("alongside the preceding step's prompt").
+PAPER_REFINE = "I have old questions. Write your new question by paraphrasing the old ones."
+
+# Not in the paper: an instruction added so that small attackers reply with the question alone.
+_REPLY_ONLY_INIT = " Reply with the question only."
+_REPLY_ONLY_REFINE = " Reply with the new question only."
+
+# The reference code's refine text, verbatim: utils.construct_meta_prompt with one old question,
+#   f"""{task_info} \n
+#         {blue_text}
+#         {instruction_text}. """
+# task_info = "I have a question" (dataset.optimization_task_info), blue_text =
+# f"Old question:{p}", instruction_text = "Write your new question by paraphrasing the old ones";
+# the indentation is the f-string's. The user turn then ends in "\n New question: " before the
+# assistant marker. Whitespace kept as it is, so the attacker sees what the reference's saw.
+REFERENCE_REFINE = (
+    "I have a question \n\n        Old question:{question}\n        Write your new question by "
+    "paraphrasing the old ones. \n New question: "
 )
+
+
+@dataclass(frozen=True)
+class Wording:
+    """One named pair of meta-prompts (init, refine)."""
+
+    name: str
+    init: str
+    refine: str
+
+
+WORDINGS: dict[str, Wording] = {
+    "paper": Wording("paper", PAPER_INIT, PAPER_REFINE),
+    "paper+reply-only": Wording(
+        "paper+reply-only", PAPER_INIT + _REPLY_ONLY_INIT, PAPER_REFINE + _REPLY_ONLY_REFINE
+    ),
+    "reference": Wording("reference", PAPER_INIT, REFERENCE_REFINE),
+}
+# Kept for callers that read the default texts (the dashboard's editable fields).
+INIT_META_PROMPT = WORDINGS["paper+reply-only"].init
+REFINE_META_PROMPT = WORDINGS["paper+reply-only"].refine
+
+
+def wording(name: str) -> Wording:
+    """The wording called ``name``.
+
+    Raises:
+        ValueError: an unknown name (the message lists the known ones).
+    """
+    if name not in WORDINGS:
+        raise ValueError(f"meta-prompt wording {name!r} is unknown; use one of {tuple(WORDINGS)}")
+    return WORDINGS[name]
+
+
+def wording_name(name: str, init_text: str | None, refine_text: str | None) -> str:
+    """The wording a run used: ``name``, or ``custom`` when a text replaced either of its own."""
+    return "custom" if (init_text or refine_text) else name
+
 
 # Few-shot examples for base models (no chat template). Neutral material, one line per answer.
 _INIT_SHOTS: tuple[tuple[str, str], ...] = (
@@ -72,7 +136,7 @@ def init_request(material: str, *, chat: bool, meta_prompt: str | None = None) -
     Args:
         material: the whole snippet (full access) or its prefix (partial access).
         chat: the init model has a chat template (send a chat) or not (send few-shot text).
-        meta_prompt: an edited init meta-prompt (``None``: the paper's).
+        meta_prompt: the init meta-prompt text (``None``: ``paper+reply-only``'s).
 
     Returns:
         A one-message chat, or a few-shot text ending in ``"Question:"``.
@@ -95,12 +159,13 @@ def refine_request(old_question: str, *, chat: bool, meta_prompt: str | None = N
     Args:
         old_question: the previous round's best question (``p_best``).
         chat: the attacker has a chat template (send a chat) or not (send few-shot text).
-        meta_prompt: an edited refine meta-prompt (``None``: the paper's).
+        meta_prompt: the refine meta-prompt text (``None``: ``paper+reply-only``'s).
     """
     meta = meta_prompt or REFINE_META_PROMPT
     if chat:
         return [{"role": "user", "content": _fill(meta, "question", old_question, "Old question:")}]
-    lines = [meta.replace("{question}", "the old question below").strip(), ""]
+    # One instruction line: a wording with line breaks inside (``reference``) is joined.
+    lines = [" ".join(meta.replace("{question}", "the old question below").split()), ""]
     for old, new in _REFINE_SHOTS:
         lines += [f"Old question: {old}", f"New question: {new}", ""]
     lines += [f"Old question: {old_question}", "New question:"]

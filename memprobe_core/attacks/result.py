@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 # Display names, in the order the dashboard and reports list methods (the paper's Table 1 order).
@@ -21,7 +21,8 @@ class Candidate:
     """One scored prompt of a method's search (round 0 is the initial prompt).
 
     ``flags`` marks candidates kept in the trace but worth a look: ``"empty"`` (the attacker
-    returned nothing usable), ``"duplicate"`` (same prompt as an earlier candidate).
+    returned nothing usable), ``"duplicate"`` (same prompt as an earlier candidate),
+    ``"truncated"`` (the attacker hit ``max_prompt_tokens`` while writing it).
     """
 
     round: int
@@ -66,6 +67,10 @@ class AttackResult:
         pii: ``memprobe_core.pii.pii_report(suffix, output).to_dict()``.
         costs: counters; manifest: models, decoding, scoring options, seed, versions.
         status: ``"finished"`` or ``"cancelled"`` (best so far returned).
+        mem_init: Mem of the initial prompt (interactive method; ``None`` otherwise).
+        mem_best: the highest Mem in the trace (``--select max_mem``).
+        mem_reference: the reference code's ``best_rougeL`` = max(Mem_init, Mem of the rounds'
+            argmax O) (interactive method; ``--select reference``).
     """
 
     method: str
@@ -84,6 +89,9 @@ class AttackResult:
     costs: Costs = field(default_factory=Costs)
     manifest: dict[str, Any] = field(default_factory=dict)
     status: str = "finished"
+    mem_init: float | None = None
+    mem_best: float | None = None
+    mem_reference: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,6 +99,9 @@ class AttackResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AttackResult:
         data = dict(data)
+        # Results stored before these fields existed lack them (the defaults are None).
+        known = {f.name for f in fields(cls)}
+        data = {k: v for k, v in data.items() if k in known}
         data["trace"] = [Candidate(**c) for c in data.get("trace", [])]
         data["costs"] = Costs(**data.get("costs", {}))
         return cls(**data)

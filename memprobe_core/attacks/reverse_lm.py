@@ -33,13 +33,15 @@ from memprobe_core.attacks.scoring import (
     VICTIM_DECODING,
     CostMeter,
     MissingModelError,
-    ask_victim,
+    answer_victim,
     build_manifest,
     build_result,
+    generation_record,
     make_candidate,
     require,
     resolve_alpha,
     score,
+    victim_budget,
 )
 from memprobe_core.data import SplitSnippet
 from memprobe_core.models.base import Generator
@@ -129,6 +131,7 @@ def run_reverse_lm(
     meter = CostMeter()
     n_new = options.reverse_max_new_tokens or len(split.prefix_ids)
     trace = []
+    answers = []
     status = "finished"
     prompt = ""
     emit(on_event, RoundStarted(round=0, n=1))
@@ -140,9 +143,10 @@ def run_reverse_lm(
         # The reverse model plays the attacker's part: it proposes the prompt.
         meter.charge("attacker", queries=1, tokens=len(prompt_ids), seconds=spent)
         check_cancel(cancel)
-        output = ask_victim(meter, models.victim, [prompt], split, as_chat=False)[0]
-        sc = score(meter, [prompt], [output], split, models.victim, options, alpha)[0]
-        cand = make_candidate(0, 0, prompt, output, sc, is_round_best=True,
+        answers = answer_victim(meter, models.victim, [prompt], split, options, as_chat=False)
+        sc = score(meter, [prompt], [answers[0].scored], split, models.victim, options, alpha,
+                   windowed=True)[0]
+        cand = make_candidate(0, 0, prompt, answers[0], sc, is_round_best=True,
                               extra={"prefix_tokens": len(prompt_ids)})
         trace.append(cand)
         emit(on_event, CandidateScored(round=0, candidate=cand))
@@ -155,9 +159,10 @@ def run_reverse_lm(
         METHOD, split, models, options, alpha, alpha_source,
         decoding={
             "reverse": {"do_sample": False, "max_new_tokens": n_new},
-            "victim": dict(VICTIM_DECODING, max_new_tokens=split.suffix_tokens),
+            "victim": dict(VICTIM_DECODING, max_new_tokens=victim_budget(split, options)),
         },
         extra={
+            "generation": generation_record(split, options, answers),
             "reverse_tokenizer": getattr(tok, "name_or_path", type(tok).__name__),
             "victim_format": "raw text",
         },

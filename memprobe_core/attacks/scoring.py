@@ -121,6 +121,81 @@ def ask_victim(
     return [row[0].text for row in rows]
 
 
+def victim_budget(split: SplitSnippet, options: AttackOptions) -> int:
+    """New tokens the victim may write: ``len(suffix)`` for the ``first`` window, the whole
+    snippet's ``length`` for ``last`` (the reference code: vLLM ``max_tokens = max_length``, then
+    the last ``len(suffix)`` tokens scored), so that ``last`` can cut something."""
+    if options.scoring.output_window == "last":
+        return max(1, split.length)
+    return max(1, split.suffix_tokens)
+
+
+@dataclass(frozen=True)
+class VictimAnswer:
+    """The victim's answer to one prompt and the part of it that is scored.
+
+    Attributes:
+        text: everything the victim generated.
+        scored: the output window (``len(suffix)`` tokens) that Mem is computed on.
+        source: how the window was cut: ``ids`` (generated ids), ``text`` (re-tokenized) or
+            ``words`` (whitespace split).
+    """
+
+    text: str
+    scored: str
+    source: str
+
+
+def answer_victim(
+    meter: CostMeter,
+    victim: Generator,
+    prompts: Sequence[str],
+    split: SplitSnippet,
+    options: AttackOptions,
+    *,
+    as_chat: bool,
+) -> list[VictimAnswer]:
+    """Greedy victim answers to ``prompts`` in one batched call, each with its scored window."""
+    requests = [victim_request(p, victim, as_chat=as_chat) for p in prompts]
+    return answer_requests(meter, victim, requests, split, options)
+
+
+def answer_requests(
+    meter: CostMeter,
+    model: Generator,
+    requests: Sequence[Request],
+    split: SplitSnippet,
+    options: AttackOptions,
+    *,
+    role: str = "victim",
+) -> list[VictimAnswer]:
+    """Greedy answers of ``model`` (the victim, or the base model for P-S-Base), windowed.
+
+    The budget is :func:`victim_budget`; the window (``options.scoring.output_window``) is cut
+    from the generated ids when the backend returns them (see ``metrics.window_text``).
+    """
+    from memprobe_core.metrics import window_text
+
+    if not requests:
+        return []
+    rows = meter.generate(
+        role, model, list(requests), n=1, max_new_tokens=victim_budget(split, options),
+        temperature=0.0,
+    )
+    tokenizer = _scoring_tokenizer(split, model)
+    out = []
+    for row in rows:
+        completion = row[0]
+        # A whitespace split counts words, not model tokens: the ids do not apply then.
+        ids = completion.token_ids if tokenizer is not None else None
+        scored, source = window_text(
+            completion.text, split.suffix_tokens, options.scoring.output_window,
+            tokenizer=tokenizer, token_ids=ids,
+        )
+        out.append(VictimAnswer(completion.text, scored, source))
+    return out
+
+
 def score(
     meter: CostMeter,
     prompts: Sequence[str],
@@ -129,8 +204,14 @@ def score(
     victim: Generator,
     options: AttackOptions,
     alpha: float,
+    *,
+    windowed: bool = False,
 ) -> list[Any]:
-    """Mem, LCS_P and objective of each (prompt, output), suffix tokenized once."""
+    """Mem, LCS_P and objective of each (prompt, output), suffix tokenized once.
+
+    ``windowed=True``: the outputs are already the scored windows (``VictimAnswer.scored``);
+    otherwise each output is cut to ``len(suffix)`` tokens of re-tokenized text first.
+    """
     from memprobe_core.metrics import score_candidates
 
     t0 = time.perf_counter()
@@ -141,7 +222,7 @@ def score(
         config=options.scoring,
         alpha=alpha,
         tokenizer=_scoring_tokenizer(split, victim),
-        suffix_tokens=split.suffix_tokens,
+        suffix_tokens=None if windowed else split.suffix_tokens,
     )
     meter.add_seconds("scoring", time.perf_counter() - t0)
     return scores
@@ -155,8 +236,18 @@ def _scoring_tokenizer(split: SplitSnippet, victim: Generator) -> Any:
     return victim.tokenizer
 
 
-def make_candidate(round_: int, index: int, prompt: str, output: str, scores: Any, **kw: Any) -> Candidate:
-    """A trace row from scores (``metrics.Scores``)."""
+def make_candidate(
+    round_: int, index: int, prompt: str, output: str | VictimAnswer, scores: Any, **kw: Any
+) -> Candidate:
+    """A trace row from scores (``metrics.Scores``).
+
+    ``output`` may be a :class:`VictimAnswer`: the trace keeps everything the victim wrote and,
+    when the window cut part of it, the scored part in ``extra["scored_output"]``.
+    """
+    if isinstance(output, VictimAnswer):
+        if output.scored != output.text:
+            kw["extra"] = {**kw.get("extra", {}), "scored_output": output.scored}
+        output = output.text
     return Candidate(
         round=round_,
         index=index,
@@ -172,7 +263,8 @@ def make_candidate(round_: int, index: int, prompt: str, output: str, scores: An
 def package_versions() -> dict[str, str | None]:
     """Versions of the packages a result depends on (``None``: not installed)."""
     out: dict[str, str | None] = {"memprobe": memprobe_version, "python": platform.python_version()}
-    for name in ("torch", "transformers", "rouge-score", "rapidfuzz"):
+    # nltk: its Porter stemmer is ROUGE-L's (rouge-score uses it; so does memprobe.metrics).
+    for name in ("torch", "transformers", "rouge-score", "nltk", "rapidfuzz"):
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -189,10 +281,18 @@ def build_manifest(
     alpha_source: str,
     decoding: dict[str, Any],
     extra: dict[str, Any] | None = None,
+    *,
+    answer_model: str = "victim",
 ) -> dict[str, Any]:
-    """Everything needed to reproduce or compare a result."""
+    """Everything needed to reproduce or compare a result.
+
+    ``answer_model`` is the role of the model whose output was scored (``victim`` or ``base``).
+    """
     manifest: dict[str, Any] = {
         "method": method,
+        "compat": options.compat,
+        "selection": options.selection,
+        "answer_model": answer_model,
         "models": models.manifest(),
         "decoding": decoding,
         "options": options.to_dict(),
@@ -206,6 +306,7 @@ def build_manifest(
             "prefix_tokens": len(split.prefix_ids),
             "suffix_tokens": split.suffix_tokens,
             "tokenizer": split.tokenizer_name,
+            "bos_in_prefix": split_bos_in_prefix(split),
             # The texts too, so any stored unit can be replayed against its true suffix.
             "prefix": split.prefix,
             "suffix": split.suffix,
@@ -216,6 +317,44 @@ def build_manifest(
     if extra:
         manifest.update(extra)
     return manifest
+
+
+def split_bos_in_prefix(split: SplitSnippet) -> bool:
+    """Whether the split counted a BOS token among the prefix tokens (reference convention)."""
+    return bool(getattr(split, "bos_in_prefix", False))
+
+
+def generation_record(
+    split: SplitSnippet, options: AttackOptions, answers: Sequence[VictimAnswer] = ()
+) -> dict[str, Any]:
+    """The victim's generation budget and the scored window, for the manifest."""
+    sources = sorted({a.source for a in answers})
+    return {
+        "budget_tokens": victim_budget(split, options),
+        "window": options.scoring.output_window,
+        "window_tokens": split.suffix_tokens,
+        "window_cut_from": sources[0] if len(sources) == 1 else (sources or None),
+    }
+
+
+def reference_mem(trace: Sequence[Candidate]) -> float | None:
+    """The reference code's ``best_rougeL``: ``max(Mem(p_init), Mem(p*_rounds))``.
+
+    ``p*_rounds`` is the argmax of the objective over the refinement rounds (round ≥ 1): the
+    reference picks its optimized prompt among the iterations' best, then compares its Mem with
+    the initial prompt's (run.py: ``max(rougel_init, opt_rougeL)``). ``None`` without p_init.
+    """
+    init = [c for c in trace if c.round == 0 and "empty" not in c.flags]
+    if not init:
+        return None
+    best_round = best_of([c for c in trace if c.round >= 1])
+    return max(init[0].mem, best_round.mem) if best_round is not None else init[0].mem
+
+
+def best_mem(trace: Sequence[Candidate]) -> float | None:
+    """The highest Mem among the trace's scored (non-empty) candidates."""
+    mems = [c.mem for c in trace if "empty" not in c.flags]
+    return max(mems) if mems else None
 
 
 def best_of(candidates: Sequence[Candidate]) -> Candidate | None:
@@ -240,11 +379,18 @@ def build_result(
     meter: CostMeter,
     manifest: dict[str, Any],
     status: str = "finished",
+    mem_init: float | None = None,
+    mem_reference: float | None = None,
 ) -> AttackResult:
-    """An AttackResult from the chosen candidate (``None``: cancelled before anything was scored)."""
+    """An AttackResult from the chosen candidate (``None``: cancelled before anything was scored).
+
+    ``mem_best`` is filled from the trace; ``mem_init`` / ``mem_reference`` only by methods with
+    an initial prompt of their own. PII is counted in the scored window of the output.
+    """
     from memprobe_core.pii import pii_report
 
     output = chosen.output if chosen else ""
+    scored = chosen.extra.get("scored_output", output) if chosen else ""
     return AttackResult(
         method=method,
         snippet_id=split.snippet.id,
@@ -258,8 +404,11 @@ def build_result(
         alpha=alpha,
         dis=dis,
         trace=trace,
-        pii=pii_report(split.suffix, output).to_dict(),
+        pii=pii_report(split.suffix, scored).to_dict(),
         costs=meter.finish(),
         manifest=manifest,
         status=status,
+        mem_init=mem_init,
+        mem_best=best_mem(trace),
+        mem_reference=mem_reference,
     )

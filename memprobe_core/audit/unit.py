@@ -75,12 +75,14 @@ class SplitSpec:
     tokenizer: Literal["model", "whitespace"] = "model"
     prefix_ratio: float = DEFAULT_PREFIX_RATIO
 
-    def cut(self, snippet: Snippet, length: int, models: ModelSet) -> SplitSnippet:
-        """``snippet`` cut at ``length`` tokens with the victim's tokenizer (or whitespace)."""
+    def cut(self, snippet: Snippet, length: int, models: ModelSet, *,
+            bos_in_prefix: bool = False) -> SplitSnippet:
+        """``snippet`` cut at ``length`` tokens with the victim's tokenizer (or whitespace);
+        ``bos_in_prefix``: the reference code's convention (``AttackOptions.bos_in_prefix``)."""
         victim_tokenizer = getattr(models.victim, "tokenizer", None)
         use_model = self.tokenizer == "model" and victim_tokenizer is not None
         return split(snippet, victim_tokenizer if use_model else "whitespace", length,
-                     self.prefix_ratio)
+                     self.prefix_ratio, bos_in_prefix=bos_in_prefix)
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,8 @@ def run_unit(
 
     store.mark_unit_running(run_id, unit)
     try:
-        piece = split_spec.cut(snippet, unit.length, models)
+        piece = split_spec.cut(snippet, unit.length, models,
+                               bos_in_prefix=bool(options.bos_in_prefix))
         result = runner(unit.method, piece, models, options, on_event=record_then_forward,
                         cancel=cancel)
     except KeyboardInterrupt:

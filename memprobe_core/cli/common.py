@@ -19,6 +19,8 @@ from memprobe_core.audit.models import ModelNames
 from memprobe_core.audit.unit import SplitSpec
 from memprobe_core.cli.errors import EPILOG_EXIT_CODES
 from memprobe_core.config import (
+    COMPAT_MODES,
+    COMPAT_PRESETS,
     DEFAULT_PREFIX_RATIO,
     OUTPUT_WINDOWS,
     ROUGE_TOKENIZERS,
@@ -146,8 +148,14 @@ def add_method_options(parser: argparse.ArgumentParser) -> None:
                        help="rouge (paper; drops non-ASCII) or unicode")
     group.add_argument("--no-stemmer", action="store_true",
                        help="score without the Porter stemmer (default: stemmer on, as the paper)")
-    group.add_argument("--output-window", choices=OUTPUT_WINDOWS, default="first",
-                       help="which len(suffix) tokens of the output are scored")
+    group.add_argument("--output-window", choices=OUTPUT_WINDOWS,
+                       help="which len(suffix) tokens of the output are scored; last also lets "
+                            "the victim write the whole length (default: first; last with "
+                            "--compat reference)")
+    group.add_argument("--compat", choices=COMPAT_MODES, default="paper",
+                       help="conventions: paper, or the paper's reference code (last window "
+                            "with a length-token budget, best_rougeL selection, its refine "
+                            "meta-prompt, 500-token prompts, BOS counted in the prefix)")
     group.add_argument("--split-tokenizer", choices=("model", "whitespace"), default="model",
                        help="cut snippets by the victim's tokens or by whitespace words")
     group.add_argument("--prefix-ratio", type=float, default=DEFAULT_PREFIX_RATIO,
@@ -157,11 +165,13 @@ def add_method_options(parser: argparse.ArgumentParser) -> None:
 def attack_options(args: argparse.Namespace) -> AttackOptions:
     """The method options given on the command line (validated)."""
     try:
+        compat = getattr(args, "compat", "paper")
+        window = args.output_window or COMPAT_PRESETS[compat]["output_window"]
         scoring = ScoringConfig(variant=args.rouge_variant, stemmer=not args.no_stemmer,
-                                tokenizer=args.rouge_tokenizer, output_window=args.output_window)
+                                tokenizer=args.rouge_tokenizer, output_window=window)
         return AttackOptions(alpha=args.alpha, scoring=scoring, seed=args.seed, rounds=args.rounds,
                              n_candidates=args.n, access=args.access, gcg_steps=args.gcg_steps,
-                             ps_chat_template=not args.no_chat_template)
+                             ps_chat_template=not args.no_chat_template, compat=compat)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
 

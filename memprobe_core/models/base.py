@@ -35,11 +35,14 @@ class Completion:
         text: the generated text, prompt removed.
         num_tokens: tokens generated (cost accounting).
         finish_reason: ``"stop"`` (EOS or a stop string) or ``"length"`` (hit max_new_tokens).
+        token_ids: the generated ids (stop token excluded) where the backend has them; the
+            output window is cut from these rather than from re-tokenized text.
     """
 
     text: str
     num_tokens: int
     finish_reason: str = "length"
+    token_ids: list[int] | None = None
 
 
 @dataclass

@@ -19,7 +19,8 @@ RESULT_COLUMNS: list[str] = [
     "objective", "alpha", "status", "prompt", "output", "victim_queries", "attacker_queries",
     "generated_tokens", "seconds", "pii_truth", "pii_copied", "pii_invented", "victim", "base",
     "attacker", "init", "reverse", "rouge_variant", "rouge_stemmer", "rouge_tokenizer",
-    "output_window", "seed",
+    "output_window", "seed", "mem_init", "mem_best", "mem_reference", "selection", "compat",
+    "meta_prompts", "answer_model", "generation_budget",
 ]
 
 
@@ -131,4 +132,13 @@ def result_row(run_id: int, result: dict[str, Any], config: dict[str, Any]) -> d
         "rouge_tokenizer": scoring.get("tokenizer"),
         "output_window": scoring.get("output_window"),
         "seed": seed,
+        # Which Mem each selection rule gives (store/schema v3; None for older results).
+        "mem_init": result.get("mem_init"),
+        "mem_best": result.get("mem_best"),
+        "mem_reference": result.get("mem_reference"),
+        "selection": manifest.get("selection", "objective"),
+        "compat": manifest.get("compat", "paper"),
+        "meta_prompts": manifest.get("meta_prompts"),
+        "answer_model": manifest.get("answer_model"),
+        "generation_budget": (manifest.get("generation") or {}).get("budget_tokens"),
     }

@@ -117,26 +117,50 @@ CREATE INDEX units_status ON units (run_id, status);
 RESULT_COLUMNS_SQL: dict[str, str] = {
     "domain": "TEXT", "prompt": "TEXT", "output": "TEXT", "mem": "REAL", "lcs_p": "REAL",
     "objective": "REAL", "dis": "REAL", "alpha": "REAL", "pii": "TEXT", "costs": "TEXT",
-    "manifest": "TEXT",
+    "manifest": "TEXT", "mem_init": "REAL", "mem_best": "REAL", "mem_reference": "REAL",
 }
+# Columns added after version 2, with the migration that adds them (version 2 adds the rest).
+_V3_COLUMNS: tuple[str, ...] = ("mem_init", "mem_best", "mem_reference")
 JSON_RESULT_COLUMNS: tuple[str, ...] = ("pii", "costs", "manifest")
 
 
 def _v2_result_columns(conn: sqlite3.Connection) -> None:
     """Version 2: the result JSON of each unit becomes columns; the JSON column is dropped."""
-    for column, sql_type in RESULT_COLUMNS_SQL.items():
+    # Version 2's columns only: a released migration must keep doing what it did.
+    columns = {c: t for c, t in RESULT_COLUMNS_SQL.items() if c not in _V3_COLUMNS}
+    for column, sql_type in columns.items():
         conn.execute(f"ALTER TABLE units ADD COLUMN {column} {sql_type}")
     rows = conn.execute("SELECT rowid, result FROM units WHERE result IS NOT NULL").fetchall()
     for rowid, text in rows:
         result = json.loads(text)
         values = [dumps(result.get(c) or {}) if c in JSON_RESULT_COLUMNS else result.get(c)
-                  for c in RESULT_COLUMNS_SQL]
-        sets = ", ".join(f"{c} = ?" for c in RESULT_COLUMNS_SQL)
+                  for c in columns]
+        sets = ", ".join(f"{c} = ?" for c in columns)
         conn.execute(f"UPDATE units SET {sets} WHERE rowid = ?", (*values, rowid))
     conn.execute("ALTER TABLE units DROP COLUMN result")
 
 
-MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [_V1, _v2_result_columns]
+def _v3_selection_columns(conn: sqlite3.Connection) -> None:
+    """Version 3: the Mem of each selection rule (initial prompt, best in trace, reference's).
+
+    Older results get NULL; ``mem_best`` is filled from their stored candidates (non-empty ones),
+    the others need the round structure a report cannot assume for every method.
+    """
+    for column in _V3_COLUMNS:
+        conn.execute(f"ALTER TABLE units ADD COLUMN {column} REAL")
+    conn.execute(
+        """UPDATE units SET mem_best = (
+               SELECT MAX(c.mem) FROM candidates c
+               WHERE c.run_id = units.run_id AND c.snippet_id = units.snippet_id
+                 AND c.method = units.method AND c.length = units.length
+                 AND c.flags NOT LIKE '%"empty"%')
+           WHERE status IN ('done', 'cancelled')"""
+    )
+
+
+MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
+    _V1, _v2_result_columns, _v3_selection_columns,
+]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -372,6 +396,8 @@ def result_columns(result: AttackResult) -> dict[str, Any]:
         "mem": result.mem, "lcs_p": result.lcs_p, "objective": result.objective,
         "dis": result.dis, "alpha": result.alpha, "pii": result.pii,
         "costs": asdict(result.costs), "manifest": result.manifest,
+        "mem_init": result.mem_init, "mem_best": result.mem_best,
+        "mem_reference": result.mem_reference,
     }
     return {c: dumps(data[c]) if c in JSON_RESULT_COLUMNS else data[c] for c in RESULT_COLUMNS_SQL}
 
@@ -390,4 +416,6 @@ def result_from_row(unit: dict[str, Any], trace: list[Candidate]) -> AttackResul
         dis=unit["dis"], trace=trace, pii=unit["pii"], costs=Costs(**unit["costs"]),
         manifest=unit["manifest"],
         status="cancelled" if unit["status"] == "cancelled" else "finished",
+        mem_init=unit.get("mem_init"), mem_best=unit.get("mem_best"),
+        mem_reference=unit.get("mem_reference"),
     )

@@ -268,7 +268,7 @@ def test_result_has_pii_costs_and_manifest():
     assert m["seed"] == 2 and m["rouge_variant"] == "recall"
     split_record = {k: v for k, v in m["split"].items() if k not in ("prefix", "suffix")}
     assert split_record == {"length": 18, "prefix_tokens": 6, "suffix_tokens": 12,
-                            "tokenizer": "whitespace"}
+                            "tokenizer": "whitespace", "bos_in_prefix": False}
     assert len(m["split"]["suffix"].split()) == 12 and m["split"]["prefix"]
     assert m["decoding"]["attacker"]["temperature"] == 1.0
     assert {"torch", "transformers", "memprobe"} <= set(m["versions"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 import time
@@ -250,7 +251,50 @@ def test_a_version_1_store_is_upgraded_with_its_results_as_columns(tmp_path):
     with Store(path) as store:
         assert store.schema_version == SCHEMA_VERSION
         upgraded = store.result(1, unit)
-        assert upgraded.to_dict() == old.to_dict()
+        # Version 3 fills mem_best from the stored candidates; the rest is unchanged.
+        assert upgraded.to_dict() == dataclasses.replace(old, mem_best=c.mem).to_dict()
         assert store.results_frame(1).iloc[0]["mem"] == 0.75
         columns = {r[1] for r in store._read("PRAGMA table_info(units)")}
         assert "result" not in columns and {"mem", "manifest"} <= columns
+
+
+def test_selection_mems_round_trip_through_the_store_and_the_frame(store, run_with_units):
+    run_id, units = run_with_units
+    result = result_for(units[0], [cand(0, 0, 0.2, True)], mem=0.5)
+    result.mem_init, result.mem_best, result.mem_reference = 0.25, 0.75, 0.6
+    result.manifest.update(compat="reference", selection="reference", meta_prompts="reference",
+                           answer_model="victim", generation={"budget_tokens": 200})
+    store.finish_unit(run_id, units[0], result)
+    back = store.result(run_id, units[0])
+    assert (back.mem_init, back.mem_best, back.mem_reference) == (0.25, 0.75, 0.6)
+    row = store.results_frame(run_id).iloc[0]
+    assert (row["mem_init"], row["mem_best"], row["mem_reference"]) == (0.25, 0.75, 0.6)
+    assert (row["compat"], row["selection"], row["meta_prompts"], row["answer_model"],
+            row["generation_budget"]) == ("reference", "reference", "reference", "victim", 200)
+
+
+def test_a_version_2_store_gains_the_selection_columns(tmp_path):
+    from memprobe_core.store.schema import MIGRATIONS
+
+    path = tmp_path / "v2.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(MIGRATIONS[0])
+    MIGRATIONS[1](conn)
+    conn.execute("PRAGMA user_version = 2")
+    conn.execute("INSERT INTO runs (id, kind, status, created, updated) "
+                 "VALUES (1, 'audit', 'finished', 0, 0)")
+    conn.execute("INSERT INTO units (run_id, snippet_id, method, length, position, status, mem, "
+                 "costs, manifest, pii) VALUES (1, 'a', 'interactive', 200, 0, 'done', 0.4, "
+                 "'{}', '{}', '{}')")
+    for idx, (mem, flags) in enumerate([(0.4, "[]"), (0.9, "[]"), (0.95, '["empty"]')]):
+        conn.execute("INSERT INTO candidates (run_id, snippet_id, method, length, round, idx, "
+                     "prompt, output, mem, lcs_p, objective, flags, created) "
+                     "VALUES (1, 'a', 'interactive', 200, 0, ?, 'p', 'o', ?, 0, 0, ?, 0)",
+                     (idx, mem, flags))
+    conn.commit()
+    conn.close()
+    with Store(path) as store:
+        assert store.schema_version == SCHEMA_VERSION == 3
+        res = store.result(1, UnitKey("a", "interactive", 200))
+        # The best non-empty candidate's Mem; no round structure is assumed for the others.
+        assert (res.mem, res.mem_best, res.mem_init, res.mem_reference) == (0.4, 0.9, None, None)
