@@ -72,6 +72,7 @@ class Outcome:
     candidates: int
     status: str
     objective: float | None = None
+    snippet: str = ""
     load: float = field(default_factory=lambda: os.getloadavg()[0])
 
 
@@ -86,11 +87,13 @@ def _store_run(store_path: Path, run_id: int | None = None) -> dict[str, Any] | 
     if not runs:
         return None
     run = runs[0] if run_id is None else store.get_run(run_id)
-    config = run["config"]
-    unit = UnitKey(config["snippet_id"], "interactive", int(config["length"]))
+    units = store.units(run["id"])
+    if not units:  # created, units not added yet
+        return None
+    unit = UnitKey(units[0]["snippet_id"], units[0]["method"], int(units[0]["length"]))
     result = store.result(run["id"], unit)
     return {"id": run["id"], "status": run["status"], "result": result,
-            "candidates": len(store.candidates_frame(run["id"]))}
+            "candidates": len(store.candidates_frame(run["id"])), "snippet": unit.snippet_id}
 
 
 def run_cli(args: argparse.Namespace, root: Path, label: str) -> Outcome:
@@ -116,7 +119,8 @@ def _outcome(label: str, run: dict[str, Any] | None, elapsed: float) -> Outcome:
         return Outcome(label, None, elapsed, 0, "no run")
     result = run["result"]
     return Outcome(label, result.costs.wall_seconds if result else None, elapsed,
-                   run["candidates"], run["status"], result.objective if result else None)
+                   run["candidates"], run["status"], result.objective if result else None,
+                   run["snippet"])
 
 
 def run_dashboard(args: argparse.Namespace, root: Path, variant: str, tabs: int) -> Outcome:
@@ -210,8 +214,11 @@ def _run_side(args: argparse.Namespace, side: str, old: Path | None) -> Outcome:
 
 def _line(o: Outcome) -> str:
     probe = f"{o.probe_s:7.1f} s" if o.probe_s is not None else "   (unfinished)"
+    objective = f"O {o.objective:.3f}" if o.objective is not None else "O -"
+    # Same snippet, seed and options: the objective should match across sides (same work).
     return (f"{o.side:28s} probe {probe}  end-to-end {o.end_to_end_s:7.1f} s  "
-            f"{o.candidates} candidates  {o.status}  load {o.load:.1f}")
+            f"{o.candidates} candidates  {objective}  {o.status}  {o.snippet}  "
+            f"load {o.load:.1f}")
 
 
 def _report(outcomes: list[Outcome]) -> None:
