@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -73,6 +74,7 @@ class Outcome:
     status: str
     objective: float | None = None
     snippet: str = ""
+    cpu_s: float | None = None  # CPU seconds of the process doing the probe (see _cpu_seconds)
     load: float = field(default_factory=lambda: os.getloadavg()[0])
 
 
@@ -104,14 +106,30 @@ def run_cli(args: argparse.Namespace, root: Path, label: str) -> Outcome:
         cmd = [sys.executable, "-m", "memprobe_core.cli", "probe", "--corpus-id", args.snippet,
                "--length", str(args.length), "--rounds", str(args.rounds), "--n", str(args.n),
                "--seed", "0"]
-        t0 = time.perf_counter()
+        t0, before = time.perf_counter(), _children_cpu()
         done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True,
                               timeout=args.timeout)
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, _children_cpu() - before
         if done.returncode != 0:
             raise SystemExit(f"{label} failed ({done.returncode}):\n{done.stderr[-2000:]}")
         run = _store_run(store)
-    return _outcome(label, run, elapsed)
+    outcome = _outcome(label, run, elapsed)
+    outcome.cpu_s = cpu
+    return outcome
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds a live process has used (Linux ``/proc``), or None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _outcome(label: str, run: dict[str, Any] | None, elapsed: float) -> Outcome:
@@ -131,7 +149,7 @@ def run_dashboard(args: argparse.Namespace, root: Path, variant: str, tabs: int)
             serve(f"bench-{variant}-{tabs}", extra_env, Path(tmp), root=root,
                   extra_args=extra_args) as server, chromium() as context:
         pages = [context.new_page() for _ in range(tabs)]
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), _cpu_seconds(server.pid)
         start_probe(pages[0], server.url, length=args.length, rounds=args.rounds, n=args.n)
         first = _wait_for(lambda: _store_run(server.store), args.timeout, "the probe to start")
         for page in pages[1:]:  # they queue behind the measured probe, their views live
@@ -143,7 +161,11 @@ def run_dashboard(args: argparse.Namespace, root: Path, variant: str, tabs: int)
             if run and run["status"] != "running":
                 break
             time.sleep(1.0)
-        return _outcome(label, run, time.perf_counter() - t0)
+        outcome = _outcome(label, run, time.perf_counter() - t0)
+        cpu1 = _cpu_seconds(server.pid)
+        # Model loading (first click) and every page run of every tab, from the click to the end.
+        outcome.cpu_s = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
+        return outcome
 
 
 def _wait_for(probe: Any, timeout: float, what: str) -> Any:
@@ -172,6 +194,9 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
     p.add_argument("--sides", default="cli,new:1,new:3")
     p.add_argument("--baseline", default=None, help="git ref of the 'old' tree (old:T, cli@old)")
     p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--interleave-cli", action="store_true",
+                   help="run the CLI of the same tree before each dashboard side and once at the "
+                        "end; each ratio uses the CLI runs on either side of it (load drifts)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per side")
     p.add_argument("--json", default=None, help="also write the outcomes to this file")
     args = p.parse_args(argv)
@@ -179,6 +204,8 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
 
     args.snippet = demo_corpus(domains=["legal"])[0].id  # the Probe page's default snippet
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
+    if args.interleave_cli:
+        sides = _interleaved(sides)
     old = baseline_tree(args.baseline) if args.baseline else None
     if old is None and any(s == "cli@old" or s.startswith("old:") for s in sides):
         raise SystemExit("--sides names the old tree: give --baseline REF (e.g. a commit)")
@@ -198,6 +225,17 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
     return outcomes
 
 
+def _interleaved(sides: list[str]) -> list[str]:
+    """``new:1,old:3`` -> ``cli,new:1,cli,cli@old,old:3,cli@old`` (a CLI run either side)."""
+    out: list[str] = []
+    for side in (s for s in sides if not s.startswith("cli")):
+        cli = "cli@old" if side.startswith("old:") else "cli"
+        if not out or out[-1] != cli:
+            out.append(cli)
+        out += [side, cli]
+    return out
+
+
 def _run_side(args: argparse.Namespace, side: str, old: Path | None) -> Outcome:
     if side in ("cli", "cli@old"):
         tree = old if side == "cli@old" else ROOT
@@ -215,30 +253,48 @@ def _run_side(args: argparse.Namespace, side: str, old: Path | None) -> Outcome:
 def _line(o: Outcome) -> str:
     probe = f"{o.probe_s:7.1f} s" if o.probe_s is not None else "   (unfinished)"
     objective = f"O {o.objective:.3f}" if o.objective is not None else "O -"
+    cpu = f"cpu {o.cpu_s:6.1f} s" if o.cpu_s is not None else "cpu -"
     # Same snippet, seed and options: the objective should match across sides (same work).
-    return (f"{o.side:28s} probe {probe}  end-to-end {o.end_to_end_s:7.1f} s  "
+    return (f"{o.side:28s} probe {probe}  end-to-end {o.end_to_end_s:7.1f} s  {cpu}  "
             f"{o.candidates} candidates  {objective}  {o.status}  {o.snippet}  "
             f"load {o.load:.1f}")
 
 
 def _report(outcomes: list[Outcome]) -> None:
-    """Ratios of each dashboard side to the median CLI time of the same tree."""
-    cli = {tree: statistics.median(o.probe_s for o in outcomes
-                                   if o.side == name and o.probe_s is not None)
-           for tree, name in (("new", "cli"), ("old", "cli@old"))
-           if any(o.side == name and o.probe_s is not None for o in outcomes)}
-    print("\nprobe seconds, dashboard / CLI of the same tree (goal <= 1.15):")
-    for o in outcomes:
+    """Each dashboard side over the CLI of the same tree: probe seconds and CPU seconds.
+
+    The CLI reference is the mean of the CLI runs right before and after the side when they
+    exist (``--interleave-cli``), else the median of that tree's CLI runs.
+    """
+    print("\ndashboard / CLI of the same tree (goal for probe seconds: <= 1.15)")
+    print(f"  {'side':28s} {'probe s':>8s} {'CPU s':>8s}")
+    for i, o in enumerate(outcomes):
         if o.side.startswith("cli"):
             continue
-        tree = "old" if o.side.startswith("dashboard old") else "new"
-        if tree not in cli:
+        name = "cli@old" if o.side.startswith("dashboard old") else "cli"
+        ref = _reference(outcomes, i, name)
+        if ref is None:
             continue
-        if o.probe_s is None:
-            print(f"  {o.side:28s} > {o.end_to_end_s / cli[tree]:.2f} (unfinished after "
-                  f"{o.end_to_end_s:.0f} s, {o.candidates} candidates)")
-        else:
-            print(f"  {o.side:28s} {o.probe_s / cli[tree]:.2f}")
+        wall = (f"{o.probe_s / ref.probe_s:8.2f}" if o.probe_s is not None and ref.probe_s
+                else f"> {o.end_to_end_s / (ref.probe_s or 1):.2f}")
+        cpu = f"{o.cpu_s / ref.cpu_s:8.2f}" if o.cpu_s and ref.cpu_s else "       -"
+        note = "" if o.probe_s is not None else (
+            f"  (unfinished after {o.end_to_end_s:.0f} s, {o.candidates} candidates)")
+        print(f"  {o.side:28s} {wall} {cpu}{note}")
+
+
+def _reference(outcomes: list[Outcome], i: int, name: str) -> Outcome | None:
+    near = [outcomes[j] for j in (i - 1, i + 1)
+            if 0 <= j < len(outcomes) and outcomes[j].side == name and outcomes[j].probe_s]
+    pool = near or [o for o in outcomes if o.side == name and o.probe_s]
+    if not pool:
+        return None
+    cpus = [o.cpu_s for o in pool if o.cpu_s is not None]
+    if near:
+        return Outcome(name, statistics.mean(o.probe_s for o in pool), 0.0, 0, "ref",
+                       cpu_s=statistics.mean(cpus) if cpus else None)
+    return Outcome(name, statistics.median(o.probe_s for o in pool), 0.0, 0, "ref",
+                   cpu_s=statistics.median(cpus) if cpus else None)
 
 
 if __name__ == "__main__":

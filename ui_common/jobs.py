@@ -164,17 +164,20 @@ def _job_status(key: str) -> None:
         st.rerun()  # the whole page: it draws the new rows and declares the new poll interval
 
 
-def live_job(key: str, render: Callable[[ProgressSnapshot], None]) -> None:
-    """Draw a running job: a polling status fragment, then ``render`` of the current snapshot.
+def live_job(key: str, render: Callable[[ProgressSnapshot], None],
+             snap: ProgressSnapshot | None = None) -> None:
+    """Draw a running job: a polling status fragment, then ``render`` of ``snap``.
 
     ``render`` runs only in full script runs, which the fragment asks for when the snapshot
     changed (see :class:`LiveView`), so a quiet job costs one small poll every 2 s per tab.
+    ``snap`` is the snapshot the caller decided on (default: a fresh one); the page draws
+    exactly that one, so a job ending meanwhile is seen by the fragment and redrawn final.
     """
     job = current_job(key)
     if job is None:
         return
     view = live_view(key)
-    snap = job.progress.snapshot()
+    snap = snap if snap is not None else job.progress.snapshot()
     view.drew(snapshot_version(snap), time.monotonic())
     # The interval is fixed when a fragment is declared, so it is declared anew on each full
     # run; Streamlit's client replaces the timer of the same fragment when the interval differs.
@@ -192,7 +195,7 @@ def show_job(key: str, render: Callable[[ProgressSnapshot], None]) -> ProgressSn
         render_status(snap)
         render(snap)
     else:
-        live_job(key, render)
+        live_job(key, render, snap)
     return snap
 
 

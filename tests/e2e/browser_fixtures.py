@@ -63,6 +63,7 @@ class Server:
     url: str
     store: Path
     log: Path
+    pid: int | None = None  # the streamlit process (bench/dashboard.py reads its CPU time)
 
 
 def _serve(name: str, extra_env: dict[str, str], tmp: Path) -> Iterator[Server]:
@@ -96,7 +97,7 @@ def serve(name: str, extra_env: dict[str, str], tmp: Path, *, root: Path = ROOT,
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(url, proc, log_path)
-        yield Server(url, tmp / "runs.sqlite", log_path)
+        yield Server(url, tmp / "runs.sqlite", log_path, proc.pid)
     finally:
         proc.terminate()
         try:
