@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from tests.e2e.browser_fixtures import chromium, serve, start_probe  # noqa: E402
+from tests.e2e.browser_fixtures import chromium, serve, start_probe
 
 VARIANTS: dict[str, tuple[list[str], dict[str, str]]] = {
     "new": ([], {}),
@@ -107,7 +107,7 @@ def run_cli(args: argparse.Namespace, root: Path, label: str) -> Outcome:
                "--length", str(args.length), "--rounds", str(args.rounds), "--n", str(args.n),
                "--seed", "0"]
         t0, before = time.perf_counter(), _children_cpu()
-        done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True,
+        done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False,
                               timeout=args.timeout)
         elapsed, cpu = time.perf_counter() - t0, _children_cpu() - before
         if done.returncode != 0:
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
     finally:
         if old is not None:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
-                           capture_output=True)
+                           check=False, capture_output=True)
     _report(outcomes)
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(o) for o in outcomes], indent=2))

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from ui_common.job_runner import Progress
-from ui_common.jobs import FAST_POLL_S, MIN_REDRAW_S, QUIET_POLLS, SLOW_POLL_S, LiveView, snapshot_version
+from ui_common.jobs import (
+    FAST_POLL_S,
+    MIN_REDRAW_S,
+    QUIET_POLLS,
+    SLOW_POLL_S,
+    LiveView,
+    snapshot_version,
+)
 
 
 def _version(progress: Progress) -> tuple:
