@@ -44,7 +44,10 @@ def render(snap: ProgressSnapshot) -> None:
     """Candidate table, charts, the best prompt and its overlap with the suffix."""
     split_info = st.session_state.get("probe_split") or {}
     frame = charts.candidate_rows(snap.items)
-    ui.probe_view(frame, split_info, snap.data.get("results", {}).get("interactive"))
+    # Live: the charts show the finished rounds (rebuilt per round, the table per candidate).
+    before = None if snap.is_final else snap.data.get("round")
+    ui.probe_view(frame, split_info, snap.data.get("results", {}).get("interactive"),
+                  charts_before_round=before)
 
 
 def start() -> None:

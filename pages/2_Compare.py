@@ -10,6 +10,7 @@ from ui_common import charts
 from memprobe_core.attacks.result import METHOD_LABELS
 from memprobe_core.audit.runs import comparison_table
 from ui_common.job_runner import ProgressSnapshot, recorded_methods_job
+from ui_common.render import cached_figure
 
 JOB = "compare_job"
 
@@ -141,11 +142,15 @@ def render(snap: ProgressSnapshot) -> None:
                  hide_index=True, width="stretch",
                  column_config={c: st.column_config.NumberColumn(format="%.3f")
                                 for c in ("mem", "lcs_p", "dis", "objective")})
+    # Built once per finished method: the page is redrawn for every candidate of the one in flight.
+    version = (split_info.get("run_id"), tuple(results))
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(charts.method_bars(table), width="stretch")
+        st.plotly_chart(cached_figure("cmp_methods", version, lambda: charts.method_bars(table)),
+                        width="stretch")
     with right:
-        st.plotly_chart(charts.cost_bars(table), width="stretch")
+        st.plotly_chart(cached_figure("cmp_costs", version, lambda: charts.cost_bars(table)),
+                        width="stretch")
     st.subheader("Prompts")
     cols = st.columns(len(results))
     for col, method in zip(cols, charts.method_order(results)):

@@ -1,15 +1,101 @@
-"""Live jobs on a page: start a worker thread, redraw its progress while it runs, cancel it."""
+"""Live jobs on a page: start a worker thread, redraw its progress while it runs, cancel it.
+
+A running job is watched by a small fragment that polls its :class:`ProgressSnapshot` and
+draws only the progress bar, the state line and the Cancel button. The page's own view of the
+job (tables, charts) is drawn by a full script run, and a full run happens only when the
+snapshot changed in a way a reader would see (a row scored, a round started, the job ended).
+When nothing changes the poll slows down (0.5 s → 2 s).
+
+Why: every script run costs the whole process the GIL, and Streamlit used to run a full
+``gc.collect(2)`` after each one (about 0.45 s with the embedded models loaded). Redrawing a
+probe's table and charts every 0.5 s in every open tab left the generation thread a small
+share of the CPU, so a probe watched in the browser ran many times slower than from the CLI
+(see ``bench/dashboard.py`` and issue 15). The policy lives in :class:`LiveView`, which knows
+nothing of Streamlit and is unit-tested.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import streamlit as st
 
 from ui_common.job_runner import Job, JobFunction, ProgressSnapshot
 from ui_common.page import md, session_tag
+
+# Poll intervals (seconds) of the status fragment: fast right after a change, slow when quiet.
+FAST_POLL_S = 0.5
+SLOW_POLL_S = 2.0
+# Polls without a change before slowing down (4 × 0.5 s = 2 s of quiet).
+QUIET_POLLS = 4
+# A page is redrawn at most this often while a job runs (a job that reports many small steps,
+# e.g. NER training, would otherwise redraw the page back to back).
+MIN_REDRAW_S = 1.0
+
+Action = Literal["redraw", "slow_down", "none"]
+
+
+def snapshot_version(snap: ProgressSnapshot) -> tuple[Hashable, ...]:
+    """What a page draws from a snapshot, reduced to a comparable value.
+
+    The free-text ``message`` and the rate/ETA are left out: the status fragment shows them on
+    every poll, so they never need the page to be redrawn. ``data`` values count by identity
+    and size: jobs replace a value (``update_data(results=dict(...))``) when it changes.
+    """
+    data = tuple(sorted((str(k), _fingerprint(v)) for k, v in snap.data.items()))
+    return (snap.state, snap.done, snap.total, len(snap.items), data, snap.error)
+
+
+def _fingerprint(value: Any) -> Hashable:
+    if isinstance(value, (str, int, float, bool, type(None))):
+        return value
+    size = len(value) if hasattr(value, "__len__") else None
+    return (id(value), size)
+
+
+@dataclass
+class LiveView:
+    """When to redraw a running job's page and how often to poll it (no Streamlit here).
+
+    Attributes:
+        drawn: the :func:`snapshot_version` the page last drew (``None`` before the first draw).
+        drawn_at: ``time.monotonic()`` of that draw.
+        interval: the status fragment's poll interval now, seconds.
+        quiet: polls in a row that saw no change.
+    """
+
+    drawn: tuple[Hashable, ...] | None = None
+    drawn_at: float = field(default=float("-inf"))
+    interval: float = FAST_POLL_S
+    quiet: int = 0
+
+    def drew(self, version: tuple[Hashable, ...], now: float) -> None:
+        """Record that a full run drew ``version`` of the job (quiet polls count from here)."""
+        self.drawn, self.drawn_at, self.quiet = version, now, 0
+
+    def poll(self, version: tuple[Hashable, ...], *, final: bool, now: float) -> Action:
+        """Decide what one poll does.
+
+        Returns:
+            ``"redraw"``: the page shows an older version; rerun it (the poll speeds up again).
+            ``"slow_down"``: quiet for a while; ``interval`` grew and a rerun applies it.
+            ``"none"``: nothing to do (also while a change waits out ``MIN_REDRAW_S``).
+        """
+        if version != self.drawn:
+            self.quiet = 0
+            if final or now - self.drawn_at >= MIN_REDRAW_S:
+                self.interval = FAST_POLL_S
+                return "redraw"
+            return "none"
+        self.quiet += 1
+        if self.quiet >= QUIET_POLLS and self.interval < SLOW_POLL_S:
+            self.interval = min(SLOW_POLL_S, self.interval * 4)
+            self.quiet = 0
+            return "slow_down"
+        return "none"
 
 
 def current_job(key: str) -> Job | None:
@@ -26,6 +112,7 @@ def start_job(key: str, target: JobFunction, what: str, *, run_id: int | None = 
     job = Job(target, name=f"{what} (session {session_tag()})", run_id=run_id,
               **job_options).start()
     st.session_state[key] = job
+    st.session_state.pop(_view_key(key), None)  # a new job starts with a fresh live view
     return job
 
 
@@ -54,9 +141,20 @@ def _seconds(value: float) -> str:
     return f"{value // 60} min {value % 60:02d} s" if value >= 60 else f"{value} s"
 
 
-@st.fragment(run_every=0.5)
-def live_job(key: str, render: Callable[[ProgressSnapshot], None]) -> None:
-    """Redraw a running job every 0.5 s; a full rerun when it ends shows the final page."""
+def _view_key(key: str) -> str:
+    return f"{key}__live_view"
+
+
+def live_view(key: str) -> LiveView:
+    """This session's :class:`LiveView` of the job under ``key`` (created on first use)."""
+    view = st.session_state.get(_view_key(key))
+    if view is None:
+        view = st.session_state[_view_key(key)] = LiveView()
+    return view
+
+
+def _job_status(key: str) -> None:
+    """The status fragment's body: Cancel, progress; a full rerun when the page is out of date."""
     job = current_job(key)
     if job is None:
         return
@@ -66,9 +164,30 @@ def live_job(key: str, render: Callable[[ProgressSnapshot], None]) -> None:
         job.cancel()
         snap = job.progress.snapshot()
     render_status(snap)
+    action = live_view(key).poll(snapshot_version(snap), final=snap.is_final, now=time.monotonic())
+    if action != "none":
+        st.rerun()  # the whole page: it draws the new rows and declares the new poll interval
+
+
+def live_job(key: str, render: Callable[[ProgressSnapshot], None],
+             snap: ProgressSnapshot | None = None) -> None:
+    """Draw a running job: a polling status fragment, then ``render`` of ``snap``.
+
+    ``render`` runs only in full script runs, which the fragment asks for when the snapshot
+    changed (see :class:`LiveView`), so a quiet job costs one small poll every 2 s per tab.
+    ``snap`` is the snapshot the caller decided on (default: a fresh one); the page draws
+    exactly that one, so a job ending meanwhile is seen by the fragment and redrawn final.
+    """
+    job = current_job(key)
+    if job is None:
+        return
+    view = live_view(key)
+    snap = snap if snap is not None else job.progress.snapshot()
+    view.drew(snapshot_version(snap), time.monotonic())
+    # The interval is fixed when a fragment is declared, so it is declared anew on each full
+    # run; Streamlit's client replaces the timer of the same fragment when the interval differs.
+    st.fragment(run_every=view.interval)(_job_status)(key)
     render(snap)
-    if snap.is_final:
-        st.rerun()
 
 
 def show_job(key: str, render: Callable[[ProgressSnapshot], None]) -> ProgressSnapshot | None:
@@ -81,7 +200,7 @@ def show_job(key: str, render: Callable[[ProgressSnapshot], None]) -> ProgressSn
         render_status(snap)
         render(snap)
     else:
-        live_job(key, render)
+        live_job(key, render, snap)
     return snap
 
 

@@ -8,6 +8,8 @@ backend.
 
 from __future__ import annotations
 
+import gc
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +18,10 @@ import pandas as pd
 import streamlit as st
 
 from ui_common.page import fake_default, keep, md
+
+logger = logging.getLogger("memprobe")
+# Set to 0 to keep loaded models in the garbage collector's view (bench/dashboard.py compares).
+GC_FREEZE_ENV = "MEMPROBE_UI_GC_FREEZE"
 
 KINDS: dict[str, str] = {
     "embedded": "Embedded model (offline)",
@@ -178,7 +184,27 @@ def model_sidebar(roles: tuple[str, ...] = ("victim", "base", "attacker")) -> di
 def _load(name: str, backend: str | None, options_items: tuple[tuple[str, Any], ...]) -> Any:
     from memprobe_core.models import load
 
-    return load(name, backend=backend, **dict(options_items))
+    model = load(name, backend=backend, **dict(options_items))
+    _freeze_loaded_objects()
+    return model
+
+
+def _freeze_loaded_objects() -> None:
+    """Move every object alive now (the cached models) out of the garbage collector's scans.
+
+    Why: a loaded model pair is ~460k Python objects, and every full collection walked all of
+    them (0.45-0.8 s on a 2-core CPU, holding the GIL) although they live until the process
+    ends. Frozen, a full collection only walks what was made since (measured: < 1 ms). Streamlit's
+    forced collection after each script run is off too (.streamlit/config.toml); freezing also
+    covers the collections Python triggers itself, in any thread, the generation thread's too.
+    Cost: cyclic garbage alive at this moment is never freed, so collect it first (once per
+    model load); a model evicted from the cache later is freed by reference counting only.
+    """
+    if os.environ.get(GC_FREEZE_ENV, "1") == "0":
+        return
+    gc.collect()
+    gc.freeze()
+    logger.debug("gc.freeze: %d objects frozen after a model load", gc.get_freeze_count())
 
 
 def load_model(choice: ModelChoice, role: str) -> Any | None:

@@ -6,6 +6,7 @@ Text a user or a model wrote is shown only as plain text (``st.dataframe``, ``st
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import pandas as pd
@@ -98,7 +99,22 @@ def csv_download(label: str, frame: pd.DataFrame, file_name: str, key: str) -> N
     st.download_button(label, data=data, file_name=file_name, mime="text/csv", key=key)
 
 
-def probe_view(frame: pd.DataFrame, split_info: dict[str, Any], result: Any = None) -> None:
+def cached_figure(name: str, version: Hashable, build: Callable[[], Any]) -> Any:
+    """The figure ``build()`` makes, built once per ``version`` in this browser session.
+
+    Why: a live page is redrawn for every scored candidate, and a plotly express scatter costs
+    0.1-0.3 s of GIL-holding Python on a CPU; charts that change per round are built per round.
+    """
+    slot = f"_figure_{name}"
+    cached = st.session_state.get(slot)
+    if cached is None or cached[0] != version:
+        cached = (version, build())
+        st.session_state[slot] = cached
+    return cached[1]
+
+
+def probe_view(frame: pd.DataFrame, split_info: dict[str, Any], result: Any = None, *,
+               charts_before_round: int | None = None) -> None:
     """A probe's candidates (live or replayed): table, scatter, best by round, best prompt, overlap.
 
     Args:
@@ -106,17 +122,16 @@ def probe_view(frame: pd.DataFrame, split_info: dict[str, Any], result: Any = No
         split_info: ``suffix``, ``suffix_tokens``, ``scoring`` and ``tokenizer`` of the split
             (the overlap view is skipped without a suffix).
         result: the final ``AttackResult`` (its PII report is shown), if any.
+        charts_before_round: live runs: chart only the rounds before this one (the finished
+            ones), so the charts are rebuilt once per round while the table grows per candidate.
+            ``None`` charts every row.
     """
     from ui_common import charts
 
     candidates_table(frame)
     if frame.empty:
         return
-    left, right = st.columns(2)
-    with left:
-        st.plotly_chart(charts.mem_lcs_scatter(frame), width="stretch")
-    with right:
-        st.plotly_chart(charts.best_by_round_figure(frame), width="stretch")
+    _probe_charts(frame, split_info, charts_before_round)
     best = charts.best_candidate(frame)
     if best is None:
         return
@@ -132,6 +147,25 @@ def probe_view(frame: pd.DataFrame, split_info: dict[str, Any], result: Any = No
     if result is not None:
         st.subheader("PII")
         pii_view(getattr(result, "pii", None) if not isinstance(result, dict) else result.get("pii"))
+
+
+def _probe_charts(frame: pd.DataFrame, split_info: dict[str, Any], before: int | None) -> None:
+    from ui_common import charts
+
+    scatter, rounds = charts.mem_lcs_scatter, charts.best_by_round_figure
+    if before is None:  # a finished or replayed run: drawn once, nothing to cache
+        figures = scatter(frame), rounds(frame)
+    else:
+        frame = frame[frame["round"] < before]
+        if frame.empty:
+            st.caption("The charts appear when the first round is scored.")
+            return
+        version = (split_info.get("run_id"), before, len(frame))
+        figures = (cached_figure("probe_scatter", version, lambda: scatter(frame)),
+                   cached_figure("probe_rounds", version, lambda: rounds(frame)))
+    for column, figure in zip(st.columns(2), figures):
+        with column:
+            st.plotly_chart(figure, width="stretch")
 
 
 def _tokenizer_or_none(tok: Any) -> Any:

@@ -14,7 +14,8 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,10 @@ CHROMIUM = os.environ.get("MEMPROBE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    # Every tab keeps its timers running as a foreground tab would: the live-view test and
+    # bench/dashboard.py measure what several watching tabs cost the server.
+    "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
+    "--disable-backgrounding-occluded-windows",
 ]
 
 
@@ -58,9 +63,22 @@ class Server:
     url: str
     store: Path
     log: Path
+    pid: int | None = None  # the streamlit process (bench/dashboard.py reads its CPU time)
 
 
 def _serve(name: str, extra_env: dict[str, str], tmp: Path) -> Iterator[Server]:
+    with serve(name, extra_env, tmp) as server:
+        yield server
+
+
+@contextmanager
+def serve(name: str, extra_env: dict[str, str], tmp: Path, *, root: Path = ROOT,
+          extra_args: Sequence[str] = ()) -> Iterator[Server]:
+    """``streamlit run app.py`` of the tree at ``root`` on a free port, a private store in ``tmp``.
+
+    ``extra_args`` are more ``streamlit run`` options (e.g. ``--runner.postScriptGC true``);
+    the log goes to ``test-artifacts/streamlit-<name>.log``.
+    """
     port = _free_port()
     ARTIFACTS.mkdir(exist_ok=True)
     log_path = ARTIFACTS / f"streamlit-{name}.log"
@@ -68,34 +86,38 @@ def _serve(name: str, extra_env: dict[str, str], tmp: Path) -> Iterator[Server]:
     env.pop("MEMPROBE_UI_FAKE", None)
     # A private store; MEMPROBE_HOME stays as it is so the converted embedded models are reused.
     env.update({"MEMPROBE_STORE": str(tmp / "runs.sqlite"), "HF_HUB_OFFLINE": "1",
-                "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}, **extra_env)
+                "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(root)}, **extra_env)
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true",
            "--browser.gatherUsageStats", "false",
            # No file watching: the tests edit nothing, and watching .venv costs CPU.
-           "--server.fileWatcherType", "none", "--server.runOnSave", "false"]
+           "--server.fileWatcherType", "none", "--server.runOnSave", "false", *extra_args]
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit did not start; see {log_path}:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.5)
-        yield Server(url, tmp / "runs.sqlite", log_path)
+        _wait_healthy(url, proc, log_path)
+        yield Server(url, tmp / "runs.sqlite", log_path, proc.pid)
     finally:
         proc.terminate()
         try:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen, log_path: Path) -> None:
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"streamlit did not start; see {log_path}:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +166,64 @@ def page(browser_context):  # type: ignore[no-untyped-def]
     tab.on("dialog", on_dialog)
     yield tab
     tab.close()
+
+
+# --- driving the Probe page (the live-view test and bench/dashboard.py) -----------------------
+
+
+def wait_idle(page, timeout_s: float = 120.0, quiet_s: float = 1.0) -> None:  # type: ignore[no-untyped-def]
+    """Wait until the page's script has not been running for ``quiet_s``.
+
+    Streamlit marks the app root with ``data-test-script-state``, the hook its own end-to-end
+    tests use.
+    """
+    app = page.get_by_test_id("stApp")
+    deadline = time.monotonic() + timeout_s
+    quiet_since = None
+    while time.monotonic() < deadline:
+        state = app.get_attribute("data-test-script-state") if app.count() else None
+        if state == "notRunning":
+            quiet_since = quiet_since or time.monotonic()
+            if time.monotonic() - quiet_since >= quiet_s:
+                return
+        else:
+            quiet_since = None
+        page.wait_for_timeout(200)
+    raise AssertionError("the page kept running")
+
+
+def start_probe(page, url: str, *, length: int, rounds: int, n: int) -> None:  # type: ignore[no-untyped-def]
+    """Open the Probe page in ``page``, set length / rounds / candidates, press Run probe.
+
+    The snippet is the page's default (the first built-in corpus snippet); the other options
+    keep their defaults, as ``memprobe probe`` does.
+    """
+    page.goto(f"{url}/Probe")
+    page.get_by_test_id("stSidebar").wait_for(timeout=120_000)
+    page.locator("h1").first.wait_for(timeout=120_000)
+    wait_idle(page, timeout_s=300)
+    for label, value in (("Length (tokens)", length), ("Rounds T", rounds),
+                         ("Candidates per round n", n)):
+        box = page.get_by_label(label, exact=True)
+        box.fill(str(value))
+        box.press("Enter")
+        wait_idle(page, timeout_s=300)
+    page.get_by_role("button", name="Run probe").click()
+
+
+@contextmanager
+def chromium(profile_prefix: str = "memprobe-chromium-") -> Iterator[object]:
+    """A headless chromium context (fresh profile), outside pytest (bench/dashboard.py)."""
+    from playwright.sync_api import sync_playwright
+
+    profile = tempfile.mkdtemp(prefix=profile_prefix)
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1440, "height": 2400},
+        )
+        try:
+            yield context
+        finally:
+            context.close()
+            shutil.rmtree(profile, ignore_errors=True)

@@ -1,0 +1,301 @@
+"""Dashboard vs CLI: does watching a probe in the browser slow the probe down?
+
+The same small probe (the attacker loop, default 1 round × 2 candidates at length 30, on the
+embedded models: Gemma-3-270M victim, SmolLM2-135M-Instruct attacker, the first legal corpus
+snippet, seed 0) runs
+
+- from the CLI: ``python -m memprobe_core.cli probe ...`` (what ``memprobe probe`` runs), and
+- from the dashboard: ``streamlit run app.py`` driven by Debian's chromium through Playwright.
+  With ``T`` tabs, tab 1 starts the measured probe; once it runs, tabs 2..T start probes of
+  their own, which wait for the model lock, so every tab has a live view polling the server
+  (a tab without a job of its own does not poll).
+
+Both sides record the run in a private store; the figure compared is the probe's own wall time
+(``costs.wall_seconds``: from the job starting to its last score, model loading excluded), and
+the ratio is dashboard / CLI of the same code. End-to-end seconds (process start or click to
+the end, model loading included) are printed too.
+
+Variants of the dashboard (``--sides``, comma list of ``cli``, ``cli@old`` and ``VARIANT:TABS``):
+
+- ``new``: this tree as shipped.
+- ``gc``: this tree with Streamlit's full GC after every script run back on
+  (``--runner.postScriptGC true``) and no ``gc.freeze`` (``MEMPROBE_UI_GC_FREEZE=0``): the
+  redraw/poll changes alone.
+- ``freeze``: ``gc.freeze`` only (postScriptGC back on). ``nogc``: postScriptGC off only.
+- ``old``: the tree at ``--baseline REF`` (a temporary git worktree), its CLI for ``cli@old``.
+
+Sides run in the order given, ``--repeat`` times (interleaved), each with a fresh server and
+store. CPU time is shared with other work, so read the ratios, not the seconds.
+
+    python bench/dashboard.py                                  # cli, new:1, new:3
+    python bench/dashboard.py --baseline 5b45f44 --sides cli,new:3,cli@old,old:3
+    python bench/dashboard.py --rounds 1 --n 4 --repeat 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from tests.e2e.browser_fixtures import chromium, serve, start_probe
+
+VARIANTS: dict[str, tuple[list[str], dict[str, str]]] = {
+    "new": ([], {}),
+    "gc": (["--runner.postScriptGC", "true"], {"MEMPROBE_UI_GC_FREEZE": "0"}),
+    "freeze": (["--runner.postScriptGC", "true"], {}),
+    "nogc": ([], {"MEMPROBE_UI_GC_FREEZE": "0"}),
+    "old": ([], {}),
+}
+
+
+@dataclass
+class Outcome:
+    """One side's measurement."""
+
+    side: str
+    probe_s: float | None  # costs.wall_seconds of the measured run (None: it did not finish)
+    end_to_end_s: float
+    candidates: int
+    status: str
+    objective: float | None = None
+    snippet: str = ""
+    cpu_s: float | None = None  # CPU seconds of the process doing the probe (see _cpu_seconds)
+    load: float = field(default_factory=lambda: os.getloadavg()[0])
+
+
+def _store_run(store_path: Path, run_id: int | None = None) -> dict[str, Any] | None:
+    """The run ``run_id`` (default: the first) with its candidate count and result, or None."""
+    from memprobe_core.store import Store, UnitKey
+
+    if not store_path.exists():
+        return None
+    store = Store(store_path)
+    runs = sorted(store.list_runs(), key=lambda r: r["id"])
+    if not runs:
+        return None
+    run = runs[0] if run_id is None else store.get_run(run_id)
+    units = store.units(run["id"])
+    if not units:  # created, units not added yet
+        return None
+    unit = UnitKey(units[0]["snippet_id"], units[0]["method"], int(units[0]["length"]))
+    result = store.result(run["id"], unit)
+    return {"id": run["id"], "status": run["status"], "result": result,
+            "candidates": len(store.candidates_frame(run["id"])), "snippet": unit.snippet_id}
+
+
+def run_cli(args: argparse.Namespace, root: Path, label: str) -> Outcome:
+    """The probe from the command line of the tree at ``root``."""
+    with tempfile.TemporaryDirectory(prefix="memprobe-bench-cli-") as tmp:
+        store = Path(tmp) / "runs.sqlite"
+        env = {**os.environ, "MEMPROBE_STORE": str(store), "PYTHONPATH": str(root)}
+        cmd = [sys.executable, "-m", "memprobe_core.cli", "probe", "--corpus-id", args.snippet,
+               "--length", str(args.length), "--rounds", str(args.rounds), "--n", str(args.n),
+               "--seed", "0"]
+        t0, before = time.perf_counter(), _children_cpu()
+        done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False,
+                              timeout=args.timeout)
+        elapsed, cpu = time.perf_counter() - t0, _children_cpu() - before
+        if done.returncode != 0:
+            raise SystemExit(f"{label} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+        run = _store_run(store)
+    outcome = _outcome(label, run, elapsed)
+    outcome.cpu_s = cpu
+    return outcome
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU seconds a live process has used (Linux ``/proc``), or None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _outcome(label: str, run: dict[str, Any] | None, elapsed: float) -> Outcome:
+    if run is None:
+        return Outcome(label, None, elapsed, 0, "no run")
+    result = run["result"]
+    return Outcome(label, result.costs.wall_seconds if result else None, elapsed,
+                   run["candidates"], run["status"], result.objective if result else None,
+                   run["snippet"])
+
+
+def run_dashboard(args: argparse.Namespace, root: Path, variant: str, tabs: int) -> Outcome:
+    """The probe started from the Probe page with ``tabs`` tabs holding a live job each."""
+    label = f"dashboard {variant}, {tabs} tab(s)"
+    extra_args, extra_env = VARIANTS[variant]
+    with tempfile.TemporaryDirectory(prefix="memprobe-bench-ui-") as tmp, \
+            serve(f"bench-{variant}-{tabs}", extra_env, Path(tmp), root=root,
+                  extra_args=extra_args) as server, chromium() as context:
+        pages = [context.new_page() for _ in range(tabs)]
+        t0, cpu0 = time.perf_counter(), _cpu_seconds(server.pid)
+        start_probe(pages[0], server.url, length=args.length, rounds=args.rounds, n=args.n)
+        first = _wait_for(lambda: _store_run(server.store), args.timeout, "the probe to start")
+        for page in pages[1:]:  # they queue behind the measured probe, their views live
+            start_probe(page, server.url, length=args.length, rounds=args.rounds, n=args.n)
+        deadline = t0 + args.timeout
+        run = first
+        while time.perf_counter() < deadline:
+            run = _store_run(server.store, first["id"])
+            if run and run["status"] != "running":
+                break
+            time.sleep(1.0)
+        outcome = _outcome(label, run, time.perf_counter() - t0)
+        cpu1 = _cpu_seconds(server.pid)
+        # Model loading (first click) and every page run of every tab, from the click to the end.
+        outcome.cpu_s = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
+        return outcome
+
+
+def _wait_for(probe: Any, timeout: float, what: str) -> Any:
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        value = probe()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise SystemExit(f"timed out waiting for {what}")
+
+
+def baseline_tree(ref: str) -> Path:
+    """A detached git worktree of ``ref`` in a temporary folder."""
+    path = Path(tempfile.mkdtemp(prefix="memprobe-bench-baseline-")) / "tree"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), ref],
+                   check=True, capture_output=True)
+    return path
+
+
+def main(argv: list[str] | None = None) -> list[Outcome]:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--length", type=int, default=30)
+    p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--n", type=int, default=2)
+    p.add_argument("--sides", default="cli,new:1,new:3")
+    p.add_argument("--baseline", default=None, help="git ref of the 'old' tree (old:T, cli@old)")
+    p.add_argument("--repeat", type=int, default=1)
+    p.add_argument("--interleave-cli", action="store_true",
+                   help="run the CLI of the same tree before each dashboard side and once at the "
+                        "end; each ratio uses the CLI runs on either side of it (load drifts)")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds per side")
+    p.add_argument("--json", default=None, help="also write the outcomes to this file")
+    args = p.parse_args(argv)
+    from memprobe_core.corpus import demo_corpus
+
+    args.snippet = demo_corpus(domains=["legal"])[0].id  # the Probe page's default snippet
+    sides = [s.strip() for s in args.sides.split(",") if s.strip()]
+    if args.interleave_cli:
+        sides = _interleaved(sides)
+    old = baseline_tree(args.baseline) if args.baseline else None
+    if old is None and any(s == "cli@old" or s.startswith("old:") for s in sides):
+        raise SystemExit("--sides names the old tree: give --baseline REF (e.g. a commit)")
+    outcomes = []
+    try:
+        for _ in range(args.repeat):
+            for side in sides:
+                outcomes.append(_run_side(args, side, old))
+                print(_line(outcomes[-1]), flush=True)
+    finally:
+        if old is not None:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
+                           check=False, capture_output=True)
+    _report(outcomes)
+    if args.json:
+        Path(args.json).write_text(json.dumps([asdict(o) for o in outcomes], indent=2))
+    return outcomes
+
+
+def _interleaved(sides: list[str]) -> list[str]:
+    """``new:1,old:3`` -> ``cli,new:1,cli,cli@old,old:3,cli@old`` (a CLI run either side)."""
+    out: list[str] = []
+    for side in (s for s in sides if not s.startswith("cli")):
+        cli = "cli@old" if side.startswith("old:") else "cli"
+        if not out or out[-1] != cli:
+            out.append(cli)
+        out += [side, cli]
+    return out
+
+
+def _run_side(args: argparse.Namespace, side: str, old: Path | None) -> Outcome:
+    if side in ("cli", "cli@old"):
+        tree = old if side == "cli@old" else ROOT
+        assert tree is not None
+        return run_cli(args, tree, side)
+    variant, _, tabs = side.partition(":")
+    if variant not in VARIANTS or not tabs.isdigit():
+        raise SystemExit(f"unknown side {side!r}: use cli, cli@old or VARIANT:TABS "
+                         f"with VARIANT one of {', '.join(VARIANTS)}")
+    tree = old if variant == "old" else ROOT
+    assert tree is not None
+    return run_dashboard(args, tree, variant, int(tabs))
+
+
+def _line(o: Outcome) -> str:
+    probe = f"{o.probe_s:7.1f} s" if o.probe_s is not None else "   (unfinished)"
+    objective = f"O {o.objective:.3f}" if o.objective is not None else "O -"
+    cpu = f"cpu {o.cpu_s:6.1f} s" if o.cpu_s is not None else "cpu -"
+    # Same snippet, seed and options: the objective should match across sides (same work).
+    return (f"{o.side:28s} probe {probe}  end-to-end {o.end_to_end_s:7.1f} s  {cpu}  "
+            f"{o.candidates} candidates  {objective}  {o.status}  {o.snippet}  "
+            f"load {o.load:.1f}")
+
+
+def _report(outcomes: list[Outcome]) -> None:
+    """Each dashboard side over the CLI of the same tree: probe seconds and CPU seconds.
+
+    The CLI reference is the mean of the CLI runs right before and after the side when they
+    exist (``--interleave-cli``), else the median of that tree's CLI runs.
+    """
+    print("\ndashboard / CLI of the same tree (goal for probe seconds: <= 1.15)")
+    print(f"  {'side':28s} {'probe s':>8s} {'CPU s':>8s}")
+    for i, o in enumerate(outcomes):
+        if o.side.startswith("cli"):
+            continue
+        name = "cli@old" if o.side.startswith("dashboard old") else "cli"
+        ref = _reference(outcomes, i, name)
+        if ref is None:
+            continue
+        wall = (f"{o.probe_s / ref.probe_s:8.2f}" if o.probe_s is not None and ref.probe_s
+                else f"> {o.end_to_end_s / (ref.probe_s or 1):.2f}")
+        cpu = f"{o.cpu_s / ref.cpu_s:8.2f}" if o.cpu_s and ref.cpu_s else "       -"
+        note = "" if o.probe_s is not None else (
+            f"  (unfinished after {o.end_to_end_s:.0f} s, {o.candidates} candidates)")
+        print(f"  {o.side:28s} {wall} {cpu}{note}")
+
+
+def _reference(outcomes: list[Outcome], i: int, name: str) -> Outcome | None:
+    near = [outcomes[j] for j in (i - 1, i + 1)
+            if 0 <= j < len(outcomes) and outcomes[j].side == name and outcomes[j].probe_s]
+    pool = near or [o for o in outcomes if o.side == name and o.probe_s]
+    if not pool:
+        return None
+    cpus = [o.cpu_s for o in pool if o.cpu_s is not None]
+    if near:
+        return Outcome(name, statistics.mean(o.probe_s for o in pool), 0.0, 0, "ref",
+                       cpu_s=statistics.mean(cpus) if cpus else None)
+    return Outcome(name, statistics.median(o.probe_s for o in pool), 0.0, 0, "ref",
+                   cpu_s=statistics.median(cpus) if cpus else None)
+
+
+if __name__ == "__main__":
+    main()
