@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import streamlit as st
 
 import ui_common as ui
@@ -34,10 +36,17 @@ if snippet is not None:
                             model_name=models["victim"].name)
 with st.expander("More options"):
     scoring = ui.scoring_widgets("probe_scoring")
-    o1, o2 = st.columns(2)
+    o1, o2, o3 = st.columns(3)
     access = o1.radio("Attacker sees", ["full", "partial"], horizontal=True, key="probe_access",
                       help="partial: the prefix only (paper §5.3); Mem is still against the suffix")
-    max_prompt_tokens = int(o2.number_input("Max prompt tokens", 8, 1024, 128, key="probe_mpt"))
+    compat = o2.radio("Conventions", ["paper", "reference"], horizontal=True, key="probe_compat",
+                      help="reference: the paper's reference code (victim writes the whole "
+                           "length, the last len(suffix) tokens scored; its meta-prompts; "
+                           "best_rougeL; BOS in the prefix). See README, --compat.")
+    max_prompt_tokens = int(o3.number_input(
+        "Max prompt tokens", 0, 8192, 0, key="probe_mpt",
+        help="tokens the attacker writes per prompt; 0: the conventions' default (256, reference "
+             "500)")) or None
 
 
 def render(snap: ProgressSnapshot) -> None:
@@ -64,8 +73,11 @@ def start() -> None:
     tokenizer = ui.split_tokenizer(victim)
     try:
         piece = split(snippet, tokenizer, length)  # checked now, so a bad length shows here
-        options = AttackOptions(alpha=alpha, scoring=scoring, seed=seed, rounds=rounds,
-                                n_candidates=n_cand, access=access,
+        # The reference code scores the last len(suffix) tokens of what the victim wrote.
+        scored = (dataclasses.replace(scoring, output_window="last") if compat == "reference"
+                  else scoring)
+        options = AttackOptions(alpha=alpha, scoring=scored, seed=seed, rounds=rounds,
+                                n_candidates=n_cand, access=access, compat=compat,
                                 max_prompt_tokens=max_prompt_tokens)
     except (DataError, ValueError) as exc:
         st.error(ui.md(str(exc)))
@@ -78,7 +90,7 @@ def start() -> None:
         title=f"probe {snippet.id} · {length} tokens",
     )
     st.session_state["probe_split"] = {
-        "suffix": piece.suffix, "suffix_tokens": piece.suffix_tokens, "scoring": scoring,
+        "suffix": piece.suffix, "suffix_tokens": piece.suffix_tokens, "scoring": scored,
         "tokenizer": None if tokenizer == "whitespace" else tokenizer, "run_id": run_id,
     }
     job_fn = recorded_methods_job(store, run_id, model_set, count="candidates")

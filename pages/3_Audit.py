@@ -216,7 +216,14 @@ with tab_run:
 def report_view(run_id: int) -> None:
     from memprobe_core.audit.report import report_for_run
 
-    report = report_for_run(store, run_id)
+    from memprobe_core.config import SELECTIONS
+
+    select = st.radio("Mem shown", SELECTIONS, horizontal=True, key="audit_select",
+                      help="objective: Mem of p* = argmax O (Algorithm 1, default); max_mem: the "
+                           "highest Mem in the trace (an upper bound); reference: the reference "
+                           "code's best_rougeL")
+    report = report_for_run(store, run_id, select=select)
+    st.caption(ui.md(f"Mem = {report.meta['selection_label']}"))
     if report.table1.empty:
         st.info("No finished unit in this audit yet: the report fills in as units finish.")
         return

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.audit.select import apply_selection
 from memprobe_core.audit.report_text import SMALL_N_MARK, render_text
 from memprobe_core.audit.stats import (
     DEFAULT_RESAMPLES,
@@ -274,6 +275,7 @@ def build_report(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     meta: dict[str, Any] | None = None,
+    select: str = "objective",
 ) -> Report:
     """All four tables from a results frame (``Store.results_frame``).
 
@@ -283,12 +285,17 @@ def build_report(
         resamples / seed: bootstrap settings (seeded, so a report is reproducible);
             ``resamples`` from 100 to 100000.
         meta: extra facts to carry (run id, title …).
+        select: which Mem the tables show (``objective``, ``max_mem``, ``reference``; see
+            :mod:`memprobe_core.audit.select`); named in ``meta["selection_label"]``.
 
     Raises:
         ValueError: ``resamples`` out of range (the message says what to give).
+        UsageError: an unknown ``select``.
     """
     resamples = validate_resamples(resamples)
+    results = apply_selection(results, select)
     info = dict(meta or {})
+    info.update({"selection": select, "selection_label": results.attrs["selection_label"]})
     info.update({
         "results": len(results), "resamples": resamples, "bootstrap_seed": seed,
         "interval": "BCa bootstrap 95 %", "small_n_below": SMALL_N,

@@ -64,7 +64,7 @@ def _header_lines(meta: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _table1_lines(t1: pd.DataFrame, resamples: Any) -> list[str]:
+def _table1_lines(t1: pd.DataFrame, resamples: Any, selection: str | None) -> list[str]:
     table = pd.DataFrame({
         "Method": t1["method_label"], "Domain": t1["domain"], "Length": t1["length"],
         "n": [_n_mark(n, s) for n, s in zip(t1["n"], t1["small_n"])],
@@ -75,6 +75,8 @@ def _table1_lines(t1: pd.DataFrame, resamples: Any) -> list[str]:
     })
     title = (f"\nTable 1 — mean per method, domain and length "
              f"(95 % BCa bootstrap CI, {resamples} resamples)")
+    if selection:
+        title += f"\nMem = {selection}"
     return [title, table.to_string(index=False)]
 
 
@@ -142,7 +144,8 @@ def render_text(report: Report) -> str:
     if report.table1.empty:
         lines.append("\nNo finished units yet.")
     else:
-        lines += _table1_lines(report.table1, meta.get("resamples", DEFAULT_RESAMPLES))
+        lines += _table1_lines(report.table1, meta.get("resamples", DEFAULT_RESAMPLES),
+                               meta.get("selection_label"))
     if not report.paired.empty:
         lines += _paired_lines(report.paired)
     if not report.pii.empty:

@@ -180,3 +180,14 @@ def test_too_short_snippet_is_an_error_not_a_crash() -> None:
     at.button(key="probe_run").click().run()
     assert not at.exception
     assert any("needs at least" in e.value for e in at.error)
+
+
+def test_reference_conventions_toggle_reaches_the_run(fake_ui) -> None:
+    at = _small(open_page(PAGE), rounds=1, n=2)
+    at.radio(key="probe_compat").set_value("reference")
+    at.button(key="probe_run").click()
+    run_until(at, saved)
+    (run,) = Store(fake_ui).list_runs()
+    options = run["config"]["options"]
+    assert options["compat"] == "reference"
+    assert options["scoring"]["output_window"] == "last"

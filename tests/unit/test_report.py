@@ -187,3 +187,15 @@ def test_empty_results():
     report = build_report(pd.DataFrame(columns=RESULT_COLUMNS))
     assert report.table1.empty and report.paired.empty
     assert "No finished units yet" in render_text(report)
+
+
+def test_select_picks_which_mem_table_1_shows_and_names_it() -> None:
+    frame = results()
+    frame["mem_best"] = frame["mem"] + 0.05  # the trace held a higher Mem than p*'s
+    default = build_report(frame, resamples=200)
+    best = build_report(frame, resamples=200, select="max_mem")
+    pick = lambda r: r.table1.query("method == 'interactive' and domain == 'all'")["mem"].item()
+    assert pick(best) == pytest.approx(pick(default) + 0.05)
+    assert "argmax O" in default.meta["selection_label"]
+    assert "max_mem" in best.meta["selection_label"]
+    assert "Mem = highest Mem in the trace" in render_text(best)
