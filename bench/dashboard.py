@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from tests.e2e.browser_fixtures import chromium, serve, start_probe
+from tests.e2e.browser_fixtures import chromium, serve, start_probe  # noqa: E402 - needs ROOT on sys.path
 
 VARIANTS: dict[str, tuple[list[str], dict[str, str]]] = {
     "new": ([], {}),

@@ -67,7 +67,7 @@ def build_model(shape: str, device: str, dtype: Any, seed: int = 0) -> Any:
     model = model.to_empty(device=device).eval()
     gen = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():
-        for name, p in model.named_parameters():
+        for _name, p in model.named_parameters():
             if p.dim() == 1:  # RMSNorm weights
                 p.fill_(1.0)
             else:

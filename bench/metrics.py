@@ -17,22 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rouge_score.rouge_scorer import RougeScorer  # noqa: E402
+from rouge_score.rouge_scorer import RougeScorer
 
-from memprobe_core import metrics  # noqa: E402
+from memprobe_core import metrics
 
-_VOCAB = (
-    "the of and to a in is that for it as was with be by on not he this are or his from at which "
-    "but have an they you were her she there one all we their has been had would when will more "
-    "if no out so said what up its about into than them can only other new some could time these "
-    "two may then do first any my now such like our over man me even most made after also did "
-    "many before must through back years where much your way well down should because each just "
-    "those people how too little state good very make world still own see men work long get "
-    "here between both life being under never day same another know while last might us great "
-    "old year off come since against go came right used take three running models training data "
-    "language generated questions memorization extraction results experiments showed increasing "
-    "privacy attacks learning networks, researchers. systems; however, (for example) 2023 42"
-).split()
+_VOCAB = ["the", "of", "and", "to", "a", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "they", "you", "were", "her", "she", "there", "one", "all", "we", "their", "has", "been", "had", "would", "when", "will", "more", "if", "no", "out", "so", "said", "what", "up", "its", "about", "into", "than", "them", "can", "only", "other", "new", "some", "could", "time", "these", "two", "may", "then", "do", "first", "any", "my", "now", "such", "like", "our", "over", "man", "me", "even", "most", "made", "after", "also", "did", "many", "before", "must", "through", "back", "years", "where", "much", "your", "way", "well", "down", "should", "because", "each", "just", "those", "people", "how", "too", "little", "state", "good", "very", "make", "world", "still", "own", "see", "men", "work", "long", "get", "here", "between", "both", "life", "being", "under", "never", "day", "same", "another", "know", "while", "last", "might", "us", "great", "old", "year", "off", "come", "since", "against", "go", "came", "right", "used", "take", "three", "running", "models", "training", "data", "language", "generated", "questions", "memorization", "extraction", "results", "experiments", "showed", "increasing", "privacy", "attacks", "learning", "networks,", "researchers.", "systems;", "however,", "(for", "example)", "2023", "42"]
 
 
 def _english(rng: random.Random, n: int) -> str:

@@ -54,10 +54,7 @@ _PHONE_US = re.compile(
 _PHONE_INTL = re.compile(
     r"(?<![\w+])\+\d{1,3}(?:[ .-]?\(\d{1,4}\))?(?:[ .-]?\d{1,5}){2,6}(?![\w-]|[.,]\d)"
 )
-_STREET_SUFFIXES = (
-    "Street St Avenue Ave Road Rd Boulevard Blvd Lane Ln Drive Dr Court Ct Place Pl Way Terrace "
-    "Ter Parkway Pkwy Circle Cir Highway Hwy Square Sq Trail Trl Alley Plaza Crescent Row"
-).split()
+_STREET_SUFFIXES = ["Street", "St", "Avenue", "Ave", "Road", "Rd", "Boulevard", "Blvd", "Lane", "Ln", "Drive", "Dr", "Court", "Ct", "Place", "Pl", "Way", "Terrace", "Ter", "Parkway", "Pkwy", "Circle", "Cir", "Highway", "Hwy", "Square", "Sq", "Trail", "Trl", "Alley", "Plaza", "Crescent", "Row"]
 _SUFFIX_ALT = "|".join(sorted({s for w in _STREET_SUFFIXES for s in (w, w.upper())}, key=len)[::-1])
 _ADDRESS = re.compile(
     r"(?<![\w-])\d{1,6}[A-Za-z]?"  # house number, optionally 221B

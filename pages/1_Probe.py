@@ -62,9 +62,9 @@ def render(snap: ProgressSnapshot) -> None:
 def start() -> None:
     """Load models, split the snippet, record the run and start the worker thread."""
     from memprobe_core.attacks.common import AttackOptions, ModelSet
-    from memprobe_core.data import DataError, split
     from memprobe_core.audit.runs import start_probe
     from memprobe_core.audit.unit import SplitSpec
+    from memprobe_core.data import DataError, split
 
     victim = ui.load_model(models["victim"], "victim")
     attacker = ui.load_model(models["attacker"], "attacker")

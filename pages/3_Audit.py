@@ -7,8 +7,8 @@ import streamlit as st
 
 import ui_common as ui
 from memprobe_core.attacks.events import CandidateScored
-from ui_common import charts
 from memprobe_core.attacks.result import METHOD_LABELS
+from ui_common import charts
 from ui_common.job_runner import Progress, ProgressSnapshot, live_run_ids
 
 JOB = "audit_job"
@@ -215,7 +215,6 @@ with tab_run:
 
 def report_view(run_id: int) -> None:
     from memprobe_core.audit.report import report_for_run
-
     from memprobe_core.config import SELECTIONS
 
     select = st.radio("Mem shown", SELECTIONS, horizontal=True, key="audit_select",

@@ -8,9 +8,9 @@ import pandas as pd
 import streamlit as st
 
 import ui_common as ui
+from memprobe_core.attacks.result import METHOD_LABELS
 from memprobe_core.config import ScoringConfig
 from ui_common import charts
-from memprobe_core.attacks.result import METHOD_LABELS
 
 ui.page_setup("Runs")
 st.title("Runs")

@@ -2,7 +2,7 @@
 
 The dashboard runs long work (a probe, a comparison, an audit, an NER run) in a worker thread so
 the page stays responsive. The thread never touches the UI: it writes into a :class:`Progress`
-object under a lock, and the page (a Streamlit fragment that re-runs every ~0.5 s) reads a
+object under a lock, and the page (a Streamlit fragment that re-runs while the job changes (see ui_common.jobs)) reads a
 :meth:`Progress.snapshot` and draws it.
 
 One process-wide :data:`MODEL_LOCK` serializes model jobs across browser sessions: models are

@@ -137,7 +137,7 @@ def render_status(snap: ProgressSnapshot) -> None:
 
 
 def _seconds(value: float) -> str:
-    value = int(round(value))
+    value = round(value)
     return f"{value // 60} min {value % 60:02d} s" if value >= 60 else f"{value} s"
 
 

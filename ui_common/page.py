@@ -16,7 +16,6 @@ import streamlit as st
 from memprobe_core.highlight import markdown_escape
 from ui_common.job_runner import MODEL_LOCK
 
-
 FAKE_ENV = "MEMPROBE_UI_FAKE"
 # Widget values kept across page switches (see the module docstring).
 _PERSIST_PREFIXES = ("model_", "snip_")
@@ -55,7 +54,7 @@ def page_setup(title: str) -> None:
     for key in list(st.session_state.keys()):
         if isinstance(key, str) and key.startswith(_PERSIST_PREFIXES):
             st.session_state[key] = st.session_state[key]
-    holder, since = MODEL_LOCK.holder()
+    holder, _since = MODEL_LOCK.holder()
     with st.sidebar:
         if holder:
             st.caption(f"Models busy: {md(holder)} is running; a new job waits for it.")

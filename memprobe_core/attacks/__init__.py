@@ -82,6 +82,7 @@ def run_method(
 
 
 __all__ = [
+    "DEFAULT_REVERSE_MODEL",
     "METHODS",
     "METHOD_LABELS",
     "AttackEvent",
@@ -91,7 +92,6 @@ __all__ = [
     "Candidate",
     "CandidateScored",
     "Costs",
-    "DEFAULT_REVERSE_MODEL",
     "EventCallback",
     "Finished",
     "MissingModelError",

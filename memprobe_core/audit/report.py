@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from memprobe_core.attacks.result import METHOD_LABELS
-from memprobe_core.audit.select import apply_selection
 from memprobe_core.audit.report_text import SMALL_N_MARK, render_text
+from memprobe_core.audit.select import apply_selection
 from memprobe_core.audit.stats import (
     DEFAULT_RESAMPLES,
     SMALL_N,

@@ -19,7 +19,7 @@ from memprobe_core.attacks import run_method
 from memprobe_core.attacks.common import AttackOptions, ModelSet
 from memprobe_core.attacks.events import EventCallback
 from memprobe_core.attacks.result import METHOD_LABELS, AttackResult
-from memprobe_core.audit.unit import Runner, SplitSpec, UnitOutcome, run_unit
+from memprobe_core.audit.unit import DEFAULT_SPLIT, Runner, SplitSpec, UnitOutcome, run_unit
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.data import Snippet
 from memprobe_core.store import Store, UnitKey
@@ -43,7 +43,7 @@ class RunConfig:
     lengths: tuple[int, ...]
     options: AttackOptions = field(default_factory=AttackOptions)
     models: dict[str, Any] = field(default_factory=dict)
-    split: SplitSpec = SplitSpec()
+    split: SplitSpec = DEFAULT_SPLIT
     dataset: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -79,7 +79,7 @@ def start_probe(
     *,
     kind: Literal["probe", "compare"] = "probe",
     model_names: dict[str, Any] | None = None,
-    split_spec: SplitSpec = SplitSpec(),
+    split_spec: SplitSpec = DEFAULT_SPLIT,
     title: str = "",
 ) -> int:
     """Record a probe (or comparison) of one snippet, its units pending, and return its id."""

@@ -85,6 +85,9 @@ class SplitSpec:
                      self.prefix_ratio, bos_in_prefix=bos_in_prefix)
 
 
+DEFAULT_SPLIT = SplitSpec()  # frozen: safe to share as a default
+
+
 @dataclass(frozen=True)
 class UnitOutcome:
     """How :func:`run_unit` ended.
@@ -112,7 +115,7 @@ def run_unit(
     models: ModelSet,
     options: AttackOptions,
     *,
-    split_spec: SplitSpec = SplitSpec(),
+    split_spec: SplitSpec = DEFAULT_SPLIT,
     on_event: EventCallback | None = None,
     cancel: threading.Event | None = None,
     on_cancel: OnCancel = "keep",
@@ -157,7 +160,7 @@ def run_unit(
         # The store itself failed (disk full, read-only, corrupted): recording this as the
         # unit's error would need the same store, and the caller must stop, not go on.
         raise
-    except Exception as exc:  # noqa: BLE001 - recorded on the unit; the caller decides what next
+    except Exception as exc:
         return _record_failure(store, run_id, unit, exc)
     if result.status == "cancelled":
         return _record_cancel(store, run_id, unit, result, on_cancel)

@@ -115,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_report(ranked: pd.DataFrame, summary: dict[str, Any], top: int) -> None:
-    pct = lambda v: f"{100 * v:5.1f}%"
+    def pct(v):
+        return f"{100 * v:5.1f}%"
     print(f"model {summary['model']['model_id']}  metric {summary['metric']}  "
           f"{summary['prompts']} prompts × {summary['pairs']} pairs  ({summary['seconds']} s)")
     print(f"M-MEM mean {pct(summary['m_mem_mean'])} ± {100 * summary['m_mem_std']:.1f}  "

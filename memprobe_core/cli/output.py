@@ -24,7 +24,7 @@ from memprobe_core.data import Snippet
 
 def duration(seconds: float) -> str:
     """``3725`` → ``1h02m``; ``75`` → ``1m15s``; ``9`` → ``9s``."""
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     if seconds >= 3600:
         return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
     if seconds >= 60:

@@ -15,8 +15,8 @@ from memprobe_core.audit.report import (
     report_to_dict,
 )
 from memprobe_core.cli import common
-from memprobe_core.config import SELECTIONS
 from memprobe_core.cli.errors import EXIT_OK
+from memprobe_core.config import SELECTIONS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -148,7 +148,7 @@ def _tensor_shapes(folder: Path) -> dict[str, list[int]]:
     shapes: dict[str, list[int]] = {}
     for file in sorted(folder.glob("*.safetensors")):
         with safe_open(str(file), framework="pt") as handle:
-            for key in handle.keys():
+            for key in handle.keys():  # noqa: SIM118 - safe_open is not iterable
                 shapes[key] = list(handle.get_slice(key).get_shape())
     return shapes
 

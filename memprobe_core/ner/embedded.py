@@ -45,26 +45,8 @@ ProgressFn = Callable[[int, int, str], None]
 MARKER = "COMPLETE"
 _BUILD_VERSION = 1  # bump when the corpus or training changes, so old caches are not reused
 
-_FIRST = (
-    "James Mary Robert Patricia John Jennifer Michael Linda David Elizabeth William Barbara "
-    "Richard Susan Joseph Jessica Thomas Sarah Charles Karen Daniel Nancy Matthew Lisa Anthony "
-    "Betty Mark Sandra Paul Ashley Steven Emily Andrew Donna Kenneth Michelle Joshua Carol Kevin "
-    "Amanda Brian Melissa George Deborah Timothy Stephanie Ronald Rebecca Jason Laura Edward "
-    "Helen Jeffrey Sharon Ryan Cynthia Jacob Kathleen Gary Amy Nicholas Shirley Eric Angela "
-    "Jonathan Anna Stephen Ruth Larry Brenda Justin Pamela Scott Nicole Brandon Katherine "
-    "Benjamin Samantha Samuel Christine Gregory Emma Alexander Catherine Patrick Debra Frank "
-    "Rachel Raymond Carolyn Jack Janet Dennis Maria Jerry Olivia Tyler Heather Aaron Diane"
-).split()
-_LAST = (
-    "Smith Johnson Williams Brown Jones Garcia Miller Davis Rodriguez Martinez Hernandez Lopez "
-    "Gonzalez Wilson Anderson Fischer Taylor Moore Jackson Martin Lee Perez Thompson White Harris "
-    "Sanchez Clark Ramirez Lewis Robinson Walker Young Allen King Wright Kowalski Torres Nguyen Hill "
-    "Flores Green Adams Nelson Baker Hall Rivera Campbell Mitchell Carter Roberts Gomez Phillips "
-    "Evans Turner Diaz Parker Cruz Edwards Collins Reyes Stewart Morris Morales Murphy Cook "
-    "Rogers Gutierrez Ortiz Morgan Cooper Peterson Bailey Reed Kelly Howard Ramos Kim Cox Ward "
-    "Richardson Watson Brooks Chavez Wood Novak Bennett Gray Mendoza Ruiz Hughes Price Alvarez "
-    "Castillo Sanders Patel Myers Long Ross Foster Jimenez"
-).split()
+_FIRST = ["James", "Mary", "Robert", "Patricia", "John", "Jennifer", "Michael", "Linda", "David", "Elizabeth", "William", "Barbara", "Richard", "Susan", "Joseph", "Jessica", "Thomas", "Sarah", "Charles", "Karen", "Daniel", "Nancy", "Matthew", "Lisa", "Anthony", "Betty", "Mark", "Sandra", "Paul", "Ashley", "Steven", "Emily", "Andrew", "Donna", "Kenneth", "Michelle", "Joshua", "Carol", "Kevin", "Amanda", "Brian", "Melissa", "George", "Deborah", "Timothy", "Stephanie", "Ronald", "Rebecca", "Jason", "Laura", "Edward", "Helen", "Jeffrey", "Sharon", "Ryan", "Cynthia", "Jacob", "Kathleen", "Gary", "Amy", "Nicholas", "Shirley", "Eric", "Angela", "Jonathan", "Anna", "Stephen", "Ruth", "Larry", "Brenda", "Justin", "Pamela", "Scott", "Nicole", "Brandon", "Katherine", "Benjamin", "Samantha", "Samuel", "Christine", "Gregory", "Emma", "Alexander", "Catherine", "Patrick", "Debra", "Frank", "Rachel", "Raymond", "Carolyn", "Jack", "Janet", "Dennis", "Maria", "Jerry", "Olivia", "Tyler", "Heather", "Aaron", "Diane"]
+_LAST = ["Smith", "Johnson", "Williams", "Brown", "Jones", "Garcia", "Miller", "Davis", "Rodriguez", "Martinez", "Hernandez", "Lopez", "Gonzalez", "Wilson", "Anderson", "Fischer", "Taylor", "Moore", "Jackson", "Martin", "Lee", "Perez", "Thompson", "White", "Harris", "Sanchez", "Clark", "Ramirez", "Lewis", "Robinson", "Walker", "Young", "Allen", "King", "Wright", "Kowalski", "Torres", "Nguyen", "Hill", "Flores", "Green", "Adams", "Nelson", "Baker", "Hall", "Rivera", "Campbell", "Mitchell", "Carter", "Roberts", "Gomez", "Phillips", "Evans", "Turner", "Diaz", "Parker", "Cruz", "Edwards", "Collins", "Reyes", "Stewart", "Morris", "Morales", "Murphy", "Cook", "Rogers", "Gutierrez", "Ortiz", "Morgan", "Cooper", "Peterson", "Bailey", "Reed", "Kelly", "Howard", "Ramos", "Kim", "Cox", "Ward", "Richardson", "Watson", "Brooks", "Chavez", "Wood", "Novak", "Bennett", "Gray", "Mendoza", "Ruiz", "Hughes", "Price", "Alvarez", "Castillo", "Sanders", "Patel", "Myers", "Long", "Ross", "Foster", "Jimenez"]
 _LOC = (
     "Paris", "London", "Berlin", "Madrid", "Tokyo", "Canada", "Brazil", "Kenya", "Ohio",
     "New York", "South Africa", "Lake Geneva", "Sydney", "Norway", "Texas", "Lisbon",
@@ -152,7 +134,7 @@ def embedded_name_lists(settings: EmbeddedNerSettings | None = None) -> tuple[li
     rng = random.Random(settings.seed)
     halves = []
     for part in (0, 1):
-        combos = [f"{f} {l}" for f in _FIRST[part::2] for l in _LAST[part::2]]
+        combos = [f"{first} {last}" for first in _FIRST[part::2] for last in _LAST[part::2]]
         halves.append(combos)
     if settings.n_in_names > len(halves[0]) or settings.n_out_names > len(halves[1]):
         raise ValueError(

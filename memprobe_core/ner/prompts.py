@@ -28,9 +28,7 @@ NamePosition = Literal["start", "middle", "end"]
 
 # Words that open an imperative sentence (heuristic typing of prompts loaded from files).
 _IMPERATIVE_OPENERS = frozenset(
-    "ask bring call invite please tell send give show let meet thank congratulate remind email "
-    "write help introduce find take welcome follow listen look read visit contact inform warn "
-    "never don't do make put keep".split()
+    ["ask", "bring", "call", "invite", "please", "tell", "send", "give", "show", "let", "meet", "thank", "congratulate", "remind", "email", "write", "help", "introduce", "find", "take", "welcome", "follow", "listen", "look", "read", "visit", "contact", "inform", "warn", "never", "don't", "do", "make", "put", "keep"]
 )
 _WORD = re.compile(r"\{name\}|[\w'’-]+")
 

@@ -43,7 +43,7 @@ def test_runs_page_compares_two_runs() -> None:
     assert any("Mean Mem" in str(c.proto.spec) for c in at.get("plotly_chart"))
 
 
-def Store_runs():  # noqa: N802 - tiny helper reading the test's store
+def Store_runs():
     import os
 
     return Store(os.environ["MEMPROBE_STORE"]).list_runs()
@@ -124,10 +124,9 @@ def test_audit_runs_and_reports() -> None:
 def test_audit_resumes_an_interrupted_run() -> None:
     import os
 
-    from memprobe_core.audit import start_audit
-    from memprobe_core.corpus import demo_corpus
     from memprobe_core.attacks.common import AttackOptions
-    from memprobe_core.audit import ModelNames
+    from memprobe_core.audit import ModelNames, start_audit
+    from memprobe_core.corpus import demo_corpus
 
     store = Store(os.environ["MEMPROBE_STORE"])
     run_id = start_audit(store, demo_corpus(limit_per_domain=1)[:2], ["ps_inst"], [50],

@@ -6,9 +6,9 @@ import html
 
 import pytest
 
-from ui_common.job_runner import MODEL_LOCK
 from memprobe_core.store import Store
 from tests.app.conftest import open_page, run_until, saved, texts
+from ui_common.job_runner import MODEL_LOCK
 
 PAGE = "pages/1_Probe.py"
 XSS = "<img src=x onerror=alert(1)>"

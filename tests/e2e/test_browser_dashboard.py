@@ -12,6 +12,7 @@ import io
 import re
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 
@@ -174,7 +175,7 @@ def test_runs_page_downloads_safe_csv(fake_server, page) -> None:  # noqa: F811
     with page.expect_download(timeout=30_000) as info:
         button.click()
     download = info.value
-    text = open(download.path(), encoding="utf-8").read()
+    text = Path(download.path()).read_text(encoding="utf-8")
     rows = list(csv.DictReader(io.StringIO(text)))
     assert [r["prompt"] for r in rows][1:] == ["second prompt", XSS]
     assert not rows[0]["prompt"].startswith("=")  # formula neutralized for spreadsheets

@@ -12,8 +12,7 @@ import pytest
 
 from memprobe_core.data import Snippet, split
 from memprobe_core.metrics import rouge_l
-from memprobe_core.models import clear_cache, load
-from memprobe_core.models import embedded
+from memprobe_core.models import clear_cache, embedded, load
 
 pytestmark = pytest.mark.slow
 

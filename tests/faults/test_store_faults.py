@@ -69,7 +69,7 @@ def _open_store(path: str, barrier: multiprocessing.synchronize.Barrier,
         with Store(path) as store:
             store.list_runs()
         results.put("ok")
-    except Exception as exc:  # noqa: BLE001 - the parent reports what went wrong
+    except Exception as exc:
         results.put(f"{type(exc).__name__}: {exc}")
 
 

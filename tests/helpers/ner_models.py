@@ -21,10 +21,7 @@ from memprobe_core.ner.registry import (
     unregister_ner_model,
 )
 
-VOCAB = (
-    "[PAD] [UNK] [CLS] [SEP] [MASK] the a met said did visit visited yesterday hello call tell "
-    "to who with and john anna smith ##son ##s lee park kim maria paris . , ? ! ( ) '"
-).split()
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "met", "said", "did", "visit", "visited", "yesterday", "hello", "call", "tell", "to", "who", "with", "and", "john", "anna", "smith", "##son", "##s", "lee", "park", "kim", "maria", "paris", ".", ",", "?", "!", "(", ")", "'"]
 LABELS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
 IN_NAMES = [f"{a} {b}" for a in ("Anna", "John", "Maria", "Paul", "Rita") for b in ("Smith", "Lee", "Park", "Novak")]
 OUT_NAMES = [f"{a} {b}" for a in ("Kim", "Omar", "Lena", "Ivan", "Sara") for b in ("Cruz", "Diaz", "Khan", "Berg")]

@@ -116,7 +116,7 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_POST(self) -> None:
         server = self.server
         length = int(self.headers.get("Content-Length", "0"))
         payload = json.loads(self.rfile.read(length) or b"{}")

@@ -20,8 +20,8 @@ from memprobe_core.data import Snippet, split
 from memprobe_core.metrics import dis
 from memprobe_core.models.base import Completion, Generator
 
-SUFFIX_WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
-PREFIX_WORDS = "one two three four five six".split()
+SUFFIX_WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"]
+PREFIX_WORDS = ["one", "two", "three", "four", "five", "six"]
 
 
 def make_split(domain: str = "books"):

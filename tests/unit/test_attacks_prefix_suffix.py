@@ -6,11 +6,17 @@ import threading
 
 import pytest
 
-from memprobe_core.attacks import AttackOptions, MissingModelError, ModelSet, run_method, run_prefix_suffix
+from memprobe_core.attacks import (
+    AttackOptions,
+    MissingModelError,
+    ModelSet,
+    run_method,
+    run_prefix_suffix,
+)
 from memprobe_core.data import Snippet, split
 from memprobe_core.models.base import Completion, Generator
 
-WORDS = "one two three alpha bravo charlie delta echo foxtrot".split()
+WORDS = ["one", "two", "three", "alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
 
 
 class Recorder(Generator):

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from memprobe_core.attacks import AttackOptions, MissingModelError, ModelSet, flip, propose_prefix, run_reverse_lm
+from memprobe_core.attacks import (
+    AttackOptions,
+    MissingModelError,
+    ModelSet,
+    flip,
+    propose_prefix,
+    run_reverse_lm,
+)
 from memprobe_core.data import Snippet, split
 from memprobe_core.models.base import Completion, Generator
 from tests.unit.test_attacks_gcg import TinyHF, tiny_llama

@@ -37,7 +37,7 @@ def test_word_spans_give_the_scoring_tokens(text: str, tokenizer: str) -> None:
 
 def test_highlight_counts_equal_mem_recall_on_random_texts() -> None:
     rng = random.Random(7)
-    words = "the a of running runs ran data model 42 memory Memories; copied, text.".split()
+    words = ["the", "a", "of", "running", "runs", "ran", "data", "model", "42", "memory", "Memories;", "copied,", "text."]
     config = ScoringConfig()
     for _ in range(200):
         suffix = " ".join(rng.choice(words) for _ in range(rng.randint(0, 30)))

@@ -25,8 +25,7 @@ from memprobe_core.data import Snippet, split
 from memprobe_core.models import load
 from tests.helpers.tiny_models import tiny_hf_generator
 
-WORDS = ("Licensed under the Apache License Version 2.0 you may not use this file except in "
-         "compliance with the License You may obtain a copy of the License at").split()
+WORDS = ["Licensed", "under", "the", "Apache", "License", "Version", "2.0", "you", "may", "not", "use", "this", "file", "except", "in", "compliance", "with", "the", "License", "You", "may", "obtain", "a", "copy", "of", "the", "License", "at"]
 SNIPPET = Snippet("contract", " ".join(WORDS), "legal")
 OPTIONS = AttackOptions(rounds=2, n_candidates=3, gcg_steps=2, gcg_top_k=8, gcg_search_width=8,
                         seed=3)
@@ -85,7 +84,7 @@ def test_result_is_complete_and_consistent(method, tiny):
         result.alpha * result.mem - (1 - result.alpha) * result.lcs_p)
     assert result.objective == max(c.objective for c in result.trace)
     assert result.costs.victim_queries >= 1 and result.costs.wall_seconds > 0
-    assert MANIFEST_KEYS <= set(result.manifest), MANIFEST_KEYS - set(result.manifest)
+    assert set(result.manifest) >= MANIFEST_KEYS, MANIFEST_KEYS - set(result.manifest)
     assert result.manifest["split"]["suffix_tokens"] == piece.suffix_tokens
     assert isinstance(result.pii, dict)
 

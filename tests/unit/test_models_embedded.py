@@ -7,8 +7,7 @@ import threading
 
 import pytest
 
-from memprobe_core.models import ModelError
-from memprobe_core.models import embedded
+from memprobe_core.models import ModelError, embedded
 from tests.helpers.tiny_models import tiny_causal_lm
 
 
@@ -53,7 +52,7 @@ def test_convert_once_then_reuse(home):
     folder = embedded.ensure_cache(name)
     assert embedded.verify_cache(folder) is None
     assert embedded.ensure_cache(name) == folder
-    assert CONVERSIONS == [name]
+    assert [name] == CONVERSIONS
     assert embedded.embedded_status()[name]["cached"] is True
 
 
@@ -78,7 +77,7 @@ def test_broken_cache_is_detected_and_rebuilt(home, damage):
         (folder / embedded.MARKER).write_text("{not json")
     assert embedded.verify_cache(folder) is not None
     embedded.ensure_cache(name)
-    assert CONVERSIONS == [name, name]
+    assert [name, name] == CONVERSIONS
     assert embedded.verify_cache(folder) is None
 
 
@@ -102,9 +101,8 @@ def test_file_lock_excludes_a_second_holder(tmp_path):
     thread = threading.Thread(target=holder)
     thread.start()
     held.wait(5)
-    with pytest.raises(ModelError, match="held"):
-        with embedded._file_lock(lock, timeout_s=0.6):
-            pass
+    with pytest.raises(ModelError, match="held"), embedded._file_lock(lock, timeout_s=0.6):
+        pass
     release.set()
     thread.join()
     with embedded._file_lock(lock, timeout_s=1):

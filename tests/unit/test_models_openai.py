@@ -244,9 +244,9 @@ MALFORMED = [
 @pytest.mark.parametrize("body, kind, expected", [m[1:] for m in MALFORMED], ids=[m[0] for m in MALFORMED])
 def test_malformed_body_is_a_model_error_naming_endpoint_and_fault(echo, body, kind, expected):
     request = "x" if kind == "text" else [{"role": "user", "content": "x"}]
-    with serve(echo, "m", raw_body=body) as srv:
-        with pytest.raises(ModelError, match=expected) as info:  # never AttributeError/KeyError/TypeError
-            client(srv.base_url).generate([request])
+    # never AttributeError/KeyError/TypeError
+    with serve(echo, "m", raw_body=body) as srv, pytest.raises(ModelError, match=expected) as info:
+        client(srv.base_url).generate([request])
     assert f"endpoint {srv.base_url}" in str(info.value)
 
 

@@ -8,7 +8,6 @@ import time
 import pytest
 
 from memprobe_core.errors import UsageError
-
 from memprobe_core.models import (
     BackendSpec,
     ModelError,
@@ -17,8 +16,8 @@ from memprobe_core.models import (
     guess_backend,
     load,
     register_backend,
+    registry,
 )
-from memprobe_core.models import registry
 from memprobe_core.models.fake import FakeGenerator
 from memprobe_core.models.presets import PRESETS, get_preset
 

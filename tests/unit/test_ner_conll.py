@@ -13,7 +13,13 @@ from memprobe_core.ner.conll import (
     read_conll,
     write_conll,
 )
-from memprobe_core.ner.names import NameListError, NamePair, build_pairs, read_name_list, split_pairs
+from memprobe_core.ner.names import (
+    NameListError,
+    NamePair,
+    build_pairs,
+    read_name_list,
+    split_pairs,
+)
 
 # IOB1 as in the original eng.train: I- everywhere, B- only between touching entities of one type.
 IOB1 = """-DOCSTART- -X- -X- O

@@ -11,9 +11,16 @@ import pytest
 
 from memprobe_core.attacks.events import CandidateScored, RoundFinished, RoundStarted, SearchStep
 from memprobe_core.attacks.result import AttackResult, Candidate, Costs
-from memprobe_core.errors import UnknownRunError, UsageError
 from memprobe_core.data import Snippet
-from memprobe_core.store import SCHEMA_VERSION, RESULT_COLUMNS, Store, StoreError, UnitKey, pii_counts
+from memprobe_core.errors import UnknownRunError, UsageError
+from memprobe_core.store import (
+    RESULT_COLUMNS,
+    SCHEMA_VERSION,
+    Store,
+    StoreError,
+    UnitKey,
+    pii_counts,
+)
 
 
 def cand(round_: int, index: int, objective: float, best: bool = False) -> Candidate:
