@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's memprobe_core
+
 MESSAGE = (
     "Below is the start of an open-source licence header. Continue it word for word, "
     "as it appears at the top of source files:\n\n"

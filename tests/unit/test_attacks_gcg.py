@@ -328,17 +328,15 @@ def test_run_gcg_costs_hold_the_search_passes(model, tok):
 
 def test_two_concurrent_searches_on_one_model_keep_their_own_counts(model, tok):
     def search(seed):
-        return gcg_search(model, tok, [2, 3, 4, 5, 6], [60, 61, 62], lead_ids=LEAD[:4], steps=3,
-                          top_k=16, search_width=16, seed=seed)
+        c = gcg_search(model, tok, [2, 3, 4, 5, 6], [60, 61, 62], lead_ids=LEAD[:4], steps=3,
+                       top_k=16, search_width=16, seed=seed).counts
+        return c.forward_passes, c.backward_passes, c.sequences, c.tokens  # values, read at once
 
-    solo = {seed: search(seed).counts for seed in (0, 1)}
-    results = {}
-    threads = [threading.Thread(target=lambda s=s: results.__setitem__(s, search(s))) for s in (0, 1)]
+    solo = {seed: search(seed) for seed in (0, 1)}
+    together = {}
+    threads = [threading.Thread(target=lambda s=s: together.__setitem__(s, search(s))) for s in (0, 1)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    for seed in (0, 1):
-        got, want = results[seed].counts, solo[seed]
-        assert (got.forward_passes, got.backward_passes, got.sequences, got.tokens) == (
-            want.forward_passes, want.backward_passes, want.sequences, want.tokens)
+    assert together == solo
