@@ -384,7 +384,7 @@ def _step(problem: _Problem, tokenizer: Any, result: GCGSearch, grad: Any, block
           step: int, *, search_width: int, top_k: int, batch_size: int,
           cancel: threading.Event | None) -> bool:
     """One GCG step: sample, filter, score; updates ``result``; True when the best prompt moved."""
-    current = torch_ids(result.best_ids)
+    current = _cpu_ids(result.best_ids)
     cands = sample_ids_from_grad(current, grad, blocked, search_width=search_width, top_k=top_k,
                                  generator=gen)
     cands, dropped = filter_ids(tokenizer, cands, skip=result.best_ids)
@@ -407,7 +407,7 @@ def _step(problem: _Problem, tokenizer: Any, result: GCGSearch, grad: Any, block
     return moved
 
 
-def torch_ids(ids: Sequence[int]) -> Any:
+def _cpu_ids(ids: Sequence[int]) -> Any:
     """A CPU long tensor of ``ids`` (candidates are sampled on the CPU for a device-free RNG)."""
     import torch
 
