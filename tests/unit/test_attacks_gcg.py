@@ -76,12 +76,12 @@ def test_loss_never_increases_and_drops_on_a_tiny_model(model, tok):
     res = gcg_search(model, tok, prompt, target, steps=8, top_k=16, search_width=32, seed=0,
                      not_allowed=tok.all_special_ids, on_step=lambda *a: steps.append(a))
     assert len(res.losses) == 8 and [s[0] for s in steps] == list(range(1, 9))
-    assert all(b <= a for a, b in zip(res.losses, res.losses[1:]))
+    assert all(b <= a for a, b in zip(res.losses, res.losses[1:], strict=False))
     assert res.losses[0] <= res.initial_loss
     assert res.best_loss < res.initial_loss - 0.02  # it found better prompts
     assert res.best_loss == pytest.approx(target_loss(model, [], res.best_ids, target), abs=1e-4)
     assert res.initial_loss == pytest.approx(target_loss(model, [], prompt, target), abs=1e-4)
-    assert sum(a != b for a, b in zip(res.best_ids, prompt)) >= 1
+    assert sum(a != b for a, b in zip(res.best_ids, prompt, strict=False)) >= 1
     assert not set(res.best_ids) & set(tok.all_special_ids)
 
 
@@ -212,7 +212,7 @@ def test_gcg_needs_a_white_box_base(tok):
     sp = words_split()
     with pytest.raises(MissingModelError, match="white-box"):
         run_gcg(sp, ModelSet(victim=BlackBox(), base=BlackBox()), AttackOptions())
-    with pytest.raises(MissingModelError, match="ModelSet.base"):
+    with pytest.raises(MissingModelError, match=r"ModelSet\.base"):
         run_gcg(sp, ModelSet(victim=BlackBox()), AttackOptions())
 
 
@@ -229,7 +229,7 @@ def test_prefix_cache_gives_the_same_losses_as_recomputing(model, tok):
     assert cached.losses == pytest.approx(plain.losses, abs=1e-5)
     assert cached.step_losses == pytest.approx(plain.step_losses, abs=1e-5)
     # …and both are the loss of the full sequence run from scratch.
-    ref = target_loss(model, LEAD, [2, 3, 4, 5, 6] + AFTER, [60, 61, 62, 63])
+    ref = target_loss(model, LEAD, [2, 3, 4, 5, 6, *AFTER], [60, 61, 62, 63])
     assert cached.initial_loss == pytest.approx(ref, abs=1e-5)
     ref_best = target_loss(model, LEAD, cached.best_ids + AFTER, [60, 61, 62, 63])
     assert cached.best_loss == pytest.approx(ref_best, abs=1e-5)
@@ -254,7 +254,7 @@ def test_prefix_cache_on_sliding_window_layers_longer_than_the_window():
     plain = gcg_search(gemma, tok, [5, 6, 7, 8], [40, 41, 42], prefix_cache=False, **kw)
     assert cached.losses == pytest.approx(plain.losses, abs=1e-5)
     assert cached.initial_loss == pytest.approx(
-        target_loss(gemma, LEAD, [5, 6, 7, 8] + AFTER, [40, 41, 42]), abs=1e-5)
+        target_loss(gemma, LEAD, [5, 6, 7, 8, *AFTER], [40, 41, 42]), abs=1e-5)
 
 
 def test_fixed_tokens_after_the_prompt_are_context_not_target(model, tok):
@@ -279,7 +279,8 @@ def test_search_counts_every_pass(model, tok):
     prompt, target = [2, 3, 4, 5, 6], [60, 61, 62, 63]
     kw = {"lead_ids": LEAD, "after_ids": AFTER, "steps": 4, "top_k": 16, "search_width": 16, "seed": 3}
     res = gcg_search(model, tok, prompt, target, batch_size=16, **kw)  # one batch a step
-    moves = sum(1 for a, b in zip([res.initial_loss] + res.losses[:-2], res.losses[:-1]) if b < a)
+    moves = sum(1 for a, b in zip([res.initial_loss, *res.losses[:-2]], res.losses[:-1], strict=True)
+                if b < a)
     grads = 1 + moves  # the first gradient, then one per move except after the last step
     scored_steps = sum(1 for x in res.step_losses if not math.isnan(x))  # steps with a candidate to score
     length = len(prompt) + len(AFTER) + len(target) - 1  # the last target token is never input
