@@ -18,6 +18,8 @@ from memprobe_core.config import (
 from memprobe_core.models.base import Generator
 
 Access = Literal["full", "partial"]
+AnswerModel = Literal["base", "victim"]
+ANSWER_MODELS: tuple[str, ...] = ("base", "victim")
 
 # Sane maxima of the size options: far above any useful setting, low enough that a typo
 # (`--n 1000000000`) is refused at once instead of slowly eating memory. Each entry is
@@ -106,6 +108,8 @@ class AttackOptions:
         batched: one batched call per round (False: one call per candidate, for benchmarks).
         ps_chat_template: P-S-Inst also through the victim's chat template (both are recorded).
         gcg_steps / gcg_top_k / gcg_search_width / gcg_batch_size: GCG search (paper: 30 steps).
+        gcg_answer_model: who answers GCG's found prompt: ``base`` (paper: "P-S-Base & GCG" is
+            evaluated on the base model) or ``victim``.
         reverse_max_new_tokens: tokens of prefix the reverse LM writes (default: prefix length).
         compat: ``paper`` (default) or ``reference``: the conventions of the paper or of its
             reference code; it fills every option below left at ``None`` and the output window
@@ -136,6 +140,7 @@ class AttackOptions:
     gcg_top_k: int = 256
     gcg_search_width: int = 128
     gcg_batch_size: int | None = None
+    gcg_answer_model: AnswerModel = "base"
     reverse_max_new_tokens: int | None = None
     compat: Compat = "paper"
     meta_prompts: MetaPrompts | None = None
@@ -148,6 +153,10 @@ class AttackOptions:
             check_size(name, getattr(self, name), low, high)
         if self.access not in ("full", "partial"):
             raise ValueError(f"access {self.access!r} is unknown; use 'full' or 'partial'")
+        if self.gcg_answer_model not in ANSWER_MODELS:
+            raise ValueError(
+                f"gcg_answer_model {self.gcg_answer_model!r} is unknown; use 'base' or 'victim'"
+            )
         if self.alpha is not None and not 0.0 <= self.alpha <= 1.0:
             raise ValueError(f"alpha {self.alpha} is outside [0, 1]")
         if self.meta_prompts not in META_PROMPT_WORDINGS:
@@ -181,4 +190,6 @@ class AttackOptions:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AttackOptions:
+        """Options from :meth:`to_dict`; a field missing from an older stored config keeps its
+        default (e.g. ``gcg_answer_model`` before it existed: ``"base"``)."""
         return cls(**data)

@@ -39,7 +39,12 @@ class Candidate:
 
 @dataclass
 class Costs:
-    """What a method spent: queries, generated tokens and seconds (wall and per part)."""
+    """What a method spent: queries, generated tokens and seconds (wall and per part).
+
+    The ``search_*`` counters are GCG's white-box passes on the base model: forward calls,
+    backward (gradient) passes, sequences and token positions run forward (a cached prefix
+    counts once); ``search_seconds`` is the whole search.
+    """
 
     victim_queries: int = 0
     attacker_queries: int = 0
@@ -49,6 +54,10 @@ class Costs:
     attacker_seconds: float = 0.0
     scoring_seconds: float = 0.0
     search_seconds: float = 0.0
+    search_forward_passes: int = 0
+    search_backward_passes: int = 0
+    search_sequences: int = 0
+    search_tokens: int = 0
 
 
 @dataclass

@@ -8,6 +8,7 @@ from typing import Any, get_args
 from urllib.parse import urlsplit
 
 from memprobe_core.attacks.common import (
+    ANSWER_MODELS,
     MAX_LENGTH,
     MAX_SNIPPETS,
     SIZE_LIMITS,
@@ -140,6 +141,8 @@ def add_method_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--access", choices=("full", "partial"), default="full",
                        help="attacker sees the whole snippet or only the prefix")
     group.add_argument("--gcg-steps", type=int, default=30, help="GCG optimisation steps")
+    group.add_argument("--gcg-answer-model", choices=ANSWER_MODELS, default="base",
+                       help="who answers GCG's found prompt: base (paper) or victim")
     group.add_argument("--no-chat-template", action="store_true",
                        help="P-S-Inst: raw prefix only, not also inside the victim's chat template")
     group.add_argument("--rouge-variant", choices=ROUGE_VARIANTS, default="recall",
@@ -171,6 +174,7 @@ def attack_options(args: argparse.Namespace) -> AttackOptions:
                                 tokenizer=args.rouge_tokenizer, output_window=window)
         return AttackOptions(alpha=args.alpha, scoring=scoring, seed=args.seed, rounds=args.rounds,
                              n_candidates=args.n, access=args.access, gcg_steps=args.gcg_steps,
+                             gcg_answer_model=args.gcg_answer_model,
                              ps_chat_template=not args.no_chat_template, compat=compat)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc

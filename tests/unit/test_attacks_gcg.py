@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 import threading
 
 import pytest
 import torch
 
-from memprobe_core.attacks import AttackOptions, MissingModelError, ModelSet, gcg_search, run_gcg
+from memprobe_core.attacks import (
+    AttackOptions,
+    MissingModelError,
+    ModelSet,
+    gcg_search,
+    run_gcg,
+)
 from memprobe_core.attacks.gcg import round_trips
 from memprobe_core.data import Snippet, split
 from memprobe_core.models.base import Generator
@@ -68,12 +76,12 @@ def test_loss_never_increases_and_drops_on_a_tiny_model(model, tok):
     res = gcg_search(model, tok, prompt, target, steps=8, top_k=16, search_width=32, seed=0,
                      not_allowed=tok.all_special_ids, on_step=lambda *a: steps.append(a))
     assert len(res.losses) == 8 and [s[0] for s in steps] == list(range(1, 9))
-    assert all(b <= a for a, b in zip(res.losses, res.losses[1:]))
+    assert all(b <= a for a, b in zip(res.losses, res.losses[1:], strict=False))
     assert res.losses[0] <= res.initial_loss
     assert res.best_loss < res.initial_loss - 0.02  # it found better prompts
     assert res.best_loss == pytest.approx(target_loss(model, [], res.best_ids, target), abs=1e-4)
     assert res.initial_loss == pytest.approx(target_loss(model, [], prompt, target), abs=1e-4)
-    assert sum(a != b for a, b in zip(res.best_ids, prompt)) >= 1
+    assert sum(a != b for a, b in zip(res.best_ids, prompt, strict=False)) >= 1
     assert not set(res.best_ids) & set(tok.all_special_ids)
 
 
@@ -133,7 +141,7 @@ def words_split(n_prefix=6, n_suffix=12, domain="cc"):
                  prefix_ratio=n_prefix / (n_prefix + n_suffix))
 
 
-def test_run_gcg_scores_the_victim_on_the_decoded_best_prompt(model, tok):
+def test_run_gcg_scores_the_base_answer_to_the_decoded_best_prompt(model, tok):
     base = TinyHF(model, tok, "tiny-base")
     victim = TinyHF(tiny_llama(len(tok), seed=1), tok, "tiny-victim")
     events = []
@@ -147,13 +155,51 @@ def test_run_gcg_scores_the_victim_on_the_decoded_best_prompt(model, tok):
                      ("finished", None)]
     step_losses = [e.loss for e in events if e.kind == "search_step"]
     assert step_losses == res.trace[0].extra["losses"]
-    assert all(b <= a for a, b in zip(step_losses, step_losses[1:]))
+    assert all(b <= a for a, b in itertools.pairwise(step_losses))
     assert res.prompt == events[2].best_prompt
     (cand,) = res.trace
-    assert cand.output == victim.generate([res.prompt], max_new_tokens=12)[0][0].text
+    # The paper evaluates "P-S-Base & GCG" on the base model: the base answers by default.
+    assert cand.output == base.generate([res.prompt], max_new_tokens=12)[0][0].text
+    assert cand.output != victim.generate([res.prompt], max_new_tokens=12)[0][0].text
+    assert res.manifest["answer_model"] == {"role": "base", "model_id": "tiny-base"}
     assert res.costs.victim_queries == 1 and res.costs.search_seconds > 0
     assert res.dis is not None and 0 < res.dis <= 1
     assert res.manifest["gcg"]["steps_done"] == 3
+
+
+def test_victim_answers_when_asked(model, tok):
+    base = TinyHF(model, tok, "tiny-base")
+    victim = TinyHF(tiny_llama(len(tok), seed=1), tok, "tiny-victim")
+    res = run_gcg(words_split(), ModelSet(victim=victim, base=base),
+                  AttackOptions(gcg_steps=2, gcg_top_k=8, gcg_search_width=8, seed=0,
+                                gcg_answer_model="victim"))
+    assert res.output == victim.generate([res.prompt], max_new_tokens=12)[0][0].text
+    assert res.output != base.generate([res.prompt], max_new_tokens=12)[0][0].text
+    assert res.manifest["answer_model"] == {"role": "victim", "model_id": "tiny-victim"}
+    assert res.manifest["options"]["gcg_answer_model"] == "victim"
+
+
+def test_answer_model_option_is_validated_and_old_configs_load():
+    with pytest.raises(ValueError, match="gcg_answer_model 'attacker'"):
+        AttackOptions(gcg_answer_model="attacker")
+    stored = AttackOptions().to_dict()
+    assert stored["gcg_answer_model"] == "base"
+    del stored["gcg_answer_model"]  # a config stored before the option existed
+    assert AttackOptions.from_dict(stored).gcg_answer_model == "base"
+    assert AttackOptions.from_dict(dict(stored, gcg_answer_model="victim")).gcg_answer_model == "victim"
+
+
+def test_cli_flag_sets_the_answer_model():
+    import argparse
+
+    from memprobe_core.cli.common import add_method_options, attack_options
+
+    parser = argparse.ArgumentParser()
+    add_method_options(parser)
+    assert attack_options(parser.parse_args([])).gcg_answer_model == "base"
+    assert attack_options(parser.parse_args(["--gcg-answer-model", "victim"])).gcg_answer_model == "victim"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--gcg-answer-model", "reverse"])
 
 
 def test_gcg_needs_a_white_box_base(tok):
@@ -166,5 +212,132 @@ def test_gcg_needs_a_white_box_base(tok):
     sp = words_split()
     with pytest.raises(MissingModelError, match="white-box"):
         run_gcg(sp, ModelSet(victim=BlackBox(), base=BlackBox()), AttackOptions())
-    with pytest.raises(MissingModelError, match="ModelSet.base"):
+    with pytest.raises(MissingModelError, match=r"ModelSet\.base"):
         run_gcg(sp, ModelSet(victim=BlackBox()), AttackOptions())
+
+
+# ---- prefix cache, fixed tokens after the prompt, pass counts ----
+
+LEAD, AFTER = [20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37], [90, 91, 92]
+
+
+def test_prefix_cache_gives_the_same_losses_as_recomputing(model, tok):
+    kw = {"lead_ids": LEAD, "after_ids": AFTER, "steps": 3, "top_k": 16, "search_width": 16, "seed": 2}
+    cached = gcg_search(model, tok, [2, 3, 4, 5, 6], [60, 61, 62, 63], **kw)
+    plain = gcg_search(model, tok, [2, 3, 4, 5, 6], [60, 61, 62, 63], prefix_cache=False, **kw)
+    assert cached.best_ids == plain.best_ids
+    assert cached.losses == pytest.approx(plain.losses, abs=1e-5)
+    assert cached.step_losses == pytest.approx(plain.step_losses, abs=1e-5)
+    # …and both are the loss of the full sequence run from scratch.
+    ref = target_loss(model, LEAD, [2, 3, 4, 5, 6, *AFTER], [60, 61, 62, 63])
+    assert cached.initial_loss == pytest.approx(ref, abs=1e-5)
+    ref_best = target_loss(model, LEAD, cached.best_ids + AFTER, [60, 61, 62, 63])
+    assert cached.best_loss == pytest.approx(ref_best, abs=1e-5)
+
+
+def test_prefix_cache_on_sliding_window_layers_longer_than_the_window():
+    # Gemma-3 mixes sliding-window (16 here) and full layers; the cached prefix (18 tokens) is
+    # longer than the window, so the expanded cache must keep the window's offsets right.
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    tok = tiny_tokenizer()
+    cfg = Gemma3TextConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
+                           head_dim=16, max_position_embeddings=256, sliding_window=16,
+                           layer_types=["sliding_attention", "full_attention"],
+                           pad_token_id=0, eos_token_id=1, bos_token_id=None)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        gemma = Gemma3ForCausalLM(cfg).eval()
+    kw = {"lead_ids": LEAD, "after_ids": AFTER, "steps": 2, "top_k": 8, "search_width": 8, "seed": 0}
+    cached = gcg_search(gemma, tok, [5, 6, 7, 8], [40, 41, 42], **kw)
+    plain = gcg_search(gemma, tok, [5, 6, 7, 8], [40, 41, 42], prefix_cache=False, **kw)
+    assert cached.losses == pytest.approx(plain.losses, abs=1e-5)
+    assert cached.initial_loss == pytest.approx(
+        target_loss(gemma, LEAD, [5, 6, 7, 8, *AFTER], [40, 41, 42]), abs=1e-5)
+
+
+def test_fixed_tokens_after_the_prompt_are_context_not_target(model, tok):
+    prompt, target = [2, 3, 4, 5], [60, 61, 62]
+    without = gcg_search(model, tok, prompt, target, steps=0)
+    with_after = gcg_search(model, tok, prompt, target, after_ids=AFTER, steps=0)
+    assert with_after.initial_loss != pytest.approx(without.initial_loss, abs=1e-3)
+    # Loss on the target only: the same as scoring target after prompt + after.
+    assert with_after.initial_loss == pytest.approx(target_loss(model, [], prompt + AFTER, target), abs=1e-5)
+
+
+def test_search_is_deterministic_under_a_seed(model, tok):
+    kw = {"lead_ids": LEAD[:3], "after_ids": AFTER, "steps": 4, "top_k": 16, "search_width": 16}
+    a = gcg_search(model, tok, [2, 3, 4, 5], [60, 61, 62], seed=7, **kw)
+    b = gcg_search(model, tok, [2, 3, 4, 5], [60, 61, 62], seed=7, **kw)
+    c = gcg_search(model, tok, [2, 3, 4, 5], [60, 61, 62], seed=8, **kw)
+    assert a.best_ids == b.best_ids and a.losses == b.losses and a.step_losses == b.step_losses
+    assert (c.step_losses, c.best_ids) != (a.step_losses, a.best_ids)  # the seed matters
+
+
+def test_search_counts_every_pass(model, tok):
+    prompt, target = [2, 3, 4, 5, 6], [60, 61, 62, 63]
+    kw = {"lead_ids": LEAD, "after_ids": AFTER, "steps": 4, "top_k": 16, "search_width": 16, "seed": 3}
+    res = gcg_search(model, tok, prompt, target, batch_size=16, **kw)  # one batch a step
+    moves = sum(1 for a, b in zip([res.initial_loss, *res.losses[:-2]], res.losses[:-1], strict=True)
+                if b < a)
+    grads = 1 + moves  # the first gradient, then one per move except after the last step
+    scored_steps = sum(1 for x in res.step_losses if not math.isnan(x))  # steps with a candidate to score
+    length = len(prompt) + len(AFTER) + len(target) - 1  # the last target token is never input
+    assert res.counts.backward_passes == grads >= 1
+    assert res.counts.forward_passes == 1 + grads + scored_steps  # prefix, gradients, batches
+    assert res.counts.sequences == 1 + grads + res.evaluated
+    assert res.counts.tokens == len(LEAD) + (grads + res.evaluated) * length
+    assert res.counts.seconds > 0
+    small = gcg_search(model, tok, prompt, target, batch_size=5, **kw)
+    assert small.counts.forward_passes == 1 + grads + sum(
+        -(-n // 5) for n in _per_step_evaluated(model, tok, prompt, target, kw))
+    plain = gcg_search(model, tok, prompt, target, batch_size=16, prefix_cache=False, **kw)
+    assert plain.counts.forward_passes == grads + scored_steps  # no prefix pass…
+    assert plain.counts.tokens == (grads + res.evaluated) * (len(LEAD) + length)  # …prefix each time
+
+
+def _per_step_evaluated(model, tok, prompt, target, kw):
+    """Candidates scored at each step of the same search (spied on candidates_loss)."""
+    from memprobe_core.attacks import gcg_core
+
+    sizes, real = [], gcg_core.candidates_loss
+
+    def spy(problem, cands, batch_size, cancel):
+        sizes.append(cands.shape[0])
+        return real(problem, cands, batch_size, cancel)
+
+    gcg_core.candidates_loss = spy
+    try:
+        gcg_search(model, tok, prompt, target, batch_size=16, **kw)
+    finally:
+        gcg_core.candidates_loss = real
+    return sizes
+
+
+def test_run_gcg_costs_hold_the_search_passes(model, tok):
+    base = TinyHF(model, tok, "tiny-base")
+    res = run_gcg(words_split(), ModelSet(victim=base, base=base),
+                  AttackOptions(gcg_steps=2, gcg_top_k=8, gcg_search_width=8, seed=0))
+    solo = gcg_search(model, tok, words_split().prefix_ids, words_split().suffix_ids, steps=2,
+                      top_k=8, search_width=8, seed=0, not_allowed=tok.all_special_ids)
+    c = res.costs
+    assert (c.search_forward_passes, c.search_backward_passes, c.search_sequences, c.search_tokens) == (
+        solo.counts.forward_passes, solo.counts.backward_passes, solo.counts.sequences, solo.counts.tokens)
+    assert c.search_forward_passes > 0 and c.search_tokens > 0
+
+
+def test_two_concurrent_searches_on_one_model_keep_their_own_counts(model, tok):
+    def search(seed):
+        c = gcg_search(model, tok, [2, 3, 4, 5, 6], [60, 61, 62], lead_ids=LEAD[:4], steps=3,
+                       top_k=16, search_width=16, seed=seed).counts
+        return c.forward_passes, c.backward_passes, c.sequences, c.tokens  # values, read at once
+
+    solo = {seed: search(seed) for seed in (0, 1)}
+    together = {}
+    threads = [threading.Thread(target=lambda s=s: together.__setitem__(s, search(s))) for s in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert together == solo
