@@ -42,8 +42,9 @@ from memprobe_core.attacks.scoring import (
     VICTIM_DECODING,
     CostMeter,
     MissingModelError,
-    ask_victim,
+    answer_requests,
     build_manifest,
+    generation_record,
     build_result,
     make_candidate,
     require,
@@ -147,10 +148,12 @@ def run_gcg(
     answerer = _answerer(models, options)
     round_ = 1  # the search steps are not rounds: the one scored prompt is round 1
     emit(on_event, RoundStarted(round=round_, n=1))
-    output = ask_victim(meter, answerer, [best_prompt], split, as_chat=False)[0]
-    sc = score(meter, [best_prompt], [output], split, answerer, options, alpha)[0]
+    # The same budget and output window as every other method (`last` lets it write `length`).
+    answer = answer_requests(meter, answerer, [best_prompt], split, options, role="victim")[0]
+    sc = score(meter, [best_prompt], [answer.scored], split, answerer, options, alpha,
+               windowed=True)[0]
     cand = make_candidate(
-        round_, 0, best_prompt, output, sc, is_round_best=True,
+        round_, 0, best_prompt, answer, sc, is_round_best=True,
         extra={
             "loss": search.best_loss,
             "initial_loss": search.initial_loss,
@@ -165,7 +168,7 @@ def run_gcg(
     emit(on_event, RoundFinished(round=round_, best=cand))
     manifest = build_manifest(
         METHOD, split, models, options, alpha, alpha_source,
-        decoding={role: dict(VICTIM_DECODING, max_new_tokens=split.suffix_tokens)},
+        decoding={role: dict(VICTIM_DECODING, max_new_tokens=victim_budget(split, options))},
         extra={
             "gcg": {
                 "steps": steps, "steps_done": len(search.losses), "top_k": options.gcg_top_k,
@@ -175,6 +178,7 @@ def run_gcg(
                 "prefix_cache": True,
             },
             "answer_model": {"role": role, "model_id": answerer.model_id},
+            "generation": generation_record(split, options, [answer]),
             "scored_model": role,
             "victim_format": "raw text",
         },
