@@ -8,15 +8,19 @@ time is split into attacker generation, victim generation and scoring.
 
     python bench/probe.py                 # 3 × 24 at length 200 (several minutes on 2 cores)
     python bench/probe.py --rounds 1 --n 4
+    python bench/probe.py --modes batched --profile         # cProfile: where the time goes
+    python bench/probe.py --modes batched --profile torch   # per torch operator
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +41,38 @@ def pick_split(victim: Any, length: int, domain: str) -> Any:
     raise SystemExit(f"no demo snippet of domain {domain!r} has {length} tokens")
 
 
+@contextlib.contextmanager
+def profiled(kind: str | None, top: int, label: str) -> Iterator[None]:
+    """Run the block under cProfile or the torch profiler and print the top entries."""
+    if kind is None:
+        yield
+        return
+    if kind == "torch":
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            yield
+        print(f"\n--- torch profile ({label}) ---")
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=top))
+        return
+    import cProfile
+    import io
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        yield
+    finally:
+        prof.disable()
+    for order in ("tottime", "cumulative"):
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).strip_dirs().sort_stats(order).print_stats(top)
+        body = buf.getvalue()
+        print(f"\n--- cProfile ({label}) by {order} ---")
+        print(body[body.find("   ncalls"):] if "   ncalls" in body else body)
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--victim", default="gemma-3-270m")
@@ -48,6 +84,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--modes", default="batched,unbatched", help="comma list of batched/unbatched")
     p.add_argument("--json", default=None, help="also write the rows to this file")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    p.add_argument("--profile", nargs="?", const="cprofile", choices=["cprofile", "torch"], default=None,
+                   help="profile each mode's run and print where the time goes (cprofile: Python "
+                        "functions incl. torch ops; torch: per-operator table)")
+    p.add_argument("--top", type=int, default=25, help="rows of each profile table")
     args = p.parse_args(argv)
     if args.threads:
         import torch
@@ -67,7 +107,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     rows = []
     for mode in args.modes.split(","):
         options = AttackOptions(rounds=args.rounds, n_candidates=args.n, seed=0, batched=mode == "batched")
-        res = run_interactive(sp, ModelSet(victim=victim, attacker=attacker), options)
+        with profiled(args.profile, args.top, mode):
+            res = run_interactive(sp, ModelSet(victim=victim, attacker=attacker), options)
         c = res.costs
         rows.append(dict(
             mode=mode, wall_s=round(c.wall_seconds, 1), attacker_s=round(c.attacker_seconds, 1),

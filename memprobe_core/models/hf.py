@@ -13,8 +13,9 @@ import logging
 import os
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from memprobe_core.models.base import (
     Completion,
@@ -24,10 +25,14 @@ from memprobe_core.models.base import (
     Request,
     chat_as_text,
 )
+from memprobe_core.models.hf_decode import Decoding, decode, supports_own_loop
 
 log = logging.getLogger("memprobe")
 
 _DTYPES = ("bfloat16", "float16", "float32")
+GenerationLoop = Literal["memprobe", "transformers"]
+_LOOPS = ("memprobe", "transformers")
+_EXTRA_OPTIONS = ("stop_token_ids", "generation_loop", "compile", "attn_implementation")
 
 
 def pick_device(device: str | None) -> str:
@@ -62,6 +67,11 @@ class HFGenerator(Generator):
         max_batch_size: most sequences per ``generate`` call (``None``: all at once).
         manifest_extra: more manifest entries (source, revision, file size …).
         stop_token_ids: token ids that end a completion (default: the model's EOS ids).
+        generation_loop: ``"memprobe"`` (default: ``hf_decode``'s loop — one prefill per
+            distinct prompt, finished rows leave the batch) or ``"transformers"``
+            (``model.generate``; the reference, and the fallback for models the loop cannot drive).
+        compile: ``model.generate`` with a static KV cache and ``torch.compile`` (off by default:
+            compiling takes minutes and measured slower on a 2-core CPU; see bench/generation.py).
     """
 
     backend = "hf"
@@ -75,10 +85,19 @@ class HFGenerator(Generator):
         max_batch_size: int | None = None,
         manifest_extra: dict[str, Any] | None = None,
         stop_token_ids: Sequence[int] | None = None,
+        generation_loop: GenerationLoop = "memprobe",
+        compile: bool = False,
     ) -> None:
         super().__init__()
         if max_batch_size is not None and max_batch_size < 1:
             raise ValueError(f"max_batch_size={max_batch_size}: use at least 1 (or None)")
+        if generation_loop not in _LOOPS:
+            raise ValueError(f"generation_loop {generation_loop!r} is unknown; use one of {list(_LOOPS)}")
+        self.generation_loop: GenerationLoop = generation_loop
+        self.compile = bool(compile)
+        self._own_loop_ok = supports_own_loop(model)
+        if generation_loop == "memprobe" and not self._own_loop_ok:
+            log.info("%s: memprobe's decoding loop cannot drive this model; using model.generate", model_id)
         self.model_id = model_id
         self._model = model
         self._tokenizer = tokenizer
@@ -127,9 +146,32 @@ class HFGenerator(Generator):
             "revision": getattr(config, "_commit_hash", None),
             "parameters": int(sum(p.numel() for p in self._model.parameters())),
             "chat_template": self.has_chat_template,
+            "attn_implementation": getattr(config, "_attn_implementation", None),
+            "generation_loop": "memprobe" if self._uses_own_loop else "transformers",
+            "compile": self.compile,
         }
         out.update(self._manifest_extra)
         return out
+
+    def variant(self, **changes: Any) -> HFGenerator:
+        """A generator over the same model and tokenizer with other settings.
+
+        Benchmarks and tests use it to compare generation loops on one loaded model.
+
+        Args:
+            **changes: ``HFGenerator`` keyword arguments to change (``generation_loop``,
+                ``compile``, ``stop_token_ids``, ``max_batch_size``, ``model_id`` …).
+        """
+        kwargs: dict[str, Any] = {
+            "model_id": self.model_id,
+            "max_batch_size": self.max_batch_size,
+            "manifest_extra": self._manifest_extra,
+            "stop_token_ids": self.stop_token_ids,
+            "generation_loop": self.generation_loop,
+            "compile": self.compile,
+        }
+        kwargs.update(changes)
+        return HFGenerator(self._model, self._tokenizer, **kwargs)
 
     def __repr__(self) -> str:
         return f"HFGenerator({self.model_id!r}, device={self.device}, dtype={self._model.dtype})"
@@ -174,17 +216,19 @@ class HFGenerator(Generator):
         # Greedy: every one of the n completions is the same, so compute it once per request.
         copies = 1 if greedy else n
         jobs = [i for i in range(len(prompts)) for _ in range(copies)]
-        # Similar lengths together wastes less padding; results go back by job index.
+        # Similar lengths together wastes less padding when batches are capped; the sort is
+        # stable, so the n rows of one request stay adjacent (one shared prefill). Results go
+        # back by job index.
         order = sorted(range(len(jobs)), key=lambda j: len(prompts[jobs[j]]))
         results: list[Completion | None] = [None] * len(jobs)
-        config = self._generation_config(max_new_tokens, temperature, top_p, greedy)
-        with self._lock, torch.inference_mode(), _seeded(seed, self.device, active=not greedy):
+        plan = _Plan(max_new_tokens, temperature, top_p, seed)
+        with self._lock, torch.inference_mode(), _seeded(seed, self.device, active=self._seed_globally(plan)):
             start = 0
             batch = self.max_batch_size or len(order)
             while start < len(order):
                 chunk = order[start : start + batch]
                 try:
-                    rows = self._run_batch([prompts[jobs[j]] for j in chunk], config)
+                    rows = self._run_batch([prompts[jobs[j]] for j in chunk], plan)
                 except torch.OutOfMemoryError as exc:
                     if batch == 1:
                         raise ModelError(
@@ -204,28 +248,43 @@ class HFGenerator(Generator):
             out.append(mine * n if greedy else mine)  # type: ignore[operator]
         return out  # type: ignore[return-value]
 
-    def _generation_config(self, max_new_tokens: int, temperature: float, top_p: float, greedy: bool) -> Any:
-        from transformers import GenerationConfig
+    def _seed_globally(self, plan: _Plan) -> bool:
+        # The own loop draws from a torch.Generator of its own; model.generate only knows the
+        # global generator, which is then seeded inside fork_rng.
+        return not plan.greedy and not self._uses_own_loop
 
-        # Every knob set explicitly: unset fields would be filled from the checkpoint's
-        # generation_config.json (top_k=64, repetition penalties …) and change the method.
-        return GenerationConfig(
-            max_new_tokens=max_new_tokens,
-            min_new_tokens=0,
-            do_sample=not greedy,
-            temperature=1.0 if greedy else temperature,
-            top_p=1.0 if greedy else top_p,
-            # 0 turns top-k off when sampling; greedy gets the library default so it does not warn.
-            top_k=50 if greedy else 0,
-            num_beams=1,
-            repetition_penalty=1.0,
-            no_repeat_ngram_size=0,
-            eos_token_id=list(self.stop_token_ids),
-            pad_token_id=self._tokenizer.pad_token_id,
-            bos_token_id=getattr(self._model.generation_config, "bos_token_id", None),
+    @property
+    def _uses_own_loop(self) -> bool:
+        return self.generation_loop == "memprobe" and not self.compile and self._own_loop_ok
+
+    def _run_batch(self, prompts: list[list[int]], plan: _Plan) -> list[Completion]:
+        """Generate for one batch of prompt rows (equal rows share one prefill in the own loop)."""
+        if self._uses_own_loop:
+            rows = self._run_own_loop(prompts, plan)
+        else:
+            rows = self._run_transformers(prompts, plan)
+        return [self._completion(ids, stopped) for ids, stopped in rows]
+
+    def _run_own_loop(self, prompts: list[list[int]], plan: _Plan) -> list[tuple[list[int], bool]]:
+        import torch
+
+        spec = Decoding(
+            max_new_tokens=plan.max_new_tokens,
+            temperature=plan.temperature,
+            top_p=plan.top_p,
+            stop_ids=self.stop_token_ids,
+            pad_id=self._tokenizer.pad_token_id,
         )
+        generator = None
+        if plan.seed is not None and not plan.greedy:
+            # Seeded per batch: a batch's samples depend only on the seed and the batch itself.
+            seed = plan.seed if plan.batches == 0 else hash((plan.seed, plan.batches)) & (2**63 - 1)
+            generator = torch.Generator(device=self.device).manual_seed(seed)
+        plan.batches += 1
+        return [(list(d.ids), d.stopped) for d in decode(self._model, prompts, spec, generator)]
 
-    def _run_batch(self, prompts: list[list[int]], config: Any) -> list[Completion]:
+    def _run_transformers(self, prompts: list[list[int]], plan: _Plan) -> list[tuple[list[int], bool]]:
+        """The reference path: ``model.generate`` on the left-padded batch (every row prefilled)."""
         import torch
 
         width = max(len(p) for p in prompts)
@@ -238,21 +297,71 @@ class HFGenerator(Generator):
         output = self._model.generate(
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
-            generation_config=config,
+            generation_config=self._generation_config(plan),
         )
-        new = output[:, width:].tolist()  # (B, new tokens); rows that stopped early are padded
         stops = set(self.stop_token_ids)
-        completions = []
-        for tokens in new:
+        rows = []
+        for tokens in output[:, width:].tolist():  # (B, new tokens); rows that stopped early are padded
             end = next((k for k, t in enumerate(tokens) if t in stops), None)
-            if end is None:
-                text_ids, num, reason = tokens, len(tokens), "length"
-            else:
-                # num_tokens counts the stop token: the model did generate it.
-                text_ids, num, reason = tokens[:end], end + 1, "stop"
-            text = self._tokenizer.decode(text_ids, skip_special_tokens=True)
-            completions.append(Completion(text=text, num_tokens=num, finish_reason=reason))
-        return completions
+            rows.append((tokens, False) if end is None else (tokens[: end + 1], True))
+        return rows
+
+    def _completion(self, ids: list[int], stopped: bool) -> Completion:
+        # num_tokens counts the stop token (the model did generate it); text and ids leave it out.
+        text_ids = ids[:-1] if stopped else ids
+        text = self._tokenizer.decode(text_ids, skip_special_tokens=True)
+        return Completion(
+            text=text,
+            num_tokens=len(ids),
+            finish_reason="stop" if stopped else "length",
+            token_ids=tuple(text_ids),
+        )
+
+    def _generation_config(self, plan: _Plan) -> Any:
+        from transformers import GenerationConfig
+
+        greedy = plan.greedy
+        # Every knob set explicitly: unset fields would be filled from the checkpoint's
+        # generation_config.json (top_k=64, repetition penalties …) and change the method.
+        config = GenerationConfig(
+            max_new_tokens=plan.max_new_tokens,
+            min_new_tokens=0,
+            do_sample=not greedy,
+            temperature=1.0 if greedy else plan.temperature,
+            top_p=1.0 if greedy else plan.top_p,
+            # 0 turns top-k off when sampling; greedy gets the library default so it does not warn.
+            top_k=50 if greedy else 0,
+            num_beams=1,
+            repetition_penalty=1.0,
+            no_repeat_ngram_size=0,
+            eos_token_id=list(self.stop_token_ids),
+            pad_token_id=self._tokenizer.pad_token_id,
+            bos_token_id=getattr(self._model.generation_config, "bos_token_id", None),
+        )
+        if self.compile:
+            from transformers import CompileConfig
+
+            # A static KV cache gives fixed shapes, which is what lets torch.compile reuse its graph.
+            config.cache_implementation = "static"
+            compile_config = CompileConfig(mode="default" if self.device.type == "cpu" else "reduce-overhead")
+            compile_config._compile_all_devices = True  # transformers compiles only on GPUs unless told
+            config.compile_config = compile_config
+        return config
+
+
+@dataclass
+class _Plan:
+    """The settings of one ``generate`` call, plus a counter of batches run (for per-batch seeds)."""
+
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+    seed: int | None
+    batches: int = 0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
 
 
 class _seeded:
@@ -364,7 +473,9 @@ def load_hf(
     Args:
         name_or_path: hub id, local model folder, or ``.gguf`` file.
         options: device, dtype, revision, trust_remote_code, gguf_file, max_batch_size
-            (``extra``: ``stop_token_ids``).
+            (``extra``: ``stop_token_ids``; ``generation_loop`` and ``compile`` as in
+            ``HFGenerator``; ``attn_implementation``, default ``"sdpa"``: PyTorch's fused
+            attention on CPU and CUDA; ``"eager"`` for models without SDPA support).
         model_id: the name for manifests (default: ``name_or_path``).
         manifest_extra: more manifest entries (the embedded backend names its package).
 
@@ -373,9 +484,11 @@ def load_hf(
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    unknown = set(options.extra) - {"stop_token_ids"}
+    unknown = set(options.extra) - set(_EXTRA_OPTIONS)
     if unknown:
-        raise ModelError(f"the hf backend does not know option(s) {sorted(unknown)}")
+        raise ModelError(
+            f"the hf backend does not know option(s) {sorted(unknown)}; it knows {list(_EXTRA_OPTIONS)}"
+        )
     source, gguf, kind = resolve_source(name_or_path, options.gguf_file)
     device = pick_device(options.device)
     dtype = pick_dtype(options.dtype, device)
@@ -388,7 +501,8 @@ def load_hf(
     log.info("loading %s (%s) on %s as %s", label, kind, device, str(dtype).removeprefix("torch."))
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **common)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **common)
+        attention = options.extra.get("attn_implementation", "sdpa")
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, attn_implementation=attention, **common)
     except (OSError, ValueError, KeyError, RuntimeError, EnvironmentError, AttributeError) as exc:
         what = "GGUF file" if gguf else ("model folder" if kind == "local" else "hub model")
         hint = " (is it a complete, uncorrupted GGUF file?)" if gguf else ""
@@ -416,4 +530,6 @@ def load_hf(
         max_batch_size=options.max_batch_size,
         manifest_extra=extra,
         stop_token_ids=options.extra.get("stop_token_ids"),
+        generation_loop=options.extra.get("generation_loop", "memprobe"),
+        compile=bool(options.extra.get("compile", False)),
     )
