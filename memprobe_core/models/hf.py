@@ -461,6 +461,13 @@ def _hub_offline() -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
 
 
+def _attention(options: LoadOptions) -> dict[str, Any]:
+    # Only passed when asked for: transformers 5 already defaults to SDPA where a model supports
+    # it, and forcing "sdpa" would refuse the models that do not.
+    chosen = options.extra.get("attn_implementation")
+    return {} if chosen is None else {"attn_implementation": chosen}
+
+
 def load_hf(
     name_or_path: str,
     options: LoadOptions,
@@ -474,8 +481,9 @@ def load_hf(
         name_or_path: hub id, local model folder, or ``.gguf`` file.
         options: device, dtype, revision, trust_remote_code, gguf_file, max_batch_size
             (``extra``: ``stop_token_ids``; ``generation_loop`` and ``compile`` as in
-            ``HFGenerator``; ``attn_implementation``, default ``"sdpa"``: PyTorch's fused
-            attention on CPU and CUDA; ``"eager"`` for models without SDPA support).
+            ``HFGenerator``; ``attn_implementation``: unset lets transformers pick, which is
+            ``"sdpa"`` — PyTorch's fused attention, on CPU and CUDA — for every model that
+            supports it and ``"eager"`` otherwise; the manifest records what was used).
         model_id: the name for manifests (default: ``name_or_path``).
         manifest_extra: more manifest entries (the embedded backend names its package).
 
@@ -501,8 +509,7 @@ def load_hf(
     log.info("loading %s (%s) on %s as %s", label, kind, device, str(dtype).removeprefix("torch."))
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **common)
-        attention = options.extra.get("attn_implementation", "sdpa")
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, attn_implementation=attention, **common)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **_attention(options), **common)
     except (OSError, ValueError, KeyError, RuntimeError, EnvironmentError, AttributeError) as exc:
         what = "GGUF file" if gguf else ("model folder" if kind == "local" else "hub model")
         hint = " (is it a complete, uncorrupted GGUF file?)" if gguf else ""

@@ -288,3 +288,32 @@ def test_models_the_loop_cannot_drive_fall_back_to_generate(monkeypatch):
     fallback = HFGenerator(model, tokenizer, model_id="x")
     assert fallback.manifest()["generation_loop"] == "transformers"
     assert fallback.generate([LONG], max_new_tokens=5)[0][0].num_tokens == 5
+
+
+def test_load_hf_options_reach_the_generator(tmp_path):
+    from memprobe_core.models.base import LoadOptions
+    from memprobe_core.models.hf import load_hf
+
+    model, tokenizer = tiny_causal_lm()
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    default = load_hf(str(tmp_path), LoadOptions(device="cpu"))
+    assert default.manifest()["attn_implementation"] == "sdpa"  # transformers' default where supported
+    assert default.manifest()["generation_loop"] == "memprobe" and default.compile is False
+    chosen = load_hf(str(tmp_path), LoadOptions(
+        device="cpu", extra={"attn_implementation": "eager", "generation_loop": "transformers"}))
+    assert chosen.manifest()["attn_implementation"] == "eager"
+    assert chosen.manifest()["generation_loop"] == "transformers"
+    assert chosen.generate([LONG], max_new_tokens=6) == default.generate([LONG], max_new_tokens=6)
+    with pytest.raises(ModelError, match="does not know option.*'colour'.*generation_loop"):
+        load_hf(str(tmp_path), LoadOptions(device="cpu", extra={"colour": "blue"}))
+
+
+def test_compile_option_asks_generate_for_a_static_cache(gen):
+    from memprobe_core.models.hf import _Plan
+
+    compiled = gen.variant(compile=True)
+    assert compiled.manifest()["generation_loop"] == "transformers" and compiled.manifest()["compile"]
+    config = compiled._generation_config(_Plan(8, 0.0, 1.0, None))
+    assert config.cache_implementation == "static" and config.compile_config is not None
+    assert gen._generation_config(_Plan(8, 0.0, 1.0, None)).cache_implementation is None
