@@ -49,10 +49,11 @@ def with_loop(gen: Any, loop: str) -> Any:
     return gen.variant(generation_loop=loop) if hasattr(gen, "variant") else gen
 
 
-def summary(loop: str, mode: str, res: Any) -> dict[str, Any]:
+def summary(loop: str, mode: str, res: Any, cpu_s: float) -> dict[str, Any]:
+    """One result row; ``cpu_s`` (CPU seconds of the process) varies less than wall time on a shared machine."""
     c = res.costs
     return dict(
-        loop=loop, mode=mode, wall_s=round(c.wall_seconds, 1), attacker_s=round(c.attacker_seconds, 1),
+        loop=loop, mode=mode, wall_s=round(c.wall_seconds, 1), cpu_s=round(cpu_s, 1), attacker_s=round(c.attacker_seconds, 1),
         victim_s=round(c.victim_seconds, 1), scoring_s=round(c.scoring_seconds, 3),
         other_s=round(c.wall_seconds - c.attacker_seconds - c.victim_seconds - c.scoring_seconds, 2),
         attacker_queries=c.attacker_queries, victim_queries=c.victim_queries,
@@ -63,7 +64,7 @@ def summary(loop: str, mode: str, res: Any) -> dict[str, Any]:
 
 def ratios(slow: dict[str, Any], fast: dict[str, Any]) -> str:
     return ", ".join(f"{k.removesuffix('_s')} {slow[k] / max(fast[k], 1e-9):.2f}x"
-                     for k in ("wall_s", "attacker_s", "victim_s"))
+                     for k in ("wall_s", "cpu_s", "attacker_s", "victim_s"))
 
 
 def check_victim(victim: Any, trace: list[Any], max_new_tokens: int) -> None:
@@ -158,9 +159,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         models = ModelSet(victim=with_loop(victim, loop), attacker=with_loop(attacker, loop))
         for mode in args.modes.split(","):
             options = AttackOptions(rounds=args.rounds, n_candidates=args.n, seed=0, batched=mode == "batched")
+            cpu0 = time.process_time()
             with profiled(args.profile, args.top, f"{loop}/{mode}"):
                 res = run_interactive(sp, models, options)
-            rows.append(summary(loop, mode, res))
+            rows.append(summary(loop, mode, res, time.process_time() - cpu0))
             traces[(loop, mode)] = res.trace
             print(json.dumps(rows[-1]), flush=True)
     head = list(rows[0])

@@ -1,11 +1,13 @@
 """The ``hf`` backend: transformers + torch, batched generation, white-box access for GCG.
 
 Loads a hub id, a local folder or a GGUF file. All ``requests × n`` sequences of one call go
-through as few ``model.generate`` calls as memory allows (``max_batch_size``; on CUDA
-out-of-memory the batch is halved and retried). Greedy when ``temperature == 0`` (and then one
-sequence per request is computed and copied ``n`` times), seeded sampling otherwise; the seed is
-applied inside ``torch.random.fork_rng`` so the process's global random state is left as it was.
-"""
+through as few batches as memory allows (``max_batch_size``; on CUDA out-of-memory the batch is
+halved and retried). Each batch is decoded by memprobe's own loop (``hf_decode.decode``: one
+prefill per distinct prompt shared by its ``n`` rows, finished rows leave the batch, token ids
+kept) or, with ``generation_loop="transformers"``, by ``model.generate``. Greedy when
+``temperature == 0`` (then one sequence per request is computed and copied ``n`` times), seeded
+sampling otherwise, without touching the process's global random state (own loop: a
+``torch.Generator`` per batch; ``model.generate``: inside ``torch.random.fork_rng``)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,14 @@ from memprobe_core.models.base import (
     Request,
     chat_as_text,
 )
-from memprobe_core.models.hf_decode import Decoding, decode, supports_own_loop
+from memprobe_core.models.hf_decode import (
+    Decoded,
+    Decoding,
+    decode,
+    generate_reference,
+    seeded,
+    supports_own_loop,
+)
 
 log = logging.getLogger("memprobe")
 
@@ -222,7 +231,7 @@ class HFGenerator(Generator):
         order = sorted(range(len(jobs)), key=lambda j: len(prompts[jobs[j]]))
         results: list[Completion | None] = [None] * len(jobs)
         plan = _Plan(max_new_tokens, temperature, top_p, seed)
-        with self._lock, torch.inference_mode(), _seeded(seed, self.device, active=self._seed_globally(plan)):
+        with self._lock, torch.inference_mode(), seeded(seed, self.device, active=self._seed_globally(plan)):
             start = 0
             batch = self.max_batch_size or len(order)
             while start < len(order):
@@ -259,13 +268,6 @@ class HFGenerator(Generator):
 
     def _run_batch(self, prompts: list[list[int]], plan: _Plan) -> list[Completion]:
         """Generate for one batch of prompt rows (equal rows share one prefill in the own loop)."""
-        if self._uses_own_loop:
-            rows = self._run_own_loop(prompts, plan)
-        else:
-            rows = self._run_transformers(prompts, plan)
-        return [self._completion(ids, stopped) for ids, stopped in rows]
-
-    def _run_own_loop(self, prompts: list[list[int]], plan: _Plan) -> list[tuple[list[int], bool]]:
         import torch
 
         spec = Decoding(
@@ -275,78 +277,26 @@ class HFGenerator(Generator):
             stop_ids=self.stop_token_ids,
             pad_id=self._tokenizer.pad_token_id,
         )
+        if not self._uses_own_loop:
+            rows = generate_reference(self._model, prompts, spec, compile_=self.compile)
+            return [self._completion(row) for row in rows]
         generator = None
         if plan.seed is not None and not plan.greedy:
             # Seeded per batch: a batch's samples depend only on the seed and the batch itself.
             seed = plan.seed if plan.batches == 0 else hash((plan.seed, plan.batches)) & (2**63 - 1)
             generator = torch.Generator(device=self.device).manual_seed(seed)
         plan.batches += 1
-        return [(list(d.ids), d.stopped) for d in decode(self._model, prompts, spec, generator)]
+        return [self._completion(row) for row in decode(self._model, prompts, spec, generator)]
 
-    def _run_transformers(self, prompts: list[list[int]], plan: _Plan) -> list[tuple[list[int], bool]]:
-        """The reference path: ``model.generate`` on the left-padded batch (every row prefilled)."""
-        import torch
-
-        width = max(len(p) for p in prompts)
-        pad = self._tokenizer.pad_token_id
-        ids = torch.full((len(prompts), width), pad, dtype=torch.long)  # (B, T), left padded
-        mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, prompt in enumerate(prompts):
-            ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
-            mask[row, width - len(prompt) :] = 1
-        output = self._model.generate(
-            input_ids=ids.to(self.device),
-            attention_mask=mask.to(self.device),
-            generation_config=self._generation_config(plan),
-        )
-        stops = set(self.stop_token_ids)
-        rows = []
-        for tokens in output[:, width:].tolist():  # (B, new tokens); rows that stopped early are padded
-            end = next((k for k, t in enumerate(tokens) if t in stops), None)
-            rows.append((tokens, False) if end is None else (tokens[: end + 1], True))
-        return rows
-
-    def _completion(self, ids: list[int], stopped: bool) -> Completion:
+    def _completion(self, row: Decoded) -> Completion:
         # num_tokens counts the stop token (the model did generate it); text and ids leave it out.
-        text_ids = ids[:-1] if stopped else ids
-        text = self._tokenizer.decode(text_ids, skip_special_tokens=True)
+        text_ids = row.ids[:-1] if row.stopped else row.ids
         return Completion(
-            text=text,
-            num_tokens=len(ids),
-            finish_reason="stop" if stopped else "length",
+            text=self._tokenizer.decode(list(text_ids), skip_special_tokens=True),
+            num_tokens=len(row.ids),
+            finish_reason="stop" if row.stopped else "length",
             token_ids=tuple(text_ids),
         )
-
-    def _generation_config(self, plan: _Plan) -> Any:
-        from transformers import GenerationConfig
-
-        greedy = plan.greedy
-        # Every knob set explicitly: unset fields would be filled from the checkpoint's
-        # generation_config.json (top_k=64, repetition penalties …) and change the method.
-        config = GenerationConfig(
-            max_new_tokens=plan.max_new_tokens,
-            min_new_tokens=0,
-            do_sample=not greedy,
-            temperature=1.0 if greedy else plan.temperature,
-            top_p=1.0 if greedy else plan.top_p,
-            # 0 turns top-k off when sampling; greedy gets the library default so it does not warn.
-            top_k=50 if greedy else 0,
-            num_beams=1,
-            repetition_penalty=1.0,
-            no_repeat_ngram_size=0,
-            eos_token_id=list(self.stop_token_ids),
-            pad_token_id=self._tokenizer.pad_token_id,
-            bos_token_id=getattr(self._model.generation_config, "bos_token_id", None),
-        )
-        if self.compile:
-            from transformers import CompileConfig
-
-            # A static KV cache gives fixed shapes, which is what lets torch.compile reuse its graph.
-            config.cache_implementation = "static"
-            compile_config = CompileConfig(mode="default" if self.device.type == "cpu" else "reduce-overhead")
-            compile_config._compile_all_devices = True  # transformers compiles only on GPUs unless told
-            config.compile_config = compile_config
-        return config
 
 
 @dataclass
@@ -362,31 +312,6 @@ class _Plan:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
-
-
-class _seeded:
-    """Seed torch's generators for one call and put the global state back afterwards."""
-
-    def __init__(self, seed: int | None, device: Any, *, active: bool) -> None:
-        self.seed, self.device, self.active = seed, device, active
-        self._fork: Any = None
-
-    def __enter__(self) -> None:
-        import torch
-
-        if self.seed is None or not self.active:
-            return
-        devices = []
-        if getattr(self.device, "type", str(self.device)).startswith("cuda"):
-            devices = [self.device.index or 0] if hasattr(self.device, "index") else [0]
-        self._fork = torch.random.fork_rng(devices=devices)
-        self._fork.__enter__()
-        torch.manual_seed(self.seed)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._fork is not None:
-            self._fork.__exit__(*exc)
-            self._fork = None
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> list[int]:

@@ -1,4 +1,4 @@
-"""memprobe's own decoding loop for the ``hf`` backend (greedy or sampled, one batch).
+"""The ``hf`` backend's two ways to decode one batch: memprobe's own loop and ``model.generate``.
 
 Why not ``model.generate``: a probe asks for ``n`` samples of ONE attacker request and for
 greedy answers of many victim prompts of different lengths. ``generate`` copies the prompt ``n``
@@ -13,6 +13,10 @@ The model calls are the ones ``generate`` makes (left padding, position ids from
 mask, ``logits_to_keep=1``, no mask when nothing is padded), so greedy outputs are the same;
 sampling applies transformers' own temperature and top-p warpers and draws from a
 ``torch.Generator`` seeded per call.
+
+``generate_reference`` is the other path: ``model.generate`` on the left-padded batch (every
+row prefilled, rows that ended computed on), kept as the reference the loop is tested against,
+for models the loop cannot drive, and for the static-cache + ``torch.compile`` option.
 """
 
 from __future__ import annotations
@@ -217,3 +221,88 @@ def _float32() -> Any:
     import torch
 
     return torch.float32
+
+
+# --- the reference path: model.generate ---------------------------------------------------------
+
+
+def generate_reference(model: Any, prompts: list[list[int]], spec: Decoding, *, compile_: bool = False) -> list[Decoded]:
+    """``model.generate`` on the left-padded rows (seeded through torch's global generator)."""
+    import torch
+
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), spec.pad_id, dtype=torch.long)  # (B, T), left padded
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+        mask[row, width - len(prompt) :] = 1
+    output = model.generate(
+        input_ids=ids.to(model.device),
+        attention_mask=mask.to(model.device),
+        generation_config=generation_config(model, spec, compile_=compile_),
+    )
+    stops = set(spec.stop_ids)
+    rows = []
+    for tokens in output[:, width:].tolist():  # (B, new tokens); rows that stopped early are padded
+        end = next((k for k, t in enumerate(tokens) if t in stops), None)
+        rows.append(Decoded(tuple(tokens), False) if end is None else Decoded(tuple(tokens[: end + 1]), True))
+    return rows
+
+
+def generation_config(model: Any, spec: Decoding, *, compile_: bool = False) -> Any:
+    """The ``GenerationConfig`` for ``spec``, every knob set explicitly.
+
+    Unset fields would be filled from the checkpoint's generation_config.json (top_k=64,
+    repetition penalties …) and change the method.
+    """
+    from transformers import CompileConfig, GenerationConfig
+
+    greedy = spec.greedy
+    config = GenerationConfig(
+        max_new_tokens=spec.max_new_tokens,
+        min_new_tokens=0,
+        do_sample=not greedy,
+        temperature=1.0 if greedy else spec.temperature,
+        top_p=1.0 if greedy else spec.top_p,
+        # 0 turns top-k off when sampling; greedy gets the library default so it does not warn.
+        top_k=50 if greedy else 0,
+        num_beams=1,
+        repetition_penalty=1.0,
+        no_repeat_ngram_size=0,
+        eos_token_id=list(spec.stop_ids),
+        pad_token_id=spec.pad_id,
+        bos_token_id=getattr(model.generation_config, "bos_token_id", None),
+    )
+    if compile_:
+        # A static KV cache gives fixed shapes, which is what lets torch.compile reuse its graph.
+        config.cache_implementation = "static"
+        on_cpu = getattr(model.device, "type", "cpu") == "cpu"
+        compile_config = CompileConfig(mode="default" if on_cpu else "reduce-overhead")
+        compile_config._compile_all_devices = True  # transformers compiles only on GPUs unless told
+        config.compile_config = compile_config
+    return config
+
+
+class seeded:
+    """Seed torch's global generators for one call and put their state back afterwards."""
+
+    def __init__(self, seed: int | None, device: Any, *, active: bool) -> None:
+        self.seed, self.device, self.active = seed, device, active
+        self._fork: Any = None
+
+    def __enter__(self) -> None:
+        import torch
+
+        if self.seed is None or not self.active:
+            return
+        devices = []
+        if getattr(self.device, "type", str(self.device)).startswith("cuda"):
+            devices = [self.device.index or 0] if hasattr(self.device, "index") else [0]
+        self._fork = torch.random.fork_rng(devices=devices)
+        self._fork.__enter__()
+        torch.manual_seed(self.seed)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._fork is not None:
+            self._fork.__exit__(*exc)
+            self._fork = None

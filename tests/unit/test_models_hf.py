@@ -310,10 +310,11 @@ def test_load_hf_options_reach_the_generator(tmp_path):
 
 
 def test_compile_option_asks_generate_for_a_static_cache(gen):
-    from memprobe_core.models.hf import _Plan
+    from memprobe_core.models.hf_decode import Decoding, generation_config
 
     compiled = gen.variant(compile=True)
     assert compiled.manifest()["generation_loop"] == "transformers" and compiled.manifest()["compile"]
-    config = compiled._generation_config(_Plan(8, 0.0, 1.0, None))
+    spec = Decoding(max_new_tokens=8, temperature=0.0, top_p=1.0, stop_ids=(2,), pad_id=0)
+    config = generation_config(gen.torch_model, spec, compile_=True)
     assert config.cache_implementation == "static" and config.compile_config is not None
-    assert gen._generation_config(_Plan(8, 0.0, 1.0, None)).cache_implementation is None
+    assert generation_config(gen.torch_model, spec).cache_implementation is None
