@@ -37,8 +37,6 @@ class Decoding:
         top_p: nucleus mass when sampling (1.0: off).
         stop_ids: token ids that end a row (the stop token counts as generated).
         pad_id: the id written into padded prompt positions (masked out).
-        drop_finished: take rows that stopped out of the batch (False: keep computing them, as
-            ``generate`` does; only for benchmarks and tests).
     """
 
     max_new_tokens: int
@@ -46,7 +44,6 @@ class Decoding:
     top_p: float
     stop_ids: tuple[int, ...]
     pad_id: int
-    drop_finished: bool = True
 
     @property
     def greedy(self) -> bool:
@@ -163,7 +160,7 @@ def _loop(model: Any, state: _State, spec: Decoding, generator: Any, n_rows: int
         done[state.rows] |= ended
         if step == spec.max_new_tokens - 1 or bool(done.all()):
             break
-        if spec.drop_finished and bool(ended.any()):
+        if bool(ended.any()):  # rows that stopped leave the batch: cache, mask, positions, logits
             keep = (~ended).nonzero().squeeze(-1)
             state.select(keep)
             tokens = tokens[keep]
