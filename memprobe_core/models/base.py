@@ -33,16 +33,14 @@ class Completion:
         text: the generated text, prompt removed.
         num_tokens: tokens generated (cost accounting).
         finish_reason: ``"stop"`` (EOS or a stop string) or ``"length"`` (hit max_new_tokens).
-        token_ids: the model's token ids of ``text`` (the stop token left out), so callers that
-            count or compare tokens need not re-tokenize the text (re-encoding decoded text does
-            not always give the same ids back). Empty where a backend does not see ids (remote
-            APIs); such callers then fall back to the tokenizer.
+        token_ids: the generated ids (stop token excluded) where the backend has them; the
+            output window is cut from these rather than from re-tokenized text.
     """
 
     text: str
     num_tokens: int
     finish_reason: str = "length"
-    token_ids: tuple[int, ...] = ()
+    token_ids: list[int] | None = None
 
 
 @dataclass

@@ -295,7 +295,7 @@ class HFGenerator(Generator):
             text=self._tokenizer.decode(list(text_ids), skip_special_tokens=True),
             num_tokens=len(row.ids),
             finish_reason="stop" if row.stopped else "length",
-            token_ids=tuple(text_ids),
+            token_ids=list(text_ids),
         )
 
 
