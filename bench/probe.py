@@ -4,19 +4,26 @@ Victim: Gemma-3-270M base (it continues public texts it has seen); attacker and 
 SmolLM2-135M-Instruct. The snippet is the first demo-corpus snippet of the chosen domain that has
 200 victim tokens. The same probe runs twice, side by side: batched (one attacker call and one
 victim call per round, the product's default) and unbatched (one call per candidate), and the
-time is split into attacker generation, victim generation and scoring.
+time is split into attacker generation, victim generation and scoring. ``--loops`` runs it once
+per hf generation loop on the same loaded models (memprobe's own loop vs ``model.generate``)
+and then checks that both give the same greedy victim outputs for the last round's prompts.
 
     python bench/probe.py                 # 3 × 24 at length 200 (several minutes on 2 cores)
     python bench/probe.py --rounds 1 --n 4
+    python bench/probe.py --modes batched --loops memprobe,transformers   # own loop vs model.generate
+    python bench/probe.py --modes batched --profile         # cProfile: where the time goes
+    python bench/probe.py --modes batched --profile torch   # per torch operator
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +44,82 @@ def pick_split(victim: Any, length: int, domain: str) -> Any:
     raise SystemExit(f"no demo snippet of domain {domain!r} has {length} tokens")
 
 
+def with_loop(gen: Any, loop: str) -> Any:
+    """``gen`` driven by generation loop ``loop`` (hf models; other backends as they are)."""
+    return gen.variant(generation_loop=loop) if hasattr(gen, "variant") else gen
+
+
+def summary(loop: str, mode: str, res: Any, cpu_s: float) -> dict[str, Any]:
+    """One result row; ``cpu_s`` (CPU seconds of the process) varies less than wall time on a shared machine."""
+    c = res.costs
+    return dict(
+        loop=loop, mode=mode, wall_s=round(c.wall_seconds, 1), cpu_s=round(cpu_s, 1), attacker_s=round(c.attacker_seconds, 1),
+        victim_s=round(c.victim_seconds, 1), scoring_s=round(c.scoring_seconds, 3),
+        other_s=round(c.wall_seconds - c.attacker_seconds - c.victim_seconds - c.scoring_seconds, 2),
+        attacker_queries=c.attacker_queries, victim_queries=c.victim_queries,
+        tokens=c.generated_tokens, tokens_per_s=round(c.generated_tokens / c.wall_seconds, 1),
+        mem=round(res.mem, 3), lcs_p=round(res.lcs_p, 3), objective=round(res.objective, 3),
+    )
+
+
+def ratios(slow: dict[str, Any], fast: dict[str, Any]) -> str:
+    return ", ".join(f"{k.removesuffix('_s')} {slow[k] / max(fast[k], 1e-9):.2f}x"
+                     for k in ("wall_s", "cpu_s", "attacker_s", "victim_s"))
+
+
+def check_victim(victim: Any, trace: list[Any], max_new_tokens: int) -> None:
+    """Greedy victim outputs of the last round's prompts through both loops: must be equal.
+
+    The two probe runs sample different attacker prompts (dropping finished rows changes which
+    random numbers each row draws), so their victim outputs cannot be compared directly.
+    """
+    from memprobe_core.attacks.scoring import victim_request
+
+    last = max(c.round for c in trace)
+    prompts = list(dict.fromkeys(c.prompt for c in trace if c.round == last and c.prompt))
+    requests = [victim_request(p, victim, as_chat=True) for p in prompts]
+    outs = {}
+    for loop in ("memprobe", "transformers"):
+        gen = with_loop(victim, loop)
+        started = time.perf_counter()
+        outs[loop] = gen.generate(requests, max_new_tokens=max_new_tokens)
+        print(f"victim, {len(requests)} prompts, {loop} loop: {time.perf_counter() - started:.1f} s", flush=True)
+    same = sum(a == b for a, b in zip(outs["memprobe"], outs["transformers"]))
+    print(f"victim greedy outputs identical (text, ids, finish): {same}/{len(requests)}", flush=True)
+
+
+@contextlib.contextmanager
+def profiled(kind: str | None, top: int, label: str) -> Iterator[None]:
+    """Run the block under cProfile or the torch profiler and print the top entries."""
+    if kind is None:
+        yield
+        return
+    if kind == "torch":
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            yield
+        print(f"\n--- torch profile ({label}) ---")
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=top))
+        return
+    import cProfile
+    import io
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    try:
+        yield
+    finally:
+        prof.disable()
+    for order in ("tottime", "cumulative"):
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).strip_dirs().sort_stats(order).print_stats(top)
+        body = buf.getvalue()
+        print(f"\n--- cProfile ({label}) by {order} ---")
+        print(body[body.find("   ncalls"):] if "   ncalls" in body else body)
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--victim", default="gemma-3-270m")
@@ -46,8 +129,15 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--length", type=int, default=200)
     p.add_argument("--domain", default="legal")
     p.add_argument("--modes", default="batched,unbatched", help="comma list of batched/unbatched")
+    p.add_argument("--loops", default="memprobe",
+                   help="comma list of hf generation loops to run side by side: memprobe (own loop: "
+                        "shared prefill, finished rows dropped) and/or transformers (model.generate)")
     p.add_argument("--json", default=None, help="also write the rows to this file")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    p.add_argument("--profile", nargs="?", const="cprofile", choices=["cprofile", "torch"], default=None,
+                   help="profile each mode's run and print where the time goes (cprofile: Python "
+                        "functions incl. torch ops; torch: per-operator table)")
+    p.add_argument("--top", type=int, default=25, help="rows of each profile table")
     args = p.parse_args(argv)
     if args.threads:
         import torch
@@ -64,30 +154,30 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     sp = pick_split(victim, args.length, args.domain)
     print(f"snippet {sp.snippet.id} ({sp.snippet.domain}): {len(sp.prefix_ids)} + {sp.suffix_tokens} tokens",
           flush=True)
-    rows = []
-    for mode in args.modes.split(","):
-        options = AttackOptions(rounds=args.rounds, n_candidates=args.n, seed=0, batched=mode == "batched")
-        res = run_interactive(sp, ModelSet(victim=victim, attacker=attacker), options)
-        c = res.costs
-        rows.append(dict(
-            mode=mode, wall_s=round(c.wall_seconds, 1), attacker_s=round(c.attacker_seconds, 1),
-            victim_s=round(c.victim_seconds, 1), scoring_s=round(c.scoring_seconds, 3),
-            other_s=round(c.wall_seconds - c.attacker_seconds - c.victim_seconds - c.scoring_seconds, 2),
-            attacker_queries=c.attacker_queries, victim_queries=c.victim_queries,
-            tokens=c.generated_tokens, tokens_per_s=round(c.generated_tokens / c.wall_seconds, 1),
-            mem=round(res.mem, 3), lcs_p=round(res.lcs_p, 3), objective=round(res.objective, 3),
-        ))
-        print(json.dumps(rows[-1]), flush=True)
+    rows, traces = [], {}
+    for loop in args.loops.split(","):
+        models = ModelSet(victim=with_loop(victim, loop), attacker=with_loop(attacker, loop))
+        for mode in args.modes.split(","):
+            options = AttackOptions(rounds=args.rounds, n_candidates=args.n, seed=0, batched=mode == "batched")
+            cpu0 = time.process_time()
+            with profiled(args.profile, args.top, f"{loop}/{mode}"):
+                res = run_interactive(sp, models, options)
+            rows.append(summary(loop, mode, res, time.process_time() - cpu0))
+            traces[(loop, mode)] = res.trace
+            print(json.dumps(rows[-1]), flush=True)
     head = list(rows[0])
     print("\n" + " | ".join(f"{h:>14}" for h in head))
     for row in rows:
         print(" | ".join(f"{row[h]!s:>14}" for h in head))
-    by = {r["mode"]: r for r in rows}
-    if {"batched", "unbatched"} <= set(by):
-        b, u = by["batched"], by["unbatched"]
-        print(f"\nunbatched / batched: wall {u['wall_s'] / b['wall_s']:.2f}x, attacker "
-              f"{u['attacker_s'] / max(b['attacker_s'], 1e-9):.2f}x, victim "
-              f"{u['victim_s'] / max(b['victim_s'], 1e-9):.2f}x")
+    by = {(r["loop"], r["mode"]): r for r in rows}
+    for loop in args.loops.split(","):
+        if (loop, "batched") in by and (loop, "unbatched") in by:
+            print(f"\n{loop}: unbatched / batched: " + ratios(by[(loop, "unbatched")], by[(loop, "batched")]))
+    for mode in args.modes.split(","):
+        if ("memprobe", mode) in by and ("transformers", mode) in by:
+            print(f"\n{mode}: transformers loop / memprobe loop: "
+                  + ratios(by[("transformers", mode)], by[("memprobe", mode)]))
+            check_victim(victim, traces[("transformers", mode)], sp.suffix_tokens)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return rows

@@ -1,11 +1,13 @@
 """The ``hf`` backend: transformers + torch, batched generation, white-box access for GCG.
 
 Loads a hub id, a local folder or a GGUF file. All ``requests × n`` sequences of one call go
-through as few ``model.generate`` calls as memory allows (``max_batch_size``; on CUDA
-out-of-memory the batch is halved and retried). Greedy when ``temperature == 0`` (and then one
-sequence per request is computed and copied ``n`` times), seeded sampling otherwise; the seed is
-applied inside ``torch.random.fork_rng`` so the process's global random state is left as it was.
-"""
+through as few batches as memory allows (``max_batch_size``; on CUDA out-of-memory the batch is
+halved and retried). Each batch is decoded by memprobe's own loop (``hf_decode.decode``: one
+prefill per distinct prompt shared by its ``n`` rows, finished rows leave the batch, token ids
+kept) or, with ``generation_loop="transformers"``, by ``model.generate``. Greedy when
+``temperature == 0`` (then one sequence per request is computed and copied ``n`` times), seeded
+sampling otherwise, without touching the process's global random state (own loop: a
+``torch.Generator`` per batch; ``model.generate``: inside ``torch.random.fork_rng``)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ import logging
 import os
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from memprobe_core.models.base import (
     Completion,
@@ -24,10 +27,21 @@ from memprobe_core.models.base import (
     Request,
     chat_as_text,
 )
+from memprobe_core.models.hf_decode import (
+    Decoded,
+    Decoding,
+    decode,
+    generate_reference,
+    seeded,
+    supports_own_loop,
+)
 
 log = logging.getLogger("memprobe")
 
 _DTYPES = ("bfloat16", "float16", "float32")
+GenerationLoop = Literal["memprobe", "transformers"]
+_LOOPS = ("memprobe", "transformers")
+_EXTRA_OPTIONS = ("stop_token_ids", "generation_loop", "compile", "attn_implementation")
 
 
 def pick_device(device: str | None) -> str:
@@ -62,6 +76,11 @@ class HFGenerator(Generator):
         max_batch_size: most sequences per ``generate`` call (``None``: all at once).
         manifest_extra: more manifest entries (source, revision, file size …).
         stop_token_ids: token ids that end a completion (default: the model's EOS ids).
+        generation_loop: ``"memprobe"`` (default: ``hf_decode``'s loop — one prefill per
+            distinct prompt, finished rows leave the batch) or ``"transformers"``
+            (``model.generate``; the reference, and the fallback for models the loop cannot drive).
+        compile: ``model.generate`` with a static KV cache and ``torch.compile`` (off by default:
+            compiling takes minutes and measured slower on a 2-core CPU; see bench/generation.py).
     """
 
     backend = "hf"
@@ -75,10 +94,19 @@ class HFGenerator(Generator):
         max_batch_size: int | None = None,
         manifest_extra: dict[str, Any] | None = None,
         stop_token_ids: Sequence[int] | None = None,
+        generation_loop: GenerationLoop = "memprobe",
+        compile: bool = False,
     ) -> None:
         super().__init__()
         if max_batch_size is not None and max_batch_size < 1:
             raise ValueError(f"max_batch_size={max_batch_size}: use at least 1 (or None)")
+        if generation_loop not in _LOOPS:
+            raise ValueError(f"generation_loop {generation_loop!r} is unknown; use one of {list(_LOOPS)}")
+        self.generation_loop: GenerationLoop = generation_loop
+        self.compile = bool(compile)
+        self._own_loop_ok = supports_own_loop(model)
+        if generation_loop == "memprobe" and not self._own_loop_ok:
+            log.info("%s: memprobe's decoding loop cannot drive this model; using model.generate", model_id)
         self.model_id = model_id
         self._model = model
         self._tokenizer = tokenizer
@@ -127,9 +155,32 @@ class HFGenerator(Generator):
             "revision": getattr(config, "_commit_hash", None),
             "parameters": int(sum(p.numel() for p in self._model.parameters())),
             "chat_template": self.has_chat_template,
+            "attn_implementation": getattr(config, "_attn_implementation", None),
+            "generation_loop": "memprobe" if self._uses_own_loop else "transformers",
+            "compile": self.compile,
         }
         out.update(self._manifest_extra)
         return out
+
+    def variant(self, **changes: Any) -> HFGenerator:
+        """A generator over the same model and tokenizer with other settings.
+
+        Benchmarks and tests use it to compare generation loops on one loaded model.
+
+        Args:
+            **changes: ``HFGenerator`` keyword arguments to change (``generation_loop``,
+                ``compile``, ``stop_token_ids``, ``max_batch_size``, ``model_id`` …).
+        """
+        kwargs: dict[str, Any] = {
+            "model_id": self.model_id,
+            "max_batch_size": self.max_batch_size,
+            "manifest_extra": self._manifest_extra,
+            "stop_token_ids": self.stop_token_ids,
+            "generation_loop": self.generation_loop,
+            "compile": self.compile,
+        }
+        kwargs.update(changes)
+        return HFGenerator(self._model, self._tokenizer, **kwargs)
 
     def __repr__(self) -> str:
         return f"HFGenerator({self.model_id!r}, device={self.device}, dtype={self._model.dtype})"
@@ -174,17 +225,19 @@ class HFGenerator(Generator):
         # Greedy: every one of the n completions is the same, so compute it once per request.
         copies = 1 if greedy else n
         jobs = [i for i in range(len(prompts)) for _ in range(copies)]
-        # Similar lengths together wastes less padding; results go back by job index.
+        # Similar lengths together wastes less padding when batches are capped; the sort is
+        # stable, so the n rows of one request stay adjacent (one shared prefill). Results go
+        # back by job index.
         order = sorted(range(len(jobs)), key=lambda j: len(prompts[jobs[j]]))
         results: list[Completion | None] = [None] * len(jobs)
-        config = self._generation_config(max_new_tokens, temperature, top_p, greedy)
-        with self._lock, torch.inference_mode(), _seeded(seed, self.device, active=not greedy):
+        plan = _Plan(max_new_tokens, temperature, top_p, seed)
+        with self._lock, torch.inference_mode(), seeded(seed, self.device, active=self._seed_globally(plan)):
             start = 0
             batch = self.max_batch_size or len(order)
             while start < len(order):
                 chunk = order[start : start + batch]
                 try:
-                    rows = self._run_batch([prompts[jobs[j]] for j in chunk], config)
+                    rows = self._run_batch([prompts[jobs[j]] for j in chunk], plan)
                 except torch.OutOfMemoryError as exc:
                     if batch == 1:
                         raise ModelError(
@@ -204,80 +257,61 @@ class HFGenerator(Generator):
             out.append(mine * n if greedy else mine)  # type: ignore[operator]
         return out  # type: ignore[return-value]
 
-    def _generation_config(self, max_new_tokens: int, temperature: float, top_p: float, greedy: bool) -> Any:
-        from transformers import GenerationConfig
+    def _seed_globally(self, plan: _Plan) -> bool:
+        # The own loop draws from a torch.Generator of its own; model.generate only knows the
+        # global generator, which is then seeded inside fork_rng.
+        return not plan.greedy and not self._uses_own_loop
 
-        # Every knob set explicitly: unset fields would be filled from the checkpoint's
-        # generation_config.json (top_k=64, repetition penalties …) and change the method.
-        return GenerationConfig(
-            max_new_tokens=max_new_tokens,
-            min_new_tokens=0,
-            do_sample=not greedy,
-            temperature=1.0 if greedy else temperature,
-            top_p=1.0 if greedy else top_p,
-            # 0 turns top-k off when sampling; greedy gets the library default so it does not warn.
-            top_k=50 if greedy else 0,
-            num_beams=1,
-            repetition_penalty=1.0,
-            no_repeat_ngram_size=0,
-            eos_token_id=list(self.stop_token_ids),
-            pad_token_id=self._tokenizer.pad_token_id,
-            bos_token_id=getattr(self._model.generation_config, "bos_token_id", None),
-        )
+    @property
+    def _uses_own_loop(self) -> bool:
+        return self.generation_loop == "memprobe" and not self.compile and self._own_loop_ok
 
-    def _run_batch(self, prompts: list[list[int]], config: Any) -> list[Completion]:
+    def _run_batch(self, prompts: list[list[int]], plan: _Plan) -> list[Completion]:
+        """Generate for one batch of prompt rows (equal rows share one prefill in the own loop)."""
         import torch
 
-        width = max(len(p) for p in prompts)
-        pad = self._tokenizer.pad_token_id
-        ids = torch.full((len(prompts), width), pad, dtype=torch.long)  # (B, T), left padded
-        mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, prompt in enumerate(prompts):
-            ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
-            mask[row, width - len(prompt) :] = 1
-        output = self._model.generate(
-            input_ids=ids.to(self.device),
-            attention_mask=mask.to(self.device),
-            generation_config=config,
+        spec = Decoding(
+            max_new_tokens=plan.max_new_tokens,
+            temperature=plan.temperature,
+            top_p=plan.top_p,
+            stop_ids=self.stop_token_ids,
+            pad_id=self._tokenizer.pad_token_id,
         )
-        new = output[:, width:].tolist()  # (B, new tokens); rows that stopped early are padded
-        stops = set(self.stop_token_ids)
-        completions = []
-        for tokens in new:
-            end = next((k for k, t in enumerate(tokens) if t in stops), None)
-            if end is None:
-                text_ids, num, reason = tokens, len(tokens), "length"
-            else:
-                # num_tokens counts the stop token: the model did generate it.
-                text_ids, num, reason = tokens[:end], end + 1, "stop"
-            text = self._tokenizer.decode(text_ids, skip_special_tokens=True)
-            completions.append(Completion(text=text, num_tokens=num, finish_reason=reason))
-        return completions
+        if not self._uses_own_loop:
+            rows = generate_reference(self._model, prompts, spec, compile_=self.compile)
+            return [self._completion(row) for row in rows]
+        generator = None
+        if plan.seed is not None and not plan.greedy:
+            # Seeded per batch: a batch's samples depend only on the seed and the batch itself.
+            seed = plan.seed if plan.batches == 0 else hash((plan.seed, plan.batches)) & (2**63 - 1)
+            generator = torch.Generator(device=self.device).manual_seed(seed)
+        plan.batches += 1
+        return [self._completion(row) for row in decode(self._model, prompts, spec, generator)]
+
+    def _completion(self, row: Decoded) -> Completion:
+        # num_tokens counts the stop token (the model did generate it); text and ids leave it out.
+        text_ids = row.ids[:-1] if row.stopped else row.ids
+        return Completion(
+            text=self._tokenizer.decode(list(text_ids), skip_special_tokens=True),
+            num_tokens=len(row.ids),
+            finish_reason="stop" if row.stopped else "length",
+            token_ids=list(text_ids),
+        )
 
 
-class _seeded:
-    """Seed torch's generators for one call and put the global state back afterwards."""
+@dataclass
+class _Plan:
+    """The settings of one ``generate`` call, plus a counter of batches run (for per-batch seeds)."""
 
-    def __init__(self, seed: int | None, device: Any, *, active: bool) -> None:
-        self.seed, self.device, self.active = seed, device, active
-        self._fork: Any = None
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+    seed: int | None
+    batches: int = 0
 
-    def __enter__(self) -> None:
-        import torch
-
-        if self.seed is None or not self.active:
-            return
-        devices = []
-        if getattr(self.device, "type", str(self.device)).startswith("cuda"):
-            devices = [self.device.index or 0] if hasattr(self.device, "index") else [0]
-        self._fork = torch.random.fork_rng(devices=devices)
-        self._fork.__enter__()
-        torch.manual_seed(self.seed)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._fork is not None:
-            self._fork.__exit__(*exc)
-            self._fork = None
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
@@ -352,6 +386,13 @@ def _hub_offline() -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
 
 
+def _attention(options: LoadOptions) -> dict[str, Any]:
+    # Only passed when asked for: transformers 5 already defaults to SDPA where a model supports
+    # it, and forcing "sdpa" would refuse the models that do not.
+    chosen = options.extra.get("attn_implementation")
+    return {} if chosen is None else {"attn_implementation": chosen}
+
+
 def load_hf(
     name_or_path: str,
     options: LoadOptions,
@@ -364,7 +405,10 @@ def load_hf(
     Args:
         name_or_path: hub id, local model folder, or ``.gguf`` file.
         options: device, dtype, revision, trust_remote_code, gguf_file, max_batch_size
-            (``extra``: ``stop_token_ids``).
+            (``extra``: ``stop_token_ids``; ``generation_loop`` and ``compile`` as in
+            ``HFGenerator``; ``attn_implementation``: unset lets transformers pick, which is
+            ``"sdpa"`` — PyTorch's fused attention, on CPU and CUDA — for every model that
+            supports it and ``"eager"`` otherwise; the manifest records what was used).
         model_id: the name for manifests (default: ``name_or_path``).
         manifest_extra: more manifest entries (the embedded backend names its package).
 
@@ -373,9 +417,11 @@ def load_hf(
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    unknown = set(options.extra) - {"stop_token_ids"}
+    unknown = set(options.extra) - set(_EXTRA_OPTIONS)
     if unknown:
-        raise ModelError(f"the hf backend does not know option(s) {sorted(unknown)}")
+        raise ModelError(
+            f"the hf backend does not know option(s) {sorted(unknown)}; it knows {list(_EXTRA_OPTIONS)}"
+        )
     source, gguf, kind = resolve_source(name_or_path, options.gguf_file)
     device = pick_device(options.device)
     dtype = pick_dtype(options.dtype, device)
@@ -388,7 +434,7 @@ def load_hf(
     log.info("loading %s (%s) on %s as %s", label, kind, device, str(dtype).removeprefix("torch."))
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **common)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **common)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **_attention(options), **common)
     except (OSError, ValueError, KeyError, RuntimeError, EnvironmentError, AttributeError) as exc:
         what = "GGUF file" if gguf else ("model folder" if kind == "local" else "hub model")
         hint = " (is it a complete, uncorrupted GGUF file?)" if gguf else ""
@@ -416,4 +462,6 @@ def load_hf(
         max_batch_size=options.max_batch_size,
         manifest_extra=extra,
         stop_token_ids=options.extra.get("stop_token_ids"),
+        generation_loop=options.extra.get("generation_loop", "memprobe"),
+        compile=bool(options.extra.get("compile", False)),
     )

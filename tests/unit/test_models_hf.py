@@ -139,3 +139,182 @@ def test_device_and_dtype_choice():
     if not torch.cuda.is_available():
         with pytest.raises(ModelError, match="no CUDA"):
             pick_device("cuda")
+
+
+# --- memprobe's decoding loop (hf_decode) -------------------------------------------------------
+
+REQUESTS = [SHORT, LONG, "We the People of the United States", "def add(a, b):"]
+
+
+def _reference(gen: HFGenerator) -> HFGenerator:
+    """The same model and tokenizer behind model.generate (the reference path)."""
+    return gen.variant(generation_loop="transformers")
+
+
+class _Calls:
+    """Records the (batch, width) of every forward call of a model."""
+
+    def __init__(self, model):
+        self.shapes: list[tuple[int, int]] = []
+        self._handle = model.register_forward_pre_hook(self._record, with_kwargs=True)
+
+    def _record(self, module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        self.shapes.append(tuple(ids.shape))
+
+    def close(self):
+        self._handle.remove()
+
+
+def _first_fresh_token(gen: HFGenerator, text: str, after: int) -> tuple[int, int]:
+    """(step, token) of the first greedy token at step >= after not generated before it."""
+    ids = list(gen.generate([text], max_new_tokens=10)[0][0].token_ids)
+    step = next(k for k in range(after, len(ids)) if ids[k] not in ids[:k])
+    return step, ids[step]
+
+
+def test_own_loop_greedy_matches_model_generate_bit_for_bit(gen):
+    ours = gen.generate(REQUESTS, max_new_tokens=12)
+    theirs = _reference(gen).generate(REQUESTS, max_new_tokens=12)
+    assert gen.manifest()["generation_loop"] == "memprobe"
+    assert _reference(gen).manifest()["generation_loop"] == "transformers"
+    assert [r[0].token_ids for r in ours] == [r[0].token_ids for r in theirs]
+    assert ours == theirs
+
+
+def test_own_loop_matches_generate_when_rows_stop_early(gen):
+    step, token = _first_fresh_token(gen, LONG, 2)
+    stopping = gen.variant(stop_token_ids=[token])
+    ours = stopping.generate(REQUESTS, max_new_tokens=10)
+    theirs = _reference(stopping).generate(REQUESTS, max_new_tokens=10)
+    assert ours == theirs
+    assert ours[1][0].finish_reason == "stop" and ours[1][0].num_tokens == step + 1
+
+
+def test_finished_rows_leave_the_batch(gen):
+    short_ids = gen.generate([SHORT], max_new_tokens=8)[0][0].token_ids
+    long_ids = gen.generate([LONG], max_new_tokens=8)[0][0].token_ids
+    # a stop token that ends the LONG row early and never occurs in the SHORT row
+    step = next(k for k in range(1, 6) if long_ids[k] not in long_ids[:k] and long_ids[k] not in short_ids)
+    stopping = gen.variant(stop_token_ids=[long_ids[step]])
+    calls = _Calls(gen.torch_model)
+    try:
+        out = stopping.generate([SHORT, LONG], max_new_tokens=8)
+    finally:
+        calls.close()
+    assert out[0][0].finish_reason == "length" and out[1][0].finish_reason == "stop"
+    # token k comes from call k (call 0 is the prefill); after the LONG row's stop token only
+    # the SHORT row is computed
+    assert [b for b, _ in calls.shapes] == [2] * (step + 1) + [1] * (7 - step)
+
+
+def test_one_prefill_shared_by_the_n_samples(gen):
+    prompt_len = len(gen.prompt_ids(LONG))
+    calls = _Calls(gen.torch_model)
+    try:
+        out = gen.generate([LONG], n=5, max_new_tokens=4, temperature=1.0, seed=3)
+    finally:
+        calls.close()
+    assert calls.shapes[0] == (1, prompt_len)  # the prompt went through the model once
+    assert all(shape == (5, 1) for shape in calls.shapes[1:])
+    assert len(calls.shapes) == 4  # prefill + one call per further token
+    assert len({c.text for c in out[0]}) > 1  # five rows, not five copies of one sample
+
+
+def test_two_requests_with_the_same_prompt_share_a_prefill(gen):
+    calls = _Calls(gen.torch_model)
+    try:
+        gen.generate([LONG, SHORT, LONG], n=2, max_new_tokens=3, temperature=1.0, seed=0)
+    finally:
+        calls.close()
+    assert calls.shapes[0][0] == 2  # two distinct prompts prefilled, six rows decoded
+    assert calls.shapes[1] == (6, 1)
+
+
+def test_sampling_is_seeded_and_matches_model_generate_without_early_stops(gen):
+    kwargs = dict(n=3, max_new_tokens=6, temperature=1.3, top_p=0.9, seed=11)
+    first = gen.generate([LONG], **kwargs)
+    assert gen.generate([LONG], **kwargs) == first
+    assert gen.generate([LONG], **dict(kwargs, seed=12)) != first
+    # no row meets a stop token here, so both loops draw the same random numbers in the same order
+    assert all(c.finish_reason == "length" for c in first[0])
+    assert _reference(gen).generate([LONG], **kwargs) == first
+
+
+def test_completion_carries_the_token_ids_of_its_text(gen):
+    step, token = _first_fresh_token(gen, LONG, 2)
+    free = gen.generate([LONG], max_new_tokens=10)[0][0]
+    stopped = gen.variant(stop_token_ids=[token]).generate([LONG], max_new_tokens=10)[0][0]
+    assert len(free.token_ids) == free.num_tokens == 10
+    assert gen.tokenizer.decode(list(free.token_ids), skip_special_tokens=True) == free.text
+    assert stopped.token_ids == free.token_ids[:step]  # the stop token is counted, not kept
+    assert stopped.num_tokens == step + 1
+
+
+def test_sliding_window_model_gives_generate_outputs():
+    """Gemma-3 (the embedded victim's family) mixes sliding-window and full attention layers."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    from tests.helpers.tiny_models import tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    config = Gemma3TextConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=6,
+        layer_types=["sliding_attention", "full_attention"], max_position_embeddings=256,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = Gemma3ForCausalLM(config).eval()
+    gemma = HFGenerator(model, tokenizer, model_id="tiny-gemma3")
+    step, token = _first_fresh_token(gemma, LONG, 2)
+    for g in (gemma, gemma.variant(stop_token_ids=[token])):
+        assert g.generate(REQUESTS, max_new_tokens=12) == _reference(g).generate(REQUESTS, max_new_tokens=12)
+
+
+def test_unknown_generation_loop_is_refused():
+    model, tokenizer = tiny_causal_lm()
+    with pytest.raises(ValueError, match="generation_loop 'fast'"):
+        HFGenerator(model, tokenizer, model_id="x", generation_loop="fast")
+
+
+def test_models_the_loop_cannot_drive_fall_back_to_generate(monkeypatch):
+    import memprobe_core.models.hf as hf
+
+    monkeypatch.setattr(hf, "supports_own_loop", lambda model: False)
+    model, tokenizer = tiny_causal_lm()
+    fallback = HFGenerator(model, tokenizer, model_id="x")
+    assert fallback.manifest()["generation_loop"] == "transformers"
+    assert fallback.generate([LONG], max_new_tokens=5)[0][0].num_tokens == 5
+
+
+def test_load_hf_options_reach_the_generator(tmp_path):
+    from memprobe_core.models.base import LoadOptions
+    from memprobe_core.models.hf import load_hf
+
+    model, tokenizer = tiny_causal_lm()
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    default = load_hf(str(tmp_path), LoadOptions(device="cpu"))
+    assert default.manifest()["attn_implementation"] == "sdpa"  # transformers' default where supported
+    assert default.manifest()["generation_loop"] == "memprobe" and default.compile is False
+    chosen = load_hf(str(tmp_path), LoadOptions(
+        device="cpu", extra={"attn_implementation": "eager", "generation_loop": "transformers"}))
+    assert chosen.manifest()["attn_implementation"] == "eager"
+    assert chosen.manifest()["generation_loop"] == "transformers"
+    assert chosen.generate([LONG], max_new_tokens=6) == default.generate([LONG], max_new_tokens=6)
+    with pytest.raises(ModelError, match="does not know option.*'colour'.*generation_loop"):
+        load_hf(str(tmp_path), LoadOptions(device="cpu", extra={"colour": "blue"}))
+
+
+def test_compile_option_asks_generate_for_a_static_cache(gen):
+    from memprobe_core.models.hf_decode import Decoding, generation_config
+
+    compiled = gen.variant(compile=True)
+    assert compiled.manifest()["generation_loop"] == "transformers" and compiled.manifest()["compile"]
+    spec = Decoding(max_new_tokens=8, temperature=0.0, top_p=1.0, stop_ids=(2,), pad_id=0)
+    config = generation_config(gen.torch_model, spec, compile_=True)
+    assert config.cache_implementation == "static" and config.compile_config is not None
+    assert generation_config(gen.torch_model, spec).cache_implementation is None

@@ -1,0 +1,305 @@
+"""The ``hf`` backend's two ways to decode one batch: memprobe's own loop and ``model.generate``.
+
+Why not ``model.generate``: a probe asks for ``n`` samples of ONE attacker request and for
+greedy answers of many victim prompts of different lengths. ``generate`` copies the prompt ``n``
+times before the prefill (``num_return_sequences`` expands the inputs first) and keeps computing
+rows that already ended until the last one ends. This loop instead
+
+- prefills each distinct prompt of the batch once and copies its KV cache to its ``n`` rows;
+- drops rows that emitted a stop token from the batch (cache, mask and positions shrink with it);
+- returns the generated token ids, so nobody re-tokenizes the outputs.
+
+The model calls are the ones ``generate`` makes (left padding, position ids from the attention
+mask, ``logits_to_keep=1``, no mask when nothing is padded), so greedy outputs are the same;
+sampling applies transformers' own temperature and top-p warpers and draws from a
+``torch.Generator`` seeded per call.
+
+``generate_reference`` is the other path: ``model.generate`` on the left-padded batch (every
+row prefilled, rows that ended computed on), kept as the reference the loop is tested against,
+for models the loop cannot drive, and for the static-cache + ``torch.compile`` option.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How to decode one batch.
+
+    Attributes:
+        max_new_tokens: cap on generated tokens per row.
+        temperature: 0 for greedy, > 0 to sample.
+        top_p: nucleus mass when sampling (1.0: off).
+        stop_ids: token ids that end a row (the stop token counts as generated).
+        pad_id: the id written into padded prompt positions (masked out).
+    """
+
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+    stop_ids: tuple[int, ...]
+    pad_id: int
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """One row's output: generated ids (stop token included when it stopped) and why it ended."""
+
+    ids: tuple[int, ...]
+    stopped: bool
+
+
+def supports_own_loop(model: Any) -> bool:
+    """Whether ``decode`` can drive ``model`` (a decoder-only LM taking a ``cache`` argument)."""
+    config = getattr(model, "config", None)
+    if config is None or getattr(config, "is_encoder_decoder", False):
+        return False
+    return "cache" in _forward_params(model)
+
+
+def decode(model: Any, prompts: list[list[int]], spec: Decoding, generator: Any = None) -> list[Decoded]:
+    """Generate for every prompt row (rows may repeat a prompt: it is prefilled once).
+
+    Args:
+        model: a decoder-only transformers LM in eval mode.
+        prompts: token ids per row (the n samples of one request are n equal rows).
+        spec: decoding settings.
+        generator: ``torch.Generator`` for sampling (``None``: torch's global generator).
+
+    Returns:
+        One ``Decoded`` per row, in row order.
+    """
+    import torch
+
+    unique: dict[tuple[int, ...], int] = {}
+    row_of = [unique.setdefault(tuple(p), len(unique)) for p in prompts]
+    device = model.device
+    state = _prefill(model, [list(p) for p in unique], spec.pad_id, device)
+    if len(unique) < len(prompts):
+        # Each distinct prompt was run once; its cache rows are copied to every row that asks for it.
+        state.select(torch.tensor(row_of, device=device))
+        state.rows = torch.arange(len(prompts), device=device)  # from here on, one id per output row
+    return _loop(model, state, spec, generator, len(prompts))
+
+
+class _State:
+    """The batch being decoded: KV cache, 2-D mask, next positions, logits and row ids."""
+
+    def __init__(self, cache: Any, mask: Any, positions: Any, logits: Any, rows: Any) -> None:
+        self.cache, self.mask, self.positions, self.logits, self.rows = cache, mask, positions, logits, rows
+
+    def select(self, index: Any) -> None:
+        """Keep (or repeat) the batch rows ``index`` (a 1-D long tensor)."""
+        self.cache.batch_select_indices(index)
+        if self.mask is not None:
+            self.mask = self.mask[index]
+        self.positions = self.positions[index]
+        self.logits = self.logits[index]
+        self.rows = self.rows[index]
+
+
+def _prefill(model: Any, prompts: list[list[int]], pad_id: int, device: Any) -> _State:
+    import torch
+    from transformers import DynamicCache
+
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)  # (B, T), left padded
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+        mask[row, width - len(prompt) :] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)  # (B, T), as generate computes them
+    cache = DynamicCache(config=model.config)
+    # generate drops an all-ones mask (no padding) for the whole run; do the same so the
+    # attention kernels, hence greedy outputs, are the ones generate would use.
+    run_mask = None if bool((mask == 1).all()) else mask
+    logits = _forward(model, ids, run_mask, positions, cache)
+    rows = torch.arange(len(prompts), device=device)
+    return _State(cache, run_mask, positions[:, -1:] + 1, logits, rows)
+
+
+def _forward(model: Any, ids: Any, mask: Any, positions: Any, cache: Any) -> Any:
+    """One model call; the float32 logits of the last position, (B, V)."""
+    params = _forward_params(model)
+    kwargs: dict[str, Any] = {"input_ids": ids, "cache": cache, "use_cache": True}
+    if mask is not None:
+        kwargs["attention_mask"] = mask
+    if "position_ids" in params:
+        kwargs["position_ids"] = positions
+    if "logits_to_keep" in params:
+        kwargs["logits_to_keep"] = 1  # only the last position's logits are needed
+    out = model(**kwargs, return_dict=True)
+    return out.logits[:, -1].to(copy=True, dtype=_float32())
+
+
+def _loop(model: Any, state: _State, spec: Decoding, generator: Any, n_rows: int) -> list[Decoded]:
+    import torch
+
+    pick = _picker(spec, generator)
+    stops = torch.tensor(sorted(set(spec.stop_ids)) or [-1], device=state.logits.device)
+    out: list[list[int]] = [[] for _ in range(n_rows)]
+    stopped = [False] * n_rows
+    done = torch.zeros(n_rows, dtype=torch.bool, device=state.logits.device)
+    for step in range(spec.max_new_tokens):
+        tokens = pick(state.logits)  # (A,)
+        ended = torch.isin(tokens, stops)
+        for row, token, end in zip(state.rows.tolist(), tokens.tolist(), ended.tolist()):
+            if not stopped[row]:
+                out[row].append(token)
+                stopped[row] = end
+        done[state.rows] |= ended
+        if step == spec.max_new_tokens - 1 or bool(done.all()):
+            break
+        if bool(ended.any()):  # rows that stopped leave the batch: cache, mask, positions, logits
+            keep = (~ended).nonzero().squeeze(-1)
+            state.select(keep)
+            tokens = tokens[keep]
+        _step(model, state, tokens)
+    return [Decoded(tuple(ids), s) for ids, s in zip(out, stopped)]
+
+
+def _step(model: Any, state: _State, tokens: Any) -> None:
+    """Feed the tokens just chosen and keep the logits of the next position."""
+    import torch
+
+    if state.mask is not None:
+        ones = torch.ones((state.mask.shape[0], 1), dtype=state.mask.dtype, device=state.mask.device)
+        state.mask = torch.cat([state.mask, ones], dim=-1)
+    state.logits = _forward(model, tokens[:, None], state.mask, state.positions, state.cache)
+    state.positions = state.positions + 1
+
+
+def _picker(spec: Decoding, generator: Any) -> Any:
+    """A function from logits (A, V) to the chosen token per row (A,)."""
+    import torch
+
+    if spec.greedy:
+        return lambda logits: torch.argmax(logits, dim=-1)
+    from transformers.generation.logits_process import (
+        LogitsProcessorList,
+        TemperatureLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    # The warpers generate would apply for these settings, in its order (temperature, then top-p).
+    warpers = LogitsProcessorList([TemperatureLogitsWarper(spec.temperature)])
+    if spec.top_p < 1.0:
+        warpers.append(TopPLogitsWarper(spec.top_p))
+
+    def sample(logits: Any) -> Any:
+        scores = warpers(None, logits)  # the warpers used here ignore the input ids
+        probs = torch.softmax(scores, dim=-1)
+        return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
+
+    return sample
+
+
+def _forward_params(model: Any) -> frozenset[str]:
+    return _params_of(type(model))
+
+
+@functools.lru_cache(maxsize=64)
+def _params_of(cls: type) -> frozenset[str]:
+    # Per class, not per call: inspect.signature costs more than a small model's decode step.
+    return frozenset(inspect.signature(cls.forward).parameters)
+
+
+def _float32() -> Any:
+    import torch
+
+    return torch.float32
+
+
+# --- the reference path: model.generate ---------------------------------------------------------
+
+
+def generate_reference(model: Any, prompts: list[list[int]], spec: Decoding, *, compile_: bool = False) -> list[Decoded]:
+    """``model.generate`` on the left-padded rows (seeded through torch's global generator)."""
+    import torch
+
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), spec.pad_id, dtype=torch.long)  # (B, T), left padded
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+        mask[row, width - len(prompt) :] = 1
+    output = model.generate(
+        input_ids=ids.to(model.device),
+        attention_mask=mask.to(model.device),
+        generation_config=generation_config(model, spec, compile_=compile_),
+    )
+    stops = set(spec.stop_ids)
+    rows = []
+    for tokens in output[:, width:].tolist():  # (B, new tokens); rows that stopped early are padded
+        end = next((k for k, t in enumerate(tokens) if t in stops), None)
+        rows.append(Decoded(tuple(tokens), False) if end is None else Decoded(tuple(tokens[: end + 1]), True))
+    return rows
+
+
+def generation_config(model: Any, spec: Decoding, *, compile_: bool = False) -> Any:
+    """The ``GenerationConfig`` for ``spec``, every knob set explicitly.
+
+    Unset fields would be filled from the checkpoint's generation_config.json (top_k=64,
+    repetition penalties …) and change the method.
+    """
+    from transformers import CompileConfig, GenerationConfig
+
+    greedy = spec.greedy
+    config = GenerationConfig(
+        max_new_tokens=spec.max_new_tokens,
+        min_new_tokens=0,
+        do_sample=not greedy,
+        temperature=1.0 if greedy else spec.temperature,
+        top_p=1.0 if greedy else spec.top_p,
+        # 0 turns top-k off when sampling; greedy gets the library default so it does not warn.
+        top_k=50 if greedy else 0,
+        num_beams=1,
+        repetition_penalty=1.0,
+        no_repeat_ngram_size=0,
+        eos_token_id=list(spec.stop_ids),
+        pad_token_id=spec.pad_id,
+        bos_token_id=getattr(model.generation_config, "bos_token_id", None),
+    )
+    if compile_:
+        # A static KV cache gives fixed shapes, which is what lets torch.compile reuse its graph.
+        config.cache_implementation = "static"
+        on_cpu = getattr(model.device, "type", "cpu") == "cpu"
+        compile_config = CompileConfig(mode="default" if on_cpu else "reduce-overhead")
+        compile_config._compile_all_devices = True  # transformers compiles only on GPUs unless told
+        config.compile_config = compile_config
+    return config
+
+
+class seeded:
+    """Seed torch's global generators for one call and put their state back afterwards."""
+
+    def __init__(self, seed: int | None, device: Any, *, active: bool) -> None:
+        self.seed, self.device, self.active = seed, device, active
+        self._fork: Any = None
+
+    def __enter__(self) -> None:
+        import torch
+
+        if self.seed is None or not self.active:
+            return
+        devices = []
+        if getattr(self.device, "type", str(self.device)).startswith("cuda"):
+            devices = [self.device.index or 0] if hasattr(self.device, "index") else [0]
+        self._fork = torch.random.fork_rng(devices=devices)
+        self._fork.__enter__()
+        torch.manual_seed(self.seed)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._fork is not None:
+            self._fork.__exit__(*exc)
+            self._fork = None
