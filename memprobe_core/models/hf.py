@@ -80,7 +80,7 @@ class HFGenerator(Generator):
             distinct prompt, finished rows leave the batch) or ``"transformers"``
             (``model.generate``; the reference, and the fallback for models the loop cannot drive).
         compile: ``model.generate`` with a static KV cache and ``torch.compile`` (off by default:
-            compiling takes minutes and measured slower on a 2-core CPU; see bench/generation.py).
+            compiling takes minutes; not yet measured here: `python bench/generation.py --compile`).
     """
 
     backend = "hf"
