@@ -50,6 +50,7 @@ from memprobe_core.attacks.scoring import (
     require,
     resolve_alpha,
     score,
+    victim_budget,
 )
 from memprobe_core.data import SplitSnippet
 

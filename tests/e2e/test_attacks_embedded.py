@@ -14,7 +14,7 @@ import pytest
 
 from memprobe_core.attacks import METHOD_LABELS, AttackOptions, ModelSet, run_method
 from memprobe_core.metrics import objective
-from tests.unit.test_attacks_reverse_lm import train_reversed, word_tokenizer
+from tests.unit.attacks.test_attacks_reverse_lm import train_reversed, word_tokenizer
 
 pytestmark = pytest.mark.slow
 

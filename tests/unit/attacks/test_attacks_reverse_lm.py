@@ -15,7 +15,7 @@ from memprobe_core.attacks import (
 )
 from memprobe_core.data import Snippet, split
 from memprobe_core.models.base import Completion, Generator
-from tests.unit.test_attacks_gcg import TinyHF, tiny_llama
+from tests.unit.attacks.test_attacks_gcg import TinyHF, tiny_llama
 
 SENTENCES = [
     "the quick brown fox jumps over the lazy dog near the quiet river bank today",

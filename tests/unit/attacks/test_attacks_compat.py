@@ -16,7 +16,7 @@ from memprobe_core.config import ScoringConfig
 from memprobe_core.data import Snippet, split
 from memprobe_core.errors import UsageError
 from memprobe_core.models.base import Completion, Generator
-from tests.unit.test_attacks_interactive import (
+from tests.unit.attacks.test_attacks_interactive import (
     CountingVictim,
     ScriptedAttacker,
     make_split,

@@ -26,12 +26,12 @@ from memprobe_core.audit.ray_executor import RayExecutor, RayOptions
 from memprobe_core.corpus import demo_corpus
 from memprobe_core.models.base import ModelError
 from memprobe_core.store import Store
-from tests.unit.test_audit_executors import comparable
+from tests.unit.audit.test_audit_executors import comparable
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 METHODS = ["ps_base", "ps_inst", "interactive"]
 OPTIONS = AttackOptions(rounds=2, n_candidates=3, seed=11)
 
