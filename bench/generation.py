@@ -28,8 +28,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from memprobe_core.models import load  # noqa: E402
-from memprobe_core.models.embedded import DEFAULT_INSTRUCT  # noqa: E402
+from memprobe_core.models import load
+from memprobe_core.models.embedded import DEFAULT_INSTRUCT
 
 REQUEST = [{
     "role": "user",

@@ -10,13 +10,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
 from memprobe_core.errors import MemprobeError
 
 Message = dict[str, str]
 Chat = list[Message]
-Request = Union[str, Chat]
+Request = str | Chat
 
 
 class TextTokenizer(Protocol):

@@ -435,7 +435,7 @@ def load_hf(
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **common)
         model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **_attention(options), **common)
-    except (OSError, ValueError, KeyError, RuntimeError, EnvironmentError, AttributeError) as exc:
+    except (OSError, ValueError, KeyError, RuntimeError, AttributeError) as exc:
         what = "GGUF file" if gguf else ("model folder" if kind == "local" else "hub model")
         hint = " (is it a complete, uncorrupted GGUF file?)" if gguf else ""
         raise ModelError(f"could not load {what} {label!r}{hint}: {type(exc).__name__}: {exc}") from exc
