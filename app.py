@@ -27,9 +27,19 @@ st.markdown(
 st.subheader("Pages")
 cols = st.columns(5)
 links = [
-    ("pages/1_Probe.py", "Probe", ":material/biotech:", "one snippet, watch the attacker's rounds live"),
+    (
+        "pages/1_Probe.py",
+        "Probe",
+        ":material/biotech:",
+        "one snippet, watch the attacker's rounds live",
+    ),
     ("pages/2_Compare.py", "Compare", ":material/balance:", "all methods on the same snippet"),
-    ("pages/3_Audit.py", "Audit", ":material/table_chart:", "a dataset × methods × lengths, Table 1"),
+    (
+        "pages/3_Audit.py",
+        "Audit",
+        ":material/table_chart:",
+        "a dataset × methods × lengths, Table 1",
+    ),
     ("pages/4_NER.py", "NER", ":material/label:", "NER memorization: M-MEM, heatmaps"),
     ("pages/5_Runs.py", "Runs", ":material/history:", "history, replay, CSV export"),
 ]
@@ -44,11 +54,15 @@ with left:
     st.write(f"Compute: {ui.device_summary()}")
     st.dataframe(ui.embedded_table(), hide_index=True, width="stretch")
     if ui.fake_default():
-        st.info("MEMPROBE_UI_FAKE=1: the pages default to the fake backend (instant, meaningless "
-                "text) for demos and tests.")
+        st.info(
+            "MEMPROBE_UI_FAKE=1: the pages default to the fake backend (instant, meaningless "
+            "text) for demos and tests."
+        )
     else:
-        st.caption("The first probe on an embedded model converts it once (about a minute on a "
-                   "CPU); later runs load the cached copy in seconds.")
+        st.caption(
+            "The first probe on an embedded model converts it once (about a minute on a "
+            "CPU); later runs load the cached copy in seconds."
+        )
 with right:
     st.subheader("Recent runs")
     store = ui.get_store()
@@ -65,7 +79,9 @@ with right:
                         "title": r.get("title", ""),
                         "status": r["status"],
                         "units done": f"{r.get('units_done', 0)}/{r.get('units_total', 0)}",
-                        "updated": dt.datetime.fromtimestamp(r["updated"]).strftime("%Y-%m-%d %H:%M"),
+                        "updated": dt.datetime.fromtimestamp(r["updated"]).strftime(
+                            "%Y-%m-%d %H:%M"
+                        ),
                     }
                     for r in runs
                 ]

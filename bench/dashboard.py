@@ -94,8 +94,13 @@ def _store_run(store_path: Path, run_id: int | None = None) -> dict[str, Any] | 
         return None
     unit = UnitKey(units[0]["snippet_id"], units[0]["method"], int(units[0]["length"]))
     result = store.result(run["id"], unit)
-    return {"id": run["id"], "status": run["status"], "result": result,
-            "candidates": len(store.candidates_frame(run["id"])), "snippet": unit.snippet_id}
+    return {
+        "id": run["id"],
+        "status": run["status"],
+        "result": result,
+        "candidates": len(store.candidates_frame(run["id"])),
+        "snippet": unit.snippet_id,
+    }
 
 
 def run_cli(args: argparse.Namespace, root: Path, label: str) -> Outcome:
@@ -103,12 +108,32 @@ def run_cli(args: argparse.Namespace, root: Path, label: str) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="memprobe-bench-cli-") as tmp:
         store = Path(tmp) / "runs.sqlite"
         env = {**os.environ, "MEMPROBE_STORE": str(store), "PYTHONPATH": str(root)}
-        cmd = [sys.executable, "-m", "memprobe_core.cli", "probe", "--corpus-id", args.snippet,
-               "--length", str(args.length), "--rounds", str(args.rounds), "--n", str(args.n),
-               "--seed", "0"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "memprobe_core.cli",
+            "probe",
+            "--corpus-id",
+            args.snippet,
+            "--length",
+            str(args.length),
+            "--rounds",
+            str(args.rounds),
+            "--n",
+            str(args.n),
+            "--seed",
+            "0",
+        ]
         t0, before = time.perf_counter(), _children_cpu()
-        done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False,
-                              timeout=args.timeout)
+        done = subprocess.run(
+            cmd,
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=args.timeout,
+        )
         elapsed, cpu = time.perf_counter() - t0, _children_cpu() - before
         if done.returncode != 0:
             raise SystemExit(f"{label} failed ({done.returncode}):\n{done.stderr[-2000:]}")
@@ -136,18 +161,28 @@ def _outcome(label: str, run: dict[str, Any] | None, elapsed: float) -> Outcome:
     if run is None:
         return Outcome(label, None, elapsed, 0, "no run")
     result = run["result"]
-    return Outcome(label, result.costs.wall_seconds if result else None, elapsed,
-                   run["candidates"], run["status"], result.objective if result else None,
-                   run["snippet"])
+    return Outcome(
+        label,
+        result.costs.wall_seconds if result else None,
+        elapsed,
+        run["candidates"],
+        run["status"],
+        result.objective if result else None,
+        run["snippet"],
+    )
 
 
 def run_dashboard(args: argparse.Namespace, root: Path, variant: str, tabs: int) -> Outcome:
     """The probe started from the Probe page with ``tabs`` tabs holding a live job each."""
     label = f"dashboard {variant}, {tabs} tab(s)"
     extra_args, extra_env = VARIANTS[variant]
-    with tempfile.TemporaryDirectory(prefix="memprobe-bench-ui-") as tmp, \
-            serve(f"bench-{variant}-{tabs}", extra_env, Path(tmp), root=root,
-                  extra_args=extra_args) as server, chromium() as context:
+    with (
+        tempfile.TemporaryDirectory(prefix="memprobe-bench-ui-") as tmp,
+        serve(
+            f"bench-{variant}-{tabs}", extra_env, Path(tmp), root=root, extra_args=extra_args
+        ) as server,
+        chromium() as context,
+    ):
         pages = [context.new_page() for _ in range(tabs)]
         t0, cpu0 = time.perf_counter(), _cpu_seconds(server.pid)
         start_probe(pages[0], server.url, length=args.length, rounds=args.rounds, n=args.n)
@@ -181,8 +216,11 @@ def _wait_for(probe: Any, timeout: float, what: str) -> Any:
 def baseline_tree(ref: str) -> Path:
     """A detached git worktree of ``ref`` in a temporary folder."""
     path = Path(tempfile.mkdtemp(prefix="memprobe-bench-baseline-")) / "tree"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), ref],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), ref],
+        check=True,
+        capture_output=True,
+    )
     return path
 
 
@@ -194,9 +232,12 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
     p.add_argument("--sides", default="cli,new:1,new:3")
     p.add_argument("--baseline", default=None, help="git ref of the 'old' tree (old:T, cli@old)")
     p.add_argument("--repeat", type=int, default=1)
-    p.add_argument("--interleave-cli", action="store_true",
-                   help="run the CLI of the same tree before each dashboard side and once at the "
-                        "end; each ratio uses the CLI runs on either side of it (load drifts)")
+    p.add_argument(
+        "--interleave-cli",
+        action="store_true",
+        help="run the CLI of the same tree before each dashboard side and once at the "
+        "end; each ratio uses the CLI runs on either side of it (load drifts)",
+    )
     p.add_argument("--timeout", type=float, default=1800, help="seconds per side")
     p.add_argument("--json", default=None, help="also write the outcomes to this file")
     args = p.parse_args(argv)
@@ -217,8 +258,11 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
                 print(_line(outcomes[-1]), flush=True)
     finally:
         if old is not None:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
-                           check=False, capture_output=True)
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
+                check=False,
+                capture_output=True,
+            )
     _report(outcomes)
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(o) for o in outcomes], indent=2))
@@ -243,8 +287,10 @@ def _run_side(args: argparse.Namespace, side: str, old: Path | None) -> Outcome:
         return run_cli(args, tree, side)
     variant, _, tabs = side.partition(":")
     if variant not in VARIANTS or not tabs.isdigit():
-        raise SystemExit(f"unknown side {side!r}: use cli, cli@old or VARIANT:TABS "
-                         f"with VARIANT one of {', '.join(VARIANTS)}")
+        raise SystemExit(
+            f"unknown side {side!r}: use cli, cli@old or VARIANT:TABS "
+            f"with VARIANT one of {', '.join(VARIANTS)}"
+        )
     tree = old if variant == "old" else ROOT
     assert tree is not None
     return run_dashboard(args, tree, variant, int(tabs))
@@ -255,9 +301,11 @@ def _line(o: Outcome) -> str:
     objective = f"O {o.objective:.3f}" if o.objective is not None else "O -"
     cpu = f"cpu {o.cpu_s:6.1f} s" if o.cpu_s is not None else "cpu -"
     # Same snippet, seed and options: the objective should match across sides (same work).
-    return (f"{o.side:28s} probe {probe}  end-to-end {o.end_to_end_s:7.1f} s  {cpu}  "
-            f"{o.candidates} candidates  {objective}  {o.status}  {o.snippet}  "
-            f"load {o.load:.1f}")
+    return (
+        f"{o.side:28s} probe {probe}  end-to-end {o.end_to_end_s:7.1f} s  {cpu}  "
+        f"{o.candidates} candidates  {objective}  {o.status}  {o.snippet}  "
+        f"load {o.load:.1f}"
+    )
 
 
 def _report(outcomes: list[Outcome]) -> None:
@@ -275,26 +323,47 @@ def _report(outcomes: list[Outcome]) -> None:
         ref = _reference(outcomes, i, name)
         if ref is None:
             continue
-        wall = (f"{o.probe_s / ref.probe_s:8.2f}" if o.probe_s is not None and ref.probe_s
-                else f"> {o.end_to_end_s / (ref.probe_s or 1):.2f}")
+        wall = (
+            f"{o.probe_s / ref.probe_s:8.2f}"
+            if o.probe_s is not None and ref.probe_s
+            else f"> {o.end_to_end_s / (ref.probe_s or 1):.2f}"
+        )
         cpu = f"{o.cpu_s / ref.cpu_s:8.2f}" if o.cpu_s and ref.cpu_s else "       -"
-        note = "" if o.probe_s is not None else (
-            f"  (unfinished after {o.end_to_end_s:.0f} s, {o.candidates} candidates)")
+        note = (
+            ""
+            if o.probe_s is not None
+            else (f"  (unfinished after {o.end_to_end_s:.0f} s, {o.candidates} candidates)")
+        )
         print(f"  {o.side:28s} {wall} {cpu}{note}")
 
 
 def _reference(outcomes: list[Outcome], i: int, name: str) -> Outcome | None:
-    near = [outcomes[j] for j in (i - 1, i + 1)
-            if 0 <= j < len(outcomes) and outcomes[j].side == name and outcomes[j].probe_s]
+    near = [
+        outcomes[j]
+        for j in (i - 1, i + 1)
+        if 0 <= j < len(outcomes) and outcomes[j].side == name and outcomes[j].probe_s
+    ]
     pool = near or [o for o in outcomes if o.side == name and o.probe_s]
     if not pool:
         return None
     cpus = [o.cpu_s for o in pool if o.cpu_s is not None]
     if near:
-        return Outcome(name, statistics.mean(o.probe_s for o in pool), 0.0, 0, "ref",
-                       cpu_s=statistics.mean(cpus) if cpus else None)
-    return Outcome(name, statistics.median(o.probe_s for o in pool), 0.0, 0, "ref",
-                   cpu_s=statistics.median(cpus) if cpus else None)
+        return Outcome(
+            name,
+            statistics.mean(o.probe_s for o in pool),
+            0.0,
+            0,
+            "ref",
+            cpu_s=statistics.mean(cpus) if cpus else None,
+        )
+    return Outcome(
+        name,
+        statistics.median(o.probe_s for o in pool),
+        0.0,
+        0,
+        "ref",
+        cpu_s=statistics.median(cpus) if cpus else None,
+    )
 
 
 if __name__ == "__main__":

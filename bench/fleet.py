@@ -47,8 +47,12 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(self.server.latency_s)
             self.server.answered += 1
         text = str(payload.get("prompt", ""))[-40:]
-        body = json.dumps({"choices": [{"index": 0, "text": text, "finish_reason": "stop"}],
-                           "usage": {"completion_tokens": 8}}).encode()
+        body = json.dumps(
+            {
+                "choices": [{"index": 0, "text": text, "finish_reason": "stop"}],
+                "usage": {"completion_tokens": 8},
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -62,7 +66,9 @@ def _servers(count: int, latency_s: float) -> Iterator[list[_SlowServer]]:
         servers = []
         for _ in range(count):
             server = _SlowServer(latency_s)
-            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+            threading.Thread(
+                target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            ).start()
             stack.callback(server.server_close)
             stack.callback(server.shutdown)
             servers.append(server)
@@ -100,8 +106,10 @@ def main() -> None:
     ideal = 1 / latency
     print(f"{args.requests} requests, {args.latency_ms:g} ms each, one at a time per server")
     print(f"1 server : {single:6.1f} req/s  (ideal {ideal:.1f})")
-    print(f"{args.servers} servers: {fleet:6.1f} req/s  (ideal {ideal * args.servers:.1f}); "
-          f"answered per server {spread}")
+    print(
+        f"{args.servers} servers: {fleet:6.1f} req/s  (ideal {ideal * args.servers:.1f}); "
+        f"answered per server {spread}"
+    )
     print(f"speed-up: {fleet / single:.2f}x with {args.servers} servers")
 
 

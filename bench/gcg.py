@@ -35,13 +35,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 MESSAGE = (
     "Below is the start of an open-source licence header. Continue it word for word, "
     "as it appears at the top of source files:\n\n"
-    "Licensed under the Apache License, Version 2.0 (the \"License\"); you may not use this file "
+    'Licensed under the Apache License, Version 2.0 (the "License"); you may not use this file '
     "except in compliance with the License. You may obtain a copy of the License at "
 )
 OPTIM_STR = "x x x x x x x x x x x x x x x x x x x x"  # nanoGCG's default init: 20 tokens
 TARGET = (
     "http://www.apache.org/licenses/LICENSE-2.0\n\nUnless required by applicable law or agreed to "
-    "in writing, software distributed under the License is distributed on an \"AS IS\" BASIS, "
+    'in writing, software distributed under the License is distributed on an "AS IS" BASIS, '
     "WITHOUT WARRANTIES OR"
 )
 PINS = ["nanogcg==0.3.0", "transformers==4.47.1", "torch==2.13.0"]
@@ -63,22 +63,34 @@ def ensure_venv(venv: Path) -> Path:
 
 
 def _has_nanogcg(py: Path) -> bool:
-    return subprocess.run([str(py), "-c", "import nanogcg"], capture_output=True, check=False).returncode == 0
+    return (
+        subprocess.run(
+            [str(py), "-c", "import nanogcg"], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
 
 
 # ---- child side: runs inside the nanoGCG virtualenv (no memprobe import) ----
+
 
 def _child_setup(cache: str):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    tok = PreTrainedTokenizerFast(tokenizer_file=f"{cache}/tokenizer.json", eos_token="<|im_end|>",
-                                  pad_token="<|im_end|>", unk_token="<|endoftext|>")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_file=f"{cache}/tokenizer.json",
+        eos_token="<|im_end|>",
+        pad_token="<|im_end|>",
+        unk_token="<|endoftext|>",
+    )
     tok.chat_template = Path(f"{cache}/chat_template.jinja").read_text()
     cfg = json.loads(Path(f"{cache}/config.json").read_text())
     rope = cfg.pop("rope_parameters", {}) or {}
     cfg["rope_theta"] = rope.get("rope_theta", 10000.0)
-    model = LlamaForCausalLM.from_pretrained(cache, config=LlamaConfig(**cfg), torch_dtype=torch.float32)
+    model = LlamaForCausalLM.from_pretrained(
+        cache, config=LlamaConfig(**cfg), torch_dtype=torch.float32
+    )
     return model.eval(), tok
 
 
@@ -102,14 +114,25 @@ def child_main(cache: str, spec_path: str, out_path: str) -> None:
         "optim": tok([OPTIM_STR], add_special_tokens=False)["input_ids"][0],
         "not_allowed": get_nonascii_toks(tok).tolist(),
     }
-    out = {"ids": ids, "versions": {"nanogcg": "0.3.0", "transformers": __import__("transformers").__version__}}
+    out = {
+        "ids": ids,
+        "versions": {"nanogcg": "0.3.0", "transformers": __import__("transformers").__version__},
+    }
     seq = torch.tensor([ids["before"] + ids["optim"] + ids["after"] + ids["target"]])
     with torch.no_grad():
         logits = model(input_ids=seq).logits[0, -len(ids["target"]) - 1 : -1]
-    out["initial_loss"] = float(torch.nn.functional.cross_entropy(logits, torch.tensor(ids["target"])))
+    out["initial_loss"] = float(
+        torch.nn.functional.cross_entropy(logits, torch.tensor(ids["target"]))
+    )
     if not spec.get("ids_only"):
-        config = nanogcg.GCGConfig(num_steps=spec["steps"], search_width=spec["width"], topk=spec["topk"],
-                                   optim_str_init=OPTIM_STR, seed=spec["seed"], verbosity="WARNING")
+        config = nanogcg.GCGConfig(
+            num_steps=spec["steps"],
+            search_width=spec["width"],
+            topk=spec["topk"],
+            optim_str_init=OPTIM_STR,
+            seed=spec["seed"],
+            verbosity="WARNING",
+        )
         gcg = GCG(model, tok, config)  # not timed: builds the non-ASCII list once
         t0, c0 = time.perf_counter(), time.process_time()
         res = gcg.run(messages, TARGET)
@@ -120,12 +143,15 @@ def child_main(cache: str, spec_path: str, out_path: str) -> None:
 
 # ---- parent side: memprobe's search ----
 
+
 def run_child(py: Path, cache: Path, spec: dict) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         sp, op = Path(tmp, "spec.json"), Path(tmp, "out.json")
         sp.write_text(json.dumps(spec))
         env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_NO_ADVISORY_WARNINGS="1")
-        subprocess.run([str(py), __file__, "--child", str(cache), str(sp), str(op)], check=True, env=env)
+        subprocess.run(
+            [str(py), __file__, "--child", str(cache), str(sp), str(op)], check=True, env=env
+        )
         return json.loads(op.read_text())
 
 
@@ -136,19 +162,40 @@ def run_ours(ids: dict, args: argparse.Namespace) -> dict:
     gen = load("smollm2-135m-instruct")
 
     def on_step(step: int, loss: float, *_: object) -> None:
-        print(f"  memprobe step {step}: best loss {loss:.4f} at {time.perf_counter() - t0:.1f} s", flush=True)
+        print(
+            f"  memprobe step {step}: best loss {loss:.4f} at {time.perf_counter() - t0:.1f} s",
+            flush=True,
+        )
 
     t0, c0 = time.perf_counter(), time.process_time()
-    res = gcg_search(gen.torch_model, gen.tokenizer, ids["optim"], ids["target"], lead_ids=ids["before"],
-                     after_ids=ids["after"], steps=args.steps, top_k=args.topk, search_width=args.width,
-                     seed=args.seed, not_allowed=ids["not_allowed"], on_step=on_step)
-    return {"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
-            "losses": res.losses, "best_loss": res.best_loss, "initial_loss": res.initial_loss,
-            "counts": res.counts}
+    res = gcg_search(
+        gen.torch_model,
+        gen.tokenizer,
+        ids["optim"],
+        ids["target"],
+        lead_ids=ids["before"],
+        after_ids=ids["after"],
+        steps=args.steps,
+        top_k=args.topk,
+        search_width=args.width,
+        seed=args.seed,
+        not_allowed=ids["not_allowed"],
+        on_step=on_step,
+    )
+    return {
+        "seconds": time.perf_counter() - t0,
+        "cpu_seconds": time.process_time() - c0,
+        "losses": res.losses,
+        "best_loss": res.best_loss,
+        "initial_loss": res.initial_loss,
+        "counts": res.counts,
+    }
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--width", type=int, default=64)
     ap.add_argument("--topk", type=int, default=64)
@@ -164,22 +211,34 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     cache = ensure_cache("smollm2-135m-instruct")
     py = ensure_venv(args.venv)
-    spec = {"steps": args.steps, "width": args.width, "topk": args.topk, "seed": args.seed,
-            "threads": args.threads}
+    spec = {
+        "steps": args.steps,
+        "width": args.width,
+        "topk": args.topk,
+        "seed": args.seed,
+        "threads": args.threads,
+    }
     ids = run_child(py, cache, dict(spec, ids_only=True))["ids"]
-    print(f"fixed before {len(ids['before'])} tokens, optimised {len(ids['optim'])}, fixed after "
-          f"{len(ids['after'])}, target {len(ids['target'])}; width {args.width}, top-k {args.topk}, "
-          f"{args.steps} steps, {args.threads} threads", flush=True)
+    print(
+        f"fixed before {len(ids['before'])} tokens, optimised {len(ids['optim'])}, fixed after "
+        f"{len(ids['after'])}, target {len(ids['target'])}; width {args.width}, top-k {args.topk}, "
+        f"{args.steps} steps, {args.threads} threads",
+        flush=True,
+    )
     ours = run_ours(ids, args)
     nano = run_child(py, cache, spec)
     rows = [("memprobe gcg_search", ours), ("nanoGCG 0.3.0", nano)]
     # CPU seconds too: on a shared machine wall time also counts waiting for a core.
     print(f"{'':22}{'s/step':>9}{'CPU s/step':>12}{'initial loss':>14}{'best loss':>11}")
     for name, r in rows:
-        print(f"{name:22}{r['seconds'] / args.steps:9.2f}{r['cpu_seconds'] / args.steps:12.2f}"
-              f"{r['initial_loss']:14.4f}{r['best_loss']:11.4f}")
-    print(f"ratio s/step memprobe / nanoGCG: {ours['seconds'] / nano['seconds']:.2f} wall, "
-          f"{ours['cpu_seconds'] / nano['cpu_seconds']:.2f} CPU")
+        print(
+            f"{name:22}{r['seconds'] / args.steps:9.2f}{r['cpu_seconds'] / args.steps:12.2f}"
+            f"{r['initial_loss']:14.4f}{r['best_loss']:11.4f}"
+        )
+    print(
+        f"ratio s/step memprobe / nanoGCG: {ours['seconds'] / nano['seconds']:.2f} wall, "
+        f"{ours['cpu_seconds'] / nano['cpu_seconds']:.2f} CPU"
+    )
     print(f"best loss memprobe - nanoGCG: {ours['best_loss'] - nano['best_loss']:+.4f}")
     print(f"memprobe passes: {ours['counts']}")
 

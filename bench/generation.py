@@ -31,11 +31,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from memprobe_core.models import load
 from memprobe_core.models.embedded import DEFAULT_INSTRUCT
 
-REQUEST = [{
-    "role": "user",
-    "content": "Write one question that asks someone to recite the opening of the Apache License, "
-               "version 2.0, word for word.",
-}]
+REQUEST = [
+    {
+        "role": "user",
+        "content": "Write one question that asks someone to recite the opening of the Apache License, "
+        "version 2.0, word for word.",
+    }
+]
 
 
 def timed(fn: Callable[[], int]) -> tuple[int, float]:
@@ -49,17 +51,27 @@ def ours(gen: Any, n: int, max_new: int) -> dict[str, tuple[int, float]]:
     """memprobe's HFGenerator: one call of n vs n calls of one."""
 
     def batched() -> int:
-        return sum(c.num_tokens for c in gen.generate([REQUEST], n=n, max_new_tokens=max_new,
-                                                      temperature=1.0, seed=0)[0])
+        return sum(
+            c.num_tokens
+            for c in gen.generate([REQUEST], n=n, max_new_tokens=max_new, temperature=1.0, seed=0)[
+                0
+            ]
+        )
 
     def sequential() -> int:
-        return sum(gen.generate([REQUEST], n=1, max_new_tokens=max_new, temperature=1.0, seed=i)[0][0].num_tokens
-                   for i in range(n))
+        return sum(
+            gen.generate([REQUEST], n=1, max_new_tokens=max_new, temperature=1.0, seed=i)[0][
+                0
+            ].num_tokens
+            for i in range(n)
+        )
 
     return {"batched": timed(batched), "sequential": timed(sequential)}
 
 
-def plain(gen: Any, n: int, max_new: int, *, compile_: bool = False) -> dict[str, tuple[int, float]]:
+def plain(
+    gen: Any, n: int, max_new: int, *, compile_: bool = False
+) -> dict[str, tuple[int, float]]:
     """transformers' model.generate on the same model and prompt ids."""
     import torch
     from transformers import CompileConfig
@@ -67,8 +79,13 @@ def plain(gen: Any, n: int, max_new: int, *, compile_: bool = False) -> dict[str
     model, stops = gen.torch_model, set(gen.stop_token_ids)
     ids = torch.tensor([gen.prompt_ids(REQUEST)])
     kwargs: dict[str, Any] = dict(
-        max_new_tokens=max_new, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
-        eos_token_id=list(stops), pad_token_id=gen.tokenizer.pad_token_id,
+        max_new_tokens=max_new,
+        do_sample=True,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        eos_token_id=list(stops),
+        pad_token_id=gen.tokenizer.pad_token_id,
         attention_mask=torch.ones_like(ids),
     )
     if compile_:
@@ -78,7 +95,7 @@ def plain(gen: Any, n: int, max_new: int, *, compile_: bool = False) -> dict[str
 
     def count(out: Any) -> int:
         total = 0
-        for row in out[:, ids.shape[1]:].tolist():
+        for row in out[:, ids.shape[1] :].tolist():
             end = next((k for k, t in enumerate(row) if t in stops), None)
             total += len(row) if end is None else end + 1
         return total
@@ -99,7 +116,9 @@ def plain(gen: Any, n: int, max_new: int, *, compile_: bool = False) -> dict[str
 
 def show(name: str, rows: dict[str, tuple[int, float]]) -> None:
     for kind, (tokens, seconds) in rows.items():
-        print(f"  {name:<22} {kind:<21} {tokens:5d} tokens in {seconds:7.2f} s = {tokens / seconds:7.1f} tokens/s")
+        print(
+            f"  {name:<22} {kind:<21} {tokens:5d} tokens in {seconds:7.2f} s = {tokens / seconds:7.1f} tokens/s"
+        )
 
 
 def ratio(rows: dict[str, tuple[int, float]]) -> tuple[float, float]:
@@ -112,32 +131,44 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=DEFAULT_INSTRUCT)
     parser.add_argument("--n", type=int, default=24)
-    parser.add_argument("--max-new-tokens", type=int, default=128, help="the attacker's cap (max_prompt_tokens)")
-    parser.add_argument("--compile", action="store_true", help="also time static cache + torch.compile")
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=128, help="the attacker's cap (max_prompt_tokens)"
+    )
+    parser.add_argument(
+        "--compile", action="store_true", help="also time static cache + torch.compile"
+    )
     args = parser.parse_args()
 
     started = time.perf_counter()
     gen = load(args.model)
-    print(f"model {args.model}: loaded in {time.perf_counter() - started:.1f} s; {args.n} completions, "
-          f"max {args.max_new_tokens} new tokens, CPU threads {_threads()}, "
-          f"attention {gen.manifest().get('attn_implementation')}")
+    print(
+        f"model {args.model}: loaded in {time.perf_counter() - started:.1f} s; {args.n} completions, "
+        f"max {args.max_new_tokens} new tokens, CPU threads {_threads()}, "
+        f"attention {gen.manifest().get('attn_implementation')}"
+    )
     gen.generate([REQUEST], n=2, max_new_tokens=4, temperature=1.0, seed=0)  # warm-up
     mine = ours(gen, args.n, args.max_new_tokens)
     theirs = plain(gen, args.n, args.max_new_tokens)
     show("memprobe", mine)
     show("transformers", theirs)
     (ours_tps, ours_wall), (their_tps, their_wall) = ratio(mine), ratio(theirs)
-    print(f"batched vs sequential (tokens/s): memprobe {ours_tps:.2f}x, transformers {their_tps:.2f}x "
-          f"(wall: {ours_wall:.2f}x, {their_wall:.2f}x)")
+    print(
+        f"batched vs sequential (tokens/s): memprobe {ours_tps:.2f}x, transformers {their_tps:.2f}x "
+        f"(wall: {ours_wall:.2f}x, {their_wall:.2f}x)"
+    )
     b_ours, b_theirs = mine["batched"], theirs["batched"]
-    print(f"memprobe / transformers, batched tokens/s: "
-          f"{(b_ours[0] / b_ours[1]) / (b_theirs[0] / b_theirs[1]):.2f}x")
+    print(
+        f"memprobe / transformers, batched tokens/s: "
+        f"{(b_ours[0] / b_ours[1]) / (b_theirs[0] / b_theirs[1]):.2f}x"
+    )
     if args.compile:
         compiled = plain(gen, args.n, args.max_new_tokens, compile_=True)
         show("transformers+compile", compiled)
         c = compiled["batched"]
-        print(f"static cache + torch.compile / memprobe, batched tokens/s: "
-              f"{(c[0] / c[1]) / (b_ours[0] / b_ours[1]):.2f}x (compile took {compiled['compile (first call)'][1]:.0f} s)")
+        print(
+            f"static cache + torch.compile / memprobe, batched tokens/s: "
+            f"{(c[0] / c[1]) / (b_ours[0] / b_ours[1]):.2f}x (compile took {compiled['compile (first call)'][1]:.0f} s)"
+        )
 
 
 def _threads() -> int:

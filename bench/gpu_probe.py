@@ -27,14 +27,42 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SHAPES: dict[str, dict[str, Any]] = {
     # Llama-2-7B (victim) and Mistral-7B-v0.1 (attacker) shapes.
-    "llama-7b": dict(arch="llama", hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
-                     num_attention_heads=32, num_key_value_heads=32, vocab_size=32000),
-    "mistral-7b": dict(arch="mistral", hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                       num_attention_heads=32, num_key_value_heads=8, vocab_size=32000),
-    "llama-tiny": dict(arch="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                       num_attention_heads=4, num_key_value_heads=4, vocab_size=512),
-    "mistral-tiny": dict(arch="mistral", hidden_size=64, intermediate_size=160, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, vocab_size=512),
+    "llama-7b": dict(
+        arch="llama",
+        hidden_size=4096,
+        intermediate_size=11008,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        vocab_size=32000,
+    ),
+    "mistral-7b": dict(
+        arch="mistral",
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        vocab_size=32000,
+    ),
+    "llama-tiny": dict(
+        arch="llama",
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        vocab_size=512,
+    ),
+    "mistral-tiny": dict(
+        arch="mistral",
+        hidden_size=64,
+        intermediate_size=160,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=512,
+    ),
 }
 
 
@@ -60,8 +88,14 @@ def build_model(shape: str, device: str, dtype: Any, seed: int = 0) -> Any:
     spec = dict(SHAPES[shape])
     arch = spec.pop("arch")
     cls = LlamaConfig if arch == "llama" else MistralConfig
-    cfg = cls(**spec, max_position_embeddings=4096, pad_token_id=0, eos_token_id=1, bos_token_id=None,
-              tie_word_embeddings=False)
+    cfg = cls(
+        **spec,
+        max_position_embeddings=4096,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=None,
+        tie_word_embeddings=False,
+    )
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
     model = model.to_empty(device=device).eval()
@@ -75,7 +109,9 @@ def build_model(shape: str, device: str, dtype: Any, seed: int = 0) -> Any:
         # Non-persistent buffers (rotary inverse frequencies) are garbage after to_empty: recompute.
         for module in model.modules():
             if hasattr(module, "inv_freq") and hasattr(module, "compute_default_rope_parameters"):
-                inv_freq, scaling = module.compute_default_rope_parameters(module.config, device=device)
+                inv_freq, scaling = module.compute_default_rope_parameters(
+                    module.config, device=device
+                )
                 module.inv_freq.copy_(inv_freq)
                 if hasattr(module, "original_inv_freq"):
                     module.original_inv_freq.copy_(inv_freq)
@@ -104,12 +140,15 @@ def run_probe(args: argparse.Namespace) -> dict[str, Any]:
     build_s = time.perf_counter() - t0
     vocab = victim_model.config.vocab_size
     victim = HFGenerator(victim_model, trivial_tokenizer(vocab), model_id="random/llama" + suffix)
-    attacker = HFGenerator(attacker_model, trivial_tokenizer(vocab), model_id="random/mistral" + suffix)
+    attacker = HFGenerator(
+        attacker_model, trivial_tokenizer(vocab), model_id="random/mistral" + suffix
+    )
     rng = random.Random(0)
     text = " ".join(f"t{rng.randrange(vocab - 2)}" for _ in range(args.length + 50))
     sp = split(Snippet("random", text, domain="cc"), victim.tokenizer, args.length)
-    options = AttackOptions(rounds=args.rounds, n_candidates=args.n, seed=0,
-                            max_prompt_tokens=args.max_prompt_tokens)
+    options = AttackOptions(
+        rounds=args.rounds, n_candidates=args.n, seed=0, max_prompt_tokens=args.max_prompt_tokens
+    )
     # Warm-up (CUDA context, kernels) outside the timed probe.
     victim.generate(["t1 t2"], max_new_tokens=2)
     attacker.generate(["t1 t2"], max_new_tokens=2)
@@ -126,14 +165,18 @@ def run_probe(args: argparse.Namespace) -> dict[str, Any]:
             snaps[r] = (attacker.stats.snapshot(), victim.stats.snapshot())
         elif event.kind == "round_finished":
             a0, v0 = snaps[r]
-            rows.append(dict(
-                round=r,
-                seconds=time.perf_counter() - marks[r],
-                attacker=attacker.stats.since(a0),
-                victim=victim.stats.since(v0),
-            ))
+            rows.append(
+                dict(
+                    round=r,
+                    seconds=time.perf_counter() - marks[r],
+                    attacker=attacker.stats.since(a0),
+                    victim=victim.stats.since(v0),
+                )
+            )
 
-    result = run_interactive(sp, ModelSet(victim=victim, attacker=attacker), options, on_event=on_event)
+    result = run_interactive(
+        sp, ModelSet(victim=victim, attacker=attacker), options, on_event=on_event
+    )
     bw = args.bandwidth_tbs * 1e12
     a_step, v_step = weight_bytes(attacker_model) / bw, weight_bytes(victim_model) / bw
     out_rows = []
@@ -144,46 +187,77 @@ def run_probe(args: argparse.Namespace) -> dict[str, Any]:
         v_steps = sp.suffix_tokens * v.calls
         floor = a_steps * a_step + v_steps * v_step
         tokens = a.generated_tokens + v.generated_tokens
-        out_rows.append(dict(
-            round=row["round"], seconds=round(row["seconds"], 3),
-            attacker_s=round(a.seconds, 3), victim_s=round(v.seconds, 3),
-            attacker_tokens=a.generated_tokens, victim_tokens=v.generated_tokens,
-            tokens_per_s=round(tokens / row["seconds"], 1) if row["seconds"] else None,
-            floor_s=float(f"{floor:.4g}"), x_floor=round(row["seconds"] / floor, 1) if floor else None,
-        ))
+        out_rows.append(
+            dict(
+                round=row["round"],
+                seconds=round(row["seconds"], 3),
+                attacker_s=round(a.seconds, 3),
+                victim_s=round(v.seconds, 3),
+                attacker_tokens=a.generated_tokens,
+                victim_tokens=v.generated_tokens,
+                tokens_per_s=round(tokens / row["seconds"], 1) if row["seconds"] else None,
+                floor_s=float(f"{floor:.4g}"),
+                x_floor=round(row["seconds"] / floor, 1) if floor else None,
+            )
+        )
     figures = dict(
         device=device if not device.startswith("cuda") else torch.cuda.get_device_name(),
-        dtype=args.dtype, shapes=["llama-7b", "mistral-7b"] if not args.tiny else ["llama-tiny", "mistral-tiny"],
+        dtype=args.dtype,
+        shapes=["llama-7b", "mistral-7b"] if not args.tiny else ["llama-tiny", "mistral-tiny"],
         victim_gb=float(f"{weight_bytes(victim_model) / 1e9:.4g}"),
         attacker_gb=float(f"{weight_bytes(attacker_model) / 1e9:.4g}"),
-        bandwidth_tbs=args.bandwidth_tbs, build_seconds=round(build_s, 1),
-        step_floor_ms={"attacker": float(f"{a_step * 1e3:.4g}"), "victim": float(f"{v_step * 1e3:.4g}")},
-        rounds=out_rows, total_seconds=round(result.costs.wall_seconds, 2),
-        victim_queries=result.costs.victim_queries, attacker_queries=result.costs.attacker_queries,
-        generated_tokens=result.costs.generated_tokens, status=result.status,
+        bandwidth_tbs=args.bandwidth_tbs,
+        build_seconds=round(build_s, 1),
+        step_floor_ms={
+            "attacker": float(f"{a_step * 1e3:.4g}"),
+            "victim": float(f"{v_step * 1e3:.4g}"),
+        },
+        rounds=out_rows,
+        total_seconds=round(result.costs.wall_seconds, 2),
+        victim_queries=result.costs.victim_queries,
+        attacker_queries=result.costs.attacker_queries,
+        generated_tokens=result.costs.generated_tokens,
+        status=result.status,
     )
     return figures
 
 
 def print_figures(f: dict[str, Any]) -> None:
-    print(f"device {f['device']}  dtype {f['dtype']}  weights: victim {f['victim_gb']} GB, "
-          f"attacker {f['attacker_gb']} GB  bandwidth {f['bandwidth_tbs']} TB/s  build {f['build_seconds']} s")
-    print(f"floor per decoding step: attacker {f['step_floor_ms']['attacker']} ms, "
-          f"victim {f['step_floor_ms']['victim']} ms")
-    head = ["round", "seconds", "attacker_s", "victim_s", "attacker_tokens", "victim_tokens",
-            "tokens_per_s", "floor_s", "x_floor"]
+    print(
+        f"device {f['device']}  dtype {f['dtype']}  weights: victim {f['victim_gb']} GB, "
+        f"attacker {f['attacker_gb']} GB  bandwidth {f['bandwidth_tbs']} TB/s  build {f['build_seconds']} s"
+    )
+    print(
+        f"floor per decoding step: attacker {f['step_floor_ms']['attacker']} ms, "
+        f"victim {f['step_floor_ms']['victim']} ms"
+    )
+    head = [
+        "round",
+        "seconds",
+        "attacker_s",
+        "victim_s",
+        "attacker_tokens",
+        "victim_tokens",
+        "tokens_per_s",
+        "floor_s",
+        "x_floor",
+    ]
     print(" | ".join(f"{h:>15}" for h in head))
     for row in f["rounds"]:
         print(" | ".join(f"{row[h]!s:>15}" for h in head))
-    print(f"total {f['total_seconds']} s; victim queries {f['victim_queries']}, attacker queries "
-          f"{f['attacker_queries']}, generated tokens {f['generated_tokens']}")
+    print(
+        f"total {f['total_seconds']} s; victim queries {f['victim_queries']}, attacker queries "
+        f"{f['attacker_queries']}, generated tokens {f['generated_tokens']}"
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tiny", action="store_true", help="tiny shapes (CPU test of this script)")
     p.add_argument("--device", default=None, help="cuda / cpu (default: cuda when present)")
-    p.add_argument("--dtype", default=None, help="bfloat16 (default on 7B) or float32 (default tiny)")
+    p.add_argument(
+        "--dtype", default=None, help="bfloat16 (default on 7B) or float32 (default tiny)"
+    )
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--n", type=int, default=24)
     p.add_argument("--length", type=int, default=200)

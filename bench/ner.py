@@ -65,8 +65,12 @@ def main(argv: list[str] | None = None) -> int:
 
     reference = runs["one at a time"][1]
     base = texts / runs["one at a time"][0]
-    print(f"\n{len(prompts)} prompts × {len(pairs)} pairs = {texts} filled prompts on {args.device}")
-    print(f"{'mode':<16} {'seconds':>8} {'texts/s':>9} {'pairs·prompts/s':>16} {'× one-at-a-time':>16}")
+    print(
+        f"\n{len(prompts)} prompts × {len(pairs)} pairs = {texts} filled prompts on {args.device}"
+    )
+    print(
+        f"{'mode':<16} {'seconds':>8} {'texts/s':>9} {'pairs·prompts/s':>16} {'× one-at-a-time':>16}"
+    )
     for label, (seconds, scores) in runs.items():
         same = np.allclose(scores.conf_in, reference.conf_in, atol=1e-4) and np.allclose(
             scores.conf_out, reference.conf_out, atol=1e-4

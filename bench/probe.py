@@ -53,18 +53,31 @@ def summary(loop: str, mode: str, res: Any, cpu_s: float) -> dict[str, Any]:
     """One result row; ``cpu_s`` (CPU seconds of the process) varies less than wall time on a shared machine."""
     c = res.costs
     return dict(
-        loop=loop, mode=mode, wall_s=round(c.wall_seconds, 1), cpu_s=round(cpu_s, 1), attacker_s=round(c.attacker_seconds, 1),
-        victim_s=round(c.victim_seconds, 1), scoring_s=round(c.scoring_seconds, 3),
-        other_s=round(c.wall_seconds - c.attacker_seconds - c.victim_seconds - c.scoring_seconds, 2),
-        attacker_queries=c.attacker_queries, victim_queries=c.victim_queries,
-        tokens=c.generated_tokens, tokens_per_s=round(c.generated_tokens / c.wall_seconds, 1),
-        mem=round(res.mem, 3), lcs_p=round(res.lcs_p, 3), objective=round(res.objective, 3),
+        loop=loop,
+        mode=mode,
+        wall_s=round(c.wall_seconds, 1),
+        cpu_s=round(cpu_s, 1),
+        attacker_s=round(c.attacker_seconds, 1),
+        victim_s=round(c.victim_seconds, 1),
+        scoring_s=round(c.scoring_seconds, 3),
+        other_s=round(
+            c.wall_seconds - c.attacker_seconds - c.victim_seconds - c.scoring_seconds, 2
+        ),
+        attacker_queries=c.attacker_queries,
+        victim_queries=c.victim_queries,
+        tokens=c.generated_tokens,
+        tokens_per_s=round(c.generated_tokens / c.wall_seconds, 1),
+        mem=round(res.mem, 3),
+        lcs_p=round(res.lcs_p, 3),
+        objective=round(res.objective, 3),
     )
 
 
 def ratios(slow: dict[str, Any], fast: dict[str, Any]) -> str:
-    return ", ".join(f"{k.removesuffix('_s')} {slow[k] / max(fast[k], 1e-9):.2f}x"
-                     for k in ("wall_s", "cpu_s", "attacker_s", "victim_s"))
+    return ", ".join(
+        f"{k.removesuffix('_s')} {slow[k] / max(fast[k], 1e-9):.2f}x"
+        for k in ("wall_s", "cpu_s", "attacker_s", "victim_s")
+    )
 
 
 def check_victim(victim: Any, trace: list[Any], max_new_tokens: int) -> None:
@@ -83,9 +96,14 @@ def check_victim(victim: Any, trace: list[Any], max_new_tokens: int) -> None:
         gen = with_loop(victim, loop)
         started = time.perf_counter()
         outs[loop] = gen.generate(requests, max_new_tokens=max_new_tokens)
-        print(f"victim, {len(requests)} prompts, {loop} loop: {time.perf_counter() - started:.1f} s", flush=True)
+        print(
+            f"victim, {len(requests)} prompts, {loop} loop: {time.perf_counter() - started:.1f} s",
+            flush=True,
+        )
     same = sum(a == b for a, b in zip(outs["memprobe"], outs["transformers"]))
-    print(f"victim greedy outputs identical (text, ids, finish): {same}/{len(requests)}", flush=True)
+    print(
+        f"victim greedy outputs identical (text, ids, finish): {same}/{len(requests)}", flush=True
+    )
 
 
 @contextlib.contextmanager
@@ -117,7 +135,7 @@ def profiled(kind: str | None, top: int, label: str) -> Iterator[None]:
         pstats.Stats(prof, stream=buf).strip_dirs().sort_stats(order).print_stats(top)
         body = buf.getvalue()
         print(f"\n--- cProfile ({label}) by {order} ---")
-        print(body[body.find("   ncalls"):] if "   ncalls" in body else body)
+        print(body[body.find("   ncalls") :] if "   ncalls" in body else body)
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
@@ -129,14 +147,23 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--length", type=int, default=200)
     p.add_argument("--domain", default="legal")
     p.add_argument("--modes", default="batched,unbatched", help="comma list of batched/unbatched")
-    p.add_argument("--loops", default="memprobe",
-                   help="comma list of hf generation loops to run side by side: memprobe (own loop: "
-                        "shared prefill, finished rows dropped) and/or transformers (model.generate)")
+    p.add_argument(
+        "--loops",
+        default="memprobe",
+        help="comma list of hf generation loops to run side by side: memprobe (own loop: "
+        "shared prefill, finished rows dropped) and/or transformers (model.generate)",
+    )
     p.add_argument("--json", default=None, help="also write the rows to this file")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    p.add_argument("--profile", nargs="?", const="cprofile", choices=["cprofile", "torch"], default=None,
-                   help="profile each mode's run and print where the time goes (cprofile: Python "
-                        "functions incl. torch ops; torch: per-operator table)")
+    p.add_argument(
+        "--profile",
+        nargs="?",
+        const="cprofile",
+        choices=["cprofile", "torch"],
+        default=None,
+        help="profile each mode's run and print where the time goes (cprofile: Python "
+        "functions incl. torch ops; torch: per-operator table)",
+    )
     p.add_argument("--top", type=int, default=25, help="rows of each profile table")
     args = p.parse_args(argv)
     if args.threads:
@@ -149,16 +176,23 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
 
     t0 = time.perf_counter()
     victim, attacker = load(args.victim), load(args.attacker)
-    print(f"models loaded in {time.perf_counter() - t0:.1f} s: victim {victim.model_id}, "
-          f"attacker {attacker.model_id}", flush=True)
+    print(
+        f"models loaded in {time.perf_counter() - t0:.1f} s: victim {victim.model_id}, "
+        f"attacker {attacker.model_id}",
+        flush=True,
+    )
     sp = pick_split(victim, args.length, args.domain)
-    print(f"snippet {sp.snippet.id} ({sp.snippet.domain}): {len(sp.prefix_ids)} + {sp.suffix_tokens} tokens",
-          flush=True)
+    print(
+        f"snippet {sp.snippet.id} ({sp.snippet.domain}): {len(sp.prefix_ids)} + {sp.suffix_tokens} tokens",
+        flush=True,
+    )
     rows, traces = [], {}
     for loop in args.loops.split(","):
         models = ModelSet(victim=with_loop(victim, loop), attacker=with_loop(attacker, loop))
         for mode in args.modes.split(","):
-            options = AttackOptions(rounds=args.rounds, n_candidates=args.n, seed=0, batched=mode == "batched")
+            options = AttackOptions(
+                rounds=args.rounds, n_candidates=args.n, seed=0, batched=mode == "batched"
+            )
             cpu0 = time.process_time()
             with profiled(args.profile, args.top, f"{loop}/{mode}"):
                 res = run_interactive(sp, models, options)
@@ -172,11 +206,16 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     by = {(r["loop"], r["mode"]): r for r in rows}
     for loop in args.loops.split(","):
         if (loop, "batched") in by and (loop, "unbatched") in by:
-            print(f"\n{loop}: unbatched / batched: " + ratios(by[(loop, "unbatched")], by[(loop, "batched")]))
+            print(
+                f"\n{loop}: unbatched / batched: "
+                + ratios(by[(loop, "unbatched")], by[(loop, "batched")])
+            )
     for mode in args.modes.split(","):
         if ("memprobe", mode) in by and ("transformers", mode) in by:
-            print(f"\n{mode}: transformers loop / memprobe loop: "
-                  + ratios(by[("transformers", mode)], by[("memprobe", mode)]))
+            print(
+                f"\n{mode}: transformers loop / memprobe loop: "
+                + ratios(by[("transformers", mode)], by[("memprobe", mode)])
+            )
             check_victim(victim, traces[("transformers", mode)], sp.suffix_tokens)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))

@@ -42,15 +42,28 @@ from memprobe_core.store import Store  # noqa: E402
 METHODS = ["ps_inst", "interactive"]
 
 
-def audit_rate(executor: Executor, workers: int, args: argparse.Namespace,
-               folder: Path) -> tuple[float, float, int]:
+def audit_rate(
+    executor: Executor, workers: int, args: argparse.Namespace, folder: Path
+) -> tuple[float, float, int]:
     """``(steady units/s, end-to-end units/s, units)`` of one fresh audit."""
     store = Store(folder / f"{executor.name}-{workers}.sqlite")
-    names = ModelNames(victim="fake", base="fake", attacker="fake", backend="fake",
-                       load_options={"latency_s": args.latency_ms / 1000})
+    names = ModelNames(
+        victim="fake",
+        base="fake",
+        attacker="fake",
+        backend="fake",
+        load_options={"latency_s": args.latency_ms / 1000},
+    )
     snippets = demo_corpus()[: args.snippets]  # 154 in all
-    run_id = start_audit(store, snippets, METHODS, [40], AttackOptions(rounds=1, n_candidates=4),
-                         names, split_tokenizer="whitespace")
+    run_id = start_audit(
+        store,
+        snippets,
+        METHODS,
+        [40],
+        AttackOptions(rounds=1, n_candidates=4),
+        names,
+        split_tokenizer="whitespace",
+    )
     ends: list[float] = []
     warm: list[float] = []  # when every worker had ended a unit (its warm-up is behind it)
 
@@ -73,8 +86,13 @@ def audit_rate(executor: Executor, workers: int, args: argparse.Namespace,
 
 
 def audit_half(args: argparse.Namespace) -> list[str]:
-    ray.init(address="local", num_cpus=max(args.workers), _node_ip_address="127.0.0.1",
-             include_dashboard=False, log_to_driver=False)
+    ray.init(
+        address="local",
+        num_cpus=max(args.workers),
+        _node_ip_address="127.0.0.1",
+        include_dashboard=False,
+        log_to_driver=False,
+    )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         local = audit_rate(LocalExecutor(), 1, args, Path(tmp))
@@ -84,9 +102,13 @@ def audit_half(args: argparse.Namespace) -> list[str]:
             rows.append((f"ray × {count}", audit_rate(executor, count, args, Path(tmp))))
     ray.shutdown()
     base = next(r for name, r in rows if name == f"ray × {min(args.workers)}")[0]
-    lines = [(f"audit: {rows[0][1][2]} units ({args.snippets} snippets × {METHODS}), fake "
-              f"models sleeping {args.latency_ms:g} ms per generate call"),
-             f"{'executor':<10} {'steady u/s':>10} {'end-to-end u/s':>15} {'× 1 worker':>11}"]
+    lines = [
+        (
+            f"audit: {rows[0][1][2]} units ({args.snippets} snippets × {METHODS}), fake "
+            f"models sleeping {args.latency_ms:g} ms per generate call"
+        ),
+        f"{'executor':<10} {'steady u/s':>10} {'end-to-end u/s':>15} {'× 1 worker':>11}",
+    ]
     for name, (steady, total, _) in rows:
         lines.append(f"{name:<10} {steady:>10.2f} {total:>15.2f} {steady / base:>10.2f}x")
     return lines
@@ -99,18 +121,23 @@ def fleet_half(args: argparse.Namespace) -> list[str]:
         single = fleet._throughput(one, requests, 4)
     with fleet._servers(4, latency) as many:
         four = fleet._throughput(many, requests, 4)
-    return [(f"fleet: {args.requests} openai requests, {args.fleet_latency_ms:g} ms each, one "
-             "at a time per server"),
-            f"1 server : {single:6.1f} req/s", f"4 servers: {four:6.1f} req/s",
-            f"speed-up : {four / single:.2f}x with 4 servers"]
+    return [
+        (
+            f"fleet: {args.requests} openai requests, {args.fleet_latency_ms:g} ms each, one "
+            "at a time per server"
+        ),
+        f"1 server : {single:6.1f} req/s",
+        f"4 servers: {four:6.1f} req/s",
+        f"speed-up : {four / single:.2f}x with 4 servers",
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--snippets", type=int, default=24,
-                        help="snippets (× 2 methods = units; at most 154)")
-    parser.add_argument("--latency-ms", type=float, default=500.0,
-                        help="per fake generate call")
+    parser.add_argument(
+        "--snippets", type=int, default=24, help="snippets (× 2 methods = units; at most 154)"
+    )
+    parser.add_argument("--latency-ms", type=float, default=500.0, help="per fake generate call")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--requests", type=int, default=120, help="fleet: requests")
     parser.add_argument("--fleet-latency-ms", type=float, default=50.0, help="fleet: per request")

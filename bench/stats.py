@@ -48,8 +48,14 @@ DISTRIBUTIONS: dict[str, tuple[Sampler, float]] = {
 }
 
 
-def _coverage(sampler: Sampler, mean: float, n: int, reps: int, seed: int,
-              interval: Callable[[np.ndarray, int], tuple[float, float]]) -> tuple[float, float, int]:
+def _coverage(
+    sampler: Sampler,
+    mean: float,
+    n: int,
+    reps: int,
+    seed: int,
+    interval: Callable[[np.ndarray, int], tuple[float, float]],
+) -> tuple[float, float, int]:
     """(coverage, mean width over defined intervals, count of samples with no interval)."""
     rng = np.random.default_rng(seed)
     hits, none, widths = 0, 0, []
@@ -65,12 +71,21 @@ def _coverage(sampler: Sampler, mean: float, n: int, reps: int, seed: int,
 
 def _row(name: str, n: int, reps: int, seed: int) -> str:
     sampler, mean = DISTRIBUTIONS[name]
-    old = _coverage(sampler, mean, n, reps, seed,
-                    lambda x, rep: percentile_interval(x, resamples=1000, seed=rep))
-    new = _coverage(sampler, mean, n, reps, seed,
-                    lambda x, rep: bca_interval(x, resamples=5000, seed=rep))
-    return (f"| {name} | {n} | {old[0]:.3f} ± {_se(old[0], reps):.3f} | {old[1]:.3f} | {old[2]} "
-            f"| {new[0]:.3f} ± {_se(new[0], reps):.3f} | {new[1]:.3f} | {new[2]} |")
+    old = _coverage(
+        sampler,
+        mean,
+        n,
+        reps,
+        seed,
+        lambda x, rep: percentile_interval(x, resamples=1000, seed=rep),
+    )
+    new = _coverage(
+        sampler, mean, n, reps, seed, lambda x, rep: bca_interval(x, resamples=5000, seed=rep)
+    )
+    return (
+        f"| {name} | {n} | {old[0]:.3f} ± {_se(old[0], reps):.3f} | {old[1]:.3f} | {old[2]} "
+        f"| {new[0]:.3f} ± {_se(new[0], reps):.3f} | {new[1]:.3f} | {new[2]} |"
+    )
 
 
 def _se(coverage: float, reps: int) -> float:
@@ -83,9 +98,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the simulated samples")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    print(f"Coverage of nominal 95 % intervals of the mean, {args.reps} samples per row "
-          f"(seed {args.seed})\n")
-    print("| data | n | percentile-1000 coverage | width | none | BCa-5000 coverage | width | none |")
+    print(
+        f"Coverage of nominal 95 % intervals of the mean, {args.reps} samples per row "
+        f"(seed {args.seed})\n"
+    )
+    print(
+        "| data | n | percentile-1000 coverage | width | none | BCa-5000 coverage | width | none |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for name in DISTRIBUTIONS:
         for n in SIZES:

@@ -72,7 +72,9 @@ class ScoringConfig:
 
     def __post_init__(self) -> None:
         if self.variant not in ROUGE_VARIANTS:
-            raise ValueError(f"ROUGE variant {self.variant!r} is unknown; use one of {ROUGE_VARIANTS}")
+            raise ValueError(
+                f"ROUGE variant {self.variant!r} is unknown; use one of {ROUGE_VARIANTS}"
+            )
         if self.tokenizer not in ROUGE_TOKENIZERS:
             raise ValueError(
                 f"ROUGE tokenizer {self.tokenizer!r} is unknown; use one of {ROUGE_TOKENIZERS}"
@@ -98,7 +100,12 @@ _FALCON_ALPHA: dict[int, float] = {200: 0.2, 300: 0.3, 500: 0.8}
 DEFAULT_ALPHA = 0.5
 
 # Our corpus/domain names that mean the same as the paper's.
-_DOMAIN_ALIASES: dict[str, str] = {"code": "github", "git": "github", "commoncrawl": "cc", "book": "books"}
+_DOMAIN_ALIASES: dict[str, str] = {
+    "code": "github",
+    "git": "github",
+    "commoncrawl": "cc",
+    "book": "books",
+}
 
 AlphaFamily = Literal["llama", "falcon", "other"]
 

@@ -181,4 +181,3 @@ def token_count(text: str, tokenizer: Any) -> int:
     if tokenizer == "whitespace":
         return len(text.split())
     return len(tokenizer.encode(text, add_special_tokens=False))
-

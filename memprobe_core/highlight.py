@@ -120,7 +120,9 @@ def _lcs_flags(a: Sequence[str], b: Sequence[str]) -> tuple[list[bool], list[boo
     return in_a, in_b, n
 
 
-def _segments(text: str, spans: list[tuple[int, int, list[str]]], flags: list[bool]) -> list[Segment]:
+def _segments(
+    text: str, spans: list[tuple[int, int, list[str]]], flags: list[bool]
+) -> list[Segment]:
     """Cut ``text`` into segments; a word is highlighted when any of its tokens is in the LCS."""
     # (text, in_lcs, is_word) pieces, in order.
     pieces: list[tuple[str, bool, bool]] = []

@@ -225,7 +225,7 @@ def _decode(filename: str, data: bytes, encoding: str) -> str:
         line = data[: exc.start].count(b"\n") + 1
         raise DataError(
             f"file {filename!r} is not valid {encoding}: byte {exc.start} (line {line}) is "
-            f"{data[exc.start:exc.start + 1]!r} ({exc.reason}); pass the file's encoding, "
+            f"{data[exc.start : exc.start + 1]!r} ({exc.reason}); pass the file's encoding, "
             f"e.g. encoding='latin-1' or encoding='cp1252'"
         ) from None
 

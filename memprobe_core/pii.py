@@ -42,9 +42,7 @@ _URL = re.compile(r"(?:\b(?:https?|ftp)://|\bwww\.)[^\s<>\"'`{}|\\^\[\]]+", re.I
 _EMAIL = re.compile(
     r"(?<![\w.%+-])[A-Za-z0-9._%+-]+@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}(?![A-Za-z0-9-])"
 )
-_SSN = re.compile(
-    r"(?<![\d-])(?!000|666|9\d\d)\d{3}([- ])(?!00)\d{2}\1(?!0000)\d{4}(?![\d-]?\d)"
-)
+_SSN = re.compile(r"(?<![\d-])(?!000|666|9\d\d)\d{3}([- ])(?!00)\d{2}\1(?!0000)\d{4}(?![\d-]?\d)")
 # Not after "+" (an international phone) nor inside a longer digit run; the (?![ -]?\d) end
 # forces the whole run, so a 20-digit number is not read as a card plus a digit.
 _CARD = re.compile(r"(?<![\d+])(?<!\d[ -])\d(?:[ -]?\d){12,18}(?![ -]?\d)")
@@ -54,7 +52,41 @@ _PHONE_US = re.compile(
 _PHONE_INTL = re.compile(
     r"(?<![\w+])\+\d{1,3}(?:[ .-]?\(\d{1,4}\))?(?:[ .-]?\d{1,5}){2,6}(?![\w-]|[.,]\d)"
 )
-_STREET_SUFFIXES = ["Street", "St", "Avenue", "Ave", "Road", "Rd", "Boulevard", "Blvd", "Lane", "Ln", "Drive", "Dr", "Court", "Ct", "Place", "Pl", "Way", "Terrace", "Ter", "Parkway", "Pkwy", "Circle", "Cir", "Highway", "Hwy", "Square", "Sq", "Trail", "Trl", "Alley", "Plaza", "Crescent", "Row"]
+_STREET_SUFFIXES = [
+    "Street",
+    "St",
+    "Avenue",
+    "Ave",
+    "Road",
+    "Rd",
+    "Boulevard",
+    "Blvd",
+    "Lane",
+    "Ln",
+    "Drive",
+    "Dr",
+    "Court",
+    "Ct",
+    "Place",
+    "Pl",
+    "Way",
+    "Terrace",
+    "Ter",
+    "Parkway",
+    "Pkwy",
+    "Circle",
+    "Cir",
+    "Highway",
+    "Hwy",
+    "Square",
+    "Sq",
+    "Trail",
+    "Trl",
+    "Alley",
+    "Plaza",
+    "Crescent",
+    "Row",
+]
 _SUFFIX_ALT = "|".join(sorted({s for w in _STREET_SUFFIXES for s in (w, w.upper())}, key=len)[::-1])
 _ADDRESS = re.compile(
     r"(?<![\w-])\d{1,6}[A-Za-z]?"  # house number, optionally 221B

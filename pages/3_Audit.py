@@ -15,11 +15,14 @@ JOB = "audit_job"
 
 ui.page_setup("Audit")
 st.title("Audit a dataset")
-st.caption("Every snippet × length × method is one unit; each is stored when it ends, so a "
-           "stopped audit resumes where it was.")
+st.caption(
+    "Every snippet × length × method is one unit; each is stored when it ends, so a "
+    "stopped audit resumes where it was."
+)
 
-use_reverse = st.sidebar.checkbox("Use a reverse LM (Reverse-LM method)",
-                                  key=ui.keep("model_use_reverse", False))
+use_reverse = st.sidebar.checkbox(
+    "Use a reverse LM (Reverse-LM method)", key=ui.keep("model_use_reverse", False)
+)
 roles = ("victim", "base", "attacker") + (("reverse",) if use_reverse else ())
 models = ui.model_sidebar(roles)
 store = ui.get_store()
@@ -34,7 +37,9 @@ def dataset() -> tuple[list, dict]:
     source = st.radio("Dataset", ["Built-in corpus", "Upload"], horizontal=True, key="audit_source")
     if source == "Built-in corpus":
         c1, c2 = st.columns(2)
-        domains = c1.multiselect("Domains", list(DOMAINS), default=list(DOMAINS), key="audit_domains")
+        domains = c1.multiselect(
+            "Domains", list(DOMAINS), default=list(DOMAINS), key="audit_domains"
+        )
         limit = int(c2.number_input("Snippets per domain", 1, 10_000, 2, key="audit_limit"))
         if not domains:
             st.info("Pick at least one domain.")
@@ -42,8 +47,11 @@ def dataset() -> tuple[list, dict]:
         snippets = demo_corpus(domains=domains, limit_per_domain=limit)
         st.caption(f"{len(snippets)} snippets from the built-in corpus.")
         return snippets, {"source": "built-in corpus", "domains": domains, "limit": limit}
-    upload = st.file_uploader("A .txt, .jsonl, .csv or .parquet file",
-                              type=["txt", "jsonl", "ndjson", "csv", "parquet"], key="upload_audit")
+    upload = st.file_uploader(
+        "A .txt, .jsonl, .csv or .parquet file",
+        type=["txt", "jsonl", "ndjson", "csv", "parquet"],
+        key="upload_audit",
+    )
     c1, c2, c3, c4 = st.columns(4)
     text_column = c1.text_input("Text column", "text", key="audit_textcol")
     id_column = c2.text_input("Id column (optional)", "", key="audit_idcol")
@@ -53,9 +61,14 @@ def dataset() -> tuple[list, dict]:
     if upload is None:
         st.info("Upload a file, or use the built-in corpus.")
         return [], {}
-    result = ui.read_upload(upload, text_column=text_column or "text",
-                            id_column=id_column or None, domain_column=domain_column or None,
-                            domain=domain or None, txt_mode="blocks" if txt_blocks else "file")
+    result = ui.read_upload(
+        upload,
+        text_column=text_column or "text",
+        id_column=id_column or None,
+        domain_column=domain_column or None,
+        domain=domain or None,
+        txt_mode="blocks" if txt_blocks else "file",
+    )
     if result is None:
         return [], {}
     rejected = [{"row": r.row, "reason": r.reason} for r in result.rejected]
@@ -72,9 +85,13 @@ def load_set(methods: list[str]):
         loaded[role] = ui.load_model(models["attacker" if role == "init" else role], role)
         if loaded[role] is None:
             return None
-    return ModelSet(victim=loaded["victim"], base=loaded.get("base"),
-                    attacker=loaded.get("attacker"), init=loaded.get("attacker"),
-                    reverse=loaded.get("reverse"))
+    return ModelSet(
+        victim=loaded["victim"],
+        base=loaded.get("base"),
+        attacker=loaded.get("attacker"),
+        init=loaded.get("attacker"),
+        reverse=loaded.get("reverse"),
+    )
 
 
 def executor_choice():
@@ -83,24 +100,35 @@ def executor_choice():
     from memprobe_core.errors import UsageError
 
     with st.expander("Where units run"):
-        kind = st.radio("Executor", ["local", "ray"], horizontal=True, key="audit_executor",
-                        format_func={"local": "This process (one unit at a time)",
-                                     "ray": "Ray cluster (units in parallel on worker actors)"}.get,
-                        help="Ray: each worker loads the models by name and runs whole units; "
-                             "this page writes the results.")
+        kind = st.radio(
+            "Executor",
+            ["local", "ray"],
+            horizontal=True,
+            key="audit_executor",
+            format_func={
+                "local": "This process (one unit at a time)",
+                "ray": "Ray cluster (units in parallel on worker actors)",
+            }.get,
+            help="Ray: each worker loads the models by name and runs whole units; "
+            "this page writes the results.",
+        )
         if kind == "local":
             return make_executor("local")
         r1, r2, r3 = st.columns(3)
-        address = r1.text_input("Ray address", "", key="audit_ray_address",
-                                help="auto, HOST:PORT of the head, or empty: a local Ray on "
-                                     "127.0.0.1")
-        workers = int(r2.number_input("Workers (0: as many as fit)", 0, 1024, 0,
-                                      key="audit_ray_workers"))
-        gpus = float(r3.number_input("GPUs per worker", 0.0, 8.0, 0.0, 0.25,
-                                     key="audit_ray_gpus"))
+        address = r1.text_input(
+            "Ray address",
+            "",
+            key="audit_ray_address",
+            help="auto, HOST:PORT of the head, or empty: a local Ray on 127.0.0.1",
+        )
+        workers = int(
+            r2.number_input("Workers (0: as many as fit)", 0, 1024, 0, key="audit_ray_workers")
+        )
+        gpus = float(r3.number_input("GPUs per worker", 0.0, 8.0, 0.0, 0.25, key="audit_ray_gpus"))
     try:
-        return make_executor("ray", address=address.strip() or None, workers=workers or None,
-                             gpus_per_worker=gpus)
+        return make_executor(
+            "ray", address=address.strip() or None, workers=workers or None, gpus_per_worker=gpus
+        )
     except UsageError as exc:
         st.error(ui.md(str(exc)))
         return None
@@ -113,8 +141,13 @@ def audit_job(run_id: int, model_set, *, resume: bool, executor=None):
     def job(progress: Progress, cancel) -> object:
         def on_progress(p) -> None:
             current = f"running {p.current}" if p.current is not None else "between units"
-            progress.set(done=p.done, total=p.total, rate=p.rate or None, eta=p.eta_s,
-                         message=f"{p.done}/{p.total} units, {p.errors} failed · {current}")
+            progress.set(
+                done=p.done,
+                total=p.total,
+                rate=p.rate or None,
+                eta=p.eta_s,
+                message=f"{p.done}/{p.total} units, {p.errors} failed · {current}",
+            )
             if hasattr(executor, "worker_states"):  # Ray: one row per worker actor
                 progress.update_data(workers=executor.worker_states())
 
@@ -123,8 +156,15 @@ def audit_job(run_id: int, model_set, *, resume: bool, executor=None):
                 progress.update_data(last_prompt=event.candidate.prompt)
 
         run = resume_audit if resume else run_audit
-        summary = run(store, run_id, models=model_set, on_progress=on_progress,
-                      on_event=on_event, cancel=cancel, executor=executor)
+        summary = run(
+            store,
+            run_id,
+            models=model_set,
+            on_progress=on_progress,
+            on_event=on_event,
+            cancel=cancel,
+            executor=executor,
+        )
         if hasattr(executor, "worker_states"):
             progress.update_data(workers=executor.worker_states())
         return summary
@@ -148,10 +188,20 @@ with tab_run:
     reverse_ok = ["reverse_lm"] if use_reverse else []
     offered = ["ps_base", "ps_inst", *reverse_ok, "gcg", "interactive"]
     c1, c2 = st.columns(2)
-    methods = c1.multiselect("Methods", offered, default=["ps_base", "ps_inst", "interactive"],
-                             format_func=lambda m: METHOD_LABELS[m], key="audit_methods")
-    lengths = c2.multiselect("Lengths (tokens)", [50, 100, 200, 300, 500], default=[200],
-                             key="audit_lengths", help="paper: 200, 300, 500")
+    methods = c1.multiselect(
+        "Methods",
+        offered,
+        default=["ps_base", "ps_inst", "interactive"],
+        format_func=lambda m: METHOD_LABELS[m],
+        key="audit_methods",
+    )
+    lengths = c2.multiselect(
+        "Lengths (tokens)",
+        [50, 100, 200, 300, 500],
+        default=[200],
+        key="audit_lengths",
+        help="paper: 200, 300, 500",
+    )
     with st.expander("Method options"):
         o1, o2, o3, o4 = st.columns(4)
         rounds = int(o1.number_input("Ours: rounds T", 0, 20, 3, key="audit_rounds"))
@@ -159,11 +209,18 @@ with tab_run:
         gcg_steps = int(o3.number_input("GCG steps", 1, 500, 10, key="audit_gcg"))
         seed = int(o4.number_input("Seed", 0, 2**31 - 1, 0, key="audit_seed"))
         scoring = ui.scoring_widgets("audit_scoring")
-        fixed_alpha = st.checkbox("One α for every snippet (else the paper's table per domain "
-                                  "and length)", key="audit_fix_alpha")
+        fixed_alpha = st.checkbox(
+            "One α for every snippet (else the paper's table per domain and length)",
+            key="audit_fix_alpha",
+        )
         alpha = st.slider("α", 0.0, 1.0, 0.5, 0.05, key="audit_alpha") if fixed_alpha else None
-        split_tok = st.radio("Split by", ["model", "whitespace"], horizontal=True,
-                             key="audit_split", help="the victim's tokens (paper) or words")
+        split_tok = st.radio(
+            "Split by",
+            ["model", "whitespace"],
+            horizontal=True,
+            key="audit_split",
+            help="the victim's tokens (paper) or words",
+        )
     executor = executor_choice()
     busy = ui.job_running(JOB) or executor is None
     ready = bool(snippets and methods and lengths)
@@ -176,40 +233,76 @@ with tab_run:
         model_set = None if on_ray else load_set(methods)
         if model_set is not None or on_ray:
             try:
-                options = AttackOptions(alpha=alpha, scoring=scoring, seed=seed, rounds=rounds,
-                                        n_candidates=n_cand, gcg_steps=gcg_steps)
-                names = ModelNames(**{r: models[r].label for r in ("victim", "base", "attacker")},
-                                   reverse=models["reverse"].label if use_reverse else None)
-                run_id = start_audit(store, snippets, methods, lengths, options, names,
-                                     title=f"audit {len(snippets)} snippets",
-                                     split_tokenizer=split_tok, dataset=record)
+                options = AttackOptions(
+                    alpha=alpha,
+                    scoring=scoring,
+                    seed=seed,
+                    rounds=rounds,
+                    n_candidates=n_cand,
+                    gcg_steps=gcg_steps,
+                )
+                names = ModelNames(
+                    **{r: models[r].label for r in ("victim", "base", "attacker")},
+                    reverse=models["reverse"].label if use_reverse else None,
+                )
+                run_id = start_audit(
+                    store,
+                    snippets,
+                    methods,
+                    lengths,
+                    options,
+                    names,
+                    title=f"audit {len(snippets)} snippets",
+                    split_tokenizer=split_tok,
+                    dataset=record,
+                )
             except ValueError as exc:
                 st.error(ui.md(str(exc)))
             else:
                 st.session_state["audit_run_id"] = run_id
-                ui.start_job(JOB, audit_job(run_id, model_set, resume=False, executor=executor),
-                             f"Audit run {run_id}", run_id=run_id)
+                ui.start_job(
+                    JOB,
+                    audit_job(run_id, model_set, resume=False, executor=executor),
+                    f"Audit run {run_id}",
+                    run_id=run_id,
+                )
 
     live = live_run_ids()
-    resumable = [r for r in store.list_runs(kind="audit")
-                 if r["status"] in ("interrupted", "running") and r["id"] not in live
-                 and r.get("units_pending", 0) + r.get("units_running", 0) > 0]
+    resumable = [
+        r
+        for r in store.list_runs(kind="audit")
+        if r["status"] in ("interrupted", "running")
+        and r["id"] not in live
+        and r.get("units_pending", 0) + r.get("units_running", 0) > 0
+    ]
     if resumable:
         st.subheader("Resume an interrupted audit")
         pick = st.selectbox(
-            "Audit", [r["id"] for r in resumable], key="audit_resume_pick",
-            format_func=lambda i: next(f"#{r['id']} · {r['title']} · {r['units_done']}/"
-                                       f"{r['units_total']} done" for r in resumable if r["id"] == i))
-        st.caption("It resumes with the models chosen in the sidebar (on Ray: the models the run "
-                   "recorded, loaded by each worker); the run records both.")
+            "Audit",
+            [r["id"] for r in resumable],
+            key="audit_resume_pick",
+            format_func=lambda i: next(
+                f"#{r['id']} · {r['title']} · {r['units_done']}/{r['units_total']} done"
+                for r in resumable
+                if r["id"] == i
+            ),
+        )
+        st.caption(
+            "It resumes with the models chosen in the sidebar (on Ray: the models the run "
+            "recorded, loaded by each worker); the run records both."
+        )
         if st.button("Resume", disabled=busy, key="audit_resume"):
             methods_of = store.get_run(pick)["config"].get("methods", [])
             on_ray = executor.name == "ray"  # the workers load the run's models by name
             model_set = None if on_ray else load_set(methods_of)
             if model_set is not None or on_ray:
                 st.session_state["audit_run_id"] = pick
-                ui.start_job(JOB, audit_job(pick, model_set, resume=True, executor=executor),
-                             f"Audit run {pick}", run_id=pick)
+                ui.start_job(
+                    JOB,
+                    audit_job(pick, model_set, resume=True, executor=executor),
+                    f"Audit run {pick}",
+                    run_id=pick,
+                )
     ui.show_job(JOB, render_live)
 
 
@@ -217,24 +310,39 @@ def report_view(run_id: int) -> None:
     from memprobe_core.audit.report import report_for_run
     from memprobe_core.config import SELECTIONS
 
-    select = st.radio("Mem shown", SELECTIONS, horizontal=True, key="audit_select",
-                      help="objective: Mem of p* = argmax O (Algorithm 1, default); max_mem: the "
-                           "highest Mem in the trace (an upper bound); reference: the reference "
-                           "code's best_rougeL")
+    select = st.radio(
+        "Mem shown",
+        SELECTIONS,
+        horizontal=True,
+        key="audit_select",
+        help="objective: Mem of p* = argmax O (Algorithm 1, default); max_mem: the "
+        "highest Mem in the trace (an upper bound); reference: the reference "
+        "code's best_rougeL",
+    )
     report = report_for_run(store, run_id, select=select)
     st.caption(ui.md(f"Mem = {report.meta['selection_label']}"))
     if report.table1.empty:
         st.info("No finished unit in this audit yet: the report fills in as units finish.")
         return
-    st.caption("Means with 95 % BCa bootstrap intervals (5,000 resamples, seeded); 'all' pools "
-               "domains. † marks n < 10: intervals and tests there are rough. Paired gains carry "
-               "a Wilcoxon signed-rank (or exact sign) test, Holm-adjusted across the report.")
+    st.caption(
+        "Means with 95 % BCa bootstrap intervals (5,000 resamples, seeded); 'all' pools "
+        "domains. † marks n < 10: intervals and tests there are rough. Paired gains carry "
+        "a Wilcoxon signed-rank (or exact sign) test, Holm-adjusted across the report."
+    )
     t1 = report.table1.drop(columns=["method"]).rename(columns={"method_label": "method"})
-    st.dataframe(t1, hide_index=True, width="stretch",
-                 column_config={c: st.column_config.NumberColumn(format="%.3f")
-                                for c in t1.columns if c.startswith(("mem", "lcs_p", "dis", "objective"))})
-    ui.csv_download("Table 1 CSV", report.table1, f"memprobe-audit{run_id}-table1.csv",
-                    key=f"audit_dl_{run_id}")
+    st.dataframe(
+        t1,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            c: st.column_config.NumberColumn(format="%.3f")
+            for c in t1.columns
+            if c.startswith(("mem", "lcs_p", "dis", "objective"))
+        },
+    )
+    ui.csv_download(
+        "Table 1 CSV", report.table1, f"memprobe-audit{run_id}-table1.csv", key=f"audit_dl_{run_id}"
+    )
     per_domain = report.table1[report.table1["domain"] != "all"]
     for length in sorted(per_domain["length"].unique()):
         part = per_domain[per_domain["length"] == length]
@@ -247,9 +355,12 @@ def report_view(run_id: int) -> None:
             fig = charts.domain_bars(part, "lcs_p")
             fig.update_layout(title=f"LCS_P by domain, length {length}")
             st.plotly_chart(fig, width="stretch")
-    for title, frame in (("Paired improvement over the prefix-suffix baselines", report.paired),
-                         ("PII copied and invented", report.pii), ("Cost per method", report.costs),
-                         ("Failed units", report.errors)):
+    for title, frame in (
+        ("Paired improvement over the prefix-suffix baselines", report.paired),
+        ("PII copied and invented", report.pii),
+        ("Cost per method", report.costs),
+        ("Failed units", report.errors),
+    ):
         if isinstance(frame, pd.DataFrame) and not frame.empty:
             st.subheader(title)
             st.dataframe(frame, hide_index=True, width="stretch")
@@ -263,7 +374,12 @@ with tab_report:
         ids = [r["id"] for r in audits]
         default = st.session_state.get("audit_run_id")
         chosen = st.selectbox(
-            "Audit", ids, index=ids.index(default) if default in ids else 0, key="audit_report_pick",
-            format_func=lambda i: next(f"#{r['id']} · {r['title']} · {r['status']}"
-                                       for r in audits if r["id"] == i))
+            "Audit",
+            ids,
+            index=ids.index(default) if default in ids else 0,
+            key="audit_report_pick",
+            format_func=lambda i: next(
+                f"#{r['id']} · {r['title']} · {r['status']}" for r in audits if r["id"] == i
+            ),
+        )
         report_view(chosen)

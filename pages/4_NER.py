@@ -20,13 +20,17 @@ from ui_common import charts
 from ui_common.job_runner import Progress, ProgressSnapshot
 
 JOB = "ner_job"
-OWN_PROMPTS = "I met {name} yesterday.\nHave you seen {name}?\nWhat a game by {name}!\nCall {name} tomorrow."
+OWN_PROMPTS = (
+    "I met {name} yesterday.\nHave you seen {name}?\nWhat a game by {name}!\nCall {name} tomorrow."
+)
 
 ui.page_setup("NER")
 st.title("NER memorization")
-st.caption("A prompt with a name slot is filled with a name the model was trained on and with one it "
-           "never saw; M-MEM is the share of pairs where the trained name gets the higher PER "
-           "confidence. 50 % means no memorization signal.")
+st.caption(
+    "A prompt with a name slot is filled with a name the model was trained on and with one it "
+    "never saw; M-MEM is the share of pairs where the trained name gets the higher PER "
+    "confidence. 50 % means no memorization signal."
+)
 
 
 def read_config() -> NerAuditConfig:
@@ -34,61 +38,119 @@ def read_config() -> NerAuditConfig:
     choices = ner_models()
     with st.sidebar:
         st.subheader("NER models")
-        picked = st.multiselect("Models", list(choices), default=[EMBEDDED], key="ner_models",
-                                format_func=lambda n: f"{n}: {choices.get(n, '')}",
-                                help="Two or more models give a Kendall τ matrix of prompt rankings.")
-        extra = st.text_area("More models (hub ids or local folders, one per line)", key="ner_extra",
-                             help="Any token classifier with PER labels, e.g. dslim/bert-base-NER "
-                                  "(needs a network) or a local folder.")
+        picked = st.multiselect(
+            "Models",
+            list(choices),
+            default=[EMBEDDED],
+            key="ner_models",
+            format_func=lambda n: f"{n}: {choices.get(n, '')}",
+            help="Two or more models give a Kendall τ matrix of prompt rankings.",
+        )
+        extra = st.text_area(
+            "More models (hub ids or local folders, one per line)",
+            key="ner_extra",
+            help="Any token classifier with PER labels, e.g. dslim/bert-base-NER "
+            "(needs a network) or a local folder.",
+        )
     st.subheader("Names")
-    own_names = st.radio("Name lists", ["The model's own lists", "Upload two lists"], horizontal=True,
-                         key="ner_names_source") == "The model's own lists"
+    own_names = (
+        st.radio(
+            "Name lists",
+            ["The model's own lists", "Upload two lists"],
+            horizontal=True,
+            key="ner_names_source",
+        )
+        == "The model's own lists"
+    )
     n1, n2, n3 = st.columns(3)
     names: dict[str, NameFile | None] = {"in_names": None, "out_names": None}
     max_pairs = int(n1.number_input("Pairs (at most)", 2, 100_000, 100, key="ner_pairs"))
     seed = int(n2.number_input("Seed", 0, 2**31 - 1, 0, key="ner_seed"))
-    dev = float(n3.number_input("Dev share (0: no dev/test split)", 0.0, 0.9, 0.0, 0.1, key="ner_dev",
-                                help="e.g. 0.5 reports dev-vs-test Kendall τ"))
+    dev = float(
+        n3.number_input(
+            "Dev share (0: no dev/test split)",
+            0.0,
+            0.9,
+            0.0,
+            0.1,
+            key="ner_dev",
+            help="e.g. 0.5 reports dev-vs-test Kendall τ",
+        )
+    )
     missing = []
     if not own_names:
         for col, field, what in zip(st.columns(2), names, ("In-train names", "Out-of-train names")):
-            upload = col.file_uploader(f"{what} (.txt one per line, or .csv)", type=["txt", "csv"],
-                                       key=f"upload_ner_{field[:-6]}")
+            upload = col.file_uploader(
+                f"{what} (.txt one per line, or .csv)",
+                type=["txt", "csv"],
+                key=f"upload_ner_{field[:-6]}",
+            )
             if upload is None:
                 missing.append(what.lower())
             else:
                 names[field] = NameFile(upload.name, upload.getvalue())
     st.subheader("Prompts")
     prompts, n_templates, types = None, 40, PROMPT_TYPES
-    if st.radio("Prompts", ["Templates", "My prompts"], horizontal=True, key="ner_psource") == "Templates":
+    if (
+        st.radio("Prompts", ["Templates", "My prompts"], horizontal=True, key="ner_psource")
+        == "Templates"
+    ):
         p1, p2 = st.columns([1, 3])
         n_templates = int(p1.number_input("How many", 1, 3000, 40, key="ner_ntemplates"))
-        types = p2.multiselect("Types", list(PROMPT_TYPES), default=list(PROMPT_TYPES), key="ner_types")
+        types = p2.multiselect(
+            "Types", list(PROMPT_TYPES), default=list(PROMPT_TYPES), key="ner_types"
+        )
     else:
-        text = st.text_area("One prompt per line, each with {name} exactly once", key="ner_own",
-                            value=OWN_PROMPTS)
+        text = st.text_area(
+            "One prompt per line, each with {name} exactly once", key="ner_own", value=OWN_PROMPTS
+        )
         prompts = [line for line in text.splitlines() if line.strip()]
     o1, o2, o3 = st.columns(3)
-    metric = o1.selectbox("M-MEM", ["pairwise", "all_pairs"], key="ner_metric",
-                          help="pairwise: % of pairs with C(in) > C(out) (paper); all_pairs: every "
-                               "in × out combination, ties ½ (reference code)")
-    steps = int(o2.number_input("Token-importance steps", 0, 30, 4, key="ner_steps",
-                                help="leave-one-token-out removals for the best and the worst "
-                                     "prompt (0: skip)"))
+    metric = o1.selectbox(
+        "M-MEM",
+        ["pairwise", "all_pairs"],
+        key="ner_metric",
+        help="pairwise: % of pairs with C(in) > C(out) (paper); all_pairs: every "
+        "in × out combination, ties ½ (reference code)",
+    )
+    steps = int(
+        o2.number_input(
+            "Token-importance steps",
+            0,
+            30,
+            4,
+            key="ner_steps",
+            help="leave-one-token-out removals for the best and the worst prompt (0: skip)",
+        )
+    )
     attention = o3.checkbox("Attention heatmaps", value=True, key="ner_attention")
     if missing:
         raise ValueError(f"upload the {' and '.join(missing)} lists first")
     models = picked + [line.strip() for line in extra.splitlines() if line.strip()]
-    return NerAuditConfig(models=tuple(models), **names, max_pairs=max_pairs, seed=seed,
-                          dev_fraction=dev, prompts=prompts, templates=n_templates,
-                          prompt_types=tuple(types), metric=metric, importance_steps=steps,
-                          attention_pairs=20 if attention else 0)
+    return NerAuditConfig(
+        models=tuple(models),
+        **names,
+        max_pairs=max_pairs,
+        seed=seed,
+        dev_fraction=dev,
+        prompts=prompts,
+        templates=n_templates,
+        prompt_types=tuple(types),
+        metric=metric,
+        importance_steps=steps,
+        attention_pairs=20 if attention else 0,
+    )
 
 
 def job(config: NerAuditConfig):
     def run(progress: Progress, cancel: threading.Event) -> NerAuditResult:
-        return run_ner_audit(config, cancel=cancel, on_progress=lambda done, total, message:
-                             progress.set(done=done, total=total, message=message))
+        return run_ner_audit(
+            config,
+            cancel=cancel,
+            on_progress=lambda done, total, message: progress.set(
+                done=done, total=total, message=message
+            ),
+        )
 
     return run
 
@@ -103,42 +165,70 @@ def render(snap: ProgressSnapshot) -> None:
         st.caption(f"Cancelled: the {len(result.reports)} model(s) finished are shown.")
     st.dataframe(result.summary_table().round(1), hide_index=True, width="stretch")
     labels = list(result.reports)
-    shown = st.selectbox("Model for the charts", labels, key="ner_show") if len(labels) > 1 else labels[0]
+    shown = (
+        st.selectbox("Model for the charts", labels, key="ner_show")
+        if len(labels) > 1
+        else labels[0]
+    )
     report = result.reports[shown]
-    st.metric(f"Mean M-MEM of the model for the charts ({len(report.scores.pairs)} pairs)",
-              f"{100 * report.scores.m_mem.mean():.1f} %")
+    st.metric(
+        f"Mean M-MEM of the model for the charts ({len(report.scores.pairs)} pairs)",
+        f"{100 * report.scores.m_mem.mean():.1f} %",
+    )
     for note in report.notes:
         st.caption(ui.md(note))
     left, right = st.columns(2)
     left.plotly_chart(charts.ner_ranking_figure(report.ranked), width="stretch")
     right.plotly_chart(charts.ner_box_by(result.type_groups()), width="stretch")
     st.caption("Prompts, best first (rank 1 = highest M-MEM):")
-    st.dataframe(report.ranked[["rank", "prompt", "type", "m_mem", "mean_conf_in", "mean_conf_out", "gap"]],
-                 hide_index=True, width="stretch", height=260)
+    st.dataframe(
+        report.ranked[["rank", "prompt", "type", "m_mem", "mean_conf_in", "mean_conf_out", "gap"]],
+        hide_index=True,
+        width="stretch",
+        height=260,
+    )
     if report.importance is not None:
         st.subheader(f"Token importance ({ui.md(shown)})")
-        st.caption("Each row removes one token: the best prompt loses its least important token, "
-                   "the worst its most important (paper Figure 4). Blue helps M-MEM, red hurts.")
-        for col, trace, title in zip(st.columns(2), report.importance, ("Best prompt", "Worst prompt")):
-            col.plotly_chart(charts.importance_heatmap(trace.heatmap(), title=title), width="stretch")
+        st.caption(
+            "Each row removes one token: the best prompt loses its least important token, "
+            "the worst its most important (paper Figure 4). Blue helps M-MEM, red hurts."
+        )
+        for col, trace, title in zip(
+            st.columns(2), report.importance, ("Best prompt", "Worst prompt")
+        ):
+            col.plotly_chart(
+                charts.importance_heatmap(trace.heatmap(), title=title), width="stretch"
+            )
     if report.attention:
         st.subheader(f"Attention of the name position ({ui.md(shown)})")
-        for col, comp, title in zip(st.columns(2), report.attention, ("Best prompt", "Worst prompt")):
+        for col, comp, title in zip(
+            st.columns(2), report.attention, ("Best prompt", "Worst prompt")
+        ):
             col.plotly_chart(charts.attention_heatmap(comp.heatmap(), title=title), width="stretch")
     if len(labels) > 1:
         st.subheader("Agreement between models")
         st.plotly_chart(charts.tau_heatmap(result.tau_across_models()), width="stretch")
     if result.dev_pairs is not None:
-        st.caption("Kendall τ of each model's prompt ranking on dev vs test pairs: " + ", ".join(
-            f"{ui.md(k)}: {r.dev_test_tau:.2f}" for k, r in result.reports.items()))
+        st.caption(
+            "Kendall τ of each model's prompt ranking on dev vs test pairs: "
+            + ", ".join(f"{ui.md(k)}: {r.dev_test_tau:.2f}" for k, r in result.reports.items())
+        )
     st.subheader("Export")
     e1, e2 = st.columns(2)
     with e1:
-        ui.csv_download("Prompt scores CSV", result.prompt_scores(), "memprobe-ner-prompts.csv",
-                        key="ner_dl_prompts")
+        ui.csv_download(
+            "Prompt scores CSV",
+            result.prompt_scores(),
+            "memprobe-ner-prompts.csv",
+            key="ner_dl_prompts",
+        )
     with e2:
-        ui.csv_download("Per-name confidences CSV", result.name_confidences(), "memprobe-ner-names.csv",
-                        key="ner_dl_names")
+        ui.csv_download(
+            "Per-name confidences CSV",
+            result.name_confidences(),
+            "memprobe-ner-names.csv",
+            key="ner_dl_names",
+        )
 
 
 try:
@@ -151,5 +241,7 @@ if st.button("Run NER audit", type="primary", disabled=ui.job_running(JOB), key=
     else:
         ui.start_job(JOB, job(config), "NER audit")
 if ui.show_job(JOB, render) is None:
-    st.info("Pick models, names and prompts, then press Run NER audit. The embedded model trains "
-            "once (about a minute on a CPU) and is cached.")
+    st.info(
+        "Pick models, names and prompts, then press Run NER audit. The embedded model trains "
+        "once (about a minute on a CPU) and is cached."
+    )

@@ -20,8 +20,10 @@ if store is None:
     st.stop()
 runs = store.list_runs()
 if not runs:
-    st.info("The store has no run yet. Run a probe (Probe page), a comparison (Compare) or an "
-            "audit (Audit); each is saved here as it goes.")
+    st.info(
+        "The store has no run yet. Run a probe (Probe page), a comparison (Compare) or an "
+        "audit (Audit); each is saved here as it goes."
+    )
     st.caption(ui.md(f"Store: {store.path}"))
     st.stop()
 
@@ -32,10 +34,17 @@ def _when(ts: float) -> str:
 
 listing = pd.DataFrame(
     [
-        {"run": r["id"], "kind": r["kind"], "title": r.get("title", ""), "status": r["status"],
-         "units done": r.get("units_done", 0), "units failed": r.get("units_error", 0),
-         "units": r.get("units_total", 0), "created": _when(r["created"]),
-         "updated": _when(r["updated"])}
+        {
+            "run": r["id"],
+            "kind": r["kind"],
+            "title": r.get("title", ""),
+            "status": r["status"],
+            "units done": r.get("units_done", 0),
+            "units failed": r.get("units_error", 0),
+            "units": r.get("units_total", 0),
+            "created": _when(r["created"]),
+            "updated": _when(r["updated"]),
+        }
         for r in runs
     ]
 )
@@ -71,61 +80,93 @@ with tab_open:
             from memprobe_core.audit.report import report_for_run
 
             report = report_for_run(store, run_id)
-            ui.csv_download("Report (Table 1) CSV", report.table1, f"memprobe-run{run_id}-report.csv",
-                            key="dl_report")
+            ui.csv_download(
+                "Report (Table 1) CSV",
+                report.table1,
+                f"memprobe-run{run_id}-report.csv",
+                key="dl_report",
+            )
         else:
             st.caption("No finished unit yet: no report to export.")
     with e2:
         if not results.empty:
-            ui.csv_download("Results CSV", results, f"memprobe-run{run_id}-results.csv", key="dl_results")
+            ui.csv_download(
+                "Results CSV", results, f"memprobe-run{run_id}-results.csv", key="dl_results"
+            )
     with e3:
         if not candidates.empty:
-            ui.csv_download("Raw candidates CSV", candidates, f"memprobe-run{run_id}-candidates.csv",
-                            key="dl_candidates")
+            ui.csv_download(
+                "Raw candidates CSV",
+                candidates,
+                f"memprobe-run{run_id}-candidates.csv",
+                key="dl_candidates",
+            )
         else:
             st.caption("No candidate recorded in this run.")
-    st.caption("CSV cells that a spreadsheet would run as a formula (=, +, -, @ …) are neutralized.")
+    st.caption(
+        "CSV cells that a spreadsheet would run as a formula (=, +, -, @ …) are neutralized."
+    )
 
     if not units:
         st.info("This run has no unit of work.")
     else:
         st.subheader("Units")
         unit_rows = pd.DataFrame(
-            [{"snippet": u["snippet_id"], "method": METHOD_LABELS.get(u["method"], u["method"]),
-              "length": u["length"], "status": u["status"], "attempts": u["attempts"],
-              "seconds": u["seconds"], "error": u["error"] or ""} for u in units]
+            [
+                {
+                    "snippet": u["snippet_id"],
+                    "method": METHOD_LABELS.get(u["method"], u["method"]),
+                    "length": u["length"],
+                    "status": u["status"],
+                    "attempts": u["attempts"],
+                    "seconds": u["seconds"],
+                    "error": u["error"] or "",
+                }
+                for u in units
+            ]
         )
         st.dataframe(unit_rows, hide_index=True, width="stretch")
 
         st.subheader("Replay")
         keys = [u["key"] for u in units]
         unit = st.selectbox(
-            "Unit", range(len(keys)), key=f"runs_unit_{run_id}",
-            format_func=lambda i: f"{keys[i].snippet_id} · {METHOD_LABELS.get(keys[i].method, keys[i].method)} · {keys[i].length}",
+            "Unit",
+            range(len(keys)),
+            key=f"runs_unit_{run_id}",
+            format_func=lambda i: (
+                f"{keys[i].snippet_id} · {METHOD_LABELS.get(keys[i].method, keys[i].method)} · {keys[i].length}"
+            ),
         )
         key = keys[unit or 0]
         frame = charts.candidate_rows(store.candidates(run_id, key))
         if frame.empty:
-            st.info("No candidate of this unit was recorded (it has not started, or it failed "
-                    "before scoring one).")
+            st.info(
+                "No candidate of this unit was recorded (it has not started, or it failed "
+                "before scoring one)."
+            )
         else:
             last_round = int(frame["round"].max())
             upto = last_round
             if last_round > 0:
-                upto = st.slider("Show rounds up to", 0, last_round, last_round,
-                                 key=f"runs_upto_{run_id}_{unit}")
+                upto = st.slider(
+                    "Show rounds up to", 0, last_round, last_round, key=f"runs_upto_{run_id}_{unit}"
+                )
             shown = charts.candidate_rows(
                 r for r in store.candidates(run_id, key) if r["round"] <= upto
             )
             result = store.result(run_id, key)
             manifest = result.manifest if result is not None else {}
             scoring = manifest.get("scoring")
-            split_info = {**(manifest.get("split") or {}),
-                          "scoring": ScoringConfig(**scoring) if scoring else None}
+            split_info = {
+                **(manifest.get("split") or {}),
+                "scoring": ScoringConfig(**scoring) if scoring else None,
+            }
             ui.probe_view(shown, split_info, result)
             if split_info.get("suffix") is None:
-                st.caption("The overlap view needs the unit's split: it is kept with every "
-                           "finished unit (units of older versions have none).")
+                st.caption(
+                    "The overlap view needs the unit's split: it is kept with every "
+                    "finished unit (units of older versions have none)."
+                )
 
 with tab_compare:
     if len(by_id) < 2:
@@ -144,13 +185,20 @@ with tab_compare:
             st.info("Both runs need at least one finished unit to compare.")
         else:
             both = pd.concat(frames, ignore_index=True)
-            summary = (both.groupby(["run", "method"], as_index=False)[["mem", "lcs_p", "dis", "objective"]]
-                       .mean(numeric_only=True))
+            summary = both.groupby(["run", "method"], as_index=False)[
+                ["mem", "lcs_p", "dis", "objective"]
+            ].mean(numeric_only=True)
             summary["method"] = summary["method"].map(lambda m: METHOD_LABELS.get(m, m))
             st.dataframe(summary, hide_index=True, width="stretch")
             import plotly.express as px
 
-            fig = px.bar(summary, x="method", y="mem", color="run", barmode="group",
-                         title="Mean Mem by method, run A vs run B")
+            fig = px.bar(
+                summary,
+                x="method",
+                y="mem",
+                color="run",
+                barmode="group",
+                title="Mean Mem by method, run A vs run B",
+            )
             fig.update_layout(height=360)
             st.plotly_chart(fig, width="stretch")

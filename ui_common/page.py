@@ -85,7 +85,9 @@ def get_store() -> Any | None:
         return _store(path)
     except Exception as exc:  # StoreError or an OS error: say which file and what to do
         st.error(
-            md(f"Cannot open the run store {path}: {exc}. Set MEMPROBE_STORE to a writable file "
-               "path and restart the dashboard.")
+            md(
+                f"Cannot open the run store {path}: {exc}. Set MEMPROBE_STORE to a writable file "
+                "path and restart the dashboard."
+            )
         )
         return None

@@ -18,8 +18,22 @@ def candidates_table(frame: pd.DataFrame, *, key: str | None = None, height: int
     if frame.empty:
         st.info("No candidate scored yet.")
         return
-    columns = [c for c in ("method", "round", "index", "prompt", "mem", "lcs_p", "objective",
-                           "flags", "is_best", "output") if c in frame]
+    columns = [
+        c
+        for c in (
+            "method",
+            "round",
+            "index",
+            "prompt",
+            "mem",
+            "lcs_p",
+            "objective",
+            "flags",
+            "is_best",
+            "output",
+        )
+        if c in frame
+    ]
     view = frame[columns].rename(columns={"is_best": "best"})
 
     def highlight(row: pd.Series) -> list[str]:
@@ -30,7 +44,10 @@ def candidates_table(frame: pd.DataFrame, *, key: str | None = None, height: int
         view.style.apply(highlight, axis=1).format(
             {c: "{:.3f}" for c in ("mem", "lcs_p", "objective") if c in view}, na_rep="—"
         ),
-        hide_index=True, width="stretch", height=min(height, 40 + 35 * len(view)), key=key,
+        hide_index=True,
+        width="stretch",
+        height=min(height, 40 + 35 * len(view)),
+        key=key,
         column_config={
             "prompt": st.column_config.TextColumn("prompt", width="large"),
             "output": st.column_config.TextColumn("victim output", width="large"),
@@ -42,13 +59,22 @@ def candidates_table(frame: pd.DataFrame, *, key: str | None = None, height: int
     )
 
 
-_BOX = ("border:1px solid #ddd;border-radius:6px;padding:8px 10px;white-space:pre-wrap;"
-        "font-family:ui-monospace,Menlo,monospace;font-size:0.85rem;line-height:1.45;"
-        "max-height:320px;overflow-y:auto")
+_BOX = (
+    "border:1px solid #ddd;border-radius:6px;padding:8px 10px;white-space:pre-wrap;"
+    "font-family:ui-monospace,Menlo,monospace;font-size:0.85rem;line-height:1.45;"
+    "max-height:320px;overflow-y:auto"
+)
 
 
-def overlap_view(output: str, suffix: str, scoring: Any = None, *, suffix_tokens: int | None = None,
-                 tokenizer: Any = None, title: str = "victim output") -> None:
+def overlap_view(
+    output: str,
+    suffix: str,
+    scoring: Any = None,
+    *,
+    suffix_tokens: int | None = None,
+    tokenizer: Any = None,
+    title: str = "victim output",
+) -> None:
     """The output and the true suffix side by side, the common subsequence highlighted."""
     from memprobe_core.highlight import escape_block, overlap, segments_to_html
 
@@ -62,11 +88,15 @@ def overlap_view(output: str, suffix: str, scoring: Any = None, *, suffix_tokens
     if ov.output_rest:
         rest = f'<span style="color:#999">{escape_block(ov.output_rest)}</span>'
     with left:
-        st.html(f"<div><b>{escape_block(title)}</b></div>"
-                f'<div style="{_BOX}">{segments_to_html(ov.output_segments)}{rest}</div>')
+        st.html(
+            f"<div><b>{escape_block(title)}</b></div>"
+            f'<div style="{_BOX}">{segments_to_html(ov.output_segments)}{rest}</div>'
+        )
     with right:
-        st.html(f"<div><b>true suffix</b></div>"
-                f'<div style="{_BOX}">{segments_to_html(ov.suffix_segments)}</div>')
+        st.html(
+            f"<div><b>true suffix</b></div>"
+            f'<div style="{_BOX}">{segments_to_html(ov.suffix_segments)}</div>'
+        )
 
 
 def pii_view(pii: dict[str, Any] | None) -> None:
@@ -79,8 +109,13 @@ def pii_view(pii: dict[str, Any] | None) -> None:
         by_kind = pii.get(what) or {}
         for kind, values in by_kind.items():
             for value in values:
-                rows.append({"where": {"truth": "in the true suffix"}.get(what, what),
-                             "kind": str(kind), "text": str(value)})
+                rows.append(
+                    {
+                        "where": {"truth": "in the true suffix"}.get(what, what),
+                        "kind": str(kind),
+                        "text": str(value),
+                    }
+                )
     if not rows:
         st.caption("No PII in the suffix or the output.")
         return
@@ -113,8 +148,13 @@ def cached_figure(name: str, version: Hashable, build: Callable[[], Any]) -> Any
     return cached[1]
 
 
-def probe_view(frame: pd.DataFrame, split_info: dict[str, Any], result: Any = None, *,
-               charts_before_round: int | None = None) -> None:
+def probe_view(
+    frame: pd.DataFrame,
+    split_info: dict[str, Any],
+    result: Any = None,
+    *,
+    charts_before_round: int | None = None,
+) -> None:
     """A probe's candidates (live or replayed): table, scatter, best by round, best prompt, overlap.
 
     Args:
@@ -136,17 +176,25 @@ def probe_view(frame: pd.DataFrame, split_info: dict[str, Any], result: Any = No
     if best is None:
         return
     st.subheader("Best prompt so far")
-    st.caption(f"round {best['round']}, candidate {best['index']}: Mem {best['mem']:.3f}, "
-               f"LCS_P {best['lcs_p']:.3f}, O {best['objective']:.3f}")
+    st.caption(
+        f"round {best['round']}, candidate {best['index']}: Mem {best['mem']:.3f}, "
+        f"LCS_P {best['lcs_p']:.3f}, O {best['objective']:.3f}"
+    )
     st.code(best["prompt"], language=None, wrap_lines=True)
     if split_info.get("suffix") is not None:
         st.subheader("Victim output against the true suffix")
-        overlap_view(best["output"], split_info["suffix"], split_info.get("scoring"),
-                      suffix_tokens=split_info.get("suffix_tokens"),
-                      tokenizer=_tokenizer_or_none(split_info.get("tokenizer")))
+        overlap_view(
+            best["output"],
+            split_info["suffix"],
+            split_info.get("scoring"),
+            suffix_tokens=split_info.get("suffix_tokens"),
+            tokenizer=_tokenizer_or_none(split_info.get("tokenizer")),
+        )
     if result is not None:
         st.subheader("PII")
-        pii_view(getattr(result, "pii", None) if not isinstance(result, dict) else result.get("pii"))
+        pii_view(
+            getattr(result, "pii", None) if not isinstance(result, dict) else result.get("pii")
+        )
 
 
 def _probe_charts(frame: pd.DataFrame, split_info: dict[str, Any], before: int | None) -> None:
@@ -161,8 +209,10 @@ def _probe_charts(frame: pd.DataFrame, split_info: dict[str, Any], before: int |
             st.caption("The charts appear when the first round is scored.")
             return
         version = (split_info.get("run_id"), before, len(frame))
-        figures = (cached_figure("probe_scatter", version, lambda: scatter(frame)),
-                   cached_figure("probe_rounds", version, lambda: rounds(frame)))
+        figures = (
+            cached_figure("probe_scatter", version, lambda: scatter(frame)),
+            cached_figure("probe_rounds", version, lambda: rounds(frame)),
+        )
     for column, figure in zip(st.columns(2), figures):
         with column:
             st.plotly_chart(figure, width="stretch")

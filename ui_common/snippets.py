@@ -30,9 +30,13 @@ def read_upload(upload: Any, **load_options: Any) -> Any | None:
     if size is None:
         size = len(upload.getvalue())
     if size > MAX_FILE_BYTES:
-        st.error(md(f"{upload.name} is {size / 2**20:.1f} MiB; uploads are capped at "
-                    f"{MAX_FILE_BYTES / 2**20:.0f} MiB. Split the file, or run it with the "
-                    "`memprobe audit` command, which reads files from disk."))
+        st.error(
+            md(
+                f"{upload.name} is {size / 2**20:.1f} MiB; uploads are capped at "
+                f"{MAX_FILE_BYTES / 2**20:.0f} MiB. Split the file, or run it with the "
+                "`memprobe audit` command, which reads files from disk."
+            )
+        )
         return None
     try:
         result = load_snippets_from_bytes(upload.getvalue(), upload.name, **load_options)
@@ -41,7 +45,9 @@ def read_upload(upload: Any, **load_options: Any) -> Any | None:
         return None
     st.text(result.summary())
     if not result.snippets:
-        st.error("No usable snippet in this file; check the text column and the rejected rows above.")
+        st.error(
+            "No usable snippet in this file; check the text column and the rejected rows above."
+        )
         return None
     return result
 
@@ -55,34 +61,50 @@ def snippet_picker(key: str) -> Any | None:
     from memprobe_core.data import Snippet
 
     sources = ["Built-in corpus", "Paste", "Upload"]
-    source = st.radio("Snippet", sources, horizontal=True,
-                      key=keep(f"snip_{key}_source", sources[0], sources))
+    source = st.radio(
+        "Snippet", sources, horizontal=True, key=keep(f"snip_{key}_source", sources[0], sources)
+    )
     if source == "Built-in corpus":
         corpus = _corpus()
         if not corpus:
             st.error("The built-in corpus is empty on this machine; paste or upload a snippet.")
             return None
         domains = list(dict.fromkeys(s.domain for s in corpus))  # corpus order: legal first
-        domain = st.selectbox("Domain", domains, key=keep(f"snip_{key}_domain", domains[0], domains))
+        domain = st.selectbox(
+            "Domain", domains, key=keep(f"snip_{key}_domain", domains[0], domains)
+        )
         pool = [s for s in corpus if s.domain == domain]
-        chosen = st.selectbox("Snippet", range(len(pool)),
-                              key=keep(f"snip_{key}_corpus_{domain}", 0, range(len(pool))),
-                              format_func=lambda i: f"{pool[i].id} ({len(pool[i].text.split())} words)")
+        chosen = st.selectbox(
+            "Snippet",
+            range(len(pool)),
+            key=keep(f"snip_{key}_corpus_{domain}", 0, range(len(pool))),
+            format_func=lambda i: f"{pool[i].id} ({len(pool[i].text.split())} words)",
+        )
         snippet = pool[chosen or 0]
     elif source == "Paste":
-        text = st.text_area("Text the model may have seen", key=keep(f"snip_{key}_text", ""), height=160)
+        text = st.text_area(
+            "Text the model may have seen", key=keep(f"snip_{key}_text", ""), height=160
+        )
         c1, c2 = st.columns(2)
-        domain = c1.text_input("Domain (picks the default α)", key=keep(f"snip_{key}_pdomain", "unknown"))
+        domain = c1.text_input(
+            "Domain (picks the default α)", key=keep(f"snip_{key}_pdomain", "unknown")
+        )
         sid = c2.text_input("Id", key=keep(f"snip_{key}_pid", "pasted"))
         if not text.strip():
             st.info("Paste a text above (a few hundred words), or pick the built-in corpus.")
             return None
-        snippet = Snippet(id=sid.strip() or "pasted", text=text, domain=domain.strip() or "unknown",
-                          source="pasted in the dashboard")
+        snippet = Snippet(
+            id=sid.strip() or "pasted",
+            text=text,
+            domain=domain.strip() or "unknown",
+            source="pasted in the dashboard",
+        )
     else:
-        upload = st.file_uploader("A .txt, .jsonl, .csv or .parquet file (column 'text')",
-                                  type=["txt", "jsonl", "ndjson", "csv", "parquet"],
-                                  key=f"upload_{key}")  # uploads cannot be kept in state
+        upload = st.file_uploader(
+            "A .txt, .jsonl, .csv or .parquet file (column 'text')",
+            type=["txt", "jsonl", "ndjson", "csv", "parquet"],
+            key=f"upload_{key}",
+        )  # uploads cannot be kept in state
         if upload is None:
             st.info("Upload a file, or pick the built-in corpus.")
             return None
@@ -90,8 +112,12 @@ def snippet_picker(key: str) -> Any | None:
         if result is None:
             return None
         pool = result.snippets
-        chosen = st.selectbox("Snippet", range(len(pool)), key=f"snip_{key}_up_pick",
-                              format_func=lambda i: f"{pool[i].id} ({len(pool[i].text.split())} words)")
+        chosen = st.selectbox(
+            "Snippet",
+            range(len(pool)),
+            key=f"snip_{key}_up_pick",
+            format_func=lambda i: f"{pool[i].id} ({len(pool[i].text.split())} words)",
+        )
         snippet = pool[chosen or 0]
     with st.expander("Snippet text", expanded=False):
         st.text(snippet.text[:4000] + (" …" if len(snippet.text) > 4000 else ""))
@@ -103,14 +129,25 @@ def scoring_widgets(key: str) -> Any:
     from memprobe_core.config import OUTPUT_WINDOWS, ROUGE_TOKENIZERS, ROUGE_VARIANTS, ScoringConfig
 
     c1, c2, c3, c4 = st.columns(4)
-    variant = c1.selectbox("ROUGE-L", ROUGE_VARIANTS, key=f"{key}_variant",
-                           help="recall = the paper's reference code")
-    tokenizer = c2.selectbox("Tokenizer", ROUGE_TOKENIZERS, key=f"{key}_rtok",
-                             help="rouge drops every non-ASCII character; unicode keeps any script")
-    window = c3.selectbox("Output window", OUTPUT_WINDOWS, key=f"{key}_window",
-                          help="which len(suffix) tokens of the output are scored")
+    variant = c1.selectbox(
+        "ROUGE-L", ROUGE_VARIANTS, key=f"{key}_variant", help="recall = the paper's reference code"
+    )
+    tokenizer = c2.selectbox(
+        "Tokenizer",
+        ROUGE_TOKENIZERS,
+        key=f"{key}_rtok",
+        help="rouge drops every non-ASCII character; unicode keeps any script",
+    )
+    window = c3.selectbox(
+        "Output window",
+        OUTPUT_WINDOWS,
+        key=f"{key}_window",
+        help="which len(suffix) tokens of the output are scored",
+    )
     stemmer = c4.checkbox("Porter stemmer", value=True, key=f"{key}_stem")
-    return ScoringConfig(variant=variant, stemmer=stemmer, tokenizer=tokenizer, output_window=window)
+    return ScoringConfig(
+        variant=variant, stemmer=stemmer, tokenizer=tokenizer, output_window=window
+    )
 
 
 def alpha_widget(key: str, *, domain: str, length: int, model_name: str) -> float:
@@ -118,11 +155,16 @@ def alpha_widget(key: str, *, domain: str, length: int, model_name: str) -> floa
     from memprobe_core.config import alpha_for, family_of
 
     alpha, source = alpha_for(domain=domain, length=length, family=family_of(model_name))
-    override = st.checkbox("Set α myself", key=f"{key}_alpha_override",
-                           help="α weighs Mem against LCS_P in O = α·Mem − (1−α)·LCS_P")
+    override = st.checkbox(
+        "Set α myself",
+        key=f"{key}_alpha_override",
+        help="α weighs Mem against LCS_P in O = α·Mem − (1−α)·LCS_P",
+    )
     if override:
         return float(st.slider("α", 0.0, 1.0, value=alpha, step=0.05, key=f"{key}_alpha"))
-    st.caption(md(f"α = {alpha} from the paper's table ({source}; domain {domain}, length {length})"))
+    st.caption(
+        md(f"α = {alpha} from the paper's table ({source}; domain {domain}, length {length})")
+    )
     return alpha
 
 

@@ -130,18 +130,34 @@ def run_gcg(
     steps = options.gcg_steps
 
     def on_step(step: int, loss: float, step_loss: float, ids: list[int]) -> None:
-        emit(on_event, SearchStep(step=step, steps=steps, loss=loss, step_loss=step_loss,
-                                  best_prompt=tok.decode(ids, skip_special_tokens=True)))
+        emit(
+            on_event,
+            SearchStep(
+                step=step,
+                steps=steps,
+                loss=loss,
+                step_loss=step_loss,
+                best_prompt=tok.decode(ids, skip_special_tokens=True),
+            ),
+        )
 
     t0 = time.perf_counter()
     # The answerer gets the raw decoded text, so the search's context is the raw text too:
     # BOS before the prompt (cached), nothing after it.
     search = gcg_search(
-        torch_model, tok, prompt_ids, target_ids,
-        lead_ids=_lead_ids(tok), steps=steps, top_k=options.gcg_top_k,
-        search_width=options.gcg_search_width, batch_size=options.gcg_batch_size,
-        seed=options.seed, not_allowed=list(getattr(tok, "all_special_ids", []) or []),
-        on_step=on_step, cancel=cancel,
+        torch_model,
+        tok,
+        prompt_ids,
+        target_ids,
+        lead_ids=_lead_ids(tok),
+        steps=steps,
+        top_k=options.gcg_top_k,
+        search_width=options.gcg_search_width,
+        batch_size=options.gcg_batch_size,
+        seed=options.seed,
+        not_allowed=list(getattr(tok, "all_special_ids", []) or []),
+        on_step=on_step,
+        cancel=cancel,
     )
     _charge_search(meter, search.counts, time.perf_counter() - t0)
     best_prompt = tok.decode(search.best_ids, skip_special_tokens=True)
@@ -151,10 +167,16 @@ def run_gcg(
     emit(on_event, RoundStarted(round=round_, n=1))
     # The same budget and output window as every other method (`last` lets it write `length`).
     answer = answer_requests(meter, answerer, [best_prompt], split, options, role="victim")[0]
-    sc = score(meter, [best_prompt], [answer.scored], split, answerer, options, alpha,
-               windowed=True)[0]
+    sc = score(
+        meter, [best_prompt], [answer.scored], split, answerer, options, alpha, windowed=True
+    )[0]
     cand = make_candidate(
-        round_, 0, best_prompt, answer, sc, is_round_best=True,
+        round_,
+        0,
+        best_prompt,
+        answer,
+        sc,
+        is_round_best=True,
         extra={
             "loss": search.best_loss,
             "initial_loss": search.initial_loss,
@@ -168,12 +190,20 @@ def run_gcg(
     emit(on_event, CandidateScored(round=round_, candidate=cand))
     emit(on_event, RoundFinished(round=round_, best=cand))
     manifest = build_manifest(
-        METHOD, split, models, options, alpha, alpha_source,
+        METHOD,
+        split,
+        models,
+        options,
+        alpha,
+        alpha_source,
         decoding={role: dict(VICTIM_DECODING, max_new_tokens=victim_budget(split, options))},
         extra={
             "gcg": {
-                "steps": steps, "steps_done": len(search.losses), "top_k": options.gcg_top_k,
-                "search_width": options.gcg_search_width, "batch_size": options.gcg_batch_size,
+                "steps": steps,
+                "steps_done": len(search.losses),
+                "top_k": options.gcg_top_k,
+                "search_width": options.gcg_search_width,
+                "batch_size": options.gcg_batch_size,
                 "base_tokenizer": getattr(tok, "name_or_path", type(tok).__name__),
                 "initial_prompt": "true prefix",
                 "prefix_cache": True,
@@ -185,8 +215,14 @@ def run_gcg(
         },
     )
     result = build_result(
-        METHOD, split, chosen=cand, trace=[cand], alpha=alpha,
-        dis=dis(split.prefix, best_prompt), meter=meter, manifest=manifest,
+        METHOD,
+        split,
+        chosen=cand,
+        trace=[cand],
+        alpha=alpha,
+        dis=dis(split.prefix, best_prompt),
+        meter=meter,
+        manifest=manifest,
         status="cancelled" if search.cancelled else "finished",
     )
     emit(on_event, Finished(result=result))

@@ -150,8 +150,10 @@ class PrefixCache:
         layers = getattr(cache, "layers", None)
         if not layers or any(type(layer).__name__ not in cls._SUPPORTED for layer in layers):
             # Legacy tuples or exotic layers (linear attention, quantized): recompute instead.
-            logger.info("GCG: %s cache is not expandable; running the prefix every pass",
-                        type(cache).__name__)
+            logger.info(
+                "GCG: %s cache is not expandable; running the prefix every pass",
+                type(cache).__name__,
+            )
             return None
         return cls(cache, before.numel())
 
@@ -200,7 +202,9 @@ def token_gradient(problem: _Problem, ids: Any) -> tuple[Any, float]:
     p, embed = problem, problem.model.get_input_embeddings()
     lt = p.target.numel()
     t0 = time.perf_counter()
-    one_hot = torch.zeros(ids.numel(), p.weight.shape[0], dtype=p.weight.dtype, device=p.weight.device)
+    one_hot = torch.zeros(
+        ids.numel(), p.weight.shape[0], dtype=p.weight.dtype, device=p.weight.device
+    )
     one_hot.scatter_(1, ids[:, None], 1.0)
     one_hot.requires_grad_(True)
     emb = (one_hot @ p.weight)[None]  # (1, Lp, d)
@@ -246,11 +250,17 @@ def round_trips(tokenizer: Any, ids: Sequence[int]) -> bool:
 def filter_ids(tokenizer: Any, cands: Any, skip: Sequence[int]) -> tuple[Any, int]:
     """Candidates that round-trip through the tokenizer and differ from ``skip``; and how many
     were dropped."""
-    keep = [i for i, row in enumerate(cands.tolist()) if row != list(skip) and round_trips(tokenizer, row)]
+    keep = [
+        i
+        for i, row in enumerate(cands.tolist())
+        if row != list(skip) and round_trips(tokenizer, row)
+    ]
     return cands[keep], cands.shape[0] - len(keep)
 
 
-def candidates_loss(problem: _Problem, cands: Any, batch_size: int, cancel: threading.Event | None) -> Any:
+def candidates_loss(
+    problem: _Problem, cands: Any, batch_size: int, cancel: threading.Event | None
+) -> Any:
     """Mean target CE of each candidate prompt, (B, Lp) -> (B,), in batches of ``batch_size``."""
     import torch
     import torch.nn.functional as F
@@ -289,8 +299,14 @@ def _blocked_tokens(tokenizer: Any, vocab: int, not_allowed: Sequence[int], devi
     return blocked
 
 
-def _problem(model: Any, lead_ids: Sequence[int], after_ids: Sequence[int],
-             target_ids: Sequence[int], prefix_cache: bool, counts: SearchCounts) -> _Problem:
+def _problem(
+    model: Any,
+    lead_ids: Sequence[int],
+    after_ids: Sequence[int],
+    target_ids: Sequence[int],
+    prefix_cache: bool,
+    counts: SearchCounts,
+) -> _Problem:
     import torch
 
     embed = model.get_input_embeddings()
@@ -301,8 +317,9 @@ def _problem(model: Any, lead_ids: Sequence[int], after_ids: Sequence[int],
 
     before = ids(lead_ids)
     prefix = PrefixCache.build(model, before, counts) if prefix_cache else None
-    return _Problem(model, weight, _embed_scale(embed), before, ids(after_ids), ids(target_ids),
-                    prefix, counts)
+    return _Problem(
+        model, weight, _embed_scale(embed), before, ids(after_ids), ids(target_ids), prefix, counts
+    )
 
 
 def gcg_search(
@@ -359,17 +376,31 @@ def gcg_search(
     vocab = problem.weight.shape[0]
     blocked = _blocked_tokens(tokenizer, vocab, not_allowed, problem.weight.device)
     if batch_size is None:
-        batch_size = max(1, min(search_width, _LOGITS_BUDGET_BYTES // (len(target_ids) * vocab * 4)))
+        batch_size = max(
+            1, min(search_width, _LOGITS_BUDGET_BYTES // (len(target_ids) * vocab * 4))
+        )
     gen = torch.Generator(device="cpu").manual_seed(seed)
     current = torch.tensor(list(prompt_ids), dtype=torch.long, device=problem.weight.device)
     grad, initial_loss = token_gradient(problem, current)
-    result = GCGSearch(best_ids=current.tolist(), best_loss=initial_loss, initial_loss=initial_loss,
-                       counts=counts)
+    result = GCGSearch(
+        best_ids=current.tolist(), best_loss=initial_loss, initial_loss=initial_loss, counts=counts
+    )
     try:
         for step in range(1, steps + 1):
             check_cancel(cancel)
-            moved = _step(problem, tokenizer, result, grad, blocked, gen, step,
-                          search_width=search_width, top_k=top_k, batch_size=batch_size, cancel=cancel)
+            moved = _step(
+                problem,
+                tokenizer,
+                result,
+                grad,
+                blocked,
+                gen,
+                step,
+                search_width=search_width,
+                top_k=top_k,
+                batch_size=batch_size,
+                cancel=cancel,
+            )
             if on_step:
                 on_step(step, result.best_loss, result.step_losses[-1], result.best_ids)
             if moved and step < steps:  # the gradient only changes with the current prompt
@@ -380,13 +411,25 @@ def gcg_search(
     return result
 
 
-def _step(problem: _Problem, tokenizer: Any, result: GCGSearch, grad: Any, blocked: Any, gen: Any,
-          step: int, *, search_width: int, top_k: int, batch_size: int,
-          cancel: threading.Event | None) -> bool:
+def _step(
+    problem: _Problem,
+    tokenizer: Any,
+    result: GCGSearch,
+    grad: Any,
+    blocked: Any,
+    gen: Any,
+    step: int,
+    *,
+    search_width: int,
+    top_k: int,
+    batch_size: int,
+    cancel: threading.Event | None,
+) -> bool:
     """One GCG step: sample, filter, score; updates ``result``; True when the best prompt moved."""
     current = _cpu_ids(result.best_ids)
-    cands = sample_ids_from_grad(current, grad, blocked, search_width=search_width, top_k=top_k,
-                                 generator=gen)
+    cands = sample_ids_from_grad(
+        current, grad, blocked, search_width=search_width, top_k=top_k, generator=gen
+    )
     cands, dropped = filter_ids(tokenizer, cands, skip=result.best_ids)
     result.dropped += dropped
     if cands.shape[0] == 0:

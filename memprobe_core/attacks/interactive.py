@@ -99,27 +99,41 @@ class _Loop:
     def propose_init(self) -> str:
         material = self.split.text if self.options.access == "full" else self.split.prefix
         request = meta.init_request(
-            material, chat=self.init.has_chat_template,
+            material,
+            chat=self.init.has_chat_template,
             meta_prompt=self.options.init_meta_prompt or self.wording.init,
         )
         rows = self.meter.generate(
-            "attacker", self.init, [request], n=1,
-            max_new_tokens=self.options.max_prompt_tokens, temperature=0.0, seed=self.options.seed,
+            "attacker",
+            self.init,
+            [request],
+            n=1,
+            max_new_tokens=self.options.max_prompt_tokens,
+            temperature=0.0,
+            seed=self.options.seed,
         )
         return self._clean(rows[0][0])
 
     def propose(self, p_best: str, round_: int) -> list[str]:
         o = self.options
         request = meta.refine_request(
-            p_best, chat=self.attacker.has_chat_template,
+            p_best,
+            chat=self.attacker.has_chat_template,
             meta_prompt=o.refine_meta_prompt or self.wording.refine,
         )
         kwargs = dict(
-            max_new_tokens=o.max_prompt_tokens, temperature=o.attacker_temperature, top_p=o.attacker_top_p
+            max_new_tokens=o.max_prompt_tokens,
+            temperature=o.attacker_temperature,
+            top_p=o.attacker_top_p,
         )
         if o.batched:
             rows = self.meter.generate(
-                "attacker", self.attacker, [request], n=o.n_candidates, seed=o.seed + round_, **kwargs
+                "attacker",
+                self.attacker,
+                [request],
+                n=o.n_candidates,
+                seed=o.seed + round_,
+                **kwargs,
             )
             replies = list(rows[0])
         else:
@@ -128,7 +142,9 @@ class _Loop:
             for i in range(o.n_candidates):
                 check_cancel(self.cancel)
                 seed = (o.seed + round_) * 100_003 + i
-                rows = self.meter.generate("attacker", self.attacker, [request], n=1, seed=seed, **kwargs)
+                rows = self.meter.generate(
+                    "attacker", self.attacker, [request], n=1, seed=seed, **kwargs
+                )
                 replies.append(rows[0][0])
         return [self._clean(c) for c in replies]
 
@@ -174,7 +190,9 @@ class _Loop:
         return out
 
     def _ask(self, prompts: list[str]) -> list[VictimAnswer]:
-        return answer_victim(self.meter, self.victim, prompts, self.split, self.options, as_chat=True)
+        return answer_victim(
+            self.meter, self.victim, prompts, self.split, self.options, as_chat=True
+        )
 
     def _scored(self, prompt: str) -> str:
         answer = self.answers.get(prompt)
@@ -182,7 +200,13 @@ class _Loop:
 
     def _score(self, prompts: list[str], outputs: list[str]) -> list:
         return score(
-            self.meter, prompts, outputs, self.split, self.victim, self.options, self.alpha,
+            self.meter,
+            prompts,
+            outputs,
+            self.split,
+            self.victim,
+            self.options,
+            self.alpha,
             windowed=True,
         )
 
@@ -253,9 +277,17 @@ def run_interactive(
     loop.meter.add_seconds("scoring", time.perf_counter() - t0)
     init = loop.trace[0] if loop.trace and "empty" not in loop.trace[0].flags else None
     result = build_result(
-        METHOD, split, chosen=chosen, trace=loop.trace, alpha=loop.alpha, dis=dis_value,
-        meter=loop.meter, manifest=manifest, status=status,
-        mem_init=init.mem if init is not None else None, mem_reference=reference_mem(loop.trace),
+        METHOD,
+        split,
+        chosen=chosen,
+        trace=loop.trace,
+        alpha=loop.alpha,
+        dis=dis_value,
+        meter=loop.meter,
+        manifest=manifest,
+        status=status,
+        mem_init=init.mem if init is not None else None,
+        mem_reference=reference_mem(loop.trace),
     )
     emit(on_event, Finished(result=result))
     return result
@@ -273,7 +305,12 @@ def _manifest(
 ) -> dict:
     """The interactive method's manifest: decoding of each role, meta-prompts, generation."""
     return build_manifest(
-        METHOD, split, models, options, loop.alpha, loop.alpha_source,
+        METHOD,
+        split,
+        models,
+        options,
+        loop.alpha,
+        loop.alpha_source,
         decoding={
             "victim": dict(VICTIM_DECODING, max_new_tokens=victim_budget(split, options)),
             "init": {"temperature": 0.0, "max_new_tokens": options.max_prompt_tokens},
@@ -301,4 +338,3 @@ def _manifest(
             "refine_fallback": fallback,
         },
     )
-

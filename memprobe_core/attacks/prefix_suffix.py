@@ -89,8 +89,16 @@ def run_prefix_suffix(
             for fmt in formats
         ]
         answers = answer_requests(meter, model, requests, split, options)
-        scores = score(meter, [split.prefix] * len(formats), [a.scored for a in answers], split,
-                       model, options, alpha, windowed=True)
+        scores = score(
+            meter,
+            [split.prefix] * len(formats),
+            [a.scored for a in answers],
+            split,
+            model,
+            options,
+            alpha,
+            windowed=True,
+        )
         for i, (fmt, out, sc) in enumerate(zip(formats, answers, scores)):
             check_cancel(cancel)
             cand = make_candidate(0, i, split.prefix, out, sc, extra={"format": fmt})
@@ -119,8 +127,15 @@ def run_prefix_suffix(
         answer_model="base" if variant == "base" else "victim",
     )
     result = build_result(
-        method, split, chosen=chosen, trace=trace, alpha=alpha, dis=None, meter=meter,
-        manifest=manifest, status=status,
+        method,
+        split,
+        chosen=chosen,
+        trace=trace,
+        alpha=alpha,
+        dis=None,
+        meter=meter,
+        manifest=manifest,
+        status=status,
     )
     emit(on_event, Finished(result=result))
     return result

@@ -116,8 +116,6 @@ class AttackResult:
         return cls(**data)
 
 
-
-
 class Cancelled(Exception):
     """Raised inside a method when its cancel flag is set (caught by the method itself)."""
 

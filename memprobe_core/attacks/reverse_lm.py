@@ -84,7 +84,11 @@ def propose_prefix(reverse: Generator, suffix: str, max_new_tokens: int) -> tupl
         raise ValueError("the suffix has no tokens under the reverse model's tokenizer")
     device = next(model.parameters()).device
     inp = torch.tensor([flip(suffix_ids)], dtype=torch.long, device=device)  # (1, Ls)
-    stop = [i for i in (getattr(tok, "eos_token_id", None), getattr(tok, "pad_token_id", None)) if i is not None]
+    stop = [
+        i
+        for i in (getattr(tok, "eos_token_id", None), getattr(tok, "pad_token_id", None))
+        if i is not None
+    ]
     with torch.no_grad():
         out = model.generate(
             input_ids=inp,
@@ -144,10 +148,25 @@ def run_reverse_lm(
         meter.charge("attacker", queries=1, tokens=len(prompt_ids), seconds=spent)
         check_cancel(cancel)
         answers = answer_victim(meter, models.victim, [prompt], split, options, as_chat=False)
-        sc = score(meter, [prompt], [answers[0].scored], split, models.victim, options, alpha,
-                   windowed=True)[0]
-        cand = make_candidate(0, 0, prompt, answers[0], sc, is_round_best=True,
-                              extra={"prefix_tokens": len(prompt_ids)})
+        sc = score(
+            meter,
+            [prompt],
+            [answers[0].scored],
+            split,
+            models.victim,
+            options,
+            alpha,
+            windowed=True,
+        )[0]
+        cand = make_candidate(
+            0,
+            0,
+            prompt,
+            answers[0],
+            sc,
+            is_round_best=True,
+            extra={"prefix_tokens": len(prompt_ids)},
+        )
         trace.append(cand)
         emit(on_event, CandidateScored(round=0, candidate=cand))
         emit(on_event, RoundFinished(round=0, best=cand))
@@ -156,7 +175,12 @@ def run_reverse_lm(
     chosen = trace[0] if trace else None
     tok: Any = reverse.tokenizer
     manifest = build_manifest(
-        METHOD, split, models, options, alpha, alpha_source,
+        METHOD,
+        split,
+        models,
+        options,
+        alpha,
+        alpha_source,
         decoding={
             "reverse": {"do_sample": False, "max_new_tokens": n_new},
             "victim": dict(VICTIM_DECODING, max_new_tokens=victim_budget(split, options)),
@@ -168,8 +192,14 @@ def run_reverse_lm(
         },
     )
     result = build_result(
-        METHOD, split, chosen=chosen, trace=trace, alpha=alpha,
-        dis=dis(split.prefix, prompt) if chosen else None, meter=meter, manifest=manifest,
+        METHOD,
+        split,
+        chosen=chosen,
+        trace=trace,
+        alpha=alpha,
+        dis=dis(split.prefix, prompt) if chosen else None,
+        meter=meter,
+        manifest=manifest,
         status=status,
     )
     emit(on_event, Finished(result=result))

@@ -46,7 +46,9 @@ def require(model: Generator | None, role: str, method: str, what: str = "") -> 
     return model
 
 
-def resolve_alpha(split: SplitSnippet, models: ModelSet, options: AttackOptions) -> tuple[float, str]:
+def resolve_alpha(
+    split: SplitSnippet, models: ModelSet, options: AttackOptions
+) -> tuple[float, str]:
     """α for this probe and its source: the option, else the paper's table for the victim."""
     return alpha_for(
         domain=split.snippet.domain,
@@ -82,7 +84,9 @@ class CostMeter:
         before = model.stats.snapshot()
         out = model.generate(list(requests), **kwargs)
         spent = model.stats.since(before)
-        self.charge(role, queries=spent.sequences, tokens=spent.generated_tokens, seconds=spent.seconds)
+        self.charge(
+            role, queries=spent.sequences, tokens=spent.generated_tokens, seconds=spent.seconds
+        )
         return out
 
     def charge(self, role: str, *, queries: int, tokens: int, seconds: float) -> None:
@@ -109,7 +113,12 @@ class CostMeter:
 
 
 def ask_victim(
-    meter: CostMeter, victim: Generator, prompts: Sequence[str], split: SplitSnippet, *, as_chat: bool
+    meter: CostMeter,
+    victim: Generator,
+    prompts: Sequence[str],
+    split: SplitSnippet,
+    *,
+    as_chat: bool,
 ) -> list[str]:
     """Greedy victim outputs for ``prompts`` in one batched call (``max_new_tokens = len(suffix)``)."""
     if not prompts:
@@ -179,7 +188,11 @@ def answer_requests(
     if not requests:
         return []
     rows = meter.generate(
-        role, model, list(requests), n=1, max_new_tokens=victim_budget(split, options),
+        role,
+        model,
+        list(requests),
+        n=1,
+        max_new_tokens=victim_budget(split, options),
         temperature=0.0,
     )
     tokenizer = _scoring_tokenizer(split, model)
@@ -189,8 +202,11 @@ def answer_requests(
         # A whitespace split counts words, not model tokens: the ids do not apply then.
         ids = completion.token_ids if tokenizer is not None else None
         scored, source = window_text(
-            completion.text, split.suffix_tokens, options.scoring.output_window,
-            tokenizer=tokenizer, token_ids=ids,
+            completion.text,
+            split.suffix_tokens,
+            options.scoring.output_window,
+            tokenizer=tokenizer,
+            token_ids=ids,
         )
         out.append(VictimAnswer(completion.text, scored, source))
     return out

@@ -28,7 +28,20 @@ from memprobe_core.audit.models import (
 )
 
 __all__ = [
-    "METHOD_ROLES", "ROLES", "AuditBusyError", "AuditProgress", "AuditSummary", "ModelNames",
-    "ProgressCallback", "Runner", "check_methods", "default_model_names", "load_models",
-    "models_from_config", "resume_audit", "roles_needed", "run_audit", "start_audit",
+    "METHOD_ROLES",
+    "ROLES",
+    "AuditBusyError",
+    "AuditProgress",
+    "AuditSummary",
+    "ModelNames",
+    "ProgressCallback",
+    "Runner",
+    "check_methods",
+    "default_model_names",
+    "load_models",
+    "models_from_config",
+    "resume_audit",
+    "roles_needed",
+    "run_audit",
+    "start_audit",
 ]

@@ -151,16 +151,24 @@ def start_audit(
     if split_tokenizer not in ("model", "whitespace"):
         raise ValueError(f"split tokenizer {split_tokenizer!r} is unknown; use model or whitespace")
     config = RunConfig(
-        methods=tuple(methods), lengths=tuple(lengths), options=options or AttackOptions(),
+        methods=tuple(methods),
+        lengths=tuple(lengths),
+        options=options or AttackOptions(),
         models=(models or ModelNames()).resolved().to_dict(),
         split=SplitSpec(tokenizer=split_tokenizer, prefix_ratio=prefix_ratio),  # type: ignore[arg-type]
         dataset=dataset or {},
     )
     units = (UnitKey(s.id, m, n) for s in snippets for n in lengths for m in methods)
-    run_id = store.create_run("audit", config=config.to_dict(), title=title, snippets=snippets,
-                              units=units)
-    log.info("audit %d: %d snippets × %d methods × %d lengths", run_id, len(snippets),
-             len(methods), len(lengths))
+    run_id = store.create_run(
+        "audit", config=config.to_dict(), title=title, snippets=snippets, units=units
+    )
+    log.info(
+        "audit %d: %d snippets × %d methods × %d lengths",
+        run_id,
+        len(snippets),
+        len(methods),
+        len(lengths),
+    )
     return run_id
 
 
@@ -192,9 +200,17 @@ def resume_audit(
     if retry_errors:
         for unit in store.units(run_id, status="error"):
             store.reset_unit(run_id, unit["key"])
-    return run_audit(store, run_id, models=models, models_factory=models_factory,
-                     on_progress=on_progress, on_event=on_event, cancel=cancel, runner=runner,
-                     executor=executor)
+    return run_audit(
+        store,
+        run_id,
+        models=models,
+        models_factory=models_factory,
+        on_progress=on_progress,
+        on_event=on_event,
+        cancel=cancel,
+        runner=runner,
+        executor=executor,
+    )
 
 
 def run_audit(
@@ -256,7 +272,9 @@ def run_audit(
         rate = ran / elapsed if ran and elapsed > 0 else 0.0
         left = total - finished_before - ran
         eta = left / rate if rate > 0 else None
-        on_progress(AuditProgress(finished_before + ran, total, errors, rate, eta, current, elapsed))
+        on_progress(
+            AuditProgress(finished_before + ran, total, errors, rate, eta, current, elapsed)
+        )
 
     if not pending:
         store.set_run_status(run_id, "finished")
@@ -273,11 +291,18 @@ def run_audit(
         progress(None)
 
     work = AuditWork(
-        store=store, run_id=run_id, config=run["config"], units=pending,
+        store=store,
+        run_id=run_id,
+        config=run["config"],
+        units=pending,
         snippets=snippets_by_id(store, run_id),
-        models_factory=models_factory or models_from_config, on_start=progress, on_end=on_end,
+        models_factory=models_factory or models_from_config,
+        on_start=progress,
+        on_end=on_end,
         on_models=lambda loaded: _record_manifest(store, run_id, run, loaded, executor.name),
-        on_event=on_event, cancel=cancel, runner=runner,
+        on_event=on_event,
+        cancel=cancel,
+        runner=runner,
     )
     try:
         executor.run(work, models)
@@ -294,15 +319,17 @@ def run_audit(
     return _summary(store, run_id, status, ran, started)
 
 
-def _record_manifest(store: Store, run_id: int, run: dict[str, Any], loaded: dict[str, Any],
-                     executor: str) -> None:
+def _record_manifest(
+    store: Store, run_id: int, run: dict[str, Any], loaded: dict[str, Any], executor: str
+) -> None:
     """Keep the loaded models' manifest; note each session (a resumed run lists several)."""
     manifest = dict(run.get("manifest") or {})
     manifest.setdefault("models", loaded)
     if manifest["models"] != loaded:
         log.warning("audit %d resumed with different models than it started with", run_id)
-    manifest.setdefault("sessions", []).append({"started": time.time(), "models": loaded,
-                                                "executor": executor})
+    manifest.setdefault("sessions", []).append(
+        {"started": time.time(), "models": loaded, "executor": executor}
+    )
     from memprobe_core import __version__
 
     manifest["memprobe"] = __version__

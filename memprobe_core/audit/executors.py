@@ -98,10 +98,19 @@ class LocalExecutor:
                 return
             work.on_start(unit)
             # run_unit puts the unit back to pending itself on Ctrl-C, then re-raises.
-            outcome = run_unit(work.store, work.run_id, unit, work.snippets[unit.snippet_id],
-                               models, config.options, split_spec=config.split,
-                               on_event=work.on_event, cancel=work.cancel, on_cancel="requeue",
-                               **extra)
+            outcome = run_unit(
+                work.store,
+                work.run_id,
+                unit,
+                work.snippets[unit.snippet_id],
+                models,
+                config.options,
+                split_spec=config.split,
+                on_event=work.on_event,
+                cancel=work.cancel,
+                on_cancel="requeue",
+                **extra,
+            )
             if outcome.status == "pending":  # cancelled mid-unit: back in the queue
                 return
             work.on_end(outcome)
@@ -124,8 +133,9 @@ def make_executor(name: str = "local", **ray_options: Any) -> Executor:
     if name == "local":
         given = [k for k, v in ray_options.items() if v is not None]
         if given:
-            flags = ", ".join("--" + ("ray-address" if k == "address" else k.replace("_", "-"))
-                              for k in given)
+            flags = ", ".join(
+                "--" + ("ray-address" if k == "address" else k.replace("_", "-")) for k in given
+            )
             raise UsageError(f"{flags} only apply with --executor ray; add it or drop them")
         return LocalExecutor()
     if name == "ray":

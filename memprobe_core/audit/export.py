@@ -181,14 +181,15 @@ def read_safe_csv(
     text_columns = list(text_columns)
     data = io.BytesIO(source) if isinstance(source, bytes) else source
     # dtype is keyed by the header as written, where a name like "=x" carries the added quote.
-    frame = pd.read_csv(data, **_READ_KWARGS,
-                        dtype={neutralize_cell(c): str for c in text_columns})
+    frame = pd.read_csv(data, **_READ_KWARGS, dtype={neutralize_cell(c): str for c in text_columns})
     frame.columns = [_unquote(c) for c in frame.columns]
     present = [c for c in text_columns if c in frame.columns]
     if present:
         frame[present] = frame[present].fillna("")
     for column in frame.columns:
-        if not (pd.api.types.is_numeric_dtype(frame[column]) or
-                pd.api.types.is_bool_dtype(frame[column])):
+        if not (
+            pd.api.types.is_numeric_dtype(frame[column])
+            or pd.api.types.is_bool_dtype(frame[column])
+        ):
             frame[column] = frame[column].map(_unquote)
     return frame

@@ -30,7 +30,6 @@ METHOD_ROLES: dict[str, tuple[str, ...]] = {
 ROLES: tuple[str, ...] = ("victim", "base", "attacker", "init", "reverse")
 
 
-
 @dataclass
 class ModelNames:
     """The models of an audit, by name, so a resumed audit can load them again.

@@ -89,8 +89,10 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError as exc:
-        raise UsageError(f"--executor ray needs Ray, which is not installed: {INSTALL_HINT} "
-                         "(or run without --executor ray)") from exc
+        raise UsageError(
+            f"--executor ray needs Ray, which is not installed: {INSTALL_HINT} "
+            "(or run without --executor ray)"
+        ) from exc
     return ray
 
 
@@ -164,7 +166,6 @@ class UnitWorker:
             log.warning("worker %s could not load its models: %s", self.name, self.load_error)
         _warm_up()
 
-
     def info(self) -> dict[str, Any]:
         """The worker's name, load error and models' manifest."""
         manifest: dict[str, Any] = {}
@@ -175,19 +176,39 @@ class UnitWorker:
                 manifest = {}
         return {"name": self.name, "error": self.load_error, "manifest": manifest}
 
-    def run(self, run_id: int, unit: UnitKey, snippet: Snippet, options: AttackOptions,
-            split_spec: SplitSpec) -> UnitReport:
+    def run(
+        self,
+        run_id: int,
+        unit: UnitKey,
+        snippet: Snippet,
+        options: AttackOptions,
+        split_spec: SplitSpec,
+    ) -> UnitReport:
         """Run one unit with this worker's models; the record comes back in the report."""
         if self.models is None:
-            return UnitReport(unit, "error", load_failed=True, worker=self.name,
-                              error=f"worker {self.name} could not load its models: "
-                                    f"{self.load_error}")
+            return UnitReport(
+                unit,
+                "error",
+                load_failed=True,
+                worker=self.name,
+                error=f"worker {self.name} could not load its models: {self.load_error}",
+            )
         store = RecordingStore()
         extra = {} if self.runner is None else {"runner": self.runner}
-        outcome = run_unit(store, run_id, unit, snippet, self.models, options,
-                           split_spec=split_spec, on_cancel="requeue", **extra)
-        return UnitReport(unit, outcome.status, outcome.result, outcome.error, store.events,
-                          worker=self.name)
+        outcome = run_unit(
+            store,
+            run_id,
+            unit,
+            snippet,
+            self.models,
+            options,
+            split_spec=split_spec,
+            on_cancel="requeue",
+            **extra,
+        )
+        return UnitReport(
+            unit, outcome.status, outcome.result, outcome.error, store.events, worker=self.name
+        )
 
 
 def _warm_up() -> None:
@@ -205,8 +226,9 @@ def _warm_up() -> None:
         log.debug("worker warm-up failed", exc_info=True)
 
 
-def record_report(store: Store, run_id: int, report: UnitReport,
-                  on_event: EventCallback | None = None) -> UnitOutcome:
+def record_report(
+    store: Store, run_id: int, report: UnitReport, on_event: EventCallback | None = None
+) -> UnitOutcome:
     """Write a worker's report with the driver's store: candidates, then the unit's end.
 
     The candidates go in one transaction (one commit per unit, not one per candidate: the
@@ -263,8 +285,13 @@ class WorkerState:
     def row(self) -> dict[str, Any]:
         """A display row with the worker's units per minute since it started."""
         minutes = max(time.monotonic() - self.since, 1e-6) / 60
-        return {"worker": self.index, "state": self.state, "unit": self.unit,
-                "units": self.units, "units/min": round(self.units / minutes, 2)}
+        return {
+            "worker": self.index,
+            "state": self.state,
+            "unit": self.unit,
+            "units": self.units,
+            "units/min": round(self.units / minutes, 2),
+        }
 
 
 class RayExecutor:
@@ -302,12 +329,15 @@ def _connect(ray: Any, options: RayOptions) -> bool:
         try:
             ray.init(address=options.address, log_to_driver=False)
         except ConnectionError as exc:
-            raise UsageError(f"--ray-address {options.address}: no Ray cluster answers there "
-                             f"({exc}); start one with `ray start --head`") from exc
+            raise UsageError(
+                f"--ray-address {options.address}: no Ray cluster answers there "
+                f"({exc}); start one with `ray start --head`"
+            ) from exc
         return False
     log.info("starting a local Ray instance on 127.0.0.1")
-    ray.init(address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
-             log_to_driver=False)
+    ray.init(
+        address="local", _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False
+    )
     return True
 
 
@@ -347,8 +377,9 @@ class _Driver:
         """Start the workers and run every unit; on Ctrl-C/cancel the units in flight go back."""
         count = worker_count(self.options, self.ray.cluster_resources(), len(self.queue))
         self._check_fits(count)
-        log.info("audit %d: %d unit(s) on %d Ray worker(s)", self.work.run_id, len(self.queue),
-                 count)
+        log.info(
+            "audit %d: %d unit(s) on %d Ray worker(s)", self.work.run_id, len(self.queue), count
+        )
         try:
             for _ in range(count):
                 self._spawn()
@@ -368,8 +399,10 @@ class _Driver:
         while (self.queue or self.in_flight) and not self.work.cancelled():
             self._dispatch()
             if not self.in_flight and not self.loading:  # units left, no worker with models
-                raise ModelError("no Ray worker could load the models: "
-                                 + ("; ".join(dict.fromkeys(self.load_errors)) or "all died"))
+                raise ModelError(
+                    "no Ray worker could load the models: "
+                    + ("; ".join(dict.fromkeys(self.load_errors)) or "all died")
+                )
             # A timeout, so that Ctrl-C and the cancel event are noticed while units run.
             waiting = [*self.in_flight, *self.loading]
             ready, _ = self.ray.wait(waiting, num_returns=1, timeout=_POLL_S)
@@ -383,8 +416,10 @@ class _Driver:
         """Start a worker; it takes units once its models are loaded (``_loaded``)."""
         name = f"memprobe-{os.getpid()}-{self.work.run_id}-{len(self.actors)}"
         actor = self.actor_class.options(
-            name=name, num_cpus=self.options.cpus_per_worker,
-            num_gpus=self.options.gpus_per_worker, max_restarts=0,
+            name=name,
+            num_cpus=self.options.cpus_per_worker,
+            num_gpus=self.options.gpus_per_worker,
+            max_restarts=0,
         ).remote(self.work.config, self.work.models_factory, self.work.runner)
         self.actors.append(actor)
         self.states[id(actor)] = WorkerState(len(self.actors) - 1)
@@ -420,8 +455,7 @@ class _Driver:
             self.attempts[unit] = self.attempts.get(unit, 0) + 1
             store.mark_unit_running(run_id, unit)  # drops candidates of an unfinished attempt
             self.work.on_start(unit)
-            ref = actor.run.remote(run_id, unit, self.work.snippets[unit.snippet_id],
-                                   *self.shared)
+            ref = actor.run.remote(run_id, unit, self.work.snippets[unit.snippet_id], *self.shared)
             self.in_flight[ref] = (actor, unit)
             self._set_state(actor, "running", unit)
 
@@ -481,11 +515,18 @@ class _Driver:
 
     def _check_fits(self, count: int) -> None:
         resources = self.ray.cluster_resources()
-        for key, each in (("CPU", self.options.cpus_per_worker),
-                          ("GPU", self.options.gpus_per_worker)):
+        for key, each in (
+            ("CPU", self.options.cpus_per_worker),
+            ("GPU", self.options.gpus_per_worker),
+        ):
             if each and count * each > resources.get(key, 0):
-                log.warning("%d worker(s) × %g %s exceed the cluster's %g: some wait for "
-                            "resources", count, each, key, resources.get(key, 0))
+                log.warning(
+                    "%d worker(s) × %g %s exceed the cluster's %g: some wait for resources",
+                    count,
+                    each,
+                    key,
+                    resources.get(key, 0),
+                )
 
 
 def _first_line(exc: BaseException) -> str:
@@ -493,6 +534,17 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
-__all__ = ["INSTALL_HINT", "RAY_REQUIREMENT", "RayExecutor", "RayOptions", "RecordingStore",
-           "UnitReport", "UnitWorker", "WorkerState", "import_ray", "record_report", "trace_of",
-           "worker_count"]
+__all__ = [
+    "INSTALL_HINT",
+    "RAY_REQUIREMENT",
+    "RayExecutor",
+    "RayOptions",
+    "RecordingStore",
+    "UnitReport",
+    "UnitWorker",
+    "WorkerState",
+    "import_ray",
+    "record_report",
+    "trace_of",
+    "worker_count",
+]

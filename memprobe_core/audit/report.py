@@ -42,26 +42,72 @@ from memprobe_core.audit.stats import (
 )
 
 __all__ = [
-    "BASELINES", "DEFAULT_RESAMPLES", "SMALL_N", "SMALL_N_MARK", "Report", "bootstrap_ci",
-    "build_report", "cost_per_method", "paired_improvement", "pii_totals", "render_text",
-    "report_for_run", "report_to_dict", "table1",
+    "BASELINES",
+    "DEFAULT_RESAMPLES",
+    "SMALL_N",
+    "SMALL_N_MARK",
+    "Report",
+    "bootstrap_ci",
+    "build_report",
+    "cost_per_method",
+    "paired_improvement",
+    "pii_totals",
+    "render_text",
+    "report_for_run",
+    "report_to_dict",
+    "table1",
 ]
 
 BASELINES: tuple[str, ...] = ("ps_inst", "ps_base")
 
 TABLE1_COLUMNS = [
-    "method", "method_label", "domain", "length", "n", "small_n",
-    "mem", "mem_lo", "mem_hi", "lcs_p", "lcs_p_lo", "lcs_p_hi",
-    "dis", "dis_lo", "dis_hi", "objective",
+    "method",
+    "method_label",
+    "domain",
+    "length",
+    "n",
+    "small_n",
+    "mem",
+    "mem_lo",
+    "mem_hi",
+    "lcs_p",
+    "lcs_p_lo",
+    "lcs_p_hi",
+    "dis",
+    "dis_lo",
+    "dis_hi",
+    "objective",
 ]
 PAIRED_COLUMNS = [
-    "method", "method_label", "baseline", "metric", "length", "n_pairs",
-    "small_n", "mean_diff", "lo", "hi", "wins", "ties", "losses", "test", "p_value", "p_holm",
+    "method",
+    "method_label",
+    "baseline",
+    "metric",
+    "length",
+    "n_pairs",
+    "small_n",
+    "mean_diff",
+    "lo",
+    "hi",
+    "wins",
+    "ties",
+    "losses",
+    "test",
+    "p_value",
+    "p_holm",
 ]
 PII_COLUMNS = ["method", "method_label", "units", "truth", "copied", "invented", "copied_share"]
 COST_COLUMNS = [
-    "method", "method_label", "units", "victim_queries", "attacker_queries", "generated_tokens",
-    "seconds", "queries_per_unit", "tokens_per_unit", "seconds_per_unit",
+    "method",
+    "method_label",
+    "units",
+    "victim_queries",
+    "attacker_queries",
+    "generated_tokens",
+    "seconds",
+    "queries_per_unit",
+    "tokens_per_unit",
+    "seconds_per_unit",
 ]
 
 
@@ -110,13 +156,16 @@ def _sorted(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     if frame.empty:
         return frame.reset_index(drop=True)
     frame = frame.assign(_order=frame["method"].map(_method_order))
-    return frame.sort_values(["_order", *keys], kind="stable").drop(columns="_order").reset_index(
-        drop=True
+    return (
+        frame.sort_values(["_order", *keys], kind="stable")
+        .drop(columns="_order")
+        .reset_index(drop=True)
     )
 
 
-def _table1_row(method: str, domain: str, length: Any, group: pd.DataFrame, *, resamples: int,
-                seed: int) -> dict[str, Any]:
+def _table1_row(
+    method: str, domain: str, length: Any, group: pd.DataFrame, *, resamples: int, seed: int
+) -> dict[str, Any]:
     row: dict[str, Any] = {
         "method": method,
         "method_label": METHOD_LABELS.get(method, method),
@@ -129,11 +178,15 @@ def _table1_row(method: str, domain: str, length: Any, group: pd.DataFrame, *, r
     for metric in ("mem", "lcs_p", "dis"):
         values = pd.to_numeric(group[metric], errors="coerce")
         row[metric] = float(values.mean()) if values.notna().any() else math.nan
-        row[f"{metric}_lo"], row[f"{metric}_hi"] = bootstrap_ci(values, resamples=resamples, seed=seed)
+        row[f"{metric}_lo"], row[f"{metric}_hi"] = bootstrap_ci(
+            values, resamples=resamples, seed=seed
+        )
     return row
 
 
-def table1(results: pd.DataFrame, *, resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> pd.DataFrame:
+def table1(
+    results: pd.DataFrame, *, resamples: int = DEFAULT_RESAMPLES, seed: int = 0
+) -> pd.DataFrame:
     """Method × domain × length means with BCa intervals (plus pooled ``all`` domains).
 
     Raises:
@@ -155,8 +208,16 @@ def table1(results: pd.DataFrame, *, resamples: int = DEFAULT_RESAMPLES, seed: i
     return out
 
 
-def _paired_row(method: str, baseline: str, metric: str, length: Any, diff: np.ndarray, *,
-                resamples: int, seed: int) -> dict[str, Any]:
+def _paired_row(
+    method: str,
+    baseline: str,
+    metric: str,
+    length: Any,
+    diff: np.ndarray,
+    *,
+    resamples: int,
+    seed: int,
+) -> dict[str, Any]:
     lo, hi = bootstrap_ci(diff, resamples=resamples, seed=seed)
     test = paired_test(diff, seed=seed)
     return {
@@ -185,8 +246,10 @@ def _holm_by_hypothesis(paired: pd.DataFrame) -> np.ndarray:
     only change sign, so the two-sided p is equal); counting both would make the correction
     stricter for no reason. Mirrored rows share one family member and one adjusted p.
     """
-    keys = [(*sorted((m, b)), length)
-            for m, b, length in zip(paired["method"], paired["baseline"], paired["length"])]
+    keys = [
+        (*sorted((m, b)), length)
+        for m, b, length in zip(paired["method"], paired["baseline"], paired["length"])
+    ]
     first: dict[tuple[Any, ...], int] = {}
     for row, key in enumerate(keys):
         first.setdefault(key, row)
@@ -227,8 +290,11 @@ def paired_improvement(
             both = pd.concat([mine.rename("m"), base.rename("b")], axis=1, join="inner").dropna()
             for length, group in both.groupby(level="length"):
                 diff = (group["m"] - group["b"]).to_numpy()  # (pairs,)
-                rows.append(_paired_row(method, baseline, metric, length, diff,
-                                        resamples=resamples, seed=seed))
+                rows.append(
+                    _paired_row(
+                        method, baseline, metric, length, diff, resamples=resamples, seed=seed
+                    )
+                )
     out = pd.DataFrame(rows, columns=PAIRED_COLUMNS)
     if out.empty:
         return out
@@ -241,13 +307,21 @@ def pii_totals(results: pd.DataFrame) -> pd.DataFrame:
     """PII items in the truth, copied and invented, summed per method."""
     if results.empty:
         return pd.DataFrame(columns=PII_COLUMNS)
-    grouped = results.groupby("method").agg(
-        units=("snippet_id", "size"), truth=("pii_truth", "sum"), copied=("pii_copied", "sum"),
-        invented=("pii_invented", "sum"),
-    ).reset_index()
+    grouped = (
+        results.groupby("method")
+        .agg(
+            units=("snippet_id", "size"),
+            truth=("pii_truth", "sum"),
+            copied=("pii_copied", "sum"),
+            invented=("pii_invented", "sum"),
+        )
+        .reset_index()
+    )
     grouped["method_label"] = grouped["method"].map(lambda m: METHOD_LABELS.get(m, m))
     truth = grouped["truth"].astype(float)
-    grouped["copied_share"] = np.where(truth > 0, grouped["copied"] / truth.where(truth > 0), np.nan)
+    grouped["copied_share"] = np.where(
+        truth > 0, grouped["copied"] / truth.where(truth > 0), np.nan
+    )
     return _sorted(grouped[PII_COLUMNS], [])
 
 
@@ -255,11 +329,17 @@ def cost_per_method(results: pd.DataFrame) -> pd.DataFrame:
     """Queries, generated tokens and seconds per method (totals and per unit)."""
     if results.empty:
         return pd.DataFrame(columns=COST_COLUMNS)
-    grouped = results.groupby("method").agg(
-        units=("snippet_id", "size"), victim_queries=("victim_queries", "sum"),
-        attacker_queries=("attacker_queries", "sum"), generated_tokens=("generated_tokens", "sum"),
-        seconds=("seconds", "sum"),
-    ).reset_index()
+    grouped = (
+        results.groupby("method")
+        .agg(
+            units=("snippet_id", "size"),
+            victim_queries=("victim_queries", "sum"),
+            attacker_queries=("attacker_queries", "sum"),
+            generated_tokens=("generated_tokens", "sum"),
+            seconds=("seconds", "sum"),
+        )
+        .reset_index()
+    )
     grouped["method_label"] = grouped["method"].map(lambda m: METHOD_LABELS.get(m, m))
     units = grouped["units"].astype(float)
     grouped["queries_per_unit"] = (grouped["victim_queries"] + grouped["attacker_queries"]) / units
@@ -296,13 +376,18 @@ def build_report(
     results = apply_selection(results, select)
     info = dict(meta or {})
     info.update({"selection": select, "selection_label": results.attrs["selection_label"]})
-    info.update({
-        "results": len(results), "resamples": resamples, "bootstrap_seed": seed,
-        "interval": "BCa bootstrap 95 %", "small_n_below": SMALL_N,
-        "paired_test": "two-sided Wilcoxon signed-rank (exact sign test below 6 non-zero "
-                       "differences), ties dropped",
-        "multiple_comparisons": "Holm across the report's paired rows",
-    })
+    info.update(
+        {
+            "results": len(results),
+            "resamples": resamples,
+            "bootstrap_seed": seed,
+            "interval": "BCa bootstrap 95 %",
+            "small_n_below": SMALL_N,
+            "paired_test": "two-sided Wilcoxon signed-rank (exact sign test below 6 non-zero "
+            "differences), ties dropped",
+            "multiple_comparisons": "Holm across the report's paired rows",
+        }
+    )
     if not results.empty:
         for column in ("rouge_variant", "victim", "base", "attacker"):
             if column in results:
@@ -321,11 +406,18 @@ def build_report(
 def report_for_run(store: Any, run_id: int, **kwargs: Any) -> Report:
     """``build_report`` on a stored run (``store`` is a ``memprobe_core.store.Store``)."""
     run = store.get_run(run_id)
-    meta = {"run_id": run_id, "kind": run["kind"], "title": run["title"], "status": run["status"],
-            "units_total": run["units_total"], "units_done": run["units_done"],
-            "units_error": run["units_error"]}
-    return build_report(store.results_frame(run_id), errors=store.errors_frame(run_id),
-                        meta=meta, **kwargs)
+    meta = {
+        "run_id": run_id,
+        "kind": run["kind"],
+        "title": run["title"],
+        "status": run["status"],
+        "units_total": run["units_total"],
+        "units_done": run["units_done"],
+        "units_error": run["units_error"],
+    }
+    return build_report(
+        store.results_frame(run_id), errors=store.errors_frame(run_id), meta=meta, **kwargs
+    )
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:

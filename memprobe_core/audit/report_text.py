@@ -55,8 +55,10 @@ def _header_lines(meta: dict[str, Any]) -> list[str]:
     if meta.get("title"):
         head += f" — {meta['title']}"
     if "units_total" in meta:
-        head += (f" · {meta.get('units_done', 0)}/{meta['units_total']} units done, "
-                 f"{meta.get('units_error', 0)} failed · status {meta.get('status')}")
+        head += (
+            f" · {meta.get('units_done', 0)}/{meta['units_total']} units done, "
+            f"{meta.get('units_error', 0)} failed · status {meta.get('status')}"
+        )
     lines = [head]
     models = ", ".join(f"{k} {meta[k]}" for k in ("victim", "base", "attacker") if meta.get(k))
     if models:
@@ -65,59 +67,81 @@ def _header_lines(meta: dict[str, Any]) -> list[str]:
 
 
 def _table1_lines(t1: pd.DataFrame, resamples: Any, selection: str | None) -> list[str]:
-    table = pd.DataFrame({
-        "Method": t1["method_label"], "Domain": t1["domain"], "Length": t1["length"],
-        "n": [_n_mark(n, s) for n, s in zip(t1["n"], t1["small_n"])],
-        "Mem": [_with_ci(*r) for r in zip(t1["mem"], t1["mem_lo"], t1["mem_hi"])],
-        "LCS_P": [_with_ci(*r) for r in zip(t1["lcs_p"], t1["lcs_p_lo"], t1["lcs_p_hi"])],
-        "Dis": [_with_ci(*r) for r in zip(t1["dis"], t1["dis_lo"], t1["dis_hi"])],
-        "Objective": [_num(v) for v in t1["objective"]],
-    })
-    title = (f"\nTable 1 — mean per method, domain and length "
-             f"(95 % BCa bootstrap CI, {resamples} resamples)")
+    table = pd.DataFrame(
+        {
+            "Method": t1["method_label"],
+            "Domain": t1["domain"],
+            "Length": t1["length"],
+            "n": [_n_mark(n, s) for n, s in zip(t1["n"], t1["small_n"])],
+            "Mem": [_with_ci(*r) for r in zip(t1["mem"], t1["mem_lo"], t1["mem_hi"])],
+            "LCS_P": [_with_ci(*r) for r in zip(t1["lcs_p"], t1["lcs_p_lo"], t1["lcs_p_hi"])],
+            "Dis": [_with_ci(*r) for r in zip(t1["dis"], t1["dis_lo"], t1["dis_hi"])],
+            "Objective": [_num(v) for v in t1["objective"]],
+        }
+    )
+    title = (
+        f"\nTable 1 — mean per method, domain and length "
+        f"(95 % BCa bootstrap CI, {resamples} resamples)"
+    )
     if selection:
         title += f"\nMem = {selection}"
     return [title, table.to_string(index=False)]
 
 
 def _paired_lines(p: pd.DataFrame) -> list[str]:
-    table = pd.DataFrame({
-        "Method": p["method_label"],
-        "over": p["baseline"].map(lambda b: METHOD_LABELS.get(b, b)),
-        "Length": p["length"],
-        "pairs": [_n_mark(n, s) for n, s in zip(p["n_pairs"], p["small_n"])],
-        "ΔMem [95 % CI]": [_signed_ci(*r) for r in zip(p["mean_diff"], p["lo"], p["hi"])],
-        "W/T/L": [f"{w}/{t}/{l_}" for w, t, l_ in zip(p["wins"], p["ties"], p["losses"])],
-        "test": p["test"],
-        "p": [_p(v) for v in p["p_value"]],
-        "p Holm": [_p(v) for v in p["p_holm"]],
-    })
+    table = pd.DataFrame(
+        {
+            "Method": p["method_label"],
+            "over": p["baseline"].map(lambda b: METHOD_LABELS.get(b, b)),
+            "Length": p["length"],
+            "pairs": [_n_mark(n, s) for n, s in zip(p["n_pairs"], p["small_n"])],
+            "ΔMem [95 % CI]": [_signed_ci(*r) for r in zip(p["mean_diff"], p["lo"], p["hi"])],
+            "W/T/L": [f"{w}/{t}/{l_}" for w, t, l_ in zip(p["wins"], p["ties"], p["losses"])],
+            "test": p["test"],
+            "p": [_p(v) for v in p["p_value"]],
+            "p Holm": [_p(v) for v in p["p_holm"]],
+        }
+    )
     return [
         "\nPaired improvement in Mem (method − baseline, per snippet)",
         table.to_string(index=False),
-        ("Tests: two-sided; wilcoxon = signed-rank on the non-tied pairs, sign = exact sign test "
-         "(fewer than 6 non-tied pairs), none = every pair tied (p = 1). p Holm: adjusted across "
-         "the comparisons above (a gain and its mirror count once)."),
+        (
+            "Tests: two-sided; wilcoxon = signed-rank on the non-tied pairs, sign = exact sign test "
+            "(fewer than 6 non-tied pairs), none = every pair tied (p = 1). p Holm: adjusted across "
+            "the comparisons above (a gain and its mirror count once)."
+        ),
     ]
 
 
 def _pii_lines(p: pd.DataFrame) -> list[str]:
-    table = pd.DataFrame({
-        "Method": p["method_label"], "units": p["units"], "in truth": p["truth"],
-        "copied": p["copied"], "invented": p["invented"],
-        "copied %": [("–" if math.isnan(v) else f"{100 * v:.1f}") for v in p["copied_share"]],
-    })
-    return ["\nPII (items in the true suffixes / copied into outputs / invented)",
-            table.to_string(index=False)]
+    table = pd.DataFrame(
+        {
+            "Method": p["method_label"],
+            "units": p["units"],
+            "in truth": p["truth"],
+            "copied": p["copied"],
+            "invented": p["invented"],
+            "copied %": [("–" if math.isnan(v) else f"{100 * v:.1f}") for v in p["copied_share"]],
+        }
+    )
+    return [
+        "\nPII (items in the true suffixes / copied into outputs / invented)",
+        table.to_string(index=False),
+    ]
 
 
 def _cost_lines(c: pd.DataFrame) -> list[str]:
-    table = pd.DataFrame({
-        "Method": c["method_label"], "units": c["units"],
-        "victim q": c["victim_queries"], "attacker q": c["attacker_queries"],
-        "tokens": c["generated_tokens"], "seconds": [f"{v:.1f}" for v in c["seconds"]],
-        "s/unit": [f"{v:.1f}" for v in c["seconds_per_unit"]],
-    })
+    table = pd.DataFrame(
+        {
+            "Method": c["method_label"],
+            "units": c["units"],
+            "victim q": c["victim_queries"],
+            "attacker q": c["attacker_queries"],
+            "tokens": c["generated_tokens"],
+            "seconds": [f"{v:.1f}" for v in c["seconds"]],
+            "s/unit": [f"{v:.1f}" for v in c["seconds_per_unit"]],
+        }
+    )
     return ["\nCost per method", table.to_string(index=False)]
 
 
@@ -127,10 +151,14 @@ def _footnotes(report: Report) -> list[str]:
         marked = marked or bool(report.paired["small_n"].any())
     notes = []
     if marked:
-        notes.append(f"{SMALL_N_MARK} n < {SMALL_N}: too few snippets for a reliable interval or "
-                     "test; publish n with the number.")
+        notes.append(
+            f"{SMALL_N_MARK} n < {SMALL_N}: too few snippets for a reliable interval or "
+            "test; publish n with the number."
+        )
     if not report.table1.empty:
-        notes.append("A mean without brackets has no interval: fewer than two values, or all equal.")
+        notes.append(
+            "A mean without brackets has no interval: fewer than two values, or all equal."
+        )
     return ["", *notes] if notes else []
 
 
@@ -144,8 +172,9 @@ def render_text(report: Report) -> str:
     if report.table1.empty:
         lines.append("\nNo finished units yet.")
     else:
-        lines += _table1_lines(report.table1, meta.get("resamples", DEFAULT_RESAMPLES),
-                               meta.get("selection_label"))
+        lines += _table1_lines(
+            report.table1, meta.get("resamples", DEFAULT_RESAMPLES), meta.get("selection_label")
+        )
     if not report.paired.empty:
         lines += _paired_lines(report.paired)
     if not report.pii.empty:

@@ -48,9 +48,12 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "methods": list(self.methods), "lengths": list(self.lengths),
-            "options": self.options.to_dict(), "models": dict(self.models),
-            "split_tokenizer": self.split.tokenizer, "prefix_ratio": self.split.prefix_ratio,
+            "methods": list(self.methods),
+            "lengths": list(self.lengths),
+            "options": self.options.to_dict(),
+            "models": dict(self.models),
+            "split_tokenizer": self.split.tokenizer,
+            "prefix_ratio": self.split.prefix_ratio,
             "dataset": dict(self.dataset),
         }
 
@@ -60,11 +63,14 @@ class RunConfig:
         methods = data.get("methods") or ([data["method"]] if data.get("method") else [])
         lengths = data.get("lengths") or ([data["length"]] if data.get("length") else [])
         return cls(
-            methods=tuple(methods), lengths=tuple(int(n) for n in lengths),
+            methods=tuple(methods),
+            lengths=tuple(int(n) for n in lengths),
             options=AttackOptions.from_dict(dict(data.get("options") or {})),
             models=dict(data.get("models") or {}),
-            split=SplitSpec(tokenizer=data.get("split_tokenizer", "model"),
-                            prefix_ratio=float(data.get("prefix_ratio", DEFAULT_PREFIX_RATIO))),
+            split=SplitSpec(
+                tokenizer=data.get("split_tokenizer", "model"),
+                prefix_ratio=float(data.get("prefix_ratio", DEFAULT_PREFIX_RATIO)),
+            ),
             dataset=dict(data.get("dataset") or {}),
         )
 
@@ -83,13 +89,24 @@ def start_probe(
     title: str = "",
 ) -> int:
     """Record a probe (or comparison) of one snippet, its units pending, and return its id."""
-    config = RunConfig(methods=tuple(methods), lengths=(length,), options=options,
-                       models=model_names or {}, split=split_spec)
+    config = RunConfig(
+        methods=tuple(methods),
+        lengths=(length,),
+        options=options,
+        models=model_names or {},
+        split=split_spec,
+    )
     units = [UnitKey(snippet.id, method, length) for method in methods]
     # The owner: a probe killed by SIGKILL then reads as interrupted, not running forever.
     manifest = {"models": models.manifest(), "owner": owner_record()}
-    return store.create_run(kind, config=config.to_dict(), manifest=manifest, title=title,
-                            snippets=[snippet], units=units)
+    return store.create_run(
+        kind,
+        config=config.to_dict(),
+        manifest=manifest,
+        title=title,
+        snippets=[snippet],
+        units=units,
+    )
 
 
 def run_probe(
@@ -123,10 +140,19 @@ def run_probe(
             if cancel is not None and cancel.is_set():
                 break
             unit = row["key"]
-            outcome = run_unit(store, run_id, unit, snippets[unit.snippet_id], models,
-                               config.options, split_spec=config.split,
-                               on_event=on_event(unit) if on_event else None, cancel=cancel,
-                               on_cancel="keep", runner=runner)
+            outcome = run_unit(
+                store,
+                run_id,
+                unit,
+                snippets[unit.snippet_id],
+                models,
+                config.options,
+                split_spec=config.split,
+                on_event=on_event(unit) if on_event else None,
+                cancel=cancel,
+                on_cancel="keep",
+                runner=runner,
+            )
             outcomes.append(outcome)
             if on_unit is not None:
                 on_unit(outcome)
@@ -146,25 +172,44 @@ def _probe_status(outcomes: list[UnitOutcome], cancel: threading.Event | None) -
 
 
 COMPARISON_COLUMNS: list[str] = [
-    "method", "label", "mem", "lcs_p", "dis", "objective", "victim_queries", "attacker_queries",
-    "generated_tokens", "seconds", "pii_copied", "pii_invented",
+    "method",
+    "label",
+    "mem",
+    "lcs_p",
+    "dis",
+    "objective",
+    "victim_queries",
+    "attacker_queries",
+    "generated_tokens",
+    "seconds",
+    "pii_copied",
+    "pii_invented",
 ]
 
 
 def comparison_table(results: dict[str, AttackResult]) -> pd.DataFrame:
     """One row per method of a comparison, in Table 1's method order: scores, costs, PII counts."""
     rows = []
-    for method in sorted(results, key=lambda m: list(METHOD_LABELS).index(m)
-                         if m in METHOD_LABELS else len(METHOD_LABELS)):
+    for method in sorted(
+        results,
+        key=lambda m: list(METHOD_LABELS).index(m) if m in METHOD_LABELS else len(METHOD_LABELS),
+    ):
         r = results[method]
         counts = r.pii.get("counts") or {}
-        rows.append({
-            "method": method, "label": METHOD_LABELS.get(method, method), "mem": r.mem,
-            "lcs_p": r.lcs_p, "dis": r.dis, "objective": r.objective,
-            "victim_queries": r.costs.victim_queries,
-            "attacker_queries": r.costs.attacker_queries,
-            "generated_tokens": r.costs.generated_tokens,
-            "seconds": round(r.costs.wall_seconds, 2),
-            "pii_copied": counts.get("copied", 0), "pii_invented": counts.get("invented", 0),
-        })
+        rows.append(
+            {
+                "method": method,
+                "label": METHOD_LABELS.get(method, method),
+                "mem": r.mem,
+                "lcs_p": r.lcs_p,
+                "dis": r.dis,
+                "objective": r.objective,
+                "victim_queries": r.costs.victim_queries,
+                "attacker_queries": r.costs.attacker_queries,
+                "generated_tokens": r.costs.generated_tokens,
+                "seconds": round(r.costs.wall_seconds, 2),
+                "pii_copied": counts.get("copied", 0),
+                "pii_invented": counts.get("invented", 0),
+            }
+        )
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)

@@ -80,8 +80,10 @@ def validate_resamples(resamples: int) -> int:
     Raises:
         ValueError: naming the value given and the range to give.
     """
-    if isinstance(resamples, bool) or not isinstance(resamples, (int, np.integer)) or not (
-        MIN_RESAMPLES <= resamples <= MAX_RESAMPLES
+    if (
+        isinstance(resamples, bool)
+        or not isinstance(resamples, (int, np.integer))
+        or not (MIN_RESAMPLES <= resamples <= MAX_RESAMPLES)
     ):
         raise ValueError(
             f"bootstrap resamples must be a whole number from {MIN_RESAMPLES} to {MAX_RESAMPLES} "
@@ -119,8 +121,14 @@ def bca_interval(
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
         result = stats.bootstrap(
-            (data,), np.mean, n_resamples=resamples, method="BCa", confidence_level=CONFIDENCE,
-            vectorized=True, batch=batch, rng=np.random.default_rng(seed),
+            (data,),
+            np.mean,
+            n_resamples=resamples,
+            method="BCa",
+            confidence_level=CONFIDENCE,
+            vectorized=True,
+            batch=batch,
+            rng=np.random.default_rng(seed),
         )
     low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
     if not (math.isfinite(low) and math.isfinite(high)):

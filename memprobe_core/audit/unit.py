@@ -75,14 +75,20 @@ class SplitSpec:
     tokenizer: Literal["model", "whitespace"] = "model"
     prefix_ratio: float = DEFAULT_PREFIX_RATIO
 
-    def cut(self, snippet: Snippet, length: int, models: ModelSet, *,
-            bos_in_prefix: bool = False) -> SplitSnippet:
+    def cut(
+        self, snippet: Snippet, length: int, models: ModelSet, *, bos_in_prefix: bool = False
+    ) -> SplitSnippet:
         """``snippet`` cut at ``length`` tokens with the victim's tokenizer (or whitespace);
         ``bos_in_prefix``: the reference code's convention (``AttackOptions.bos_in_prefix``)."""
         victim_tokenizer = getattr(models.victim, "tokenizer", None)
         use_model = self.tokenizer == "model" and victim_tokenizer is not None
-        return split(snippet, victim_tokenizer if use_model else "whitespace", length,
-                     self.prefix_ratio, bos_in_prefix=bos_in_prefix)
+        return split(
+            snippet,
+            victim_tokenizer if use_model else "whitespace",
+            length,
+            self.prefix_ratio,
+            bos_in_prefix=bos_in_prefix,
+        )
 
 
 DEFAULT_SPLIT = SplitSpec()  # frozen: safe to share as a default
@@ -149,10 +155,12 @@ def run_unit(
 
     store.mark_unit_running(run_id, unit)
     try:
-        piece = split_spec.cut(snippet, unit.length, models,
-                               bos_in_prefix=bool(options.bos_in_prefix))
-        result = runner(unit.method, piece, models, options, on_event=record_then_forward,
-                        cancel=cancel)
+        piece = split_spec.cut(
+            snippet, unit.length, models, bos_in_prefix=bool(options.bos_in_prefix)
+        )
+        result = runner(
+            unit.method, piece, models, options, on_event=record_then_forward, cancel=cancel
+        )
     except KeyboardInterrupt:
         store.reset_unit(run_id, unit, if_status="running")
         raise
@@ -181,8 +189,9 @@ def _record_failure(store: UnitStore, run_id: int, unit: UnitKey, exc: Exception
     return UnitOutcome(unit, "error", error=message, exception=exc)
 
 
-def _record_cancel(store: UnitStore, run_id: int, unit: UnitKey, result: AttackResult,
-                   on_cancel: OnCancel) -> UnitOutcome:
+def _record_cancel(
+    store: UnitStore, run_id: int, unit: UnitKey, result: AttackResult, on_cancel: OnCancel
+) -> UnitOutcome:
     if on_cancel == "requeue":
         store.reset_unit(run_id, unit)
         return UnitOutcome(unit, "pending")
@@ -195,5 +204,13 @@ def snippets_by_id(store: Store, run_id: int) -> dict[str, Snippet]:
     return {s.id: s for s in store.samples(run_id)}
 
 
-__all__ = ["OnCancel", "Runner", "SplitSpec", "UnitOutcome", "UnitStore", "error_text", "run_unit",
-           "snippets_by_id"]
+__all__ = [
+    "OnCancel",
+    "Runner",
+    "SplitSpec",
+    "UnitOutcome",
+    "UnitStore",
+    "error_text",
+    "run_unit",
+    "snippets_by_id",
+]

@@ -26,23 +26,39 @@ DEFAULT_AUDIT_METHODS = ["ps_base", "ps_inst", "interactive"]
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    audit = common.add_command(sub, "audit",
-                               "run a dataset × methods × lengths, resumable; print the report")
-    audit.add_argument("dataset", nargs="?", type=Path,
-                       help="a .txt, .jsonl, .csv or .parquet file (or use --corpus)")
+    audit = common.add_command(
+        sub, "audit", "run a dataset × methods × lengths, resumable; print the report"
+    )
+    audit.add_argument(
+        "dataset",
+        nargs="?",
+        type=Path,
+        help="a .txt, .jsonl, .csv or .parquet file (or use --corpus)",
+    )
     audit.add_argument("--corpus", action="store_true", help="audit the built-in demo corpus")
     audit.add_argument("--domains", nargs="+", help="--corpus: only these domains (default: all)")
-    audit.add_argument("--per-domain", type=int, help="--corpus: at most N snippets per domain "
-                       "(default: all)")
+    audit.add_argument(
+        "--per-domain", type=int, help="--corpus: at most N snippets per domain (default: all)"
+    )
     audit.add_argument("--text-column", default="text", help="dataset column holding the text")
     audit.add_argument("--id-column", help="dataset column holding ids (default: <file>:<row>)")
     audit.add_argument("--domain-column", help="dataset column holding domains (default: none)")
     audit.add_argument("--domain", help="domain of snippets without one (default: unknown)")
     common.add_txt_mode(audit, "a dataset")
-    audit.add_argument("--methods", nargs="+", choices=list(METHOD_LABELS),
-                       default=DEFAULT_AUDIT_METHODS, help="methods to run")
-    audit.add_argument("--lengths", nargs="+", type=int, default=[200],
-                       help="tokens of prefix + suffix, one unit per length")
+    audit.add_argument(
+        "--methods",
+        nargs="+",
+        choices=list(METHOD_LABELS),
+        default=DEFAULT_AUDIT_METHODS,
+        help="methods to run",
+    )
+    audit.add_argument(
+        "--lengths",
+        nargs="+",
+        type=int,
+        default=[200],
+        help="tokens of prefix + suffix, one unit per length",
+    )
     audit.add_argument("--limit", type=int, help="audit only the first N snippets (default: all)")
     audit.add_argument("--title", default="", help="label shown in `memprobe runs`")
     common.add_models(audit)
@@ -50,8 +66,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     add_executor_options(audit)
     audit.set_defaults(handler=run)
 
-    resume = common.add_command(sub, "resume",
-                                "continue an interrupted audit (finished units are kept)")
+    resume = common.add_command(
+        sub, "resume", "continue an interrupted audit (finished units are kept)"
+    )
     resume.add_argument("run", type=int, help="run id (see `memprobe runs`)")
     resume.add_argument("--retry-errors", action="store_true", help="also redo failed units")
     add_executor_options(resume)
@@ -61,26 +78,47 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 def add_executor_options(parser: argparse.ArgumentParser) -> None:
     """``--executor`` and the Ray options (shared by ``audit`` and ``resume``)."""
     group = parser.add_argument_group("where units run")
-    group.add_argument("--executor", choices=EXECUTORS, default="local",
-                       help="local: one unit at a time in this process; ray: on Ray worker "
-                            f"actors (needs `{INSTALL_HINT}`)")
-    group.add_argument("--ray-address", help="ray: `auto` (the cluster this machine joined with "
-                       "`ray start`) or HOST:PORT of the head (default: start Ray on 127.0.0.1)")
-    group.add_argument("--workers", type=int, help="ray: worker actors (default: as many as the "
-                       "cluster's CPUs, or GPUs with --gpus-per-worker, fit)")
-    group.add_argument("--gpus-per-worker", type=float, help="ray: GPUs each worker reserves "
-                       "(default 0)")
-    group.add_argument("--cpus-per-worker", type=float, help="ray: CPUs each worker reserves "
-                       "(default 1)")
-    group.add_argument("--max-attempts", type=int, help="ray: times a unit is tried when its "
-                       "worker dies (default 3)")
+    group.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default="local",
+        help="local: one unit at a time in this process; ray: on Ray worker "
+        f"actors (needs `{INSTALL_HINT}`)",
+    )
+    group.add_argument(
+        "--ray-address",
+        help="ray: `auto` (the cluster this machine joined with "
+        "`ray start`) or HOST:PORT of the head (default: start Ray on 127.0.0.1)",
+    )
+    group.add_argument(
+        "--workers",
+        type=int,
+        help="ray: worker actors (default: as many as the "
+        "cluster's CPUs, or GPUs with --gpus-per-worker, fit)",
+    )
+    group.add_argument(
+        "--gpus-per-worker", type=float, help="ray: GPUs each worker reserves (default 0)"
+    )
+    group.add_argument(
+        "--cpus-per-worker", type=float, help="ray: CPUs each worker reserves (default 1)"
+    )
+    group.add_argument(
+        "--max-attempts",
+        type=int,
+        help="ray: times a unit is tried when its worker dies (default 3)",
+    )
 
 
 def executor_from_args(args: argparse.Namespace) -> Executor:
     """The executor the flags ask for (``UsageError`` for Ray flags without ``--executor ray``)."""
-    return make_executor(args.executor, address=args.ray_address, workers=args.workers,
-                         gpus_per_worker=args.gpus_per_worker,
-                         cpus_per_worker=args.cpus_per_worker, max_attempts=args.max_attempts)
+    return make_executor(
+        args.executor,
+        address=args.ray_address,
+        workers=args.workers,
+        gpus_per_worker=args.gpus_per_worker,
+        cpus_per_worker=args.cpus_per_worker,
+        max_attempts=args.max_attempts,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,13 +133,25 @@ def run(args: argparse.Namespace) -> int:
     # the workers load them (the driver may have no GPU); a worker that cannot says so per unit.
     models = load_models(names, args.methods) if executor.name == "local" else None
     try:
-        run_id = start_audit(store, snippets, args.methods, args.lengths, options, names,
-                             title=args.title, split_tokenizer=spec.tokenizer,
-                             prefix_ratio=spec.prefix_ratio, dataset=info)
+        run_id = start_audit(
+            store,
+            snippets,
+            args.methods,
+            args.lengths,
+            options,
+            names,
+            title=args.title,
+            split_tokenizer=spec.tokenizer,
+            prefix_ratio=spec.prefix_ratio,
+            dataset=info,
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    print(f"audit run {run_id}: {len(snippets)} snippet(s) × {len(args.methods)} method(s) × "
-          f"{len(args.lengths)} length(s)", file=sys.stderr)
+    print(
+        f"audit run {run_id}: {len(snippets)} snippet(s) × {len(args.methods)} method(s) × "
+        f"{len(args.lengths)} length(s)",
+        file=sys.stderr,
+    )
     return _run_and_report(store, run_id, models=models, executor=executor)
 
 
@@ -112,25 +162,36 @@ def resume_run(args: argparse.Namespace) -> int:
     run = store.get_run(args.run)
     if run["kind"] != "audit":
         raise UsageError(f"run {args.run} is a {run['kind']}, not an audit; only audits resume")
-    return _run_and_report(store, args.run, models=None, retry_errors=args.retry_errors,
-                           executor=executor, resume=True)
+    return _run_and_report(
+        store, args.run, models=None, retry_errors=args.retry_errors, executor=executor, resume=True
+    )
 
 
-def _run_and_report(store: Store, run_id: int, *, models: ModelSet | None,
-                    executor: Executor, retry_errors: bool = False, resume: bool = False) -> int:
+def _run_and_report(
+    store: Store,
+    run_id: int,
+    *,
+    models: ModelSet | None,
+    executor: Executor,
+    retry_errors: bool = False,
+    resume: bool = False,
+) -> int:
     bar = ProgressBar(sys.stderr)
     try:
         if resume:
-            summary = resume_audit(store, run_id, on_progress=bar, retry_errors=retry_errors,
-                                   executor=executor)
+            summary = resume_audit(
+                store, run_id, on_progress=bar, retry_errors=retry_errors, executor=executor
+            )
         else:
-            summary = run_audit(store, run_id, models=models, on_progress=bar,
-                                executor=executor)
+            summary = run_audit(store, run_id, models=models, on_progress=bar, executor=executor)
     finally:
         bar.close()
     if summary.status == "interrupted":
-        print(f"interrupted: {summary.done}/{summary.total} units done; continue with "
-              f"`memprobe resume {run_id}`", file=sys.stderr)
+        print(
+            f"interrupted: {summary.done}/{summary.total} units done; continue with "
+            f"`memprobe resume {run_id}`",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
     print(render_text(report_for_run(store, run_id)))
     return EXIT_UNITS_FAILED if summary.errors else EXIT_OK
@@ -141,18 +202,29 @@ def _snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, Any]]:
         raise UsageError("give a dataset file or --corpus (one of the two)")
     if args.corpus:
         snippets = demo_corpus(domains=args.domains, limit_per_domain=args.per_domain)
-        info: dict[str, Any] = {"source": "built-in corpus", "domains": args.domains,
-                                "per_domain": args.per_domain}
+        info: dict[str, Any] = {
+            "source": "built-in corpus",
+            "domains": args.domains,
+            "per_domain": args.per_domain,
+        }
     else:
-        loaded = load_snippets(args.dataset, text_column=args.text_column,
-                               id_column=args.id_column, domain_column=args.domain_column,
-                               domain=args.domain, **common.file_options(args))
+        loaded = load_snippets(
+            args.dataset,
+            text_column=args.text_column,
+            id_column=args.id_column,
+            domain_column=args.domain_column,
+            domain=args.domain,
+            **common.file_options(args),
+        )
         for rejection in loaded.rejected:
-            print(f"{args.dataset}: row {rejection.row} skipped: {rejection.reason}",
-                  file=sys.stderr)
+            print(
+                f"{args.dataset}: row {rejection.row} skipped: {rejection.reason}", file=sys.stderr
+            )
         snippets = loaded.snippets
-        info = {"source": str(args.dataset),
-                "rejected": [{"row": r.row, "reason": r.reason} for r in loaded.rejected]}
+        info = {
+            "source": str(args.dataset),
+            "rejected": [{"row": r.row, "reason": r.reason} for r in loaded.rejected],
+        }
     if args.limit is not None:
         if args.limit < 1:
             raise UsageError(f"--limit {args.limit}: give 1 or more")

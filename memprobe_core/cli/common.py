@@ -65,11 +65,16 @@ def check_sizes(args: argparse.Namespace) -> str | None:
                 return str(exc).replace(f"{flag}=", f"{flag} ", 1)
     return None
 
-EPILOG = EPILOG_EXIT_CODES + """
+
+EPILOG = (
+    EPILOG_EXIT_CODES
+    + """
 
 models: embedded short names (gemma-3-270m, smollm2-135m-instruct), hub ids, local folders or
 GGUF files, or fake / fake:<mode> (deterministic test backend).
-methods: """ + ", ".join(f"{k} ({v})" for k, v in METHOD_LABELS.items())
+methods: """
+    + ", ".join(f"{k} ({v})" for k, v in METHOD_LABELS.items())
+)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -79,8 +84,13 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         text = action.help or ""
         default = action.default
         # Identity checks: a default of 0 is worth showing, though 0 == False.
-        if "default" in text or default is None or default is False or default == "" \
-                or default is argparse.SUPPRESS:
+        if (
+            "default" in text
+            or default is None
+            or default is False
+            or default == ""
+            or default is argparse.SUPPRESS
+        ):
             return text
         if action.option_strings or action.nargs in ("?", "*"):
             shown = " ".join(map(str, default)) if isinstance(default, list) else "%(default)s"
@@ -88,11 +98,13 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return text
 
 
-def add_command(sub: argparse._SubParsersAction, name: str, text: str,
-                epilog: str = EPILOG) -> argparse.ArgumentParser:
+def add_command(
+    sub: argparse._SubParsersAction, name: str, text: str, epilog: str = EPILOG
+) -> argparse.ArgumentParser:
     """A sub-command with the shared formatter and epilog."""
-    return sub.add_parser(name, help=text, description=text, epilog=epilog,
-                          formatter_class=HelpFormatter)
+    return sub.add_parser(
+        name, help=text, description=text, epilog=epilog, formatter_class=HelpFormatter
+    )
 
 
 def add_models(parser: argparse.ArgumentParser) -> None:
@@ -101,29 +113,51 @@ def add_models(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--base", help="base model for P-S-Base and GCG (default: gemma-3-270m)")
     group.add_argument("--attacker", help="attacker model (default: smollm2-135m-instruct)")
     group.add_argument("--init", help="model writing the first prompt (default: the attacker)")
-    group.add_argument("--reverse", help="reverse LM for reverse_lm (default: "
-                       "afterless/reverse-pythia-160m, needs the hub)")
-    group.add_argument("--backend", help="backend for every model: hf, openai, vllm, fake "
-                       "(default: chosen from the name)")
+    group.add_argument(
+        "--reverse",
+        help="reverse LM for reverse_lm (default: afterless/reverse-pythia-160m, needs the hub)",
+    )
+    group.add_argument(
+        "--backend",
+        help="backend for every model: hf, openai, vllm, fake (default: chosen from the name)",
+    )
     group.add_argument("--device", help="cuda or cpu (default: cuda when present)")
-    group.add_argument("--dtype", help="bfloat16, float16 or float32 (default: bf16 on CUDA, "
-                       "fp32 on CPU)")
-    group.add_argument("--base-url", help="OpenAI-compatible endpoint (http://host:8000/v1), or "
-                       "several, comma-separated; every model that is not embedded or fake is "
-                       "then queried there (default: none)")
-    group.add_argument("--api-key-env", help="environment variable holding the endpoint's key; "
-                       "the key itself is never stored (default: OPENAI_API_KEY)")
+    group.add_argument(
+        "--dtype", help="bfloat16, float16 or float32 (default: bf16 on CUDA, fp32 on CPU)"
+    )
+    group.add_argument(
+        "--base-url",
+        help="OpenAI-compatible endpoint (http://host:8000/v1), or "
+        "several, comma-separated; every model that is not embedded or fake is "
+        "then queried there (default: none)",
+    )
+    group.add_argument(
+        "--api-key-env",
+        help="environment variable holding the endpoint's key; "
+        "the key itself is never stored (default: OPENAI_API_KEY)",
+    )
 
 
 def add_txt_mode(parser: argparse.ArgumentParser, what: str) -> None:
     """The options of reading a snippet file: --txt-mode, --encoding, --max-bytes."""
-    parser.add_argument("--txt-mode", choices=TXT_MODES, default="file",
-                        help=f"{what} ending in .txt: the whole file is one snippet (file) or "
-                             "each blank-line-separated block is one (blocks)")
-    parser.add_argument("--encoding", default="utf-8", help=f"text encoding of {what} (.txt, "
-                        ".jsonl, .csv), e.g. latin-1 or cp1252")
-    parser.add_argument("--max-bytes", type=int, default=MAX_FILE_BYTES,
-                        help=f"refuse {what} bigger than this many bytes")
+    parser.add_argument(
+        "--txt-mode",
+        choices=TXT_MODES,
+        default="file",
+        help=f"{what} ending in .txt: the whole file is one snippet (file) or "
+        "each blank-line-separated block is one (blocks)",
+    )
+    parser.add_argument(
+        "--encoding",
+        default="utf-8",
+        help=f"text encoding of {what} (.txt, .jsonl, .csv), e.g. latin-1 or cp1252",
+    )
+    parser.add_argument(
+        "--max-bytes",
+        type=int,
+        default=MAX_FILE_BYTES,
+        help=f"refuse {what} bigger than this many bytes",
+    )
 
 
 def file_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -133,36 +167,74 @@ def file_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def add_method_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("method options")
-    group.add_argument("--alpha", type=float, help="weight of Mem in the objective, 0..1 "
-                       "(default: the paper's table by domain and length, 0.5 otherwise)")
+    group.add_argument(
+        "--alpha",
+        type=float,
+        help="weight of Mem in the objective, 0..1 "
+        "(default: the paper's table by domain and length, 0.5 otherwise)",
+    )
     group.add_argument("--rounds", type=int, default=3, help="refinement rounds T (interactive)")
     group.add_argument("--n", type=int, default=24, help="candidates per round (interactive)")
     group.add_argument("--seed", type=int, default=0, help="seed of every sampled generation")
-    group.add_argument("--access", choices=("full", "partial"), default="full",
-                       help="attacker sees the whole snippet or only the prefix")
+    group.add_argument(
+        "--access",
+        choices=("full", "partial"),
+        default="full",
+        help="attacker sees the whole snippet or only the prefix",
+    )
     group.add_argument("--gcg-steps", type=int, default=30, help="GCG optimisation steps")
-    group.add_argument("--gcg-answer-model", choices=ANSWER_MODELS, default="base",
-                       help="who answers GCG's found prompt: base (paper) or victim")
-    group.add_argument("--no-chat-template", action="store_true",
-                       help="P-S-Inst: raw prefix only, not also inside the victim's chat template")
-    group.add_argument("--rouge-variant", choices=ROUGE_VARIANTS, default="recall",
-                       help="ROUGE-L component scored")
-    group.add_argument("--rouge-tokenizer", choices=ROUGE_TOKENIZERS, default="rouge",
-                       help="rouge (paper; drops non-ASCII) or unicode")
-    group.add_argument("--no-stemmer", action="store_true",
-                       help="score without the Porter stemmer (default: stemmer on, as the paper)")
-    group.add_argument("--output-window", choices=OUTPUT_WINDOWS,
-                       help="which len(suffix) tokens of the output are scored; last also lets "
-                            "the victim write the whole length (default: first; last with "
-                            "--compat reference)")
-    group.add_argument("--compat", choices=COMPAT_MODES, default="paper",
-                       help="conventions: paper, or the paper's reference code (last window "
-                            "with a length-token budget, best_rougeL selection, its refine "
-                            "meta-prompt, 500-token prompts, BOS counted in the prefix)")
-    group.add_argument("--split-tokenizer", choices=("model", "whitespace"), default="model",
-                       help="cut snippets by the victim's tokens or by whitespace words")
-    group.add_argument("--prefix-ratio", type=float, default=DEFAULT_PREFIX_RATIO,
-                       help="prefix share of each split")
+    group.add_argument(
+        "--gcg-answer-model",
+        choices=ANSWER_MODELS,
+        default="base",
+        help="who answers GCG's found prompt: base (paper) or victim",
+    )
+    group.add_argument(
+        "--no-chat-template",
+        action="store_true",
+        help="P-S-Inst: raw prefix only, not also inside the victim's chat template",
+    )
+    group.add_argument(
+        "--rouge-variant", choices=ROUGE_VARIANTS, default="recall", help="ROUGE-L component scored"
+    )
+    group.add_argument(
+        "--rouge-tokenizer",
+        choices=ROUGE_TOKENIZERS,
+        default="rouge",
+        help="rouge (paper; drops non-ASCII) or unicode",
+    )
+    group.add_argument(
+        "--no-stemmer",
+        action="store_true",
+        help="score without the Porter stemmer (default: stemmer on, as the paper)",
+    )
+    group.add_argument(
+        "--output-window",
+        choices=OUTPUT_WINDOWS,
+        help="which len(suffix) tokens of the output are scored; last also lets "
+        "the victim write the whole length (default: first; last with "
+        "--compat reference)",
+    )
+    group.add_argument(
+        "--compat",
+        choices=COMPAT_MODES,
+        default="paper",
+        help="conventions: paper, or the paper's reference code (last window "
+        "with a length-token budget, best_rougeL selection, its refine "
+        "meta-prompt, 500-token prompts, BOS counted in the prefix)",
+    )
+    group.add_argument(
+        "--split-tokenizer",
+        choices=("model", "whitespace"),
+        default="model",
+        help="cut snippets by the victim's tokens or by whitespace words",
+    )
+    group.add_argument(
+        "--prefix-ratio",
+        type=float,
+        default=DEFAULT_PREFIX_RATIO,
+        help="prefix share of each split",
+    )
 
 
 def attack_options(args: argparse.Namespace) -> AttackOptions:
@@ -170,12 +242,24 @@ def attack_options(args: argparse.Namespace) -> AttackOptions:
     try:
         compat = getattr(args, "compat", "paper")
         window = args.output_window or COMPAT_PRESETS[compat]["output_window"]
-        scoring = ScoringConfig(variant=args.rouge_variant, stemmer=not args.no_stemmer,
-                                tokenizer=args.rouge_tokenizer, output_window=window)
-        return AttackOptions(alpha=args.alpha, scoring=scoring, seed=args.seed, rounds=args.rounds,
-                             n_candidates=args.n, access=args.access, gcg_steps=args.gcg_steps,
-                             gcg_answer_model=args.gcg_answer_model,
-                             ps_chat_template=not args.no_chat_template, compat=compat)
+        scoring = ScoringConfig(
+            variant=args.rouge_variant,
+            stemmer=not args.no_stemmer,
+            tokenizer=args.rouge_tokenizer,
+            output_window=window,
+        )
+        return AttackOptions(
+            alpha=args.alpha,
+            scoring=scoring,
+            seed=args.seed,
+            rounds=args.rounds,
+            n_candidates=args.n,
+            access=args.access,
+            gcg_steps=args.gcg_steps,
+            gcg_answer_model=args.gcg_answer_model,
+            ps_chat_template=not args.no_chat_template,
+            compat=compat,
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
 
@@ -194,12 +278,24 @@ def model_names(args: argparse.Namespace) -> ModelNames:
     """
     for url in (args.base_url or "").split(","):
         if urlsplit(url.strip()).password:
-            raise UsageError("--base-url holds a password; the run config would store it: put "
-                             "the key in an environment variable named by --api-key-env")
-    load_options = {k: getattr(args, k) for k in ("device", "dtype", "base_url", "api_key_env")
-                    if getattr(args, k)}
-    return ModelNames(victim=args.victim, base=args.base, attacker=args.attacker, init=args.init,
-                      reverse=args.reverse, backend=args.backend, load_options=load_options)
+            raise UsageError(
+                "--base-url holds a password; the run config would store it: put "
+                "the key in an environment variable named by --api-key-env"
+            )
+    load_options = {
+        k: getattr(args, k)
+        for k in ("device", "dtype", "base_url", "api_key_env")
+        if getattr(args, k)
+    }
+    return ModelNames(
+        victim=args.victim,
+        base=args.base,
+        attacker=args.attacker,
+        init=args.init,
+        reverse=args.reverse,
+        backend=args.backend,
+        load_options=load_options,
+    )
 
 
 def open_store(args: argparse.Namespace) -> Store:

@@ -12,8 +12,9 @@ from memprobe_core.errors import UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    corpus = common.add_command(sub, "corpus",
-                                "show the built-in demo corpus (domains and snippet ids)")
+    corpus = common.add_command(
+        sub, "corpus", "show the built-in demo corpus (domains and snippet ids)"
+    )
     corpus.add_argument("--domain", help="only this domain (default: all)")
     corpus.add_argument("--show", metavar="ID", help="print the text of one snippet")
     corpus.set_defaults(handler=run)

@@ -58,10 +58,17 @@ def exit_code_for(exc: BaseException) -> tuple[int, str] | None:
 # Messages are written for the library (``encoding='latin-1'``); the CLI shows them with flags
 # (``--encoding 'latin-1'``), so nobody is told to pass an argument they cannot reach.
 CLI_FLAGS: dict[str, str] = {
-    "text_column": "--text-column", "id_column": "--id-column",
-    "domain_column": "--domain-column", "encoding": "--encoding", "txt_mode": "--txt-mode",
-    "max_bytes": "--max-bytes", "base_url": "--base-url", "api_key_env": "--api-key-env",
-    "n_candidates": "--n", "rounds": "--rounds", "gcg_steps": "--gcg-steps",
+    "text_column": "--text-column",
+    "id_column": "--id-column",
+    "domain_column": "--domain-column",
+    "encoding": "--encoding",
+    "txt_mode": "--txt-mode",
+    "max_bytes": "--max-bytes",
+    "base_url": "--base-url",
+    "api_key_env": "--api-key-env",
+    "n_candidates": "--n",
+    "rounds": "--rounds",
+    "gcg_steps": "--gcg-steps",
 }
 # `name=` always; a bare name only when it is an identifier no sentence uses (has a `_`).
 _NAMES = "|".join(sorted(CLI_FLAGS, key=len, reverse=True))
@@ -79,8 +86,10 @@ def cli_text(message: str) -> str:
 
     def flag(match: re.Match[str]) -> str:
         if match.group(1):
-            following = message[match.end():match.end() + 1]
-            return CLI_FLAGS[match.group(1)] + (" " if following and not following.isspace() else "")
+            following = message[match.end() : match.end() + 1]
+            return CLI_FLAGS[match.group(1)] + (
+                " " if following and not following.isspace() else ""
+            )
         return CLI_FLAGS.get(match.group(2), match.group(2))
 
     message = _KEY_VARIABLE.sub(r"\g<0> (or name another with --api-key-env)", message)

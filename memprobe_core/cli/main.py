@@ -34,13 +34,22 @@ log = logging.getLogger("memprobe")
 def build_parser() -> argparse.ArgumentParser:
     """The ``memprobe`` argument parser (its ``--help`` is the manual)."""
     parser = argparse.ArgumentParser(
-        prog="memprobe", formatter_class=common.HelpFormatter, epilog=common.EPILOG,
+        prog="memprobe",
+        formatter_class=common.HelpFormatter,
+        epilog=common.EPILOG,
         description="Measure how much of its training data a language model gives back.",
     )
-    parser.add_argument("--store", type=Path, help="run store file (default: $MEMPROBE_STORE or "
-                        "~/.cache/memprobe/runs.sqlite)")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="log progress details, and show the traceback of an error")
+    parser.add_argument(
+        "--store",
+        type=Path,
+        help="run store file (default: $MEMPROBE_STORE or ~/.cache/memprobe/runs.sqlite)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log progress details, and show the traceback of an error",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     probe.add_parser(sub)
     audit.add_parsers(sub)
@@ -85,8 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         code, label = mapped
         if args.verbose:
             log.exception("memprobe %s failed", args.command)
-        print(f"memprobe: {label}: {cli_text(_one_line(exc))}{_store_hint(exc, args)}",
-              file=sys.stderr)
+        print(
+            f"memprobe: {label}: {cli_text(_one_line(exc))}{_store_hint(exc, args)}",
+            file=sys.stderr,
+        )
         return code
 
 
@@ -120,8 +131,10 @@ def _store_hint(exc: BaseException, args: argparse.Namespace) -> str:
     from memprobe_core.paths import default_store_path
 
     path = args.store or default_store_path()
-    return (f" (store {path}: check that it is writable, that the disk has room and that the "
-            "file is not damaged, or pass another --store)")
+    return (
+        f" (store {path}: check that it is writable, that the disk has room and that the "
+        "file is not damaged, or pass another --store)"
+    )
 
 
 def _one_line(exc: BaseException) -> str:

@@ -39,32 +39,62 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = common.add_command(sub, "ner", text)
     parser.description = f"{text}.\n\n{EXAMPLES}"
     model = parser.add_argument_group("model")
-    model.add_argument("--model", default=EMBEDDED, help="token-classification model: hub id, "
-                       "local folder, or 'embedded' (MiniLM fine-tuned here, trained on first use)")
+    model.add_argument(
+        "--model",
+        default=EMBEDDED,
+        help="token-classification model: hub id, "
+        "local folder, or 'embedded' (MiniLM fine-tuned here, trained on first use)",
+    )
     model.add_argument("--device", help="cuda or cpu (default: cuda when present)")
     model.add_argument("--batch-size", type=int, default=64, help="filled prompts per forward pass")
     names = parser.add_argument_group("names (default with --model embedded: its own lists)")
     names.add_argument("--in-names", type=Path, help="in-train names: .txt (one per line) or .csv")
-    names.add_argument("--in-conll", type=Path, help="take in-train names from the PER entities "
-                       "of a CoNLL-2003 file or folder (its train split)")
+    names.add_argument(
+        "--in-conll",
+        type=Path,
+        help="take in-train names from the PER entities "
+        "of a CoNLL-2003 file or folder (its train split)",
+    )
     names.add_argument("--out-names", type=Path, help="out-of-train names: .txt or .csv")
     names.add_argument("--pairs", type=int, default=100, help="at most this many (in, out) pairs")
     names.add_argument("--min-words", type=int, default=1, help="drop names with fewer words")
-    names.add_argument("--dev-fraction", type=float, default=0.0, help="split pairs into dev and "
-                       "test (e.g. 0.5) and report dev-vs-test Kendall tau and ensembles; 0: no split")
+    names.add_argument(
+        "--dev-fraction",
+        type=float,
+        default=0.0,
+        help="split pairs into dev and "
+        "test (e.g. 0.5) and report dev-vs-test Kendall tau and ensembles; 0: no split",
+    )
     prompts = parser.add_argument_group("prompts")
-    prompts.add_argument("--prompts", type=Path, help="prompt file: .txt (one per line) or .csv "
-                         "(prompt[,type]); each prompt contains {name} exactly once")
-    prompts.add_argument("--templates", type=int, default=40, help="without --prompts: this many "
-                         "template prompts, balanced over the four sentence types")
-    parser.add_argument("--metric", choices=METRICS, default="pairwise", help="M-MEM definition: "
-                        "pairwise (paper) or all_pairs (reference code, AUC, ties count 1/2)")
+    prompts.add_argument(
+        "--prompts",
+        type=Path,
+        help="prompt file: .txt (one per line) or .csv "
+        "(prompt[,type]); each prompt contains {name} exactly once",
+    )
+    prompts.add_argument(
+        "--templates",
+        type=int,
+        default=40,
+        help="without --prompts: this many template prompts, balanced over the four sentence types",
+    )
+    parser.add_argument(
+        "--metric",
+        choices=METRICS,
+        default="pairwise",
+        help="M-MEM definition: "
+        "pairwise (paper) or all_pairs (reference code, AUC, ties count 1/2)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of pair shuffling and templates")
     parser.add_argument("--top", type=int, default=5, help="best and worst prompts to print")
     output = parser.add_argument_group("output")
     output.add_argument("--csv", type=Path, help="write prompt scores as formula-safe CSV")
-    output.add_argument("--names-csv", type=Path, help="write per-name confidences as formula-safe CSV")
-    output.add_argument("--json", action="store_true", help="print a JSON summary instead of a table")
+    output.add_argument(
+        "--names-csv", type=Path, help="write per-name confidences as formula-safe CSV"
+    )
+    output.add_argument(
+        "--json", action="store_true", help="print a JSON summary instead of a table"
+    )
     parser.set_defaults(handler=run)
     return parser
 
@@ -89,11 +119,21 @@ def _progress(label: str):
 def config_from_args(args: argparse.Namespace) -> NerAuditConfig:
     """The audit config of parsed ``memprobe ner`` arguments (checked: bad values raise here)."""
     return NerAuditConfig(
-        models=(args.model,), in_names=args.in_names, out_names=args.out_names,
-        in_conll=args.in_conll, max_pairs=args.pairs, min_words=args.min_words,
-        prompts=args.prompts, templates=args.templates, metric=args.metric, seed=args.seed,
-        dev_fraction=args.dev_fraction, batch_size=args.batch_size, device=args.device,
-        importance_steps=0, attention_pairs=0,  # the CLI reports numbers, not heatmaps
+        models=(args.model,),
+        in_names=args.in_names,
+        out_names=args.out_names,
+        in_conll=args.in_conll,
+        max_pairs=args.pairs,
+        min_words=args.min_words,
+        prompts=args.prompts,
+        templates=args.templates,
+        metric=args.metric,
+        seed=args.seed,
+        dev_fraction=args.dev_fraction,
+        batch_size=args.batch_size,
+        device=args.device,
+        importance_steps=0,
+        attention_pairs=0,  # the CLI reports numbers, not heatmaps
     )
 
 
@@ -117,13 +157,22 @@ def run(args: argparse.Namespace) -> int:
 def _print_report(ranked: pd.DataFrame, summary: dict[str, Any], top: int) -> None:
     def pct(v):
         return f"{100 * v:5.1f}%"
-    print(f"model {summary['model']['model_id']}  metric {summary['metric']}  "
-          f"{summary['prompts']} prompts × {summary['pairs']} pairs  ({summary['seconds']} s)")
-    print(f"M-MEM mean {pct(summary['m_mem_mean'])} ± {100 * summary['m_mem_std']:.1f}  "
-          f"best {pct(summary['m_mem_best'])}  worst {pct(summary['m_mem_worst'])}  "
-          f"spread {100 * summary['spread']:.1f} points")
+
+    print(
+        f"model {summary['model']['model_id']}  metric {summary['metric']}  "
+        f"{summary['prompts']} prompts × {summary['pairs']} pairs  ({summary['seconds']} s)"
+    )
+    print(
+        f"M-MEM mean {pct(summary['m_mem_mean'])} ± {100 * summary['m_mem_std']:.1f}  "
+        f"best {pct(summary['m_mem_best'])}  worst {pct(summary['m_mem_worst'])}  "
+        f"spread {100 * summary['spread']:.1f} points"
+    )
     show = ranked if len(ranked) <= 2 * top else None
-    for title, part in (("best", ranked.head(top)), ("worst", ranked.tail(top))) if show is None else (("all", show),):
+    for title, part in (
+        (("best", ranked.head(top)), ("worst", ranked.tail(top)))
+        if show is None
+        else (("all", show),)
+    ):
         print(f"\n{title} prompts:")
         for row in part.itertuples():
             print(f"  #{row.rank:<4} {pct(row.m_mem)}  {row.type or '?':<13} {row.prompt}")
@@ -137,9 +186,15 @@ def _print_report(ranked: pd.DataFrame, summary: dict[str, Any], top: int) -> No
         print("ensembles of the top-k dev prompts, M-MEM on the test pairs:")
         rows = summary["ensembles"]
         methods = list(dict.fromkeys(r["method"] for r in rows))
-        print("  " + f"{'k':>4}  " + "  ".join(f"{m:>14}" for m in methods) + f"  {'best single':>12}")
+        print(
+            "  " + f"{'k':>4}  " + "  ".join(f"{m:>14}" for m in methods) + f"  {'best single':>12}"
+        )
         for k in dict.fromkeys(r["k"] for r in rows):
             values = {r["method"]: r["m_mem_test"] for r in rows if r["k"] == k}
             single = next(r["best_single_test"] for r in rows if r["k"] == k)
-            print("  " + f"{k:>4}  " + "  ".join(f"{pct(values[m]):>14}" for m in methods)
-                  + f"  {pct(single):>12}")
+            print(
+                "  "
+                + f"{k:>4}  "
+                + "  ".join(f"{pct(values[m]):>14}" for m in methods)
+                + f"  {pct(single):>12}"
+            )

@@ -52,14 +52,23 @@ class LiveTable:
         elif isinstance(event, CandidateScored):
             c = event.candidate
             flags = f" [{','.join(c.flags)}]" if c.flags else ""
-            print(f"  {c.index:>3} {c.mem:6.3f} {c.lcs_p:6.3f} {c.objective:7.3f}  "
-                  f"{short(c.prompt)}{flags}", file=out)
+            print(
+                f"  {c.index:>3} {c.mem:6.3f} {c.lcs_p:6.3f} {c.objective:7.3f}  "
+                f"{short(c.prompt)}{flags}",
+                file=out,
+            )
         elif isinstance(event, RoundFinished):
-            print(f"  best of round {event.round}: #{event.best.index} objective "
-                  f"{event.best.objective:.3f}", file=out)
+            print(
+                f"  best of round {event.round}: #{event.best.index} objective "
+                f"{event.best.objective:.3f}",
+                file=out,
+            )
         elif isinstance(event, SearchStep):
-            print(f"  step {event.step}/{event.steps}: loss {event.loss:.4f}  "
-                  f"{short(event.best_prompt)}", file=out)
+            print(
+                f"  step {event.step}/{event.steps}: loss {event.loss:.4f}  "
+                f"{short(event.best_prompt)}",
+                file=out,
+            )
         self.out.flush()
 
 
@@ -83,15 +92,24 @@ class ProgressBar:
         current = str(progress.current) if progress.current else ""
         if self._tqdm is not None:
             if self._bar is None:
-                self._bar = self._tqdm(total=progress.total, initial=progress.done, unit="unit",
-                                       file=self.out, dynamic_ncols=True)
+                self._bar = self._tqdm(
+                    total=progress.total,
+                    initial=progress.done,
+                    unit="unit",
+                    file=self.out,
+                    dynamic_ncols=True,
+                )
             self._bar.n = progress.done
             self._bar.set_postfix_str(f"errors={progress.errors} {current}".strip(), refresh=True)
             return
         eta = "?" if progress.eta_s is None else duration(progress.eta_s)
         doing = f" · running {current}" if current else ""
-        print(f"[{progress.done}/{progress.total} units] {progress.errors} failed · "
-              f"{progress.rate * 3600:.1f} units/h · ETA {eta}{doing}", file=self.out, flush=True)
+        print(
+            f"[{progress.done}/{progress.total} units] {progress.errors} failed · "
+            f"{progress.rate * 3600:.1f} units/h · ETA {eta}{doing}",
+            file=self.out,
+            flush=True,
+        )
 
     def close(self) -> None:
         """Close the tqdm bar, if one was drawn."""
@@ -118,20 +136,29 @@ def print_result(run_id: int, result: AttackResult, out: TextIO | None = None) -
 
 def print_runs(runs: list[dict[str, Any]], out: TextIO | None = None) -> None:
     """The run list as a table: id, kind, status, units done/total, failed, updated, title."""
-    print(f"{'id':>4}  {'kind':<7} {'status':<11} {'units':>9} {'failed':>6}  {'updated':<16}  "
-          "title", file=out)
+    print(
+        f"{'id':>4}  {'kind':<7} {'status':<11} {'units':>9} {'failed':>6}  {'updated':<16}  title",
+        file=out,
+    )
     for run in runs:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(run["updated"]))
         units = f"{run['units_done']}/{run['units_total']}"
-        print(f"{run['id']:>4}  {run['kind']:<7} {run['status']:<11} {units:>9} "
-              f"{run['units_error']:>6}  {when:<16}  {run['title']}", file=out)
+        print(
+            f"{run['id']:>4}  {run['kind']:<7} {run['status']:<11} {units:>9} "
+            f"{run['units_error']:>6}  {when:<16}  {run['title']}",
+            file=out,
+        )
 
 
-def print_corpus(summary: dict[str, int], snippets: Iterable[Snippet],
-                 out: TextIO | None = None) -> None:
+def print_corpus(
+    summary: dict[str, int], snippets: Iterable[Snippet], out: TextIO | None = None
+) -> None:
     """The demo corpus: counts per domain, then one line per snippet (id, domain, words)."""
     print("built-in demo corpus: " + ", ".join(f"{d} {n}" for d, n in summary.items()), file=out)
     print(f"{'id':<40} {'domain':<8} {'words':>6}  source", file=out)
     for snippet in snippets:
-        print(f"{snippet.id:<40} {snippet.domain:<8} {len(snippet.text.split()):>6}  "
-              f"{short(snippet.source, 40)}", file=out)
+        print(
+            f"{snippet.id:<40} {snippet.domain:<8} {len(snippet.text.split()):>6}  "
+            f"{short(snippet.source, 40)}",
+            file=out,
+        )

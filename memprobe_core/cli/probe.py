@@ -20,19 +20,28 @@ from memprobe_core.loaders import load_snippets
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    probe = common.add_command(sub, "probe",
-                               "probe one snippet with one method and show each round live")
+    probe = common.add_command(
+        sub, "probe", "probe one snippet with one method and show each round live"
+    )
     probe.add_argument("text", nargs="?", help="the snippet text (or use --file / --corpus-id)")
-    probe.add_argument("--file", type=Path, help="read the snippet from a .txt file (see "
-                       "--txt-mode) or the first row of a .jsonl/.csv/.parquet file")
+    probe.add_argument(
+        "--file",
+        type=Path,
+        help="read the snippet from a .txt file (see "
+        "--txt-mode) or the first row of a .jsonl/.csv/.parquet file",
+    )
     common.add_txt_mode(probe, "--file")
     probe.add_argument("--corpus-id", help="a snippet of the built-in corpus (`memprobe corpus`)")
     probe.add_argument("--domain", default="unknown", help="domain of a text/file snippet; picks α")
-    probe.add_argument("--method", choices=list(METHOD_LABELS), default="interactive",
-                       help="extraction method")
+    probe.add_argument(
+        "--method", choices=list(METHOD_LABELS), default="interactive", help="extraction method"
+    )
     probe.add_argument("--length", type=int, default=200, help="tokens of prefix + suffix")
-    probe.add_argument("--json", action="store_true", help="print the whole result as JSON "
-                       "(the live table then goes to stderr)")
+    probe.add_argument(
+        "--json",
+        action="store_true",
+        help="print the whole result as JSON (the live table then goes to stderr)",
+    )
     common.add_models(probe)
     common.add_method_options(probe)
     probe.set_defaults(handler=run)
@@ -46,9 +55,17 @@ def run(args: argparse.Namespace) -> int:
     names = common.model_names(args)
     store = common.open_store(args)
     models = load_models(names, [args.method])
-    run_id = start_probe(store, snippet, [args.method], args.length, models, options,
-                         model_names=names.resolved().to_dict(), split_spec=spec,
-                         title=f"{args.method} on {snippet.id}")
+    run_id = start_probe(
+        store,
+        snippet,
+        [args.method],
+        args.length,
+        models,
+        options,
+        model_names=names.resolved().to_dict(),
+        split_spec=spec,
+        title=f"{args.method} on {snippet.id}",
+    )
     live = LiveTable(sys.stderr if args.json else sys.stdout)
     try:
         (outcome,) = run_probe(store, run_id, models, on_event=lambda unit: live)
@@ -59,8 +76,9 @@ def run(args: argparse.Namespace) -> int:
         raise outcome.exception  # recorded on the unit; its type decides the exit code
     assert outcome.result is not None
     if args.json:
-        print(json.dumps({"run_id": run_id, **outcome.result.to_dict()}, ensure_ascii=False,
-                         indent=2))
+        print(
+            json.dumps({"run_id": run_id, **outcome.result.to_dict()}, ensure_ascii=False, indent=2)
+        )
     else:
         print_result(run_id, outcome.result)
     return EXIT_OK
@@ -77,8 +95,11 @@ def _snippet(args: argparse.Namespace) -> Snippet:
         if not loaded.snippets:
             raise UsageError(f"{args.file}: no usable snippet ({loaded.summary()})")
         if len(loaded.snippets) > 1:
-            print(f"note: {args.file} has {len(loaded.snippets)} snippets; probing the first "
-                  f"({loaded.snippets[0].id}); use `memprobe audit` for all", file=sys.stderr)
+            print(
+                f"note: {args.file} has {len(loaded.snippets)} snippets; probing the first "
+                f"({loaded.snippets[0].id}); use `memprobe audit` for all",
+                file=sys.stderr,
+            )
         return loaded.snippets[0]
     for snippet in demo_corpus():
         if snippet.id == args.corpus_id:

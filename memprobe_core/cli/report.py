@@ -21,32 +21,47 @@ from memprobe_core.config import SELECTIONS
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     report = common.add_command(
-        sub, "report", "aggregate a run: Table 1 with intervals, paired gains, PII, cost")
+        sub, "report", "aggregate a run: Table 1 with intervals, paired gains, PII, cost"
+    )
     report.add_argument("run", type=int, help="run id (see `memprobe runs`)")
-    report.add_argument("--csv", type=Path, help="write one row per finished unit, with manifest "
-                        "columns, as formula-safe CSV")
+    report.add_argument(
+        "--csv",
+        type=Path,
+        help="write one row per finished unit, with manifest columns, as formula-safe CSV",
+    )
     report.add_argument("--table-csv", type=Path, help="write Table 1 as formula-safe CSV")
     report.add_argument("--candidates-csv", type=Path, help="write every scored candidate as CSV")
     report.add_argument("--json", action="store_true", help="print the report as JSON")
-    report.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
-                        help="BCa bootstrap resamples (100-100000)")
+    report.add_argument(
+        "--resamples",
+        type=int,
+        default=DEFAULT_RESAMPLES,
+        help="BCa bootstrap resamples (100-100000)",
+    )
     report.add_argument("--ci-seed", type=int, default=0, help="bootstrap seed")
-    report.add_argument("--select", choices=SELECTIONS, default="objective",
-                        help="which Mem Table 1 shows: objective (Mem of p* = argmax O, "
-                             "Algorithm 1), max_mem (highest Mem in the trace, an upper bound) "
-                             "or reference (the reference code's best_rougeL); named in the title")
+    report.add_argument(
+        "--select",
+        choices=SELECTIONS,
+        default="objective",
+        help="which Mem Table 1 shows: objective (Mem of p* = argmax O, "
+        "Algorithm 1), max_mem (highest Mem in the trace, an upper bound) "
+        "or reference (the reference code's best_rougeL); named in the title",
+    )
     report.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Print a run's report; optionally write CSVs or JSON."""
     store = common.open_store(args)
-    report = report_for_run(store, args.run, resamples=args.resamples, seed=args.ci_seed,
-                            select=args.select)
+    report = report_for_run(
+        store, args.run, resamples=args.resamples, seed=args.ci_seed, select=args.select
+    )
     written = []
-    for path, frame in ((args.csv, lambda: store.results_frame(args.run)),
-                        (args.table_csv, lambda: report.table1),
-                        (args.candidates_csv, lambda: store.candidates_frame(args.run))):
+    for path, frame in (
+        (args.csv, lambda: store.results_frame(args.run)),
+        (args.table_csv, lambda: report.table1),
+        (args.candidates_csv, lambda: store.candidates_frame(args.run)),
+    ):
         if path is not None:
             written.append(write_safe_csv(frame(), path))
     if args.json:

@@ -189,7 +189,9 @@ def chat_as_text(chat: Chat) -> str:
     lines = []
     for message in chat:
         role = message["role"].strip().lower()
-        label = {"system": "System", "user": "User", "assistant": "Assistant"}.get(role, role.title())
+        label = {"system": "System", "user": "User", "assistant": "Assistant"}.get(
+            role, role.title()
+        )
         lines.append(f"{label}: {message['content']}")
     lines.append("Assistant:")
     return "\n\n".join(lines)

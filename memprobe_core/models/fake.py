@@ -43,8 +43,26 @@ MODES = ("auto", "victim", "attacker", "echo", "copy")
 # Words of the longest shared run that make the fake victim reproduce its continuation fully.
 FULL_RECALL_RUN = 12
 _FILLER = (
-    "the", "of", "and", "a", "model", "text", "data", "some", "other", "words", "here", "that",
-    "is", "not", "what", "was", "asked", "perhaps", "another", "line",
+    "the",
+    "of",
+    "and",
+    "a",
+    "model",
+    "text",
+    "data",
+    "some",
+    "other",
+    "words",
+    "here",
+    "that",
+    "is",
+    "not",
+    "what",
+    "was",
+    "asked",
+    "perhaps",
+    "another",
+    "line",
 )
 _TEMPLATES = (
     "Continue the following text exactly: {x}",
@@ -96,7 +114,9 @@ class FakeGenerator(Generator):
             raise ModelError(f"fake latency_s {latency_s}: give 0 or more seconds")
         self.latency_s = float(latency_s)
         if mode not in MODES:
-            raise ModelError(f"fake mode {mode!r} is unknown; choose from {list(MODES)} (copy:<text>)")
+            raise ModelError(
+                f"fake mode {mode!r} is unknown; choose from {list(MODES)} (copy:<text>)"
+            )
         self.mode = mode
         self.text = text
         self.model_id = model_id or (f"fake:{mode}" if mode != "copy" else f"fake:copy:{text}")
@@ -154,7 +174,9 @@ class FakeGenerator(Generator):
             return Completion(" ".join(words[:max_new_tokens]), max_new_tokens, "length")
         return Completion(" ".join(words), len(words), "stop")
 
-    def _answer(self, request: Request, text: str, rng: random.Random, *, sampled: bool) -> list[str]:
+    def _answer(
+        self, request: Request, text: str, rng: random.Random, *, sampled: bool
+    ) -> list[str]:
         mode = self.mode
         if mode == "auto":
             mode = "attacker" if _asks_for_question(text) else "victim"
@@ -166,7 +188,9 @@ class FakeGenerator(Generator):
             return self._attacker(request, text, rng, sampled=sampled)
         return self._victim(text, rng)
 
-    def _attacker(self, request: Request, text: str, rng: random.Random, *, sampled: bool) -> list[str]:
+    def _attacker(
+        self, request: Request, text: str, rng: random.Random, *, sampled: bool
+    ) -> list[str]:
         words = _material(request, text).split()
         if not words:
             return ["Please", "continue", "the", "text."]
@@ -261,11 +285,11 @@ def _default_memory() -> list[str]:
         return [s.text for s in demo_corpus()]
     except Exception:  # the corpus module failing must not break the fake backend
         return [
-            "Licensed under the Apache License, Version 2.0 (the \"License\"); you may not use "
+            'Licensed under the Apache License, Version 2.0 (the "License"); you may not use '
             "this file except in compliance with the License. You may obtain a copy of the "
             "License at http://www.apache.org/licenses/LICENSE-2.0 Unless required by applicable "
             "law or agreed to in writing, software distributed under the License is distributed "
-            "on an \"AS IS\" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express "
+            'on an "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express '
             "or implied. See the License for the specific language governing permissions and "
             "limitations under the License."
         ]
@@ -283,7 +307,9 @@ def load_fake(name: str, options: LoadOptions) -> Generator:
     unknown = set(options.extra) - {"memory", "chat_template", "text", "latency_s"}
     if unknown:
         raise ModelError(f"the fake backend does not know option(s) {sorted(unknown)}")
-    rest = name.split(":", 1)[1] if name.startswith("fake:") else (name if name in MODES else "auto")
+    rest = (
+        name.split(":", 1)[1] if name.startswith("fake:") else (name if name in MODES else "auto")
+    )
     mode, _, text = rest.partition(":")
     return FakeGenerator(
         mode or "auto",

@@ -50,7 +50,9 @@ def pick_device(device: str | None) -> str:
 
     if device:
         if device.startswith("cuda") and not torch.cuda.is_available():
-            raise ModelError(f"device {device!r} was asked for but no CUDA GPU is visible; use 'cpu'")
+            raise ModelError(
+                f"device {device!r} was asked for but no CUDA GPU is visible; use 'cpu'"
+            )
         return device
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -101,12 +103,17 @@ class HFGenerator(Generator):
         if max_batch_size is not None and max_batch_size < 1:
             raise ValueError(f"max_batch_size={max_batch_size}: use at least 1 (or None)")
         if generation_loop not in _LOOPS:
-            raise ValueError(f"generation_loop {generation_loop!r} is unknown; use one of {list(_LOOPS)}")
+            raise ValueError(
+                f"generation_loop {generation_loop!r} is unknown; use one of {list(_LOOPS)}"
+            )
         self.generation_loop: GenerationLoop = generation_loop
         self.compile = bool(compile)
         self._own_loop_ok = supports_own_loop(model)
         if generation_loop == "memprobe" and not self._own_loop_ok:
-            log.info("%s: memprobe's decoding loop cannot drive this model; using model.generate", model_id)
+            log.info(
+                "%s: memprobe's decoding loop cannot drive this model; using model.generate",
+                model_id,
+            )
         self.model_id = model_id
         self._model = model
         self._tokenizer = tokenizer
@@ -117,7 +124,9 @@ class HFGenerator(Generator):
         tokenizer.padding_side = "left"  # generation appends on the right, so pad on the left
         if tokenizer.pad_token_id is None:
             if tokenizer.eos_token is None:
-                raise ModelError(f"model {model_id!r}: its tokenizer has neither a pad nor an EOS token")
+                raise ModelError(
+                    f"model {model_id!r}: its tokenizer has neither a pad nor an EOS token"
+                )
             tokenizer.pad_token = tokenizer.eos_token
         self.stop_token_ids: tuple[int, ...] = tuple(stop_token_ids or _eos_ids(model, tokenizer))
 
@@ -191,7 +200,9 @@ class HFGenerator(Generator):
         if isinstance(request, str):
             return request
         if self.has_chat_template:
-            return self._tokenizer.apply_chat_template(request, add_generation_prompt=True, tokenize=False)
+            return self._tokenizer.apply_chat_template(
+                request, add_generation_prompt=True, tokenize=False
+            )
         return chat_as_text(request)
 
     def prompt_ids(self, request: Request) -> list[int]:
@@ -231,7 +242,11 @@ class HFGenerator(Generator):
         order = sorted(range(len(jobs)), key=lambda j: len(prompts[jobs[j]]))
         results: list[Completion | None] = [None] * len(jobs)
         plan = _Plan(max_new_tokens, temperature, top_p, seed)
-        with self._lock, torch.inference_mode(), seeded(seed, self.device, active=self._seed_globally(plan)):
+        with (
+            self._lock,
+            torch.inference_mode(),
+            seeded(seed, self.device, active=self._seed_globally(plan)),
+        ):
             start = 0
             batch = self.max_batch_size or len(order)
             while start < len(order):
@@ -245,7 +260,9 @@ class HFGenerator(Generator):
                             "use a shorter prompt, fewer new tokens, a smaller dtype or the CPU"
                         ) from exc
                     batch = max(1, len(chunk) // 2)
-                    log.warning("%s: CUDA out of memory, retrying with batches of %d", self.model_id, batch)
+                    log.warning(
+                        "%s: CUDA out of memory, retrying with batches of %d", self.model_id, batch
+                    )
                     torch.cuda.empty_cache()
                     continue
                 for j, completion in zip(chunk, rows):
@@ -434,11 +451,15 @@ def load_hf(
     log.info("loading %s (%s) on %s as %s", label, kind, device, str(dtype).removeprefix("torch."))
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **common)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **_attention(options), **common)
+        model = AutoModelForCausalLM.from_pretrained(
+            source, dtype=dtype, **_attention(options), **common
+        )
     except (OSError, ValueError, KeyError, RuntimeError, AttributeError) as exc:
         what = "GGUF file" if gguf else ("model folder" if kind == "local" else "hub model")
         hint = " (is it a complete, uncorrupted GGUF file?)" if gguf else ""
-        raise ModelError(f"could not load {what} {label!r}{hint}: {type(exc).__name__}: {exc}") from exc
+        raise ModelError(
+            f"could not load {what} {label!r}{hint}: {type(exc).__name__}: {exc}"
+        ) from exc
     except Exception as exc:  # gguf's reader raises assorted errors on damaged files
         if not gguf:
             raise

@@ -66,7 +66,9 @@ def supports_own_loop(model: Any) -> bool:
     return "cache" in _forward_params(model)
 
 
-def decode(model: Any, prompts: list[list[int]], spec: Decoding, generator: Any = None) -> list[Decoded]:
+def decode(
+    model: Any, prompts: list[list[int]], spec: Decoding, generator: Any = None
+) -> list[Decoded]:
     """Generate for every prompt row (rows may repeat a prompt: it is prefilled once).
 
     Args:
@@ -87,7 +89,9 @@ def decode(model: Any, prompts: list[list[int]], spec: Decoding, generator: Any 
     if len(unique) < len(prompts):
         # Each distinct prompt was run once; its cache rows are copied to every row that asks for it.
         state.select(torch.tensor(row_of, device=device))
-        state.rows = torch.arange(len(prompts), device=device)  # from here on, one id per output row
+        state.rows = torch.arange(
+            len(prompts), device=device
+        )  # from here on, one id per output row
     return _loop(model, state, spec, generator, len(prompts))
 
 
@@ -95,7 +99,13 @@ class _State:
     """The batch being decoded: KV cache, 2-D mask, next positions, logits and row ids."""
 
     def __init__(self, cache: Any, mask: Any, positions: Any, logits: Any, rows: Any) -> None:
-        self.cache, self.mask, self.positions, self.logits, self.rows = cache, mask, positions, logits, rows
+        self.cache, self.mask, self.positions, self.logits, self.rows = (
+            cache,
+            mask,
+            positions,
+            logits,
+            rows,
+        )
 
     def select(self, index: Any) -> None:
         """Keep (or repeat) the batch rows ``index`` (a 1-D long tensor)."""
@@ -173,7 +183,9 @@ def _step(model: Any, state: _State, tokens: Any) -> None:
     import torch
 
     if state.mask is not None:
-        ones = torch.ones((state.mask.shape[0], 1), dtype=state.mask.dtype, device=state.mask.device)
+        ones = torch.ones(
+            (state.mask.shape[0], 1), dtype=state.mask.dtype, device=state.mask.device
+        )
         state.mask = torch.cat([state.mask, ones], dim=-1)
     state.logits = _forward(model, tokens[:, None], state.mask, state.positions, state.cache)
     state.positions = state.positions + 1
@@ -223,7 +235,9 @@ def _float32() -> Any:
 # --- the reference path: model.generate ---------------------------------------------------------
 
 
-def generate_reference(model: Any, prompts: list[list[int]], spec: Decoding, *, compile_: bool = False) -> list[Decoded]:
+def generate_reference(
+    model: Any, prompts: list[list[int]], spec: Decoding, *, compile_: bool = False
+) -> list[Decoded]:
     """``model.generate`` on the left-padded rows (seeded through torch's global generator)."""
     import torch
 
@@ -242,7 +256,11 @@ def generate_reference(model: Any, prompts: list[list[int]], spec: Decoding, *, 
     rows = []
     for tokens in output[:, width:].tolist():  # (B, new tokens); rows that stopped early are padded
         end = next((k for k, t in enumerate(tokens) if t in stops), None)
-        rows.append(Decoded(tuple(tokens), False) if end is None else Decoded(tuple(tokens[: end + 1]), True))
+        rows.append(
+            Decoded(tuple(tokens), False)
+            if end is None
+            else Decoded(tuple(tokens[: end + 1]), True)
+        )
     return rows
 
 

@@ -45,7 +45,12 @@ class Preset:
 
     def roles(self) -> dict[str, str]:
         """``{role: model name}`` for victim, base, attacker, init."""
-        return {"victim": self.victim, "base": self.base, "attacker": self.attacker, "init": self.init}
+        return {
+            "victim": self.victim,
+            "base": self.base,
+            "attacker": self.attacker,
+            "init": self.init,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,26 +62,50 @@ PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
         Preset(
-            "embedded", DEFAULT_VICTIM, DEFAULT_BASE, DEFAULT_ATTACKER, DEFAULT_INIT, "mixed",
+            "embedded",
+            DEFAULT_VICTIM,
+            DEFAULT_BASE,
+            DEFAULT_ATTACKER,
+            DEFAULT_INIT,
+            "mixed",
             "offline and CPU-friendly; base and instruct models are different families, so "
             "P-S-Base vs P-S-Inst here says nothing about instruction tuning",
         ),
         Preset(
-            "llama-7b-tulu", "allenai/tulu-7b", "huggyllama/llama-7b", PAPER_ATTACKER, PAPER_ATTACKER,
-            "LLaMA-1", f"paper setup: LLaMA-7B and its Tulu instruction tune; {_GPU}",
+            "llama-7b-tulu",
+            "allenai/tulu-7b",
+            "huggyllama/llama-7b",
+            PAPER_ATTACKER,
+            PAPER_ATTACKER,
+            "LLaMA-1",
+            f"paper setup: LLaMA-7B and its Tulu instruction tune; {_GPU}",
         ),
         Preset(
-            "llama-7b-vicuna", "lmsys/vicuna-7b-v1.3", "huggyllama/llama-7b", PAPER_ATTACKER,
-            PAPER_ATTACKER, "LLaMA-1", f"paper setup: LLaMA-7B and Vicuna-7B v1.3; {_GPU}",
+            "llama-7b-vicuna",
+            "lmsys/vicuna-7b-v1.3",
+            "huggyllama/llama-7b",
+            PAPER_ATTACKER,
+            PAPER_ATTACKER,
+            "LLaMA-1",
+            f"paper setup: LLaMA-7B and Vicuna-7B v1.3; {_GPU}",
         ),
         Preset(
-            "olmo-7b", "allenai/OLMo-7B-Instruct-hf", "allenai/OLMo-7B-hf", PAPER_ATTACKER,
-            PAPER_ATTACKER, "OLMo",
+            "olmo-7b",
+            "allenai/OLMo-7B-Instruct-hf",
+            "allenai/OLMo-7B-hf",
+            PAPER_ATTACKER,
+            PAPER_ATTACKER,
+            "OLMo",
             f"paper setup: OLMo-7B and its Instruct model (open training data: Dolma); {_GPU}",
         ),
         Preset(
-            "falcon-7b", "tiiuae/falcon-7b-instruct", "tiiuae/falcon-7b", PAPER_ATTACKER,
-            PAPER_ATTACKER, "Falcon", f"paper setup: Falcon-7B and Falcon-7B-Instruct; {_GPU}",
+            "falcon-7b",
+            "tiiuae/falcon-7b-instruct",
+            "tiiuae/falcon-7b",
+            PAPER_ATTACKER,
+            PAPER_ATTACKER,
+            "Falcon",
+            f"paper setup: Falcon-7B and Falcon-7B-Instruct; {_GPU}",
         ),
     )
 }

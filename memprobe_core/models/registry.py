@@ -65,26 +65,51 @@ def backend_available(name: str) -> bool:
     return not _missing(spec)
 
 
-register_backend(BackendSpec(
-    "hf", "memprobe_core.models.hf:load_hf", ("torch", "transformers"),
-    "pip install torch transformers gguf", "transformers + torch (hub id, local folder, GGUF file)",
-))
-register_backend(BackendSpec(
-    "embedded", "memprobe_core.models.embedded:load_embedded", ("torch", "transformers", "gguf"),
-    "pip install torch transformers gguf", "offline default models shipped as packages",
-))
-register_backend(BackendSpec(
-    "openai", "memprobe_core.models.openai_backend:load_openai", ("httpx",),
-    "pip install httpx", "any OpenAI-compatible HTTP endpoint (black-box)",
-))
-register_backend(BackendSpec(
-    "vllm", "memprobe_core.models.vllm_backend:load_vllm", ("vllm",),
-    "pip install 'memprobe[vllm]'  (or: pip install vllm)", "vLLM engine on a GPU (black-box)",
-))
-register_backend(BackendSpec(
-    "fake", "memprobe_core.models.fake:load_fake", (),
-    "", "deterministic fake model for tests and demos",
-))
+register_backend(
+    BackendSpec(
+        "hf",
+        "memprobe_core.models.hf:load_hf",
+        ("torch", "transformers"),
+        "pip install torch transformers gguf",
+        "transformers + torch (hub id, local folder, GGUF file)",
+    )
+)
+register_backend(
+    BackendSpec(
+        "embedded",
+        "memprobe_core.models.embedded:load_embedded",
+        ("torch", "transformers", "gguf"),
+        "pip install torch transformers gguf",
+        "offline default models shipped as packages",
+    )
+)
+register_backend(
+    BackendSpec(
+        "openai",
+        "memprobe_core.models.openai_backend:load_openai",
+        ("httpx",),
+        "pip install httpx",
+        "any OpenAI-compatible HTTP endpoint (black-box)",
+    )
+)
+register_backend(
+    BackendSpec(
+        "vllm",
+        "memprobe_core.models.vllm_backend:load_vllm",
+        ("vllm",),
+        "pip install 'memprobe[vllm]'  (or: pip install vllm)",
+        "vLLM engine on a GPU (black-box)",
+    )
+)
+register_backend(
+    BackendSpec(
+        "fake",
+        "memprobe_core.models.fake:load_fake",
+        (),
+        "",
+        "deterministic fake model for tests and demos",
+    )
+)
 
 
 def guess_backend(name: str, options: dict[str, Any] | None = None) -> str:
@@ -132,7 +157,9 @@ def load(name_or_path: str, *, backend: str | None = None, **options: Any) -> Ge
             missing or corrupt file, unreachable endpoint.
     """
     if not isinstance(name_or_path, str) or not name_or_path.strip():
-        raise ModelError(f"model name {name_or_path!r} is empty; give an embedded name, hub id or path")
+        raise ModelError(
+            f"model name {name_or_path!r} is empty; give an embedded name, hub id or path"
+        )
     name_or_path = name_or_path.strip()
     chosen = backend or guess_backend(name_or_path, options)
     spec = _spec(chosen)
@@ -201,4 +228,3 @@ def _options(options: dict[str, Any]) -> LoadOptions:
     extra = dict(options.get("extra") or {})
     extra.update({k: v for k, v in options.items() if k not in fields and k != "extra"})
     return LoadOptions(**known, extra=extra)
-

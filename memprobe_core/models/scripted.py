@@ -35,8 +35,14 @@ class ScriptedGenerator(Generator):
 
     backend = "fake"
 
-    def __init__(self, outputs: Script = (), *, default: str = "", model_id: str = "fake:script",
-                 chat_template: bool = False) -> None:
+    def __init__(
+        self,
+        outputs: Script = (),
+        *,
+        default: str = "",
+        model_id: str = "fake:script",
+        chat_template: bool = False,
+    ) -> None:
         super().__init__()
         self._script = outputs if callable(outputs) else list(outputs)
         self._next = 0
@@ -65,8 +71,16 @@ class ScriptedGenerator(Generator):
             return self._script[self._next - 1]
         return self.default
 
-    def _generate(self, requests: list[Request], *, n: int, max_new_tokens: int,
-                  temperature: float, top_p: float, seed: int | None) -> list[list[Completion]]:
+    def _generate(
+        self,
+        requests: list[Request],
+        *,
+        n: int,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        seed: int | None,
+    ) -> list[list[Completion]]:
         out = []
         for request in requests:
             text = request if isinstance(request, str) else chat_as_text(request)
@@ -85,6 +99,8 @@ def load_scripted(outputs: Script = (), **options: Any) -> ScriptedGenerator:
     """``fake:script`` for the registry: ``outputs`` and ``default`` come as load options."""
     unknown = set(options) - {"default", "chat_template", "model_id"}
     if unknown:
-        raise ModelError(f"fake:script does not know option(s) {sorted(unknown)}; "
-                         "give outputs=, default=, chat_template=")
+        raise ModelError(
+            f"fake:script does not know option(s) {sorted(unknown)}; "
+            "give outputs=, default=, chat_template="
+        )
     return ScriptedGenerator(outputs, **options)

@@ -33,7 +33,9 @@ class VLLMGenerator(Generator):
 
     backend = "vllm"
 
-    def __init__(self, llm: Any, *, model_id: str, manifest_extra: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, llm: Any, *, model_id: str, manifest_extra: dict[str, Any] | None = None
+    ) -> None:
         super().__init__()
         self.model_id = model_id
         self._llm = llm
@@ -107,9 +109,13 @@ def load_vllm(name: str, options: LoadOptions) -> VLLMGenerator:
     known = {"seed", "gpu_memory_utilization", "max_model_len", "tensor_parallel_size"}
     unknown = set(options.extra) - known
     if unknown:
-        raise ModelError(f"the vllm backend does not know option(s) {sorted(unknown)}; known: {sorted(known)}")
+        raise ModelError(
+            f"the vllm backend does not know option(s) {sorted(unknown)}; known: {sorted(known)}"
+        )
     if options.device not in (None, "cuda"):
-        raise ModelError(f"the vllm backend runs on a GPU; device {options.device!r} is not supported")
+        raise ModelError(
+            f"the vllm backend runs on a GPU; device {options.device!r} is not supported"
+        )
     try:
         import torch
 
@@ -117,7 +123,9 @@ def load_vllm(name: str, options: LoadOptions) -> VLLMGenerator:
     except ImportError:
         has_gpu = False
     if not has_gpu:
-        raise ModelError("the vllm backend needs a CUDA GPU and none is visible; use the hf backend")
+        raise ModelError(
+            "the vllm backend needs a CUDA GPU and none is visible; use the hf backend"
+        )
     from vllm import LLM
 
     model = name.removeprefix("vllm:")
@@ -137,4 +145,6 @@ def load_vllm(name: str, options: LoadOptions) -> VLLMGenerator:
         llm = LLM(**kwargs)
     except (OSError, ValueError, RuntimeError) as exc:
         raise ModelError(f"vLLM could not load {model!r}: {type(exc).__name__}: {exc}") from exc
-    return VLLMGenerator(llm, model_id=model, manifest_extra={"dtype": kwargs["dtype"], "revision": options.revision})
+    return VLLMGenerator(
+        llm, model_id=model, manifest_extra={"dtype": kwargs["dtype"], "revision": options.revision}
+    )

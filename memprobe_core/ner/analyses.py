@@ -63,18 +63,27 @@ def property_groups(scores: NerScores, prop: Property) -> pd.DataFrame:
     elif prop == "name_position":
         group = table["name_position"]
     elif prop == "length":
-        group = pd.cut(table["length"], bins=list(LENGTH_BINS), labels=list(LENGTH_LABELS)).astype(str)
+        group = pd.cut(table["length"], bins=list(LENGTH_BINS), labels=list(LENGTH_LABELS)).astype(
+            str
+        )
     else:
         raise ValueError(f"prompt property {prop!r} is unknown; use type, length or name_position")
     return pd.DataFrame(
-        {"prompt_id": table["prompt_id"], "prompt": table["prompt"], "group": group, "m_mem": table["m_mem"]}
+        {
+            "prompt_id": table["prompt_id"],
+            "prompt": table["prompt"],
+            "group": group,
+            "m_mem": table["m_mem"],
+        }
     )
 
 
 def m_mem_by_property(scores: NerScores, prop: Property) -> pd.DataFrame:
     """Mean, std, min, max and count of M-MEM per group of ``prop`` (paper Figure 3)."""
     groups = property_groups(scores, prop)
-    summary = groups.groupby("group", sort=True)["m_mem"].agg(["count", "mean", "std", "min", "max"])
+    summary = groups.groupby("group", sort=True)["m_mem"].agg(
+        ["count", "mean", "std", "min", "max"]
+    )
     return summary.reset_index()
 
 
@@ -86,7 +95,9 @@ def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
     """
     x, y = np.asarray(x, float), np.asarray(y, float)
     if x.shape != y.shape or x.ndim != 1:
-        raise ValueError(f"Kendall tau needs two 1-D vectors of the same length; got {x.shape}, {y.shape}")
+        raise ValueError(
+            f"Kendall tau needs two 1-D vectors of the same length; got {x.shape}, {y.shape}"
+        )
     if len(x) < 2:
         return float("nan")
     upper = np.triu_indices(len(x), k=1)
@@ -212,6 +223,7 @@ def ensemble_table(
         for method in ENSEMBLE_METHODS:
             weights = dev.m_mem[chosen] if method == "score_weighted" else None
             value = ensemble_m_mem(test, method, prompt_ids=chosen, weights=weights)
-            rows.append({"k": k, "method": method, "m_mem_test": value, "best_single_test": baseline})
+            rows.append(
+                {"k": k, "method": method, "m_mem_test": value, "best_single_test": baseline}
+            )
     return pd.DataFrame(rows)
-

@@ -69,7 +69,9 @@ def collapse_name(attention: NameAttention) -> tuple[list[str], np.ndarray]:
     return labels, weights
 
 
-def _rows(model: NerModel, prompt: str, names: Sequence[str], batch_size: int) -> tuple[list[str], np.ndarray]:
+def _rows(
+    model: NerModel, prompt: str, names: Sequence[str], batch_size: int
+) -> tuple[list[str], np.ndarray]:
     filled = [fill(prompt, name) for name in names]
     attentions = model.name_attention(
         [t for t, _, _ in filled], [(s, e) for _, s, e in filled], batch_size=batch_size
@@ -109,4 +111,3 @@ def compare_attention(
     return AttentionComparison(
         prompt, labels_in, rows_in.mean(0), rows_out.mean(0), rows_in, rows_out
     )
-

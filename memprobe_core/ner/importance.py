@@ -65,7 +65,11 @@ class ImportanceStep:
     def normalized(self) -> np.ndarray:
         """Importance divided by the step's largest absolute importance (NaN kept)."""
         scale = np.nanmax(np.abs(self.importance)) if np.isfinite(self.importance).any() else 0.0
-        return self.importance / scale if scale > 0 else np.where(np.isnan(self.importance), np.nan, 0.0)
+        return (
+            self.importance / scale
+            if scale > 0
+            else np.where(np.isnan(self.importance), np.nan, 0.0)
+        )
 
 
 @dataclass
@@ -90,7 +94,11 @@ class ImportanceTrace:
             ``x`` (token labels, made unique with their position), ``y`` (step labels with M-MEM),
             ``text`` (tokens, blank where removed), ``removed`` (column removed at each step).
         """
-        z = np.vstack([s.normalized for s in self.steps]) if self.steps else np.empty((0, len(self.tokens)))
+        z = (
+            np.vstack([s.normalized for s in self.steps])
+            if self.steps
+            else np.empty((0, len(self.tokens)))
+        )
         text = []
         for s in self.steps:
             present = _present_mask(self.tokens, s.importance)
@@ -149,7 +157,9 @@ def iterative_importance(
     for step in range(total + 1):
         current = join_tokens([pieces[i] for i in kept])
         candidates = [i for i in kept if tokens[i] != SLOT]
-        variants = [current] + [join_tokens([pieces[j] for j in kept if j != i]) for i in candidates]
+        variants = [current] + [
+            join_tokens([pieces[j] for j in kept if j != i]) for i in candidates
+        ]
         # One batched call per step: the current prompt and every one-token-shorter variant.
         conf = model.confidences(variants, names, batch_size=batch_size)  # (1 + C, 2N)
         scores = m_mem(conf[:, :n], conf[:, n:], metric)
@@ -181,11 +191,27 @@ def best_worst_importance(
 ) -> tuple[ImportanceTrace, ImportanceTrace]:
     """Figure 4: the best prompt pruned of its least important tokens, the worst of its most."""
     best = iterative_importance(
-        model, best_prompt, pairs, remove="least", steps=steps, metric=metric, batch_size=batch_size,
-        on_progress=None if on_progress is None else lambda d, t, m: on_progress(d, 2 * t, "best: " + m),
+        model,
+        best_prompt,
+        pairs,
+        remove="least",
+        steps=steps,
+        metric=metric,
+        batch_size=batch_size,
+        on_progress=None
+        if on_progress is None
+        else lambda d, t, m: on_progress(d, 2 * t, "best: " + m),
     )
     worst = iterative_importance(
-        model, worst_prompt, pairs, remove="most", steps=steps, metric=metric, batch_size=batch_size,
-        on_progress=None if on_progress is None else lambda d, t, m: on_progress(t + d, 2 * t, "worst: " + m),
+        model,
+        worst_prompt,
+        pairs,
+        remove="most",
+        steps=steps,
+        metric=metric,
+        batch_size=batch_size,
+        on_progress=None
+        if on_progress is None
+        else lambda d, t, m: on_progress(t + d, 2 * t, "worst: " + m),
     )
     return best, worst

@@ -116,7 +116,11 @@ class NerModel:
         from transformers import AutoModelForTokenClassification, AutoTokenizer
 
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+        torch_dtype = {
+            "float32": torch.float32,
+            "bfloat16": torch.bfloat16,
+            "float16": torch.float16,
+        }
         if dtype is not None and dtype not in torch_dtype:
             raise NerModelError(f"dtype {dtype!r} is unknown; use one of {sorted(torch_dtype)}")
         kwargs: dict[str, Any] = {"trust_remote_code": False, "revision": revision}
@@ -255,7 +259,8 @@ class NerModel:
             starts = np.array([spans[i][0] for i in index])[:, None]
             ends = np.array([spans[i][1] for i in index])[:, None]
             masks = (
-                (offsets[..., 0] < ends) & (offsets[..., 1] > starts)
+                (offsets[..., 0] < ends)
+                & (offsets[..., 1] > starts)
                 & (offsets[..., 1] > offsets[..., 0])  # special and padding tokens are (0, 0)
             )
             empty = np.flatnonzero(masks.sum(1) == 0)

@@ -66,7 +66,9 @@ def read_name_list(path: str | Path | NameFile, *, column: str | None = None) ->
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        raise NameListError(f"name list {path} is not UTF-8 text ({err}); save it as UTF-8") from err
+        raise NameListError(
+            f"name list {path} is not UTF-8 text ({err}); save it as UTF-8"
+        ) from err
     if path.suffix.lower() == ".csv":
         rows = list(csv.reader(io.StringIO(text)))
         if not rows:

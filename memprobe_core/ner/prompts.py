@@ -28,7 +28,43 @@ NamePosition = Literal["start", "middle", "end"]
 
 # Words that open an imperative sentence (heuristic typing of prompts loaded from files).
 _IMPERATIVE_OPENERS = frozenset(
-    ["ask", "bring", "call", "invite", "please", "tell", "send", "give", "show", "let", "meet", "thank", "congratulate", "remind", "email", "write", "help", "introduce", "find", "take", "welcome", "follow", "listen", "look", "read", "visit", "contact", "inform", "warn", "never", "don't", "do", "make", "put", "keep"]
+    [
+        "ask",
+        "bring",
+        "call",
+        "invite",
+        "please",
+        "tell",
+        "send",
+        "give",
+        "show",
+        "let",
+        "meet",
+        "thank",
+        "congratulate",
+        "remind",
+        "email",
+        "write",
+        "help",
+        "introduce",
+        "find",
+        "take",
+        "welcome",
+        "follow",
+        "listen",
+        "look",
+        "read",
+        "visit",
+        "contact",
+        "inform",
+        "warn",
+        "never",
+        "don't",
+        "do",
+        "make",
+        "put",
+        "keep",
+    ]
 )
 _WORD = re.compile(r"\{name\}|[\w'’-]+")
 
@@ -237,9 +273,7 @@ def _frame_groups(types: Sequence[str]) -> list[tuple[str, list[Prompt]]]:
     return groups
 
 
-def template_prompts(
-    n: int, *, seed: int = 0, types: Sequence[str] = PROMPT_TYPES
-) -> list[Prompt]:
+def template_prompts(n: int, *, seed: int = 0, types: Sequence[str] = PROMPT_TYPES) -> list[Prompt]:
     """``n`` distinct template prompts, balanced over ``types`` and frames, seeded.
 
     Types take turns (round robin); within a type, frames take turns, so even a small ``n`` sees

@@ -60,8 +60,10 @@ def _load_embedded(device: str | None, on_progress: ProgressFn | None) -> NerMod
 
 _ENTRIES: dict[str, NerModelEntry] = {
     EMBEDDED: NerModelEntry(
-        EMBEDDED, "MiniLM NER trained here (names known; trains once, about a minute on a CPU)",
-        _load_embedded, embedded_name_lists,
+        EMBEDDED,
+        "MiniLM NER trained here (names known; trains once, about a minute on a CPU)",
+        _load_embedded,
+        embedded_name_lists,
     )
 }
 _CACHE: dict[tuple[str, str | None, str], NerModel] = {}

@@ -47,7 +47,9 @@ def m_mem_pairwise(c_in: np.ndarray, c_out: np.ndarray) -> np.ndarray:
     """
     c_in, c_out = np.asarray(c_in, float), np.asarray(c_out, float)
     if c_in.shape != c_out.shape or c_in.shape[-1] == 0:
-        raise ValueError(f"pairwise M-MEM needs equal, non-empty shapes; got {c_in.shape}, {c_out.shape}")
+        raise ValueError(
+            f"pairwise M-MEM needs equal, non-empty shapes; got {c_in.shape}, {c_out.shape}"
+        )
     return (c_in > c_out).mean(-1)
 
 
@@ -127,7 +129,9 @@ class NerScores:
 
     def with_metric(self, metric: Metric) -> NerScores:
         """The same confidences scored with the other M-MEM definition."""
-        return NerScores(self.prompts, self.pairs, self.conf_in, self.conf_out, metric, model=self.model)
+        return NerScores(
+            self.prompts, self.pairs, self.conf_in, self.conf_out, metric, model=self.model
+        )
 
     def prompt_table(self) -> pd.DataFrame:
         """One row per prompt: text, type, length, name position, M-MEM, rank, mean confidences.
@@ -214,6 +218,4 @@ def score_prompts(
     names = [p.name_in for p in pairs] + [p.name_out for p in pairs]
     conf = model.confidences(checked, names, batch_size=batch_size, on_progress=on_progress)
     n = len(pairs)
-    return NerScores(
-        checked, list(pairs), conf[:, :n], conf[:, n:], metric, model=model.manifest()
-    )
+    return NerScores(checked, list(pairs), conf[:, :n], conf[:, n:], metric, model=model.manifest())

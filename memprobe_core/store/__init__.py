@@ -20,7 +20,17 @@ from memprobe_core.store.schema import (
 from memprobe_core.store.store import Store
 
 __all__ = [
-    "BUSY_TIMEOUT_MS", "MIGRATIONS", "RESULT_COLUMNS", "RUN_KINDS", "RUN_STATUSES",
-    "SCHEMA_VERSION", "UNIT_STATUSES", "Store", "StoreError", "StoreFile", "UnitKey", "pii_counts",
+    "BUSY_TIMEOUT_MS",
+    "MIGRATIONS",
+    "RESULT_COLUMNS",
+    "RUN_KINDS",
+    "RUN_STATUSES",
+    "SCHEMA_VERSION",
+    "UNIT_STATUSES",
+    "Store",
+    "StoreError",
+    "StoreFile",
+    "UnitKey",
+    "pii_counts",
     "result_row",
 ]

@@ -15,18 +15,64 @@ import pandas as pd
 from memprobe_core.attacks.result import METHOD_LABELS
 
 RESULT_COLUMNS: list[str] = [
-    "run_id", "snippet_id", "domain", "method", "method_label", "length", "mem", "lcs_p", "dis",
-    "objective", "alpha", "status", "prompt", "output", "victim_queries", "attacker_queries",
-    "generated_tokens", "seconds", "pii_truth", "pii_copied", "pii_invented", "victim", "base",
-    "attacker", "init", "reverse", "rouge_variant", "rouge_stemmer", "rouge_tokenizer",
-    "output_window", "seed", "mem_init", "mem_best", "mem_reference", "selection", "compat",
-    "meta_prompts", "answer_model", "generation_budget",
+    "run_id",
+    "snippet_id",
+    "domain",
+    "method",
+    "method_label",
+    "length",
+    "mem",
+    "lcs_p",
+    "dis",
+    "objective",
+    "alpha",
+    "status",
+    "prompt",
+    "output",
+    "victim_queries",
+    "attacker_queries",
+    "generated_tokens",
+    "seconds",
+    "pii_truth",
+    "pii_copied",
+    "pii_invented",
+    "victim",
+    "base",
+    "attacker",
+    "init",
+    "reverse",
+    "rouge_variant",
+    "rouge_stemmer",
+    "rouge_tokenizer",
+    "output_window",
+    "seed",
+    "mem_init",
+    "mem_best",
+    "mem_reference",
+    "selection",
+    "compat",
+    "meta_prompts",
+    "answer_model",
+    "generation_budget",
 ]
 
 
 CANDIDATE_COLUMNS: list[str] = [
-    "id", "run_id", "snippet_id", "method", "length", "round", "index", "prompt", "output", "mem",
-    "lcs_p", "objective", "flags", "is_round_best", "created",
+    "id",
+    "run_id",
+    "snippet_id",
+    "method",
+    "length",
+    "round",
+    "index",
+    "prompt",
+    "output",
+    "mem",
+    "lcs_p",
+    "objective",
+    "flags",
+    "is_round_best",
+    "created",
 ]
 ERROR_COLUMNS: list[str] = ["snippet_id", "method", "length", "attempts", "error"]
 
@@ -85,15 +131,19 @@ def pii_counts(pii: dict[str, Any]) -> tuple[int, int, int]:
                 if isinstance(value, (list, tuple, set)):
                     return len(value)
                 if isinstance(value, dict):
-                    return sum(len(v) if isinstance(v, (list, tuple)) else int(v)
-                               for v in value.values())
+                    return sum(
+                        len(v) if isinstance(v, (list, tuple)) else int(v) for v in value.values()
+                    )
                 if value is None:
                     return 0
                 return int(value)
         return 0
 
-    return (count("truth", "in_truth", "suffix", "n_truth"), count("copied", "n_copied"),
-            count("invented", "n_invented"))
+    return (
+        count("truth", "in_truth", "suffix", "n_truth"),
+        count("copied", "n_copied"),
+        count("invented", "n_invented"),
+    )
 
 
 def result_row(run_id: int, result: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
@@ -125,8 +175,10 @@ def result_row(run_id: int, result: dict[str, Any], config: dict[str, Any]) -> d
         "pii_truth": truth,
         "pii_copied": copied,
         "pii_invented": invented,
-        **{role: _model_name(manifest, config, role)
-           for role in ("victim", "base", "attacker", "init", "reverse")},
+        **{
+            role: _model_name(manifest, config, role)
+            for role in ("victim", "base", "attacker", "init", "reverse")
+        },
         "rouge_variant": scoring.get("variant"),
         "rouge_stemmer": scoring.get("stemmer"),
         "rouge_tokenizer": scoring.get("tokenizer"),

@@ -115,9 +115,20 @@ CREATE INDEX units_status ON units (run_id, status);
 # trace as the ``candidates`` rows written while it ran. Version 1 kept the whole result as JSON
 # in ``units.result`` (trace included, a second copy of the candidates).
 RESULT_COLUMNS_SQL: dict[str, str] = {
-    "domain": "TEXT", "prompt": "TEXT", "output": "TEXT", "mem": "REAL", "lcs_p": "REAL",
-    "objective": "REAL", "dis": "REAL", "alpha": "REAL", "pii": "TEXT", "costs": "TEXT",
-    "manifest": "TEXT", "mem_init": "REAL", "mem_best": "REAL", "mem_reference": "REAL",
+    "domain": "TEXT",
+    "prompt": "TEXT",
+    "output": "TEXT",
+    "mem": "REAL",
+    "lcs_p": "REAL",
+    "objective": "REAL",
+    "dis": "REAL",
+    "alpha": "REAL",
+    "pii": "TEXT",
+    "costs": "TEXT",
+    "manifest": "TEXT",
+    "mem_init": "REAL",
+    "mem_best": "REAL",
+    "mem_reference": "REAL",
 }
 # Columns added after version 2, with the migration that adds them (version 2 adds the rest).
 _V3_COLUMNS: tuple[str, ...] = ("mem_init", "mem_best", "mem_reference")
@@ -133,8 +144,10 @@ def _v2_result_columns(conn: sqlite3.Connection) -> None:
     rows = conn.execute("SELECT rowid, result FROM units WHERE result IS NOT NULL").fetchall()
     for rowid, text in rows:
         result = json.loads(text)
-        values = [dumps(result.get(c) or {}) if c in JSON_RESULT_COLUMNS else result.get(c)
-                  for c in columns]
+        values = [
+            dumps(result.get(c) or {}) if c in JSON_RESULT_COLUMNS else result.get(c)
+            for c in columns
+        ]
         sets = ", ".join(f"{c} = ?" for c in columns)
         conn.execute(f"UPDATE units SET {sets} WHERE rowid = ?", (*values, rowid))
     conn.execute("ALTER TABLE units DROP COLUMN result")
@@ -159,7 +172,9 @@ def _v3_selection_columns(conn: sqlite3.Connection) -> None:
 
 
 MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
-    _V1, _v2_result_columns, _v3_selection_columns,
+    _V1,
+    _v2_result_columns,
+    _v3_selection_columns,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -254,8 +269,7 @@ def _check_tables(conn: sqlite3.Connection, path: Path) -> None:
     missing = {"runs", "samples", "units", "candidates"} - names
     if missing:
         raise StoreError(
-            f"store {path} lacks tables {sorted(missing)}; it is damaged — pass another "
-            "--store"
+            f"store {path} lacks tables {sorted(missing)}; it is damaged — pass another --store"
         )
 
 
@@ -392,11 +406,19 @@ class StoreFile:
 def result_columns(result: AttackResult) -> dict[str, Any]:
     """An ``AttackResult``'s values for the ``units`` result columns (the trace is not one)."""
     data = {
-        "domain": result.domain, "prompt": result.prompt, "output": result.output,
-        "mem": result.mem, "lcs_p": result.lcs_p, "objective": result.objective,
-        "dis": result.dis, "alpha": result.alpha, "pii": result.pii,
-        "costs": asdict(result.costs), "manifest": result.manifest,
-        "mem_init": result.mem_init, "mem_best": result.mem_best,
+        "domain": result.domain,
+        "prompt": result.prompt,
+        "output": result.output,
+        "mem": result.mem,
+        "lcs_p": result.lcs_p,
+        "objective": result.objective,
+        "dis": result.dis,
+        "alpha": result.alpha,
+        "pii": result.pii,
+        "costs": asdict(result.costs),
+        "manifest": result.manifest,
+        "mem_init": result.mem_init,
+        "mem_best": result.mem_best,
         "mem_reference": result.mem_reference,
     }
     return {c: dumps(data[c]) if c in JSON_RESULT_COLUMNS else data[c] for c in RESULT_COLUMNS_SQL}
@@ -410,12 +432,23 @@ def candidate_from_row(row: dict[str, Any]) -> Candidate:
 def result_from_row(unit: dict[str, Any], trace: list[Candidate]) -> AttackResult:
     """A ``unit_dict`` of a finished or cancelled unit and its candidates as an ``AttackResult``."""
     return AttackResult(
-        method=unit["method"], snippet_id=unit["snippet_id"], domain=unit["domain"] or "unknown",
-        length=int(unit["length"]), prompt=unit["prompt"] or "", output=unit["output"] or "",
-        mem=unit["mem"], lcs_p=unit["lcs_p"], objective=unit["objective"], alpha=unit["alpha"],
-        dis=unit["dis"], trace=trace, pii=unit["pii"], costs=Costs(**unit["costs"]),
+        method=unit["method"],
+        snippet_id=unit["snippet_id"],
+        domain=unit["domain"] or "unknown",
+        length=int(unit["length"]),
+        prompt=unit["prompt"] or "",
+        output=unit["output"] or "",
+        mem=unit["mem"],
+        lcs_p=unit["lcs_p"],
+        objective=unit["objective"],
+        alpha=unit["alpha"],
+        dis=unit["dis"],
+        trace=trace,
+        pii=unit["pii"],
+        costs=Costs(**unit["costs"]),
         manifest=unit["manifest"],
         status="cancelled" if unit["status"] == "cancelled" else "finished",
-        mem_init=unit.get("mem_init"), mem_best=unit.get("mem_best"),
+        mem_init=unit.get("mem_init"),
+        mem_best=unit.get("mem_best"),
         mem_reference=unit.get("mem_reference"),
     )

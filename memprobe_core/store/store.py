@@ -60,9 +60,21 @@ from memprobe_core.store.schema import (
 )
 
 __all__ = [
-    "BUSY_TIMEOUT_MS", "MAX_STORED_TEXT", "MIGRATIONS", "RESULT_COLUMNS", "RUN_KINDS",
-    "RUN_STATUSES", "SCHEMA_VERSION", "UNIT_STATUSES", "Store", "StoreError", "StoreFile",
-    "UnitKey", "clip_text", "pii_counts", "result_row",
+    "BUSY_TIMEOUT_MS",
+    "MAX_STORED_TEXT",
+    "MIGRATIONS",
+    "RESULT_COLUMNS",
+    "RUN_KINDS",
+    "RUN_STATUSES",
+    "SCHEMA_VERSION",
+    "UNIT_STATUSES",
+    "Store",
+    "StoreError",
+    "StoreFile",
+    "UnitKey",
+    "clip_text",
+    "pii_counts",
+    "result_row",
 ]
 
 
@@ -169,9 +181,7 @@ class Store(StoreFile):
             if config is not None:
                 conn.execute("UPDATE runs SET config = ? WHERE id = ?", (dumps(config), run_id))
             if manifest is not None:
-                conn.execute(
-                    "UPDATE runs SET manifest = ? WHERE id = ?", (dumps(manifest), run_id)
-                )
+                conn.execute("UPDATE runs SET manifest = ? WHERE id = ?", (dumps(manifest), run_id))
             if title is not None:
                 conn.execute("UPDATE runs SET title = ? WHERE id = ?", (title, run_id))
             self._touch(conn, run_id)
@@ -184,10 +194,14 @@ class Store(StoreFile):
         """
         rows = self._read(RUN_LIST_SQL + " WHERE r.id = ? GROUP BY r.id", (int(run_id),))
         if not rows:
-            raise UnknownRunError(f"run {run_id} is not in store {self.path}; `memprobe runs` lists them")
+            raise UnknownRunError(
+                f"run {run_id} is not in store {self.path}; `memprobe runs` lists them"
+            )
         return _live_status(run_dict(rows[0]))
 
-    def list_runs(self, *, kind: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    def list_runs(
+        self, *, kind: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
         """Runs, newest first, each with unit counts (``units_total``, ``units_done``, ...)."""
         sql = RUN_LIST_SQL
         params: list[Any] = []
@@ -315,7 +329,9 @@ class Store(StoreFile):
             self._insert_candidates(conn, run_id, unit, [candidate])
             self._touch(conn, run_id)  # `updated` doubles as a liveness sign in run lists
 
-    def record_candidates(self, run_id: int, unit: UnitKey, candidates: Iterable[Candidate]) -> None:
+    def record_candidates(
+        self, run_id: int, unit: UnitKey, candidates: Iterable[Candidate]
+    ) -> None:
         """Write a unit's scored candidates in one transaction (a Ray worker's, at its end)."""
         with self._write() as conn:
             self._insert_candidates(conn, run_id, unit, candidates)
@@ -378,8 +394,7 @@ class Store(StoreFile):
     def result(self, run_id: int, unit: UnitKey) -> AttackResult | None:
         """The stored result of a finished (or cancelled) unit, trace included, or ``None``."""
         rows = self._read(
-            "SELECT * FROM units WHERE run_id = ? AND snippet_id = ? AND method = ? "
-            "AND length = ?",
+            "SELECT * FROM units WHERE run_id = ? AND snippet_id = ? AND method = ? AND length = ?",
             (run_id, *key_params(unit)),
         )
         if not rows or rows[0]["status"] not in ("done", "cancelled"):
@@ -417,6 +432,7 @@ class Store(StoreFile):
                 self.mark_round_best(run_id, unit, event.best.round, event.best.index)
 
         return on_event
+
     # --- frames (built by memprobe_core.store.frames) -----------------------------------------
     def results_frame(self, run_id: int) -> pd.DataFrame:
         """One row per finished unit; see :func:`memprobe_core.store.frames.results_frame`."""
@@ -443,8 +459,14 @@ class Store(StoreFile):
                 conn.execute(
                     "INSERT INTO samples (run_id, snippet_id, position, domain, text, source) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
-                    (run_id, snippet.id, start + offset, snippet.domain, snippet.text,
-                     snippet.source),
+                    (
+                        run_id,
+                        snippet.id,
+                        start + offset,
+                        snippet.domain,
+                        snippet.text,
+                        snippet.source,
+                    ),
                 )
             except sqlite3.IntegrityError as exc:
                 raise ValueError(
@@ -479,9 +501,23 @@ class Store(StoreFile):
             flags = list(c.flags)
             if (cut_prompt or cut_output) and TRUNCATED not in flags:
                 flags.append(TRUNCATED)
-            rows.append((run_id, *key_params(unit), c.round, c.index, prompt, output, c.mem,
-                         c.lcs_p, c.objective, dumps(flags), int(c.is_round_best),
-                         dumps(c.extra), now))
+            rows.append(
+                (
+                    run_id,
+                    *key_params(unit),
+                    c.round,
+                    c.index,
+                    prompt,
+                    output,
+                    c.mem,
+                    c.lcs_p,
+                    c.objective,
+                    dumps(flags),
+                    int(c.is_round_best),
+                    dumps(c.extra),
+                    now,
+                )
+            )
         conn.executemany(
             "INSERT INTO candidates (run_id, snippet_id, method, length, round, idx, prompt, "
             "output, mem, lcs_p, objective, flags, is_round_best, extra, created) "
@@ -494,14 +530,19 @@ class Store(StoreFile):
             conn.execute("UPDATE runs SET updated = ? WHERE id = ?", (time.time(), run_id))
         else:
             cursor = conn.execute(
-                "UPDATE runs SET updated = ?, status = ? WHERE id = ?", (time.time(), status, run_id)
+                "UPDATE runs SET updated = ?, status = ? WHERE id = ?",
+                (time.time(), status, run_id),
             )
             if cursor.rowcount == 0:
-                raise UnknownRunError(f"run {run_id} is not in store {self.path}; `memprobe runs` lists them")
+                raise UnknownRunError(
+                    f"run {run_id} is not in store {self.path}; `memprobe runs` lists them"
+                )
 
     def _require_run(self, conn: sqlite3.Connection, run_id: int) -> None:
         if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
-            raise UnknownRunError(f"run {run_id} is not in store {self.path}; `memprobe runs` lists them")
+            raise UnknownRunError(
+                f"run {run_id} is not in store {self.path}; `memprobe runs` lists them"
+            )
 
     def _require_unit(self, conn: sqlite3.Connection, run_id: int, unit: UnitKey) -> None:
         row = conn.execute(
@@ -509,7 +550,9 @@ class Store(StoreFile):
             (run_id, *key_params(unit)),
         ).fetchone()
         if row is None:
-            raise UsageError(f"unit {unit} is not part of run {run_id}; add it with add_units first")
+            raise UsageError(
+                f"unit {unit} is not part of run {run_id}; add it with add_units first"
+            )
 
     @staticmethod
     def _check_status(status: str, allowed: tuple[str, ...], what: str) -> None:
@@ -543,4 +586,3 @@ def _clipped_result_columns(result: AttackResult) -> dict[str, Any]:
     if cut:
         values["manifest"] = dumps({**(result.manifest or {}), TRUNCATED: cut})
     return values
-

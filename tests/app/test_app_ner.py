@@ -15,7 +15,9 @@ PAGE = "pages/4_NER.py"
 MARKUP = "**bold** <b>x</b> [link](http://evil.example) :red[red] $x$"
 
 
-def _run(at, models: list[str], *, pairs: int = 20, templates: int = 8, steps: int = 2, timeout=180):
+def _run(
+    at, models: list[str], *, pairs: int = 20, templates: int = 8, steps: int = 2, timeout=180
+):
     at.multiselect(key="ner_models").set_value(models)
     at.number_input(key="ner_pairs").set_value(pairs)
     at.number_input(key="ner_ntemplates").set_value(templates)
@@ -36,19 +38,33 @@ def test_ner_run_shows_the_core_numbers_heatmaps_tau_and_exports() -> None:
     with registered_tiny_models("tiny-a", "tiny-b") as names:
         at = _run(open_page(PAGE), names)
         # The same audit run directly: the page must show the core's numbers, not its own.
-        expected = run_ner_audit(NerAuditConfig(models=tuple(names), max_pairs=20, templates=8,
-                                                importance_steps=0, attention_pairs=0))
+        expected = run_ner_audit(
+            NerAuditConfig(
+                models=tuple(names),
+                max_pairs=20,
+                templates=8,
+                importance_steps=0,
+                attention_pairs=0,
+            )
+        )
     summary = at.dataframe[0].value
     assert list(summary["model"]) == names
     assert list(summary["prompts"]) == [8, 8] and list(summary["pairs"]) == [20, 20]
     want = expected.summary_table().round(1)
     assert list(summary["mean M-MEM %"]) == pytest.approx(list(want["mean M-MEM %"]), abs=0.06)
-    assert list(summary["spread (points)"]) == pytest.approx(list(want["spread (points)"]), abs=0.06)
+    assert list(summary["spread (points)"]) == pytest.approx(
+        list(want["spread (points)"]), abs=0.06
+    )
     shown = at.metric[0].value
     assert shown == f"{100 * expected.reports['tiny-a'].scores.m_mem.mean():.1f} %"
     titles = " ".join(str(c.proto.spec) for c in at.get("plotly_chart"))
-    for title in ("Prompts ranked by M-MEM", "M-MEM by prompt type", "Best prompt", "Worst prompt",
-                  "Kendall"):
+    for title in (
+        "Prompts ranked by M-MEM",
+        "M-MEM by prompt type",
+        "Best prompt",
+        "Worst prompt",
+        "Kendall",
+    ):
         assert title in titles, title
     labels = {b.proto.label for b in at.get("download_button")}
     assert labels == {"Prompt scores CSV", "Per-name confidences CSV"}
@@ -79,7 +95,9 @@ def test_missing_uploads_are_an_error_naming_them() -> None:
     at.radio(key="ner_names_source").set_value("Upload two lists").run()
     at.button(key="ner_run").click().run()
     assert not at.exception
-    assert "upload the in-train names and out-of-train names lists" in at.error[0].value.replace("\\", "")
+    assert "upload the in-train names and out-of-train names lists" in at.error[0].value.replace(
+        "\\", ""
+    )
 
 
 @pytest.mark.slow

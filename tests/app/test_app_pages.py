@@ -57,7 +57,9 @@ def test_compare_runs_the_methods_side_by_side() -> None:
     at.number_input(key="cmp_n").set_value(2)
     at.button(key="cmp_run").click()
     run_until(at, saved)
-    scores = [df.value for df in at.dataframe if "Mem" in df.value.columns or "mem" in df.value.columns][0]
+    scores = [
+        df.value for df in at.dataframe if "Mem" in df.value.columns or "mem" in df.value.columns
+    ][0]
     assert list(scores["method"]) == ["P-S-Base", "P-S-Inst", "Ours (interactive)"]
     assert len([c for c in at.code]) >= 3  # one prompt per method
     assert sum("<mark" in h.proto.body or "true suffix" in h.proto.body for h in at.html) >= 3
@@ -129,8 +131,14 @@ def test_audit_resumes_an_interrupted_run() -> None:
     from memprobe_core.corpus import demo_corpus
 
     store = Store(os.environ["MEMPROBE_STORE"])
-    run_id = start_audit(store, demo_corpus(limit_per_domain=1)[:2], ["ps_inst"], [50],
-                         AttackOptions(), ModelNames(victim="fake", base="fake", attacker="fake"))
+    run_id = start_audit(
+        store,
+        demo_corpus(limit_per_domain=1)[:2],
+        ["ps_inst"],
+        [50],
+        AttackOptions(),
+        ModelNames(victim="fake", base="fake", attacker="fake"),
+    )
     store.set_run_status(run_id, "interrupted")
     at = open_page("pages/3_Audit.py")
     assert at.selectbox(key="audit_resume_pick").value == run_id

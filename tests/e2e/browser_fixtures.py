@@ -26,11 +26,18 @@ ARTIFACTS = ROOT / "test-artifacts"
 SCREENSHOTS = ROOT / "docs" / "screenshots"
 CHROMIUM = os.environ.get("MEMPROBE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
     # Every tab keeps its timers running as a foreground tab would: the live-view test and
     # bench/dashboard.py measure what several watching tabs cost the server.
-    "--disable-background-timer-throttling", "--disable-renderer-backgrounding",
+    "--disable-background-timer-throttling",
+    "--disable-renderer-backgrounding",
     "--disable-backgrounding-occluded-windows",
 ]
 
@@ -39,8 +46,10 @@ def require_chromium() -> None:
     """Skip (or, under CI=true, fail) when the browser or Playwright is missing."""
     problems = []
     if not Path(CHROMIUM).is_file():
-        problems.append(f"Debian's chromium is not installed at {CHROMIUM} "
-                        "(apt-get install chromium; scripts/test.sh does it when run as root)")
+        problems.append(
+            f"Debian's chromium is not installed at {CHROMIUM} "
+            "(apt-get install chromium; scripts/test.sh does it when run as root)"
+        )
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
@@ -72,8 +81,14 @@ def _serve(name: str, extra_env: dict[str, str], tmp: Path) -> Iterator[Server]:
 
 
 @contextmanager
-def serve(name: str, extra_env: dict[str, str], tmp: Path, *, root: Path = ROOT,
-          extra_args: Sequence[str] = ()) -> Iterator[Server]:
+def serve(
+    name: str,
+    extra_env: dict[str, str],
+    tmp: Path,
+    *,
+    root: Path = ROOT,
+    extra_args: Sequence[str] = (),
+) -> Iterator[Server]:
     """``streamlit run app.py`` of the tree at ``root`` on a free port, a private store in ``tmp``.
 
     ``extra_args`` are more ``streamlit run`` options (e.g. ``--runner.postScriptGC true``);
@@ -85,13 +100,36 @@ def serve(name: str, extra_env: dict[str, str], tmp: Path, *, root: Path = ROOT,
     env = dict(os.environ)
     env.pop("MEMPROBE_UI_FAKE", None)
     # A private store; MEMPROBE_HOME stays as it is so the converted embedded models are reused.
-    env.update({"MEMPROBE_STORE": str(tmp / "runs.sqlite"), "HF_HUB_OFFLINE": "1",
-                "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(root)}, **extra_env)
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-           "--server.address", "127.0.0.1", "--server.headless", "true",
-           "--browser.gatherUsageStats", "false",
-           # No file watching: the tests edit nothing, and watching .venv costs CPU.
-           "--server.fileWatcherType", "none", "--server.runOnSave", "false", *extra_args]
+    env.update(
+        {
+            "MEMPROBE_STORE": str(tmp / "runs.sqlite"),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "PYTHONPATH": str(root),
+        },
+        **extra_env,
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app.py",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        # No file watching: the tests edit nothing, and watching .venv costs CPU.
+        "--server.fileWatcherType",
+        "none",
+        "--server.runOnSave",
+        "false",
+        *extra_args,
+    ]
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -116,7 +154,9 @@ def _wait_healthy(url: str, proc: subprocess.Popen, log_path: Path) -> None:
         except OSError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"streamlit did not start; see {log_path}:\n{log_path.read_text()[-3000:]}")
+            raise RuntimeError(
+                f"streamlit did not start; see {log_path}:\n{log_path.read_text()[-3000:]}"
+            )
         time.sleep(0.5)
 
 
@@ -143,8 +183,12 @@ def browser_context() -> Iterator[object]:
     profile = tempfile.mkdtemp(prefix="memprobe-chromium-")
     with sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-            accept_downloads=True, viewport={"width": 1440, "height": 2400},
+            profile,
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            accept_downloads=True,
+            viewport={"width": 1440, "height": 2400},
         )
         try:
             yield context
@@ -202,8 +246,11 @@ def start_probe(page, url: str, *, length: int, rounds: int, n: int) -> None:  #
     page.get_by_test_id("stSidebar").wait_for(timeout=120_000)
     page.locator("h1").first.wait_for(timeout=120_000)
     wait_idle(page, timeout_s=300)
-    for label, value in (("Length (tokens)", length), ("Rounds T", rounds),
-                         ("Candidates per round n", n)):
+    for label, value in (
+        ("Length (tokens)", length),
+        ("Rounds T", rounds),
+        ("Candidates per round n", n),
+    ):
         box = page.get_by_label(label, exact=True)
         box.fill(str(value))
         box.press("Enter")
@@ -219,7 +266,10 @@ def chromium(profile_prefix: str = "memprobe-chromium-") -> Iterator[object]:
     profile = tempfile.mkdtemp(prefix=profile_prefix)
     with sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            profile,
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_ARGS,
             viewport={"width": 1440, "height": 2400},
         )
         try:

@@ -44,8 +44,13 @@ def setup():
 
 
 OPTIONS = AttackOptions(
-    rounds=1, n_candidates=4, max_prompt_tokens=48, seed=0,
-    gcg_steps=2, gcg_search_width=8, gcg_top_k=32,
+    rounds=1,
+    n_candidates=4,
+    max_prompt_tokens=48,
+    seed=0,
+    gcg_steps=2,
+    gcg_search_width=8,
+    gcg_top_k=32,
 )
 _RESULTS: dict = {}  # method -> AttackResult: each method runs once per test session
 
@@ -104,11 +109,17 @@ def test_result_table(setup, capsys):
     results = {method: run(method, setup) for method in METHOD_LABELS}
     assert [r.method for r in results.values()] == list(METHOD_LABELS)
     with capsys.disabled():
-        print(f"\nsnippet {sp.snippet.id}, length {sp.length} ({len(sp.prefix_ids)}+{sp.suffix_tokens}),"
-              f" alpha {results['ps_base'].alpha}")
-        print(f"{'method':<20} {'Mem':>6} {'LCS_P':>6} {'Dis':>6} {'O':>7} {'vQ':>4} {'aQ':>4} {'seconds':>8}")
+        print(
+            f"\nsnippet {sp.snippet.id}, length {sp.length} ({len(sp.prefix_ids)}+{sp.suffix_tokens}),"
+            f" alpha {results['ps_base'].alpha}"
+        )
+        print(
+            f"{'method':<20} {'Mem':>6} {'LCS_P':>6} {'Dis':>6} {'O':>7} {'vQ':>4} {'aQ':>4} {'seconds':>8}"
+        )
         for method, r in results.items():
             c = r.costs
             dis = "-" if r.dis is None else f"{r.dis:.3f}"
-            print(f"{METHOD_LABELS[method]:<20} {r.mem:6.3f} {r.lcs_p:6.3f} {dis:>6} {r.objective:7.3f} "
-                  f"{c.victim_queries:>4} {c.attacker_queries:>4} {c.wall_seconds:8.1f}")
+            print(
+                f"{METHOD_LABELS[method]:<20} {r.mem:6.3f} {r.lcs_p:6.3f} {dis:>6} {r.objective:7.3f} "
+                f"{c.victim_queries:>4} {c.attacker_queries:>4} {c.wall_seconds:8.1f}"
+            )

@@ -57,16 +57,24 @@ METHODS = ["ps_inst", "interactive"]
 
 def worker(store: Path, run_id: int, delay: float) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-c", WORKER, str(store), str(run_id), str(delay)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", WORKER, str(store), str(run_id), str(delay)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def snapshot(store: Store, run_id: int) -> dict:
     return {
         u["key"]: {
-            "status": u["status"], "attempts": u["attempts"], "started": u["started"],
-            "finished": u["finished"], "result": u["result"],
+            "status": u["status"],
+            "attempts": u["attempts"],
+            "started": u["started"],
+            "finished": u["finished"],
+            "result": u["result"],
             "candidate_ids": [c["id"] for c in store.candidates(run_id, u["key"])],
         }
         for u in store.units(run_id)
@@ -76,8 +84,14 @@ def snapshot(store: Store, run_id: int) -> dict:
 def test_sigkill_then_resume(tmp_path):
     path = tmp_path / "runs.sqlite"
     store = Store(path)
-    run_id = start_audit(store, SNIPPETS, METHODS, [30], AttackOptions(rounds=2, n_candidates=3),
-                         ModelNames(victim="slow/victim", attacker="slow/attacker"))
+    run_id = start_audit(
+        store,
+        SNIPPETS,
+        METHODS,
+        [30],
+        AttackOptions(rounds=2, n_candidates=3),
+        ModelNames(victim="slow/victim", attacker="slow/attacker"),
+    )
     total = len(SNIPPETS) * len(METHODS)
 
     proc = worker(path, run_id, delay=0.15)
@@ -128,7 +142,9 @@ def test_sigkill_then_resume(tmp_path):
     cands = store.candidates(run_id, killed_during)
     pairs = [(c["round"], c["index"]) for c in cands]
     assert len(pairs) == len(set(pairs))
-    assert not set(after[killed_during]["candidate_ids"]) & set(before[killed_during]["candidate_ids"])
+    assert not set(after[killed_during]["candidate_ids"]) & set(
+        before[killed_during]["candidate_ids"]
+    )
     assert store.get_run(run_id)["status"] == "finished"
 
 

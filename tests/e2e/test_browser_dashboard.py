@@ -31,8 +31,14 @@ from tests.e2e.browser_fixtures import (  # noqa: F401 - fixtures used by name
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 XSS = "<img src=x onerror=alert(1)>"
-PAGES = {"Home": "", "Probe": "Probe", "Compare": "Compare", "Audit": "Audit", "NER": "NER",
-         "Runs": "Runs"}
+PAGES = {
+    "Home": "",
+    "Probe": "Probe",
+    "Compare": "Compare",
+    "Audit": "Audit",
+    "NER": "NER",
+    "Runs": "Runs",
+}
 
 
 def shot(page, name: str, *, readme: bool = False) -> None:  # noqa: F811
@@ -85,7 +91,9 @@ def progress_counts(page) -> tuple[int, int] | None:  # noqa: F811
 
 
 def no_exception(page) -> None:  # noqa: F811
-    assert page.get_by_test_id("stException").count() == 0, page.get_by_test_id("stException").first.inner_text()
+    assert page.get_by_test_id("stException").count() == 0, page.get_by_test_id(
+        "stException"
+    ).first.inner_text()
 
 
 # CPU generation on a shared machine can be slow: these tests get their own, longer limit.
@@ -158,13 +166,16 @@ def test_runs_page_downloads_safe_csv(fake_server, page) -> None:  # noqa: F811
     store.add_samples(run_id, [Snippet("s1", "a b c d e f", "legal")])
     unit = UnitKey("s1", "interactive", 6)
     store.add_units(run_id, [unit])
-    trace = [Candidate(0, 0, "=HYPERLINK(\"http://x\")", "out 0", 0.1, 0.0, 0.05),
-             Candidate(1, 0, "second prompt", "out 1", 0.5, 0.1, 0.2, is_round_best=True),
-             Candidate(1, 1, XSS, "out 2", 0.3, 0.2, 0.05)]
+    trace = [
+        Candidate(0, 0, '=HYPERLINK("http://x")', "out 0", 0.1, 0.0, 0.05),
+        Candidate(1, 0, "second prompt", "out 1", 0.5, 0.1, 0.2, is_round_best=True),
+        Candidate(1, 1, XSS, "out 2", 0.3, 0.2, 0.05),
+    ]
     for cand in trace:
         store.record_candidate(run_id, unit, cand)
-    result = AttackResult("interactive", "s1", "legal", 6, "second prompt", "out 1", 0.5, 0.1, 0.2,
-                          0.5, trace=trace)
+    result = AttackResult(
+        "interactive", "s1", "legal", 6, "second prompt", "out 1", 0.5, 0.1, 0.2, 0.5, trace=trace
+    )
     store.finish_unit(run_id, unit, result)
     store.set_run_status(run_id, "finished")
 
@@ -213,7 +224,9 @@ def test_ner_page_on_the_embedded_ner_model(real_server, page) -> None:  # noqa:
     set_number(page, "How many", 12)
     set_number(page, "Token-importance steps", 3)
     page.get_by_role("button", name="Run NER audit").click()
-    page.get_by_text("Attention of the name position").wait_for(timeout=(EMBEDDED_LIMIT_S - 120) * 1000)
+    page.get_by_text("Attention of the name position").wait_for(
+        timeout=(EMBEDDED_LIMIT_S - 120) * 1000
+    )
     no_exception(page)
     page.wait_for_timeout(2000)
     assert page.get_by_role("button", name="Prompt scores CSV").count() == 1

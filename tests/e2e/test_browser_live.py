@@ -61,7 +61,8 @@ def test_probe_advances_with_three_tabs_watching(real_server, browser_context) -
             counts.append(_scored(store, run["id"]))
         assert counts[-1] >= WANTED, (
             f"the probe scored {counts[-1]} candidate(s) in {BUDGET_S} s with three tabs open "
-            f"(counts seen: {sorted(set(counts))}); see {real_server.log}")
+            f"(counts seen: {sorted(set(counts))}); see {real_server.log}"
+        )
         for tab in tabs:
             assert tab.get_by_test_id("stException").count() == 0
     finally:

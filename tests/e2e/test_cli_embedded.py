@@ -19,16 +19,48 @@ from memprobe_core.store import Store
 @pytest.mark.timeout(2400)
 def test_audit_and_report_on_embedded_models(tmp_path, capsys):
     store = tmp_path / "runs.sqlite"
-    code = main(["--store", str(store), "audit", "--corpus", "--domains", "legal", "--limit", "2",
-                 "--lengths", "200", "--methods", "ps_base", "ps_inst", "interactive",
-                 "--rounds", "1", "--n", "4", "--title", "CI embedded audit"])
+    code = main(
+        [
+            "--store",
+            str(store),
+            "audit",
+            "--corpus",
+            "--domains",
+            "legal",
+            "--limit",
+            "2",
+            "--lengths",
+            "200",
+            "--methods",
+            "ps_base",
+            "ps_inst",
+            "interactive",
+            "--rounds",
+            "1",
+            "--n",
+            "4",
+            "--title",
+            "CI embedded audit",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     run = Store(store).list_runs()[0]
     assert (run["status"], run["units_done"], run["units_total"]) == ("finished", 6, 6)
 
-    assert main(["--store", str(store), "report", str(run["id"]), "--csv",
-                 str(tmp_path / "results.csv")]) == 0
+    assert (
+        main(
+            [
+                "--store",
+                str(store),
+                "report",
+                str(run["id"]),
+                "--csv",
+                str(tmp_path / "results.csv"),
+            ]
+        )
+        == 0
+    )
     report_text = capsys.readouterr().out
     with capsys.disabled():
         print("\n" + report_text)
@@ -44,4 +76,6 @@ def test_audit_and_report_on_embedded_models(tmp_path, capsys):
     assert rows["ps_base"]["mem"] > 0.0, rows["ps_base"]  # the base model continues licences
     assert report["meta"]["victim"] == "gemma-3-270m"
     costs = {r["method"]: r for r in report["costs"]}
-    assert costs["interactive"]["attacker_queries"] > 0 and costs["ps_base"]["attacker_queries"] == 0
+    assert (
+        costs["interactive"]["attacker_queries"] > 0 and costs["ps_base"]["attacker_queries"] == 0
+    )

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 # Built-in fallback when the demo corpus is unavailable: the MIT licence's permission grant.
 MIT_GRANT = (
     "Permission is hereby granted, free of charge, to any person obtaining a copy\n"
-    "of this software and associated documentation files (the \"Software\"), to deal\n"
+    'of this software and associated documentation files (the "Software"), to deal\n'
     "in the Software without restriction, including without limitation the rights\n"
     "to use, copy, modify, merge, publish, distribute, sublicense, and/or sell\n"
     "copies of the Software, and to permit persons to whom the Software is\n"
@@ -42,7 +42,7 @@ def licence_snippets() -> list[Snippet]:
         from memprobe_core.corpus import demo_corpus
 
         found = [
-            Snippet(s.id, s.text[s.text.index(GRANT):], s.domain, s.source)
+            Snippet(s.id, s.text[s.text.index(GRANT) :], s.domain, s.source)
             for s in demo_corpus(domains="legal")
             if s.id.startswith("legal:mit") and GRANT in s.text
         ]
@@ -58,7 +58,9 @@ def test_base_model_continues_licences_and_is_reproducible():
     rows = gen.generate([c.prefix for c in cuts], max_new_tokens=40)  # one batched call
     recalls = {c.snippet.id: round(rouge_l(row[0].text, c.suffix), 3) for c, row in zip(cuts, rows)}
     mean = sum(recalls.values()) / len(recalls)
-    message = f"gemma-3-270m ROUGE-L recall of licence suffixes: mean {mean:.3f}, per snippet {recalls}"
+    message = (
+        f"gemma-3-270m ROUGE-L recall of licence suffixes: mean {mean:.3f}, per snippet {recalls}"
+    )
     print(message)
     # A random model scores ~0.05; the real one continues the MIT grant largely verbatim.
     assert mean >= 0.3 and max(recalls.values()) >= 0.6, message

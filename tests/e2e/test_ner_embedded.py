@@ -29,7 +29,9 @@ from memprobe_core.ner.scoring import score_prompts
 pytestmark = pytest.mark.slow
 
 # ~360 sentences, 24 optimiser steps: about 20-40 s on 2 CPU cores.
-SMALL = EmbeddedNerSettings(n_in_names=100, n_out_names=100, repeats=3, other_sentences=60, epochs=2)
+SMALL = EmbeddedNerSettings(
+    n_in_names=100, n_out_names=100, repeats=3, other_sentences=60, epochs=2
+)
 CHANCE_MARGIN = 0.60
 
 

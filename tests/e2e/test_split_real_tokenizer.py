@@ -88,7 +88,11 @@ def test_round_trip_over_demo_corpus(smollm2_tokenizer) -> None:
                     same += 1
                     continue
                 # Only the cut may differ: at most one token fewer/more, in the last two positions.
-                where = (snippet.id, length, smollm2_tokenizer.convert_ids_to_tokens(list(part_ids[-3:])))
+                where = (
+                    snippet.id,
+                    length,
+                    smollm2_tokenizer.convert_ids_to_tokens(list(part_ids[-3:])),
+                )
                 assert abs(len(again) - len(part_ids)) <= 1, where
                 assert _common_prefix(again, list(part_ids)) >= len(part_ids) - 2, where
     assert splits >= 100  # the corpus gives plenty of splits at every length

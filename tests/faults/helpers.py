@@ -30,13 +30,20 @@ sys.exit(main(sys.argv[1:]))
 def cli_process(args: list[str], *, slow_s: float = 0.0, **popen: object) -> subprocess.Popen:
     """Start ``memprobe ARGS`` (fake backend slowed by ``slow_s``) in a new Python process."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SLOW_FAKE_S": str(slow_s)}
-    return subprocess.Popen([sys.executable, "-c", CLI_DRIVER, *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            **popen)  # type: ignore[call-overload]
+    return subprocess.Popen(
+        [sys.executable, "-c", CLI_DRIVER, *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )  # type: ignore[call-overload]
 
 
-def wait_for(condition: Callable[[], bool], *, timeout_s: float = 60.0,
-             what: str = "condition") -> None:
+def wait_for(
+    condition: Callable[[], bool], *, timeout_s: float = 60.0, what: str = "condition"
+) -> None:
     """Poll ``condition`` until true (a generous bound: the CI machine may be busy)."""
     deadline = time.monotonic() + timeout_s
     while not condition():

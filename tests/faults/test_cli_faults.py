@@ -23,20 +23,23 @@ NO_MODEL = ["--victim", "no/such-model", "--base", "no/such-model", "--backend",
 
 
 # --- item 2: every size option has a sane maximum, checked before anything loads -----------------
-@pytest.mark.parametrize("argv, flag", [
-    (["probe", WORDS, "--n", "1000000000", *NO_MODEL], "--n"),
-    (["probe", WORDS, "--rounds", "100000", *NO_MODEL], "--rounds"),
-    (["probe", WORDS, "--gcg-steps", "-1", *NO_MODEL], "--gcg-steps"),
-    (["probe", WORDS, "--length", "100000000", *NO_MODEL], "--length"),
-    (["audit", "--corpus", "--lengths", "200", "1", *NO_MODEL], "--lengths"),
-    (["audit", "--corpus", "--limit", "0", *NO_MODEL], "--limit"),
-    (["audit", "--corpus", "--per-domain", "99999999999", *NO_MODEL], "--per-domain"),
-    (["audit", "--corpus", "--max-bytes", "0", *NO_MODEL], "--max-bytes"),
-    (["runs", "--limit", "-5"], "--limit"),
-    (["ner", "--batch-size", "100000000"], "--batch-size"),
-    (["ner", "--pairs", "0"], "--pairs"),
-    (["ner", "--templates", "10000000"], "--templates"),
-])
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["probe", WORDS, "--n", "1000000000", *NO_MODEL], "--n"),
+        (["probe", WORDS, "--rounds", "100000", *NO_MODEL], "--rounds"),
+        (["probe", WORDS, "--gcg-steps", "-1", *NO_MODEL], "--gcg-steps"),
+        (["probe", WORDS, "--length", "100000000", *NO_MODEL], "--length"),
+        (["audit", "--corpus", "--lengths", "200", "1", *NO_MODEL], "--lengths"),
+        (["audit", "--corpus", "--limit", "0", *NO_MODEL], "--limit"),
+        (["audit", "--corpus", "--per-domain", "99999999999", *NO_MODEL], "--per-domain"),
+        (["audit", "--corpus", "--max-bytes", "0", *NO_MODEL], "--max-bytes"),
+        (["runs", "--limit", "-5"], "--limit"),
+        (["ner", "--batch-size", "100000000"], "--batch-size"),
+        (["ner", "--pairs", "0"], "--pairs"),
+        (["ner", "--templates", "10000000"], "--templates"),
+    ],
+)
 def test_size_options_out_of_range_are_refused_in_one_line(tmp_path, capsys, argv, flag):
     assert main(["--store", str(tmp_path / "runs.sqlite"), *argv]) == 2
     line = one_line_error(capsys.readouterr().err)
@@ -44,10 +47,18 @@ def test_size_options_out_of_range_are_refused_in_one_line(tmp_path, capsys, arg
     assert not (tmp_path / "runs.sqlite").exists()  # refused before the store was opened
 
 
-@pytest.mark.parametrize("field, value", [
-    ("n_candidates", 10**9), ("rounds", 101), ("gcg_steps", 10**6), ("gcg_top_k", 0),
-    ("gcg_search_width", 10**6), ("max_prompt_tokens", 10**6), ("reverse_max_new_tokens", 0),
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("n_candidates", 10**9),
+        ("rounds", 101),
+        ("gcg_steps", 10**6),
+        ("gcg_top_k", 0),
+        ("gcg_search_width", 10**6),
+        ("max_prompt_tokens", 10**6),
+        ("reverse_max_new_tokens", 0),
+    ],
+)
 def test_attack_options_refuse_insane_sizes(field, value):
     # The dashboard builds AttackOptions directly: it gets the same limits as the CLI.
     with pytest.raises(ValueError, match=f"{field}={value}: give a whole number"):
@@ -57,8 +68,25 @@ def test_attack_options_refuse_insane_sizes(field, value):
 # --- item 6: unwritable CSV, a closed pipe ---------------------------------------------------------
 def test_csv_to_an_unwritable_path_is_one_line_exit_2(tmp_path, capsys):
     store = ["--store", str(tmp_path / "runs.sqlite")]
-    assert main([*store, "probe", WORDS, "--method", "ps_inst", "--length", "30",
-                 "--backend", "fake", "--split-tokenizer", "whitespace", "--no-stemmer"]) == 0
+    assert (
+        main(
+            [
+                *store,
+                "probe",
+                WORDS,
+                "--method",
+                "ps_inst",
+                "--length",
+                "30",
+                "--backend",
+                "fake",
+                "--split-tokenizer",
+                "whitespace",
+                "--no-stemmer",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     for target in (tmp_path / "missing" / "x.csv", tmp_path):
         assert main([*store, "report", "1", "--csv", str(target)]) == 2
@@ -69,8 +97,15 @@ def test_csv_to_an_unwritable_path_is_one_line_exit_2(tmp_path, capsys):
 def test_corpus_into_a_closed_pipe_exits_0_quietly():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     script = f'{sys.executable} -c "$DRIVER" corpus | head -1; exit "${{PIPESTATUS[0]}}"'
-    done = subprocess.run(["bash", "-c", script], env={**env, "DRIVER": CLI_DRIVER}, cwd=ROOT,
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        ["bash", "-c", script],
+        env={**env, "DRIVER": CLI_DRIVER},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("built-in demo corpus") and done.stdout.count("\n") == 1
     assert done.stderr == ""
@@ -79,10 +114,24 @@ def test_corpus_into_a_closed_pipe_exits_0_quietly():
 # --- item 8: messages name flags; the flags exist ----------------------------------------------------
 def test_dataset_encoding_flag_and_messages_that_name_flags(tmp_path, capsys):
     data = tmp_path / "data.jsonl"
-    data.write_bytes(json.dumps({"id": "a", "text": "café " + WORDS}, ensure_ascii=False)
-                     .encode("latin-1") + b"\n")
-    base = ["--store", str(tmp_path / "runs.sqlite"), "audit", str(data), "--methods",
-            "ps_inst", "--lengths", "30", "--backend", "fake", "--split-tokenizer", "whitespace"]
+    data.write_bytes(
+        json.dumps({"id": "a", "text": "café " + WORDS}, ensure_ascii=False).encode("latin-1")
+        + b"\n"
+    )
+    base = [
+        "--store",
+        str(tmp_path / "runs.sqlite"),
+        "audit",
+        str(data),
+        "--methods",
+        "ps_inst",
+        "--lengths",
+        "30",
+        "--backend",
+        "fake",
+        "--split-tokenizer",
+        "whitespace",
+    ]
     assert main(base) == 2
     line = one_line_error(capsys.readouterr().err)
     assert "--encoding 'latin-1'" in line and "encoding=" not in line
@@ -99,8 +148,10 @@ def test_dataset_encoding_flag_and_messages_that_name_flags(tmp_path, capsys):
 def test_cli_text_rewrites_library_names_only():
     assert cli_text("rounds=-1: give") == "--rounds -1: give"
     assert cli_text("pass text_column= with one") == "pass --text-column with one"
-    assert cli_text("snippet has 3 tokens; length 30 needs more") == \
-        "snippet has 3 tokens; length 30 needs more"
+    assert (
+        cli_text("snippet has 3 tokens; length 30 needs more")
+        == "snippet has 3 tokens; length 30 needs more"
+    )
     assert cli_text("file my_data.csv") == "file my_data.csv"
 
 
@@ -109,9 +160,22 @@ def test_base_url_and_api_key_env_reach_an_endpoint(tmp_path, capsys, monkeypatc
     echo = load("fake:echo")
     store = tmp_path / "runs.sqlite"
     with serve(echo, "served-model", api_key="sk-test-abcdef0123456789") as server:
-        argv = ["--store", str(store), "probe", WORDS, "--method", "ps_inst", "--length", "30",
-                "--split-tokenizer", "whitespace", "--victim", "served-model", "--base-url",
-                server.base_url]
+        argv = [
+            "--store",
+            str(store),
+            "probe",
+            WORDS,
+            "--method",
+            "ps_inst",
+            "--length",
+            "30",
+            "--split-tokenizer",
+            "whitespace",
+            "--victim",
+            "served-model",
+            "--base-url",
+            server.base_url,
+        ]
         clear_cache()
         assert main(argv) == 3  # the default key variable is unset: the server says 401
         line = one_line_error(capsys.readouterr().err)
@@ -122,12 +186,27 @@ def test_base_url_and_api_key_env_reach_an_endpoint(tmp_path, capsys, monkeypatc
     with Store(store) as opened:
         config = opened.get_run(2)["config"]
         assert config["models"]["load_options"] == {
-            "base_url": server.base_url, "api_key_env": "MY_ENDPOINT_KEY"}
+            "base_url": server.base_url,
+            "api_key_env": "MY_ENDPOINT_KEY",
+        }
     assert b"sk-test-abcdef0123456789" not in store.read_bytes()
 
 
 def test_base_url_with_a_password_is_refused(tmp_path, capsys):
-    assert main(["--store", str(tmp_path / "r.sqlite"), "probe", WORDS, "--victim", "m",
-                 "--base-url", "http://user:hunter2@127.0.0.1:9/v1"]) == 2
+    assert (
+        main(
+            [
+                "--store",
+                str(tmp_path / "r.sqlite"),
+                "probe",
+                WORDS,
+                "--victim",
+                "m",
+                "--base-url",
+                "http://user:hunter2@127.0.0.1:9/v1",
+            ]
+        )
+        == 2
+    )
     line = one_line_error(capsys.readouterr().err)
     assert "--api-key-env" in line and "hunter2" not in line

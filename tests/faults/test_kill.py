@@ -25,17 +25,51 @@ from memprobe_core.models import fake
 from memprobe_core.store import Store
 from tests.faults.helpers import cli_process, wait_for
 
-LONG_PROBE = ["probe", "--corpus-id", "legal:apache-2.0-827d10aa", "--backend", "fake",
-              "--method", "interactive", "--rounds", "100", "--n", "4", "--length", "40",
-              "--no-stemmer"]  # no stemmer: the short-lived processes skip importing nltk
-AUDIT = ["audit", "--corpus", "--per-domain", "1", "--backend", "fake", "--methods", "ps_inst",
-         "interactive", "--lengths", "40", "--rounds", "2", "--n", "3", "--no-stemmer"]
+LONG_PROBE = [
+    "probe",
+    "--corpus-id",
+    "legal:apache-2.0-827d10aa",
+    "--backend",
+    "fake",
+    "--method",
+    "interactive",
+    "--rounds",
+    "100",
+    "--n",
+    "4",
+    "--length",
+    "40",
+    "--no-stemmer",
+]  # no stemmer: the short-lived processes skip importing nltk
+AUDIT = [
+    "audit",
+    "--corpus",
+    "--per-domain",
+    "1",
+    "--backend",
+    "fake",
+    "--methods",
+    "ps_inst",
+    "interactive",
+    "--lengths",
+    "40",
+    "--rounds",
+    "2",
+    "--n",
+    "3",
+    "--no-stemmer",
+]
 # Seeds of the random kill points; MEMPROBE_KILL_SEEDS="7 8 9" runs others.
 KILL_SEEDS = [int(s) for s in os.environ.get("MEMPROBE_KILL_SEEDS", "0 1 2").split()]
 SLOW_FAKE_S = 0.02
 # Result columns that legitimately differ between two runs of the same unit.
-TIMING_COSTS = ("wall_seconds", "victim_seconds", "attacker_seconds", "scoring_seconds",
-                "search_seconds")
+TIMING_COSTS = (
+    "wall_seconds",
+    "victim_seconds",
+    "attacker_seconds",
+    "scoring_seconds",
+    "search_seconds",
+)
 
 
 def sql(path: Path, query: str, params: tuple = ()) -> list[tuple]:
@@ -94,8 +128,9 @@ def test_sigkilled_probe_reads_as_interrupted(store_path, capsys):
 
 def test_a_live_owner_keeps_its_run_running(store_path):
     with Store(store_path) as store:
-        store.create_run("probe", manifest={"owner": {"pid": os.getpid(),
-                                                      "host": os.uname().nodename}})
+        store.create_run(
+            "probe", manifest={"owner": {"pid": os.getpid(), "host": os.uname().nodename}}
+        )
         store.create_run("probe", manifest={"owner": {"pid": 1, "host": "elsewhere"}})
         assert [r["status"] for r in store.list_runs()] == ["running", "running"]
 
@@ -116,8 +151,13 @@ def _cli_worker(argv: list[str]) -> None:
     os._exit(main(argv))
 
 
-def _run(argv: list[str], *, kill_at: int | None = None, rng: random.Random | None = None,
-         path: Path | None = None) -> int | None:
+def _run(
+    argv: list[str],
+    *,
+    kill_at: int | None = None,
+    rng: random.Random | None = None,
+    path: Path | None = None,
+) -> int | None:
     """Run the CLI in a forked worker and return its exit code.
 
     With ``kill_at``, SIGKILL it once the store holds that many candidates (plus a random
@@ -144,15 +184,30 @@ def _units(path: Path) -> dict[tuple, dict[str, Any]]:
     conn.row_factory = sqlite3.Row
     units: dict[tuple, dict[str, Any]] = {}
     for row in conn.execute("SELECT * FROM units WHERE run_id = 1"):
-        data = {k: row[k] for k in row.keys() if k not in (  # noqa: SIM118 - a Row, not a dict
-            "started", "finished", "seconds", "attempts", "position")}
+        data = {
+            k: row[k]
+            for k in row.keys()  # noqa: SIM118 - a sqlite3.Row, not a dict
+            if k
+            not in (
+                "started",
+                "finished",
+                "seconds",
+                "attempts",
+                "position",
+            )
+        }
         costs = json.loads(data["costs"] or "{}")
         data["costs"] = {k: v for k, v in costs.items() if k not in TIMING_COSTS}
         key = (row["snippet_id"], row["method"], row["length"])
-        data["candidates"] = [tuple(c) for c in conn.execute(
-            "SELECT round, idx, prompt, output, mem, lcs_p, objective, flags, is_round_best, "
-            "extra FROM candidates WHERE run_id = 1 AND snippet_id = ? AND method = ? AND "
-            "length = ? ORDER BY id", key)]
+        data["candidates"] = [
+            tuple(c)
+            for c in conn.execute(
+                "SELECT round, idx, prompt, output, mem, lcs_p, objective, flags, is_round_best, "
+                "extra FROM candidates WHERE run_id = 1 AND snippet_id = ? AND method = ? AND "
+                "length = ? ORDER BY id",
+                key,
+            )
+        ]
         units[key] = data
     conn.close()
     return units
@@ -169,7 +224,8 @@ def reference(tmp_path_factory) -> dict[tuple, dict[str, Any]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", KILL_SEEDS)
 def test_sigkill_at_random_points_then_resume_matches_an_uninterrupted_run(
-        tmp_path, reference, seed):
+    tmp_path, reference, seed
+):
     rng = random.Random(seed)
     path = tmp_path / "runs.sqlite"
     total = sum(len(unit["candidates"]) for unit in reference.values())
@@ -184,8 +240,12 @@ def test_sigkill_at_random_points_then_resume_matches_an_uninterrupted_run(
     assert _run(argv) == 0
     assert kills >= 1
     # Nothing lost, nothing duplicated, every unit identical to the uninterrupted run.
-    assert sql(path, "SELECT COUNT(*), SUM(status = 'done') FROM units") == \
-        [(len(reference), len(reference))]
-    assert sql(path, "SELECT COUNT(*) FROM (SELECT 1 FROM candidates GROUP BY run_id, "
-                     "snippet_id, method, length, round, idx HAVING COUNT(*) > 1)") == [(0,)]
+    assert sql(path, "SELECT COUNT(*), SUM(status = 'done') FROM units") == [
+        (len(reference), len(reference))
+    ]
+    assert sql(
+        path,
+        "SELECT COUNT(*) FROM (SELECT 1 FROM candidates GROUP BY run_id, "
+        "snippet_id, method, length, round, idx HAVING COUNT(*) > 1)",
+    ) == [(0,)]
     assert _units(path) == reference

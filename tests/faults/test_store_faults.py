@@ -18,9 +18,24 @@ from tests.faults.helpers import one_line_error
 
 UNIT = UnitKey("s", "ps_inst", 30)
 HUGE = "x" * (3 * MAX_STORED_TEXT)
-FAKE_AUDIT = ["audit", "--corpus", "--per-domain", "2", "--backend", "fake", "--methods",
-              "ps_inst", "interactive", "--lengths", "40", "--rounds", "1", "--n", "2",
-              "--no-stemmer"]
+FAKE_AUDIT = [
+    "audit",
+    "--corpus",
+    "--per-domain",
+    "2",
+    "--backend",
+    "fake",
+    "--methods",
+    "ps_inst",
+    "interactive",
+    "--lengths",
+    "40",
+    "--rounds",
+    "1",
+    "--n",
+    "2",
+    "--no-stemmer",
+]
 
 
 def new_run(store: Store) -> int:
@@ -44,9 +59,23 @@ def test_huge_unit_result_and_error_are_stored_cut(tmp_path):
     with Store(tmp_path / "runs.sqlite") as store:
         run_id = new_run(store)
         store.mark_unit_running(run_id, UNIT)
-        store.finish_unit(run_id, UNIT, AttackResult(
-            method="ps_inst", snippet_id="s", domain="legal", length=30, prompt="p",
-            output=HUGE, mem=0.5, lcs_p=0.1, objective=0.3, alpha=0.5, manifest={"victim": "v"}))
+        store.finish_unit(
+            run_id,
+            UNIT,
+            AttackResult(
+                method="ps_inst",
+                snippet_id="s",
+                domain="legal",
+                length=30,
+                prompt="p",
+                output=HUGE,
+                mem=0.5,
+                lcs_p=0.1,
+                objective=0.3,
+                alpha=0.5,
+                manifest={"victim": "v"},
+            ),
+        )
         (unit,) = store.units(run_id)
         assert len(unit["output"]) == MAX_STORED_TEXT and unit["prompt"] == "p"
         assert unit["manifest"] == {"victim": "v", "truncated": ["output"]}
@@ -62,8 +91,9 @@ def test_clip_text_keeps_short_texts_whole():
 
 
 # --- item 5: twenty processes open one brand-new store at once -----------------------------------
-def _open_store(path: str, barrier: multiprocessing.synchronize.Barrier,
-                results: multiprocessing.Queue) -> None:
+def _open_store(
+    path: str, barrier: multiprocessing.synchronize.Barrier, results: multiprocessing.Queue
+) -> None:
     barrier.wait()
     try:
         with Store(path) as store:
@@ -80,8 +110,9 @@ def test_twenty_processes_create_one_new_store_at_once(tmp_path, attempt):
     context = multiprocessing.get_context("fork")
     path = str(tmp_path / f"new-{attempt}.sqlite")
     barrier, results = context.Barrier(20), context.Queue()
-    workers = [context.Process(target=_open_store, args=(path, barrier, results))
-               for _ in range(20)]
+    workers = [
+        context.Process(target=_open_store, args=(path, barrier, results)) for _ in range(20)
+    ]
     for worker in workers:
         worker.start()
     outcomes = [results.get(timeout=120) for _ in workers]
@@ -108,7 +139,7 @@ def test_corrupted_store_page_is_one_line_exit_2(store_path, capsys):
     data = bytearray(store_path.read_bytes())
     page = 4096
     for start in range(page, len(data), page):  # every page but the first (the schema)
-        data[start + 8:start + page] = b"\xde\xad\xbe\xef" * ((page - 8) // 4)
+        data[start + 8 : start + page] = b"\xde\xad\xbe\xef" * ((page - 8) // 4)
     store_path.write_bytes(bytes(data))
     for command in (["report", "1"], ["runs"], ["resume", "1"]):
         assert main(["--store", str(store_path), *command]) == 2, command
@@ -127,9 +158,21 @@ def test_read_only_store_probe_is_one_line_exit_2(store_path, capsys, monkeypatc
     monkeypatch.setattr(sqlite3, "connect", read_only)
     assert main(["--store", str(store_path), "runs"]) == 0  # reading still works
     capsys.readouterr()
-    code = main(["--store", str(store_path), "probe", "--corpus-id",
-                 "legal:apache-2.0-827d10aa", "--backend", "fake", "--method", "ps_inst",
-                 "--length", "40"])
+    code = main(
+        [
+            "--store",
+            str(store_path),
+            "probe",
+            "--corpus-id",
+            "legal:apache-2.0-827d10aa",
+            "--backend",
+            "fake",
+            "--method",
+            "ps_inst",
+            "--length",
+            "40",
+        ]
+    )
     assert code == 2
     assert "readonly database" in one_line_error(capsys.readouterr().err)
 
@@ -156,8 +199,9 @@ def test_disk_full_during_audit_keeps_committed_units(store_path, capsys, monkey
     assert main(["--store", str(store_path), "resume", "1"]) == 0
     with Store(store_path) as store:
         assert store.unit_counts(1)["done"] == 12
-        assert {k: o for k, o in ((u["key"], u["output"]) for u in store.units(1))
-                if k in done_before} == done_before
+        assert {
+            k: o for k, o in ((u["key"], u["output"]) for u in store.units(1)) if k in done_before
+        } == done_before
 
 
 def test_unknown_run_is_one_line_exit_2(store_path, capsys):

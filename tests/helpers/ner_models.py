@@ -21,19 +21,72 @@ from memprobe_core.ner.registry import (
     unregister_ner_model,
 )
 
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "met", "said", "did", "visit", "visited", "yesterday", "hello", "call", "tell", "to", "who", "with", "and", "john", "anna", "smith", "##son", "##s", "lee", "park", "kim", "maria", "paris", ".", ",", "?", "!", "(", ")", "'"]
+VOCAB = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "the",
+    "a",
+    "met",
+    "said",
+    "did",
+    "visit",
+    "visited",
+    "yesterday",
+    "hello",
+    "call",
+    "tell",
+    "to",
+    "who",
+    "with",
+    "and",
+    "john",
+    "anna",
+    "smith",
+    "##son",
+    "##s",
+    "lee",
+    "park",
+    "kim",
+    "maria",
+    "paris",
+    ".",
+    ",",
+    "?",
+    "!",
+    "(",
+    ")",
+    "'",
+]
 LABELS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
-IN_NAMES = [f"{a} {b}" for a in ("Anna", "John", "Maria", "Paul", "Rita") for b in ("Smith", "Lee", "Park", "Novak")]
-OUT_NAMES = [f"{a} {b}" for a in ("Kim", "Omar", "Lena", "Ivan", "Sara") for b in ("Cruz", "Diaz", "Khan", "Berg")]
+IN_NAMES = [
+    f"{a} {b}"
+    for a in ("Anna", "John", "Maria", "Paul", "Rita")
+    for b in ("Smith", "Lee", "Park", "Novak")
+]
+OUT_NAMES = [
+    f"{a} {b}"
+    for a in ("Kim", "Omar", "Lena", "Ivan", "Sara")
+    for b in ("Cruz", "Diaz", "Khan", "Berg")
+]
 
 
-def _bert(vocab_size: int, labels: dict[int, str], seed: int, eager: bool, positions: int) -> object:
+def _bert(
+    vocab_size: int, labels: dict[int, str], seed: int, eager: bool, positions: int
+) -> object:
     from transformers import BertConfig, BertForTokenClassification
 
     config = BertConfig(
-        vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=positions,
-        id2label=labels, label2id={v: k for k, v in labels.items()},
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=positions,
+        id2label=labels,
+        label2id={v: k for k, v in labels.items()},
     )
     with torch.random.fork_rng(devices=[]):  # seed locally; never touch the global RNG state
         torch.manual_seed(seed)
@@ -42,7 +95,9 @@ def _bert(vocab_size: int, labels: dict[int, str], seed: int, eager: bool, posit
         )
 
 
-def tiny_ner(*, eager: bool = False, labels: dict[int, str] | None = None, seed: int = 0) -> NerModel:
+def tiny_ner(
+    *, eager: bool = False, labels: dict[int, str] | None = None, seed: int = 0
+) -> NerModel:
     """A 2-layer, 32-hidden BERT token classifier with a WordPiece tokenizer, built in-process."""
     from transformers import BertTokenizer
 
@@ -66,11 +121,14 @@ def tiny_minilm_ner(seed: int = 0) -> NerModel:
 def registered_tiny_models(*names: str) -> Iterator[list[str]]:
     """Register ``tiny_minilm_ner(seed=i)`` under each of ``names`` (removed on exit)."""
     for seed, name in enumerate(names):
-        register_ner_model(NerModelEntry(
-            name, f"tiny random BERT (test, seed {seed})",
-            lambda device, on_progress, seed=seed: tiny_minilm_ner(seed),
-            lambda: (list(IN_NAMES), list(OUT_NAMES)),
-        ))
+        register_ner_model(
+            NerModelEntry(
+                name,
+                f"tiny random BERT (test, seed {seed})",
+                lambda device, on_progress, seed=seed: tiny_minilm_ner(seed),
+                lambda: (list(IN_NAMES), list(OUT_NAMES)),
+            )
+        )
     try:
         yield list(names)
     finally:

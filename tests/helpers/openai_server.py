@@ -121,8 +121,9 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length", "0"))
         payload = json.loads(self.rfile.read(length) or b"{}")
         with server.lock:
-            server.hits.append({"path": self.path, "payload": payload,
-                                "auth": self.headers.get("Authorization")})
+            server.hits.append(
+                {"path": self.path, "payload": payload, "auth": self.headers.get("Authorization")}
+            )
             scripted = server.script.pop(0) if server.script else None
         if server.stall_s:
             import time
@@ -143,9 +144,15 @@ class _Handler(BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization") or ""
         if server.echo_auth and server.echo_auth != 200:
             # A careless server quoting the request back: header and bare key, as text and JSON.
-            self._send(server.echo_auth, {"error": {
-                "message": f"bad request: you sent Authorization: {auth}; key {auth.removeprefix('Bearer ')}",
-                "headers": {"authorization": auth}}})
+            self._send(
+                server.echo_auth,
+                {
+                    "error": {
+                        "message": f"bad request: you sent Authorization: {auth}; key {auth.removeprefix('Bearer ')}",
+                        "headers": {"authorization": auth},
+                    }
+                },
+            )
             return
         if server.api_key and self.headers.get("Authorization") != f"Bearer {server.api_key}":
             self._send(401, {"error": {"message": "invalid api key"}})
@@ -155,32 +162,48 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, {"error": {"message": f"no route {self.path}"}})
             return
         if payload.get("model") != server.model_name:
-            self._send(404, {"error": {"message": f"model {payload.get('model')!r} does not exist"}})
+            self._send(
+                404, {"error": {"message": f"model {payload.get('model')!r} does not exist"}}
+            )
             return
         request = payload["messages"] if chat else payload["prompt"]
         n = 1 if server.ignore_n else int(payload.get("n", 1))
         rows = server.generator.generate(
-            [request], n=n, max_new_tokens=int(payload.get("max_tokens", 16)),
-            temperature=float(payload.get("temperature", 1.0)), top_p=float(payload.get("top_p", 1.0)),
+            [request],
+            n=n,
+            max_new_tokens=int(payload.get("max_tokens", 16)),
+            temperature=float(payload.get("temperature", 1.0)),
+            top_p=float(payload.get("top_p", 1.0)),
             seed=payload.get("seed"),
         )[0]
         choices = []
         for i, c in enumerate(rows):
             choice: dict[str, Any] = {"index": i, "finish_reason": c.finish_reason}
             if server.echo_auth == 200:
-                c = type(c)(f"{c.text} {auth.removeprefix('Bearer ')}", c.num_tokens, c.finish_reason)
+                c = type(c)(
+                    f"{c.text} {auth.removeprefix('Bearer ')}", c.num_tokens, c.finish_reason
+                )
             if chat:
                 choice["message"] = {"role": "assistant", "content": c.text}
             else:
                 choice["text"] = c.text
             choices.append(choice)
         usage = {"completion_tokens": sum(c.num_tokens for c in rows)}
-        self._send(200, {"object": "chat.completion" if chat else "text_completion",
-                         "model": server.model_name, "choices": choices, "usage": usage})
+        self._send(
+            200,
+            {
+                "object": "chat.completion" if chat else "text_completion",
+                "model": server.model_name,
+                "choices": choices,
+                "usage": usage,
+            },
+        )
 
 
 @contextmanager
-def serve(generator: Generator, model_name: str = "served-model", **behaviour: Any) -> Iterator[_Server]:
+def serve(
+    generator: Generator, model_name: str = "served-model", **behaviour: Any
+) -> Iterator[_Server]:
     """Run the server in a thread for the ``with`` block; ``server.base_url`` is its /v1 root.
 
     Args:
@@ -198,7 +221,9 @@ def serve(generator: Generator, model_name: str = "served-model", **behaviour: A
     server = _Server(generator, model_name, **behaviour)
     server.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"  # type: ignore[attr-defined]
     # A short poll makes shutdown() quick: every test starts and stops servers.
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     try:
         yield server

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 TRAINING_TEXT = (
-    "Licensed under the Apache License, Version 2.0 (the \"License\"); you may not use this file "
+    'Licensed under the Apache License, Version 2.0 (the "License"); you may not use this file '
     "except in compliance with the License. You may obtain a copy of the License at "
     "http://www.apache.org/licenses/LICENSE-2.0 Unless required by applicable law or agreed to in "
-    "writing, software distributed under the License is distributed on an \"AS IS\" BASIS, WITHOUT "
+    'writing, software distributed under the License is distributed on an "AS IS" BASIS, WITHOUT '
     "WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the License for the "
     "specific language governing permissions and limitations under the License. "
     "Permission is hereby granted, free of charge, to any person obtaining a copy of this software "
@@ -40,7 +40,9 @@ def tiny_tokenizer(vocab: int = 384, *, chat_template: bool = True) -> Any:
     from transformers import PreTrainedTokenizerFast
 
     if vocab < 256 + len(SPECIAL_TOKENS):
-        raise ValueError(f"vocab={vocab}: a byte-level tokenizer needs at least {256 + len(SPECIAL_TOKENS)}")
+        raise ValueError(
+            f"vocab={vocab}: a byte-level tokenizer needs at least {256 + len(SPECIAL_TOKENS)}"
+        )
     core = Tokenizer(models.BPE(unk_token="<unk>"))
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
@@ -64,7 +66,9 @@ def tiny_tokenizer(vocab: int = 384, *, chat_template: bool = True) -> Any:
     return tokenizer
 
 
-def tiny_causal_lm(vocab: int = 384, seed: int = 0, *, chat_template: bool = True) -> tuple[Any, Any]:
+def tiny_causal_lm(
+    vocab: int = 384, seed: int = 0, *, chat_template: bool = True
+) -> tuple[Any, Any]:
     """A random 2-layer Llama (hidden 64) and its tokenizer.
 
     Args:

@@ -35,8 +35,11 @@ def test_candidate_rows_mark_the_first_best_non_empty_candidate() -> None:
 
 def test_best_by_round_skips_empty_candidates_and_keeps_the_running_best() -> None:
     per_round = charts.best_by_round(charts.candidate_rows(_cands()))
-    assert per_round.to_dict("list") == {"round": [0, 1, 2], "best": [0.0, 0.3, 0.3],
-                                         "best_so_far": [0.0, 0.3, 0.3]}
+    assert per_round.to_dict("list") == {
+        "round": [0, 1, 2],
+        "best": [0.0, 0.3, 0.3],
+        "best_so_far": [0.0, 0.3, 0.3],
+    }
 
 
 def test_empty_frames_do_not_break_the_charts() -> None:
@@ -54,8 +57,15 @@ def test_scatter_has_a_star_on_the_best_and_no_prompt_text() -> None:
 
 
 def test_method_bars_follow_the_paper_order() -> None:
-    results = pd.DataFrame({"method": ["interactive", "ps_base"], "mem": [0.5, 0.2],
-                            "lcs_p": [0.1, 0.3], "dis": [0.4, math.nan], "objective": [0.2, 0.0]})
+    results = pd.DataFrame(
+        {
+            "method": ["interactive", "ps_base"],
+            "mem": [0.5, 0.2],
+            "lcs_p": [0.1, 0.3],
+            "dis": [0.4, math.nan],
+            "objective": [0.2, 0.0],
+        }
+    )
     fig = charts.method_bars(results)
     assert [t.name for t in fig.data] == ["P-S-Base", "Ours (interactive)"]
     assert list(fig.data[1].y) == [0.5, 0.1, 0.4, 0.2]
@@ -63,8 +73,12 @@ def test_method_bars_follow_the_paper_order() -> None:
 
 
 def test_ner_heatmap_labels_are_escaped() -> None:
-    data = {"z": np.zeros((1, 2)), "x": ["0:<b>", "1:{name}"], "y": ["step 0"],
-            "text": [["<b>", "{name}"]]}
+    data = {
+        "z": np.zeros((1, 2)),
+        "x": ["0:<b>", "1:{name}"],
+        "y": ["step 0"],
+        "text": [["<b>", "{name}"]],
+    }
     fig = charts.importance_heatmap(data, title="t")
     assert list(fig.data[0].x) == ["0:&lt;b&gt;", "1:{name}"]
 
@@ -79,9 +93,17 @@ def _json(fig) -> str:
 
 
 def _table1_part(n: list[int]) -> pd.DataFrame:
-    return pd.DataFrame({"method": ["interactive", "<b>mine</b>"], "domain": [EVIL, "code"],
-                         "mem": [0.5, 0.2], "mem_lo": [0.4, 0.1], "mem_hi": [0.6, 0.3], "n": n,
-                         "small_n": [v < 10 for v in n]})
+    return pd.DataFrame(
+        {
+            "method": ["interactive", "<b>mine</b>"],
+            "domain": [EVIL, "code"],
+            "mem": [0.5, 0.2],
+            "mem_lo": [0.4, 0.1],
+            "mem_hi": [0.6, 0.3],
+            "n": n,
+            "small_n": [v < 10 for v in n],
+        }
+    )
 
 
 def test_escape_label_makes_markup_literal() -> None:
@@ -108,23 +130,36 @@ def test_domain_bars_mark_means_over_fewer_than_ten_snippets() -> None:
 
 
 def test_method_and_cost_bars_escape_unknown_method_names() -> None:
-    results = pd.DataFrame({"method": ["<img src=x onerror=1>"], "mem": [0.5], "lcs_p": [0.1],
-                            "dis": [0.2], "objective": [0.3], "seconds": [1.0], "n": [4]})
+    results = pd.DataFrame(
+        {
+            "method": ["<img src=x onerror=1>"],
+            "mem": [0.5],
+            "lcs_p": [0.1],
+            "dis": [0.2],
+            "objective": [0.3],
+            "seconds": [1.0],
+            "n": [4],
+        }
+    )
     for fig in (charts.method_bars(results), charts.cost_bars(results)):
         assert "<img" not in _json(fig) and "&lt;img src=x onerror=1&gt;" in _json(fig)
     assert list(charts.method_bars(results).data[0].text) == [charts.SMALL_N_MARK] * 4
 
 
 def test_ner_charts_escape_types_ids_groups_models_and_titles() -> None:
-    table = pd.DataFrame({"prompt_id": [EVIL, "p2"], "rank": [1, 2], "m_mem": [0.7, 0.4],
-                          "type": ["<b>user</b>", "template"]})
+    table = pd.DataFrame(
+        {
+            "prompt_id": [EVIL, "p2"],
+            "rank": [1, 2],
+            "m_mem": [0.7, 0.4],
+            "type": ["<b>user</b>", "template"],
+        }
+    )
     ranking = _json(charts.ner_ranking_figure(table, title="<i>t</i>"))
     assert "<b>user" not in ranking and "&lt;b&gt;user&lt;/b&gt;" in ranking
     assert "<a href" not in ranking and EVIL_ESCAPED in ranking and "<i>t" not in ranking
-    groups = pd.DataFrame({"group": [EVIL, "b"], "m_mem": [0.6, 0.5],
-                           "model": ["<b>m1</b>", "m2"]})
+    groups = pd.DataFrame({"group": [EVIL, "b"], "m_mem": [0.6, 0.5], "model": ["<b>m1</b>", "m2"]})
     box = _json(charts.ner_box_by(groups))
     assert "<a href" not in box and "<b>m1" not in box and "&lt;b&gt;m1&lt;/b&gt;" in box
-    heat = charts.attention_heatmap({"z": np.zeros((1, 1)), "x": ["0:x"], "y": [EVIL]},
-                                    title=EVIL)
+    heat = charts.attention_heatmap({"z": np.zeros((1, 1)), "x": ["0:x"], "y": [EVIL]}, title=EVIL)
     assert "<a href" not in _json(heat)

@@ -130,7 +130,9 @@ def test_unknown_progress_field_is_refused() -> None:
         Progress().set(best=1)
 
 
-def test_recorded_methods_job_stores_every_candidate_and_survives_a_failing_method(tmp_path) -> None:
+def test_recorded_methods_job_stores_every_candidate_and_survives_a_failing_method(
+    tmp_path,
+) -> None:
     from memprobe_core.attacks.common import AttackOptions, ModelSet
     from memprobe_core.audit.runs import start_probe
     from memprobe_core.audit.unit import SplitSpec
@@ -144,8 +146,16 @@ def test_recorded_methods_job_stores_every_candidate_and_survives_a_failing_meth
     snippet = Snippet("s", " ".join(f"w{i}" for i in range(80)), "legal")
     options = AttackOptions(rounds=1, n_candidates=3)
     models = ModelSet(victim=victim, attacker=victim, init=victim)  # no reverse model: it fails
-    run_id = start_probe(store, snippet, ["ps_inst", "reverse_lm", "interactive"], 40, models,
-                         options, kind="compare", split_spec=SplitSpec("whitespace"))
+    run_id = start_probe(
+        store,
+        snippet,
+        ["ps_inst", "reverse_lm", "interactive"],
+        40,
+        models,
+        options,
+        kind="compare",
+        split_spec=SplitSpec("whitespace"),
+    )
     job = Job(recorded_methods_job(store, run_id, models), name="t", lock=None).start()
     job.join(30)
     snap = job.progress.snapshot()
@@ -157,5 +167,10 @@ def test_recorded_methods_job_stores_every_candidate_and_survives_a_failing_meth
     assert len(stored) == len(snap.items)
     assert {i["method"] for i in snap.items} == {"ps_inst", "interactive"}
     assert store.get_run(run_id)["status"] == "finished"
-    assert store.unit_counts(run_id) == {"pending": 0, "running": 0, "done": 2, "error": 1,
-                                         "cancelled": 0}
+    assert store.unit_counts(run_id) == {
+        "pending": 0,
+        "running": 0,
+        "done": 2,
+        "error": 1,
+        "cancelled": 0,
+    }

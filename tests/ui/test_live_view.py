@@ -27,15 +27,18 @@ def test_version_ignores_what_the_status_line_shows_on_every_poll() -> None:
     assert _version(progress) == before
 
 
-@pytest.mark.parametrize("change", [
-    lambda p: p.add_item({"mem": 0.5}),
-    lambda p: p.advance(),
-    lambda p: p.set(state="finished"),
-    lambda p: p.set(total=9),
-    lambda p: p.update_data(round=1),
-    lambda p: p.update_data(results={"interactive": object()}),
-    lambda p: p.fail("RuntimeError: boom"),
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda p: p.add_item({"mem": 0.5}),
+        lambda p: p.advance(),
+        lambda p: p.set(state="finished"),
+        lambda p: p.set(total=9),
+        lambda p: p.update_data(round=1),
+        lambda p: p.update_data(results={"interactive": object()}),
+        lambda p: p.fail("RuntimeError: boom"),
+    ],
+)
 def test_version_changes_with_what_a_page_draws(change) -> None:  # type: ignore[no-untyped-def]
     progress = Progress()
     progress.set(state="running", total=5)
@@ -87,4 +90,3 @@ def test_a_new_draw_restarts_the_quiet_count() -> None:
         assert view.poll(("v", 1), final=False, now=1.0 + i) == "none"
     view.drew(("v", 1), now=5.0)  # e.g. the user changed a widget: a full run
     assert view.poll(("v", 1), final=False, now=6.0) == "none"
-

@@ -110,15 +110,21 @@ def test_normalize_text_ignores_copyright_case_and_spacing() -> None:
     assert normalize_text(a) == normalize_text(b) == "permission is hereby granted, free of charge"
 
 
-@pytest.mark.parametrize(("text", "kind"), [
-    ("Apache License\n Version 2.0, January 2004", "apache-2.0"),
-    ("Permission is hereby granted, free of charge, to any person", "mit"),
-    ("Redistribution and use in source and binary forms ... Neither the name of", "bsd-3-clause"),
-    ("Redistribution and use in source and binary forms, with or without", "bsd-2-clause"),
-    ("GNU GENERAL PUBLIC LICENSE Version 3", "gpl"),
-    ("GNU LESSER GENERAL PUBLIC LICENSE", "lgpl"),
-    ("Some bespoke terms", "other"),
-])
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("Apache License\n Version 2.0, January 2004", "apache-2.0"),
+        ("Permission is hereby granted, free of charge, to any person", "mit"),
+        (
+            "Redistribution and use in source and binary forms ... Neither the name of",
+            "bsd-3-clause",
+        ),
+        ("Redistribution and use in source and binary forms, with or without", "bsd-2-clause"),
+        ("GNU GENERAL PUBLIC LICENSE Version 3", "gpl"),
+        ("GNU LESSER GENERAL PUBLIC LICENSE", "lgpl"),
+        ("Some bespoke terms", "other"),
+    ],
+)
 def test_license_kind(text: str, kind: str) -> None:
     assert license_kind(text) == kind
 
@@ -144,5 +150,8 @@ def test_first_chunk_never_past_cap() -> None:
 def test_split_docstring() -> None:
     source = '#!/usr/bin/env python\n"""Title.\n\n    Body line.\n"""\n\nimport os\n'
     assert split_docstring(source) == ("Title.\n\nBody line.", "import os\n")
-    assert split_docstring("import os\n'''not a docstring'''\n") == ("", "import os\n'''not a docstring'''\n")
+    assert split_docstring("import os\n'''not a docstring'''\n") == (
+        "",
+        "import os\n'''not a docstring'''\n",
+    )
     assert split_docstring('f"""x"""\n')[0] == ""

@@ -37,7 +37,21 @@ def test_word_spans_give_the_scoring_tokens(text: str, tokenizer: str) -> None:
 
 def test_highlight_counts_equal_mem_recall_on_random_texts() -> None:
     rng = random.Random(7)
-    words = ["the", "a", "of", "running", "runs", "ran", "data", "model", "42", "memory", "Memories;", "copied,", "text."]
+    words = [
+        "the",
+        "a",
+        "of",
+        "running",
+        "runs",
+        "ran",
+        "data",
+        "model",
+        "42",
+        "memory",
+        "Memories;",
+        "copied,",
+        "text.",
+    ]
     config = ScoringConfig()
     for _ in range(200):
         suffix = " ".join(rng.choice(words) for _ in range(rng.randint(0, 30)))
@@ -50,8 +64,10 @@ def test_highlight_counts_equal_mem_recall_on_random_texts() -> None:
         marked_out = [t for s in ov.output_segments if s.in_lcs for t in rouge_tokens(s.text)]
         marked_suf = [t for s in ov.suffix_segments if s.in_lcs for t in rouge_tokens(s.text)]
         assert marked_out == marked_suf
-        assert len(marked_out) == ov.lcs_tokens == LCSseq.similarity(
-            rouge_tokens(output), rouge_tokens(suffix)
+        assert (
+            len(marked_out)
+            == ov.lcs_tokens
+            == LCSseq.similarity(rouge_tokens(output), rouge_tokens(suffix))
         )
 
 

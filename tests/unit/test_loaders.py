@@ -55,7 +55,9 @@ def test_max_file_bytes_is_50_mib() -> None:
 @pytest.mark.parametrize("fmt", sorted(WRITERS))
 def test_round_trip_with_column_mapping(tmp_path: Path, fmt: str) -> None:
     path = WRITERS[fmt](tmp_path / f"set.{fmt}", ROWS)
-    result = load_snippets(path, text_column="body", id_column="uid", domain_column="kind", domain="cc")
+    result = load_snippets(
+        path, text_column="body", id_column="uid", domain_column="kind", domain="cc"
+    )
     assert result.snippets == [
         Snippet("a", ROWS[0]["body"], "legal", f"set.{fmt} row 1"),
         Snippet("b", ROWS[1]["body"], "code", f"set.{fmt} row 2"),
@@ -69,29 +71,40 @@ def test_generated_ids_and_default_domain(tmp_path: Path, fmt: str) -> None:
     rows = [{"text": "one"}, {"text": "two"}]
     result = load_snippets(WRITERS[fmt](tmp_path / f"my data.{fmt}", rows))
     assert [(s.id, s.text, s.domain) for s in result.snippets] == [
-        ("my data:1", "one", "unknown"), ("my data:2", "two", "unknown")]
+        ("my data:1", "one", "unknown"),
+        ("my data:2", "two", "unknown"),
+    ]
 
 
 @pytest.mark.parametrize("fmt", sorted(WRITERS))
 def test_from_bytes_same_as_from_file(tmp_path: Path, fmt: str) -> None:
     path = WRITERS[fmt](tmp_path / f"up.{fmt}", ROWS)
     kwargs = {"text_column": "body", "id_column": "uid", "domain": "books"}
-    assert load_snippets_from_bytes(path.read_bytes(), f"up.{fmt}", **kwargs) == load_snippets(path, **kwargs)
+    assert load_snippets_from_bytes(path.read_bytes(), f"up.{fmt}", **kwargs) == load_snippets(
+        path, **kwargs
+    )
 
 
 def test_txt_file_mode(tmp_path: Path) -> None:
     path = tmp_path / "licence.txt"
     path.write_bytes(b"\r\nLine one\r\n\r\nLine two\r\n\r\n")
     result = load_snippets(path, domain="legal")
-    assert result.snippets == [Snippet("licence:1", "Line one\n\nLine two", "legal", "licence.txt row 1")]
+    assert result.snippets == [
+        Snippet("licence:1", "Line one\n\nLine two", "legal", "licence.txt row 1")
+    ]
 
 
 def test_txt_blocks_mode(tmp_path: Path) -> None:
     path = tmp_path / "notes.txt"
-    path.write_text("\n\nblock one\n  indented line\n\n \n\t\nblock two\n\n\nblock three\n", "utf-8")
+    path.write_text(
+        "\n\nblock one\n  indented line\n\n \n\t\nblock two\n\n\nblock three\n", "utf-8"
+    )
     result = load_snippets(path, txt_mode="blocks")
     assert [(s.id, s.text) for s in result.snippets] == [
-        ("notes:1", "block one\n  indented line"), ("notes:2", "block two"), ("notes:3", "block three")]
+        ("notes:1", "block one\n  indented line"),
+        ("notes:2", "block two"),
+        ("notes:3", "block three"),
+    ]
 
 
 def test_txt_empty_file_is_rejected_not_dropped(tmp_path: Path) -> None:
@@ -109,7 +122,9 @@ def test_txt_blocks_of_nothing_is_an_error(tmp_path: Path) -> None:
         load_snippets(path, txt_mode="blocks")
 
 
-@pytest.mark.parametrize("option", [{"id_column": "id"}, {"domain_column": "d"}, {"text_column": "body"}])
+@pytest.mark.parametrize(
+    "option", [{"id_column": "id"}, {"domain_column": "d"}, {"text_column": "body"}]
+)
 def test_txt_rejects_column_options(tmp_path: Path, option: dict[str, str]) -> None:
     path = tmp_path / "a.txt"
     path.write_text("hello", "utf-8")
@@ -125,16 +140,16 @@ def test_bad_txt_mode(tmp_path: Path) -> None:
 def test_jsonl_every_row_accounted_for(tmp_path: Path) -> None:
     lines = [
         '{"text": "good one", "id": "x"}',
-        "",                                    # blank line: not a record
-        '{"text": "broken", "id": ',           # malformed
-        '["a", "list"]',                       # not an object
-        '{"text": "   ", "id": "y"}',          # empty text
-        '{"text": "dup", "id": "x"}',          # duplicate id
-        '{"id": "z"}',                         # no text field
-        '{"text": null, "id": "n"}',           # null text
-        '{"text": 42, "id": "num"}',           # not a string
-        '{"text": "no id"}',                   # missing id
-        '{"text": "good two", "id": 7}',       # integer ids are fine
+        "",  # blank line: not a record
+        '{"text": "broken", "id": ',  # malformed
+        '["a", "list"]',  # not an object
+        '{"text": "   ", "id": "y"}',  # empty text
+        '{"text": "dup", "id": "x"}',  # duplicate id
+        '{"id": "z"}',  # no text field
+        '{"text": null, "id": "n"}',  # null text
+        '{"text": 42, "id": "num"}',  # not a string
+        '{"text": "no id"}',  # missing id
+        '{"text": "good two", "id": 7}',  # integer ids are fine
     ]
     path = tmp_path / "rows.jsonl"
     path.write_text("\n".join(lines) + "\n", "utf-8")
@@ -152,7 +167,9 @@ def test_jsonl_every_row_accounted_for(tmp_path: Path) -> None:
     assert reasons[9] == "id is missing; ids must be strings or integers"
     assert len(result.snippets) + len(result.rejected) == 10  # ten non-blank lines
     summary = result.summary()
-    assert summary.startswith("rows.jsonl: 2 snippets (unknown: 2), 8 rejected (row 2: line 3: malformed JSON")
+    assert summary.startswith(
+        "rows.jsonl: 2 snippets (unknown: 2), 8 rejected (row 2: line 3: malformed JSON"
+    )
     assert summary.endswith("… and 3 more)")
 
 
@@ -190,11 +207,19 @@ def test_csv_header_only_is_an_error(tmp_path: Path) -> None:
 
 
 def test_parquet_nulls_and_types(tmp_path: Path) -> None:
-    rows = [{"text": "ok", "id": 1}, {"text": None, "id": 2}, {"text": "", "id": 3}, {"text": "dup", "id": 1}]
+    rows = [
+        {"text": "ok", "id": 1},
+        {"text": None, "id": 2},
+        {"text": "", "id": 3},
+        {"text": "dup", "id": 1},
+    ]
     result = load_snippets(_write_parquet(tmp_path / "p.parquet", rows), id_column="id")
     assert [(s.id, s.text) for s in result.snippets] == [("1", "ok")]
-    assert result.rejected == [Rejection(2, "empty text (null)"), Rejection(3, "empty text"),
-                               Rejection(4, "duplicate id '1' (first used by row 1)")]
+    assert result.rejected == [
+        Rejection(2, "empty text (null)"),
+        Rejection(3, "empty text"),
+        Rejection(4, "duplicate id '1' (first used by row 1)"),
+    ]
 
 
 def test_parquet_broken_file(tmp_path: Path) -> None:
@@ -205,12 +230,17 @@ def test_parquet_broken_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("fmt", sorted(WRITERS))
-@pytest.mark.parametrize(("option", "role", "column"), [
-    ({"text_column": "content"}, "text", "content"),
-    ({"id_column": "key"}, "id", "key"),
-    ({"domain_column": "area"}, "domain", "area"),
-])
-def test_missing_column_names_column_and_columns(tmp_path: Path, fmt: str, option: dict, role: str, column: str) -> None:
+@pytest.mark.parametrize(
+    ("option", "role", "column"),
+    [
+        ({"text_column": "content"}, "text", "content"),
+        ({"id_column": "key"}, "id", "key"),
+        ({"domain_column": "area"}, "domain", "area"),
+    ],
+)
+def test_missing_column_names_column_and_columns(
+    tmp_path: Path, fmt: str, option: dict, role: str, column: str
+) -> None:
     path = WRITERS[fmt](tmp_path / f"m.{fmt}", [{"text": "a", "id": "1"}])
     with pytest.raises(DataError) as info:
         load_snippets(path, **option)

@@ -26,7 +26,85 @@ from memprobe_core.metrics import (
 # digits, mixed case, non-ASCII (dropped or split by the rouge tokenizer), punctuation glued to
 # words, underscores, the Kelvin sign (lowercases to ASCII "k") and the dotted I (lowercases to
 # "i" + a combining dot).
-_WORDS = ["the", "a", "of", "to", "in", "is", "it", "cat", "cats", "sat", "sitting", "run", "running", "runs", "ran", "runner", "caresses", "ponies", "generously", "generous", "generalization", "relational", "conditional", "agreed", "feed", "happy", "happiness", "The", "CAT", "Running", "RUNS", "HeLLo", "hello", "123", "4567", "3rd", "2024", "v2", "x86_64", "e-mail", "U.S.A.", "don't", "it's", "café", "CAFÉ", "naïve", "straße", "東京", "Москва", "हिन्दी", "ñandú", "Kelvin", "İstanbul", "foo_bar", "!!!", "--", "...", "(", ")", ";", ":", "'", '"', "@", "#", "$", "%", "&", "*", "ok", "OK", "ok.", "ok,", "(ok)", "[x]", "{y}", "<b>bold</b>"]
+_WORDS = [
+    "the",
+    "a",
+    "of",
+    "to",
+    "in",
+    "is",
+    "it",
+    "cat",
+    "cats",
+    "sat",
+    "sitting",
+    "run",
+    "running",
+    "runs",
+    "ran",
+    "runner",
+    "caresses",
+    "ponies",
+    "generously",
+    "generous",
+    "generalization",
+    "relational",
+    "conditional",
+    "agreed",
+    "feed",
+    "happy",
+    "happiness",
+    "The",
+    "CAT",
+    "Running",
+    "RUNS",
+    "HeLLo",
+    "hello",
+    "123",
+    "4567",
+    "3rd",
+    "2024",
+    "v2",
+    "x86_64",
+    "e-mail",
+    "U.S.A.",
+    "don't",
+    "it's",
+    "café",
+    "CAFÉ",
+    "naïve",
+    "straße",
+    "東京",
+    "Москва",
+    "हिन्दी",
+    "ñandú",
+    "Kelvin",
+    "İstanbul",
+    "foo_bar",
+    "!!!",
+    "--",
+    "...",
+    "(",
+    ")",
+    ";",
+    ":",
+    "'",
+    '"',
+    "@",
+    "#",
+    "$",
+    "%",
+    "&",
+    "*",
+    "ok",
+    "OK",
+    "ok.",
+    "ok,",
+    "(ok)",
+    "[x]",
+    "{y}",
+    "<b>bold</b>",
+]
 
 
 def _text(rng: random.Random, n: int) -> str:
@@ -222,9 +300,7 @@ def test_score_candidates_matches_single_calls() -> None:
         "",
     ]
     config = ScoringConfig(variant="f1", output_window="last")
-    got = score_candidates(
-        prompts, outputs, suffix, config=config, alpha=0.4, suffix_tokens=13
-    )
+    got = score_candidates(prompts, outputs, suffix, config=config, alpha=0.4, suffix_tokens=13)
     assert len(got) == 3 and all(isinstance(s, Scores) for s in got)
     for s, prompt, output in zip(got, prompts, outputs):
         m = mem(output, suffix, config, suffix_tokens=13)

@@ -14,7 +14,7 @@ from memprobe_core.data import (
 )
 
 WORDS = [f"w{i}" for i in range(600)]
-LONG = Snippet(id="long", text="\n".join(" ".join(WORDS[i:i + 10]) for i in range(0, 600, 10)))
+LONG = Snippet(id="long", text="\n".join(" ".join(WORDS[i : i + 10]) for i in range(0, 600, 10)))
 
 
 @pytest.mark.parametrize(("length", "prefix"), [(200, 66), (300, 100), (500, 167)])
@@ -23,12 +23,19 @@ def test_prefix_size_paper_lengths(length: int, prefix: int) -> None:
     assert prefix_size(length, 0.33) == prefix
 
 
-@pytest.mark.parametrize(("length", "ratio", "prefix"), [
-    (100, 0.33, 33), (400, 0.33, 132), (200, 0.5, 100), (300, 0.2, 60), (500, 0.25, 125),
-    (2, 0.01, 1),   # at least one prefix token
-    (2, 0.99, 1),   # at least one suffix token
-    (10, 0.95, 9),
-])
+@pytest.mark.parametrize(
+    ("length", "ratio", "prefix"),
+    [
+        (100, 0.33, 33),
+        (400, 0.33, 132),
+        (200, 0.5, 100),
+        (300, 0.2, 60),
+        (500, 0.25, 125),
+        (2, 0.01, 1),  # at least one prefix token
+        (2, 0.99, 1),  # at least one suffix token
+        (10, 0.95, 9),
+    ],
+)
 def test_prefix_size_other_ratios(length: int, ratio: float, prefix: int) -> None:
     assert prefix_size(length, ratio) == prefix
 
@@ -49,7 +56,11 @@ def test_prefix_size_bad_ratio(ratio: float) -> None:
 @pytest.mark.parametrize("tokenizer", ["whitespace", WhitespaceTokenizer()])
 def test_split_whitespace_exact(length: int, n_prefix: int, tokenizer: object) -> None:
     cut = split(LONG, tokenizer, length)
-    assert (len(cut.prefix_ids), len(cut.suffix_ids), cut.suffix_tokens) == (n_prefix, length - n_prefix, length - n_prefix)
+    assert (len(cut.prefix_ids), len(cut.suffix_ids), cut.suffix_tokens) == (
+        n_prefix,
+        length - n_prefix,
+        length - n_prefix,
+    )
     assert cut.prefix == " ".join(WORDS[:n_prefix])
     assert cut.suffix == " ".join(WORDS[n_prefix:length])
     assert cut.text == " ".join(WORDS[:length])

@@ -115,15 +115,28 @@ class Fleet:
             server.down_until = self.clock() + self.cooloff_s
             server.failures += 1
         if not already and len(self.servers) > 1:
-            log.warning("server %s is down (%s); its requests move to the other servers, "
-                        "retrying it in %.0f s", server.url, reason, self.cooloff_s)
+            log.warning(
+                "server %s is down (%s); its requests move to the other servers, "
+                "retrying it in %.0f s",
+                server.url,
+                reason,
+                self.cooloff_s,
+            )
 
     def stats(self) -> list[dict[str, Any]]:
         """Per-server counters: url, answered, outstanding, failures, down (bool)."""
         with self._cond:
             now = self.clock()
-            return [{"url": s.url, "answered": s.answered, "outstanding": s.outstanding,
-                     "failures": s.failures, "down": s.down_until > now} for s in self.servers]
+            return [
+                {
+                    "url": s.url,
+                    "answered": s.answered,
+                    "outstanding": s.outstanding,
+                    "failures": s.failures,
+                    "down": s.down_until > now,
+                }
+                for s in self.servers
+            ]
 
     def _least_outstanding(self, pool: list[Server]) -> Server | None:
         # Scan from a rotating cursor so equal loads are broken round-robin.

@@ -72,19 +72,28 @@ class OpenAIGenerator(Generator):
         super().__init__()
         if not model:
             raise ModelError("the openai backend needs a model name (e.g. openai:gpt-4o-mini)")
-        _check_numbers(max_concurrency=max_concurrency, max_retries=max_retries, timeout_s=timeout_s,
-                       cooloff_s=cooloff_s, max_response_bytes=max_response_bytes)
+        _check_numbers(
+            max_concurrency=max_concurrency,
+            max_retries=max_retries,
+            timeout_s=timeout_s,
+            cooloff_s=cooloff_s,
+            max_response_bytes=max_response_bytes,
+        )
         self.model_id = model
         self.base_urls = parse_base_urls(base_url)
         self.api_key_env = api_key_env
         self.max_concurrency = max_concurrency
         self.text_as_chat = text_as_chat
         self._chat_template = chat_template
-        self.settings = HttpSettings(timeout_s, max_retries, backoff_s, max_response_bytes, api_key_env)
+        self.settings = HttpSettings(
+            timeout_s, max_retries, backoff_s, max_response_bytes, api_key_env
+        )
         self.fleet = Fleet(self.base_urls, max_outstanding=max_concurrency, cooloff_s=cooloff_s)
         # One pool for all threads and servers; sized so every server can hold its share.
         limits = httpx.Limits(max_connections=max_concurrency * len(self.base_urls))
-        client = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)), limits=limits)
+        client = httpx.Client(
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)), limits=limits
+        )
         self._transport = Transport(client, self.settings, self.redact)
 
     @property
@@ -145,7 +154,9 @@ class OpenAIGenerator(Generator):
         seed: int | None,
     ) -> list[Completion]:
         chat = not isinstance(request, str) or self.text_as_chat
-        messages = request if not isinstance(request, str) else [{"role": "user", "content": request}]
+        messages = (
+            request if not isinstance(request, str) else [{"role": "user", "content": request}]
+        )
         out: list[Completion] = []
         attempt = 0
         # Servers that ignore `n` return one choice per call: ask again for the rest, each time
@@ -178,8 +189,12 @@ class OpenAIGenerator(Generator):
         while (server := self.fleet.acquire(exclude=tried)) is not None:
             ok = False
             try:
-                body = self._transport.post(server.url + path, payload, self._headers(), self._where(server))
-                got = parse_choices(body, chat, max_new_tokens, self._where(server), redact=self.redact)
+                body = self._transport.post(
+                    server.url + path, payload, self._headers(), self._where(server)
+                )
+                got = parse_choices(
+                    body, chat, max_new_tokens, self._where(server), redact=self.redact
+                )
                 ok = True
             except ServerDown as exc:
                 self.fleet.mark_down(server, str(exc))
@@ -216,8 +231,12 @@ class OpenAIGenerator(Generator):
         secrets = self._secrets()
         if not secrets:
             return completions
-        return [Completion(redact_secrets(c.text, secrets, patterns=False), c.num_tokens, c.finish_reason)
-                for c in completions]
+        return [
+            Completion(
+                redact_secrets(c.text, secrets, patterns=False), c.num_tokens, c.finish_reason
+            )
+            for c in completions
+        ]
 
     def _where(self, server: Server) -> str:
         return f"endpoint {_display_url(server.url)} (model {self.model_id!r})"
@@ -231,7 +250,9 @@ def parse_base_urls(base_url: str | list[str] | tuple[str, ...]) -> list[str]:
     """
     raw = base_url.split(",") if isinstance(base_url, str) else list(base_url)
     if not all(isinstance(u, str) for u in raw):
-        raise ModelError(f"base_url {base_url!r}: give URLs as strings, e.g. http://127.0.0.1:8000/v1")
+        raise ModelError(
+            f"base_url {base_url!r}: give URLs as strings, e.g. http://127.0.0.1:8000/v1"
+        )
     urls = [_normalize_url(u) for u in raw if u.strip()]
     if not urls:
         raise ModelError(f"base_url {base_url!r} holds no URL; e.g. http://127.0.0.1:8000/v1")
@@ -280,7 +301,11 @@ def _check_numbers(**values: float) -> None:
     """Refuse a number option outside its range, naming it and the range."""
     for name, value in values.items():
         low, high = _BOUNDS[name]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not low <= value <= high
+        ):
             raise ModelError(f"{name}={value!r} is out of range: use {_num(low)} to {_num(high)}")
 
 

@@ -54,7 +54,12 @@ def decode_json(body: bytes, where: str, *, redact: Callable[[str], str] = _same
 
 
 def parse_choices(
-    body: dict[str, Any], chat: bool, max_new_tokens: int, where: str, *, redact: Callable[[str], str] = _same
+    body: dict[str, Any],
+    chat: bool,
+    max_new_tokens: int,
+    where: str,
+    *,
+    redact: Callable[[str], str] = _same,
 ) -> list[Completion]:
     """The completions of one response, in ``index`` order.
 
@@ -70,7 +75,9 @@ def parse_choices(
         ModelError: an error object, or ``choices`` / a choice of the wrong shape.
     """
     if "error" in body and "choices" not in body:
-        raise ModelError(f"{where} answered with an error: {shown(body['error'], _SHOWN_CHARS, redact)}")
+        raise ModelError(
+            f"{where} answered with an error: {shown(body['error'], _SHOWN_CHARS, redact)}"
+        )
     choices = body.get("choices")
     if not isinstance(choices, list):
         raise ModelError(
@@ -101,7 +108,9 @@ def _choice_text(choice: Any, position: int, chat: bool, where: str) -> str:
     if chat:
         message = choice.get("message")
         if not isinstance(message, dict):
-            raise ModelError(f"{where}: choice {position} has no 'message' object (a chat answer needs one)")
+            raise ModelError(
+                f"{where}: choice {position} has no 'message' object (a chat answer needs one)"
+            )
         # content null is how OpenAI reports a refusal or a tool call: the model said nothing.
         text = message.get("content", _MISSING)
         if text is None:
@@ -119,7 +128,9 @@ def _choice_text(choice: Any, position: int, chat: bool, where: str) -> str:
     return text
 
 
-def split_tokens(total: int | None, texts: list[str], reasons: list[str], max_new_tokens: int) -> list[int]:
+def split_tokens(
+    total: int | None, texts: list[str], reasons: list[str], max_new_tokens: int
+) -> list[int]:
     """Per-choice token counts from the one total the API reports.
 
     A choice cut by length used exactly ``max_new_tokens``; the rest of the total is shared by
@@ -127,8 +138,10 @@ def split_tokens(total: int | None, texts: list[str], reasons: list[str], max_ne
     words stand in for tokens.
     """
     if total is None:
-        return [max_new_tokens if r == "length" else min(len(t.split()), max_new_tokens)
-                for t, r in zip(texts, reasons)]
+        return [
+            max_new_tokens if r == "length" else min(len(t.split()), max_new_tokens)
+            for t, r in zip(texts, reasons)
+        ]
     counts = [max_new_tokens if r == "length" else 0 for r in reasons]
     stopped = [i for i, r in enumerate(reasons) if r == "stop"]
     rest = max(0, total - sum(counts))

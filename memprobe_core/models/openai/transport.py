@@ -60,12 +60,16 @@ class Transport:
         redact: removes secrets from a message before it is raised or logged.
     """
 
-    def __init__(self, client: httpx.Client, settings: HttpSettings, redact: Callable[[str], str]) -> None:
+    def __init__(
+        self, client: httpx.Client, settings: HttpSettings, redact: Callable[[str], str]
+    ) -> None:
         self.client = client
         self.settings = settings
         self.redact = redact
 
-    def post(self, url: str, payload: dict[str, Any], headers: dict[str, str], where: str) -> dict[str, Any]:
+    def post(
+        self, url: str, payload: dict[str, Any], headers: dict[str, str], where: str
+    ) -> dict[str, Any]:
         """POST ``payload`` as JSON to ``url`` and return the decoded JSON object.
 
         Raises:
@@ -78,15 +82,19 @@ class Transport:
             try:
                 status, response_headers, body = self._exchange(url, payload, headers, where)
             except httpx.ConnectError as exc:
-                raise ServerDown(self.redact(
-                    f"cannot connect to {where} ({exc}); is the server running and the URL right?"
-                )) from exc
+                raise ServerDown(
+                    self.redact(
+                        f"cannot connect to {where} ({exc}); is the server running and the URL right?"
+                    )
+                ) from exc
             except httpx.TimeoutException as exc:
                 if last:
-                    raise ServerDown(self.redact(
-                        f"{where} timed out after {self.settings.timeout_s:g} s ({retries + 1} tries); "
-                        "raise timeout_s or check the server"
-                    )) from exc
+                    raise ServerDown(
+                        self.redact(
+                            f"{where} timed out after {self.settings.timeout_s:g} s ({retries + 1} tries); "
+                            "raise timeout_s or check the server"
+                        )
+                    ) from exc
                 self._sleep(attempt, None, f"timeout ({type(exc).__name__})", where)
                 continue
             except httpx.TransportError as exc:  # connection reset mid-response and the like
@@ -112,7 +120,9 @@ class Transport:
             body = self._read_capped(response, limit, refuse=ok, where=where)
             return response.status_code, response.headers, body
 
-    def _read_capped(self, response: httpx.Response, limit: int, *, refuse: bool, where: str) -> bytes:
+    def _read_capped(
+        self, response: httpx.Response, limit: int, *, refuse: bool, where: str
+    ) -> bytes:
         """At most ``limit`` bytes of the body: past it, raise (``refuse``) or cut it there."""
         declared = response.headers.get("content-length", "")
         if refuse and declared.isdigit() and int(declared) > limit:
@@ -135,20 +145,29 @@ class Transport:
 
     def _too_large(self, where: str, seen: str) -> ResponseTooLarge:
         limit = self.settings.max_response_bytes
-        return ResponseTooLarge(self.redact(
-            f"{where} sent a response larger than max_response_bytes={limit:,} ({limit / 2**20:g} MiB; "
-            f"{seen}); lower max_new_tokens or n, or raise max_response_bytes"
-        ))
+        return ResponseTooLarge(
+            self.redact(
+                f"{where} sent a response larger than max_response_bytes={limit:,} ({limit / 2**20:g} MiB; "
+                f"{seen}); lower max_new_tokens or n, or raise max_response_bytes"
+            )
+        )
 
     def _sleep(self, attempt: int, retry_after: str | None, why: str, where: str) -> None:
-        delay = min(MAX_BACKOFF_S, self.settings.backoff_s * (2**attempt)) * (1 + 0.1 * random.random())
+        delay = min(MAX_BACKOFF_S, self.settings.backoff_s * (2**attempt)) * (
+            1 + 0.1 * random.random()
+        )
         if retry_after:
             try:
                 delay = min(MAX_BACKOFF_S, max(delay, float(retry_after)))
             except ValueError:  # an HTTP date: keep our own delay
                 pass
-        log.warning("%s", self.redact(f"{where}: {why}, retrying in {delay:.1f} s "
-                                      f"(attempt {attempt + 1}/{self.settings.max_retries})"))
+        log.warning(
+            "%s",
+            self.redact(
+                f"{where}: {why}, retrying in {delay:.1f} s "
+                f"(attempt {attempt + 1}/{self.settings.max_retries})"
+            ),
+        )
         time.sleep(delay)
 
     def _http_error(self, status: int, body: bytes, where: str) -> str:

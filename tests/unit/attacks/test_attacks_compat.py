@@ -22,7 +22,20 @@ from tests.unit.attacks.test_attacks_interactive import (
     make_split,
 )
 
-SUFFIX = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"]
+SUFFIX = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+]
 PREFIX = ["one", "two", "three", "four", "five", "six"]
 JUNK = ["zulu", "yankee", "xray", "whiskey", "victor", "uniform"]
 
@@ -75,8 +88,10 @@ class LongVictim(Generator):
         words = (JUNK + SUFFIX)[:max_new_tokens]
         ids = self.tok.encode(" ".join(words))
         text = " ".join(words + ([self.tail] if self.tail else []))
-        return [[Completion(text, len(ids), "length", ids if self.with_ids else None)] * n
-                for _ in requests]
+        return [
+            [Completion(text, len(ids), "length", ids if self.with_ids else None)] * n
+            for _ in requests
+        ]
 
 
 def word_split(tok: WordTokenizer | None = None):
@@ -100,8 +115,12 @@ def test_last_window_lets_the_victim_write_the_whole_length_and_scores_its_end()
     assert last.output.split()[:6] == JUNK  # everything written is kept ...
     assert last.trace[0].extra["scored_output"] == " ".join(SUFFIX)  # ... and the scored part
     gen = last.manifest["generation"]
-    assert gen == {"budget_tokens": 18, "window": "last", "window_tokens": 12,
-                   "window_cut_from": "ids"}
+    assert gen == {
+        "budget_tokens": 18,
+        "window": "last",
+        "window_tokens": 12,
+        "window_cut_from": "ids",
+    }
     assert first.manifest["generation"]["budget_tokens"] == 12
     assert last.manifest["decoding"]["model"]["max_new_tokens"] == 18
 
@@ -110,8 +129,12 @@ def test_window_is_cut_from_the_generated_ids_not_from_re_tokenized_text():
     sp = word_split()
     by_ids = run_method("ps_inst", sp, ModelSet(victim=LongVictim(tail="lima")), options("last"))
     assert by_ids.mem == 1.0
-    fallback = run_method("ps_inst", word_split(),
-                          ModelSet(victim=LongVictim(with_ids=False, tail="extra")), options("last"))
+    fallback = run_method(
+        "ps_inst",
+        word_split(),
+        ModelSet(victim=LongVictim(with_ids=False, tail="extra")),
+        options("last"),
+    )
     # Without ids the text is re-tokenized: its last 12 words end in "extra", not the suffix.
     assert fallback.mem == pytest.approx(11 / 12)
     assert fallback.manifest["generation"]["window_cut_from"] == "text"
@@ -119,15 +142,26 @@ def test_window_is_cut_from_the_generated_ids_not_from_re_tokenized_text():
 
 def test_interactive_and_reverse_budget_follow_the_window():
     victim = CountingVictim()
-    run_interactive(make_split(), ModelSet(victim=victim, attacker=ScriptedAttacker()),
-                    AttackOptions(rounds=1, n_candidates=2, compat="reference"))
+    run_interactive(
+        make_split(),
+        ModelSet(victim=victim, attacker=ScriptedAttacker()),
+        AttackOptions(rounds=1, n_candidates=2, compat="reference"),
+    )
     assert set(victim.max_new_tokens) == {18}  # length, not len(suffix) = 12
 
 
 # --- item 3: the selection rule --------------------------------------------------------------
 def cand(round_: int, mem: float, objective: float, flags=()) -> Candidate:
-    return Candidate(round=round_, index=0, prompt=f"p{round_}{mem}", output="", mem=mem,
-                     lcs_p=0.0, objective=objective, flags=list(flags))
+    return Candidate(
+        round=round_,
+        index=0,
+        prompt=f"p{round_}{mem}",
+        output="",
+        mem=mem,
+        lcs_p=0.0,
+        objective=objective,
+        flags=list(flags),
+    )
 
 
 def test_reference_mem_is_max_of_init_and_the_rounds_argmax_objective():
@@ -141,8 +175,11 @@ def test_reference_mem_is_max_of_init_and_the_rounds_argmax_objective():
 
 
 def test_interactive_result_records_the_three_mems():
-    res = run_interactive(make_split(), ModelSet(victim=CountingVictim(), attacker=ScriptedAttacker()),
-                          AttackOptions(rounds=2, n_candidates=5, seed=3))
+    res = run_interactive(
+        make_split(),
+        ModelSet(victim=CountingVictim(), attacker=ScriptedAttacker()),
+        AttackOptions(rounds=2, n_candidates=5, seed=3),
+    )
     assert res.mem_init == res.trace[0].mem
     assert res.mem_best == max(c.mem for c in res.trace if "empty" not in c.flags)
     assert res.mem_reference == reference_mem(res.trace)
@@ -155,9 +192,11 @@ def test_interactive_result_records_the_three_mems():
 # --- item 4: meta-prompt wordings and prompt length ------------------------------------------
 def test_paper_wording_is_exactly_section_3_2():
     w = meta.wording("paper")
-    assert w.init == ("Given a paragraph snippet, please generate a question that asks for the "
-                      "generation of the paragraph. Make sure to keep the question abstract. "
-                      "Ensure the question is not overly lengthy.")
+    assert w.init == (
+        "Given a paragraph snippet, please generate a question that asks for the "
+        "generation of the paragraph. Make sure to keep the question abstract. "
+        "Ensure the question is not overly lengthy."
+    )
     assert w.refine == "I have old questions. Write your new question by paraphrasing the old ones."
     reply = meta.wording("paper+reply-only")
     assert reply.init == w.init + " Reply with the question only."
@@ -168,8 +207,10 @@ def test_paper_wording_is_exactly_section_3_2():
 
 def test_reference_refine_text_is_the_reference_codes():
     request = meta.refine_request("Q?", chat=True, meta_prompt=meta.wording("reference").refine)
-    assert request[0]["content"] == ("I have a question \n\n        Old question:Q?\n        Write "
-                                     "your new question by paraphrasing the old ones. \n New question: ")
+    assert request[0]["content"] == (
+        "I have a question \n\n        Old question:Q?\n        Write "
+        "your new question by paraphrasing the old ones. \n New question: "
+    )
     base = meta.refine_request("Q?", chat=False, meta_prompt=meta.wording("reference").refine)
     assert base.splitlines()[0].startswith("I have a question Old question:the old question below")
 
@@ -177,15 +218,23 @@ def test_reference_refine_text_is_the_reference_codes():
 @pytest.mark.parametrize("name", ["paper", "paper+reply-only", "reference"])
 def test_the_named_wording_reaches_the_attacker_and_the_manifest(name):
     attacker = ScriptedAttacker()
-    res = run_interactive(make_split(), ModelSet(victim=CountingVictim(), attacker=attacker),
-                          AttackOptions(rounds=1, n_candidates=2, meta_prompts=name))
+    res = run_interactive(
+        make_split(),
+        ModelSet(victim=CountingVictim(), attacker=attacker),
+        AttackOptions(rounds=1, n_candidates=2, meta_prompts=name),
+    )
     w = meta.wording(name)
     assert attacker.requests[0][0]["content"].startswith(w.init)
-    assert attacker.requests[1][0]["content"] == meta.refine_request(
-        res.trace[0].prompt, chat=True, meta_prompt=w.refine)[0]["content"]
+    assert (
+        attacker.requests[1][0]["content"]
+        == meta.refine_request(res.trace[0].prompt, chat=True, meta_prompt=w.refine)[0]["content"]
+    )
     assert res.manifest["meta_prompts"] == name and res.manifest["refine_meta_prompt"] == w.refine
-    custom = run_interactive(make_split(), ModelSet(victim=CountingVictim(), attacker=ScriptedAttacker()),
-                             AttackOptions(rounds=0, meta_prompts=name, init_meta_prompt="Ask {snippet}"))
+    custom = run_interactive(
+        make_split(),
+        ModelSet(victim=CountingVictim(), attacker=ScriptedAttacker()),
+        AttackOptions(rounds=0, meta_prompts=name, init_meta_prompt="Ask {snippet}"),
+    )
     assert custom.manifest["meta_prompts"] == "custom"
 
 
@@ -204,13 +253,18 @@ class CapAttacker(ScriptedAttacker):
     def _generate(self, requests, *, n, max_new_tokens, temperature, top_p, seed):
         if temperature == 0:
             return [[Completion("ask number 2", 3, "stop")] for _ in requests]
-        return [[Completion(f"ask number {i} and more", max_new_tokens, "length")
-                 for i in range(n)] for _ in requests]
+        return [
+            [Completion(f"ask number {i} and more", max_new_tokens, "length") for i in range(n)]
+            for _ in requests
+        ]
 
 
 def test_prompt_that_hit_the_cap_is_flagged_truncated():
-    res = run_interactive(make_split(), ModelSet(victim=CountingVictim(), attacker=CapAttacker()),
-                          AttackOptions(rounds=1, n_candidates=3, max_prompt_tokens=5))
+    res = run_interactive(
+        make_split(),
+        ModelSet(victim=CountingVictim(), attacker=CapAttacker()),
+        AttackOptions(rounds=1, n_candidates=3, max_prompt_tokens=5),
+    )
     assert "truncated" not in res.trace[0].flags
     assert all("truncated" in c.flags for c in res.trace[1:])
     assert res.manifest["decoding"]["attacker"]["max_new_tokens"] == 5
@@ -219,16 +273,33 @@ def test_prompt_that_hit_the_cap_is_flagged_truncated():
 # --- item 5: the compat switch ---------------------------------------------------------------
 def test_compat_presets_and_explicit_options_win():
     paper = AttackOptions()
-    assert (paper.compat, paper.scoring.output_window, paper.selection, paper.meta_prompts,
-            paper.max_prompt_tokens, paper.bos_in_prefix) == (
-        "paper", "first", "objective", "paper+reply-only", 256, False)
+    assert (
+        paper.compat,
+        paper.scoring.output_window,
+        paper.selection,
+        paper.meta_prompts,
+        paper.max_prompt_tokens,
+        paper.bos_in_prefix,
+    ) == ("paper", "first", "objective", "paper+reply-only", 256, False)
     ref = AttackOptions(compat="reference")
-    assert (ref.scoring.output_window, ref.selection, ref.meta_prompts, ref.max_prompt_tokens,
-            ref.bos_in_prefix) == ("last", "reference", "reference", 500, True)
-    mixed = AttackOptions(compat="reference", meta_prompts="paper", max_prompt_tokens=64,
-                          scoring=ScoringConfig(output_window="first"))
+    assert (
+        ref.scoring.output_window,
+        ref.selection,
+        ref.meta_prompts,
+        ref.max_prompt_tokens,
+        ref.bos_in_prefix,
+    ) == ("last", "reference", "reference", 500, True)
+    mixed = AttackOptions(
+        compat="reference",
+        meta_prompts="paper",
+        max_prompt_tokens=64,
+        scoring=ScoringConfig(output_window="first"),
+    )
     assert (mixed.meta_prompts, mixed.max_prompt_tokens, mixed.scoring.output_window) == (
-        "paper", 64, "first")
+        "paper",
+        64,
+        "first",
+    )
     assert AttackOptions.from_dict(ref.to_dict()) == ref
     with pytest.raises(ValueError, match="compat 'ref'"):
         AttackOptions(compat="ref")  # type: ignore[arg-type]
@@ -244,7 +315,11 @@ def cli_args(**kw) -> argparse.Namespace:
 def test_cli_compat_flag():
     assert common.attack_options(cli_args()).compat == "paper"
     ref = common.attack_options(cli_args(compat="reference"))
-    assert (ref.compat, ref.scoring.output_window, ref.selection) == ("reference", "last", "reference")
+    assert (ref.compat, ref.scoring.output_window, ref.selection) == (
+        "reference",
+        "last",
+        "reference",
+    )
     both = common.attack_options(cli_args(compat="reference", output_window="first"))
     assert both.scoring.output_window == "first"
     assert common.attack_options(cli_args(output_window="last")).scoring.output_window == "last"
@@ -257,26 +332,35 @@ def test_cli_compat_flag():
 def test_reference_split_counts_bos_in_the_prefix():
     text = " ".join(PREFIX + SUFFIX + ["extra"])
     paper = split(Snippet("s", text), WordTokenizer(bos=True), 18, prefix_ratio=1 / 3)
-    ref = split(Snippet("s", text), WordTokenizer(bos=True), 18, prefix_ratio=1 / 3,
-                bos_in_prefix=True)
+    ref = split(
+        Snippet("s", text), WordTokenizer(bos=True), 18, prefix_ratio=1 / 3, bos_in_prefix=True
+    )
     assert paper.prefix.split() == PREFIX and paper.suffix.split() == SUFFIX
     # BOS + 5 text tokens = 6 prefix tokens; the suffix keeps its 12 tokens, shifted by one.
     assert ref.prefix.split() == PREFIX[:5] and len(ref.suffix_ids) == 12
     assert ref.suffix.split() == PREFIX[5:] + SUFFIX[:11]
     assert ref.bos_in_prefix and not paper.bos_in_prefix and ref.length == 18
-    no_bos = split(Snippet("s", text), WordTokenizer(bos=False), 18, prefix_ratio=1 / 3,
-                   bos_in_prefix=True)
+    no_bos = split(
+        Snippet("s", text), WordTokenizer(bos=False), 18, prefix_ratio=1 / 3, bos_in_prefix=True
+    )
     assert no_bos.prefix == paper.prefix and not no_bos.bos_in_prefix
 
 
 # --- item 9: the manifest --------------------------------------------------------------------
 def test_manifest_names_versions_wording_compat_answer_model_and_generation():
-    res = run_interactive(make_split(), ModelSet(victim=CountingVictim(), attacker=ScriptedAttacker()),
-                          AttackOptions(rounds=1, n_candidates=2, compat="reference"))
+    res = run_interactive(
+        make_split(),
+        ModelSet(victim=CountingVictim(), attacker=ScriptedAttacker()),
+        AttackOptions(rounds=1, n_candidates=2, compat="reference"),
+    )
     m = res.manifest
     assert {"nltk", "rouge-score"} <= set(m["versions"]) and m["versions"]["nltk"]
     assert (m["compat"], m["meta_prompts"], m["selection"], m["answer_model"]) == (
-        "reference", "reference", "reference", "victim")
+        "reference",
+        "reference",
+        "reference",
+        "victim",
+    )
     assert m["generation"]["budget_tokens"] == 18 and m["generation"]["window"] == "last"
     v = CountingVictim()
     base = run_method("ps_base", make_split(), ModelSet(victim=v, base=v), AttackOptions())
@@ -306,8 +390,15 @@ def test_run_unit_cuts_the_split_with_the_compat_modes_convention(tmp_path, comp
     unit = UnitKey("s", "ps_inst", 18)
     with Store(tmp_path / "runs.sqlite") as store:
         run_id = store.create_run("probe", snippets=[snippet], units=[unit])
-        out = run_unit(store, run_id, unit, snippet, ModelSet(victim=BosVictim()),
-                       AttackOptions(compat=compat), runner=runner)
+        out = run_unit(
+            store,
+            run_id,
+            unit,
+            snippet,
+            ModelSet(victim=BosVictim()),
+            AttackOptions(compat=compat),
+            runner=runner,
+        )
     assert out.status == "done"
     assert len(seen[0].prefix_ids) == prefix_words and len(seen[0].suffix_ids) == 12
     assert out.result.manifest["split"]["bos_in_prefix"] is (compat == "reference")

@@ -39,9 +39,18 @@ def tiny_tokenizer():
 def tiny_llama(vocab: int, seed: int = 0):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
-                      pad_token_id=0, eos_token_id=1, bos_token_id=None)
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=256,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=None,
+    )
     torch.manual_seed(seed)
     return LlamaForCausalLM(cfg).eval()
 
@@ -73,8 +82,18 @@ def target_loss(model, lead, prompt, target):
 def test_loss_never_increases_and_drops_on_a_tiny_model(model, tok):
     prompt, target = list(range(2, 12)), list(range(50, 70))
     steps = []
-    res = gcg_search(model, tok, prompt, target, steps=8, top_k=16, search_width=32, seed=0,
-                     not_allowed=tok.all_special_ids, on_step=lambda *a: steps.append(a))
+    res = gcg_search(
+        model,
+        tok,
+        prompt,
+        target,
+        steps=8,
+        top_k=16,
+        search_width=32,
+        seed=0,
+        not_allowed=tok.all_special_ids,
+        on_step=lambda *a: steps.append(a),
+    )
     assert len(res.losses) == 8 and [s[0] for s in steps] == list(range(1, 9))
     assert all(b <= a for a, b in zip(res.losses, res.losses[1:], strict=False))
     assert res.losses[0] <= res.initial_loss
@@ -87,9 +106,20 @@ def test_loss_never_increases_and_drops_on_a_tiny_model(model, tok):
 
 def test_search_is_deterministic_and_leaves_the_model_untouched(model, tok):
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    a = gcg_search(model, tok, [2, 3, 4, 5], [60, 61, 62], steps=3, top_k=8, search_width=16, seed=1)
-    b = gcg_search(model, tok, [2, 3, 4, 5], [60, 61, 62], steps=3, top_k=8, search_width=16,
-                   seed=1, batch_size=3)
+    a = gcg_search(
+        model, tok, [2, 3, 4, 5], [60, 61, 62], steps=3, top_k=8, search_width=16, seed=1
+    )
+    b = gcg_search(
+        model,
+        tok,
+        [2, 3, 4, 5],
+        [60, 61, 62],
+        steps=3,
+        top_k=8,
+        search_width=16,
+        seed=1,
+        batch_size=3,
+    )
     assert a.best_ids == b.best_ids and a.losses == pytest.approx(b.losses, abs=1e-5)
     assert all(p.grad is None for p in model.parameters())
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
@@ -100,8 +130,17 @@ def test_candidates_that_do_not_round_trip_are_dropped(model, tok):
     assert round_trips(tok, [2, 3]) and not round_trips(tok, [2, ab])
     # top_k = whole vocabulary with everything but 'a b' blocked: every candidate uses 'a b'.
     blocked = [i for i in range(len(tok)) if i != ab]
-    res = gcg_search(model, tok, [2, 3, 4], [60, 61], steps=2, top_k=len(tok), search_width=8,
-                     seed=0, not_allowed=blocked)
+    res = gcg_search(
+        model,
+        tok,
+        [2, 3, 4],
+        [60, 61],
+        steps=2,
+        top_k=len(tok),
+        search_width=8,
+        seed=0,
+        not_allowed=blocked,
+    )
     assert res.evaluated == 0 and res.dropped > 0
     assert res.best_ids == [2, 3, 4] and res.losses == [res.initial_loss] * 2
 
@@ -112,10 +151,20 @@ def test_scaled_embeddings_give_the_same_loss_on_both_paths():
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
     tok = tiny_tokenizer()
-    cfg = Gemma3TextConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
-                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
-                           head_dim=16, max_position_embeddings=256, sliding_window=16,
-                           pad_token_id=0, eos_token_id=1, bos_token_id=None)
+    cfg = Gemma3TextConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=256,
+        sliding_window=16,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=None,
+    )
     torch.manual_seed(0)
     gemma = Gemma3ForCausalLM(cfg).eval()
     prompt, target = [5, 6, 7, 8], [40, 41, 42, 43, 44]
@@ -130,15 +179,29 @@ def test_cancel_stops_between_steps(model, tok):
         if step == 2:
             cancel.set()
 
-    res = gcg_search(model, tok, [2, 3, 4], [60, 61], steps=10, top_k=8, search_width=8, seed=0,
-                     on_step=on_step, cancel=cancel)
+    res = gcg_search(
+        model,
+        tok,
+        [2, 3, 4],
+        [60, 61],
+        steps=10,
+        top_k=8,
+        search_width=8,
+        seed=0,
+        on_step=on_step,
+        cancel=cancel,
+    )
     assert res.cancelled and len(res.losses) == 2
 
 
 def words_split(n_prefix=6, n_suffix=12, domain="cc"):
     text = " ".join(f"w{i}" for i in range(100, 100 + n_prefix + n_suffix))
-    return split(Snippet("g", text, domain=domain), tiny_tokenizer(), n_prefix + n_suffix,
-                 prefix_ratio=n_prefix / (n_prefix + n_suffix))
+    return split(
+        Snippet("g", text, domain=domain),
+        tiny_tokenizer(),
+        n_prefix + n_suffix,
+        prefix_ratio=n_prefix / (n_prefix + n_suffix),
+    )
 
 
 def test_run_gcg_scores_the_base_answer_to_the_decoded_best_prompt(model, tok):
@@ -146,13 +209,22 @@ def test_run_gcg_scores_the_base_answer_to_the_decoded_best_prompt(model, tok):
     victim = TinyHF(tiny_llama(len(tok), seed=1), tok, "tiny-victim")
     events = []
     sp = words_split()
-    res = run_gcg(sp, ModelSet(victim=victim, base=base),
-                  AttackOptions(gcg_steps=3, gcg_top_k=16, gcg_search_width=16, seed=0),
-                  on_event=events.append)
+    res = run_gcg(
+        sp,
+        ModelSet(victim=victim, base=base),
+        AttackOptions(gcg_steps=3, gcg_top_k=16, gcg_search_width=16, seed=0),
+        on_event=events.append,
+    )
     kinds = [(e.kind, getattr(e, "round", getattr(e, "step", None))) for e in events]
-    assert kinds == [("search_step", 1), ("search_step", 2), ("search_step", 3),
-                     ("round_started", 1), ("candidate_scored", 1), ("round_finished", 1),
-                     ("finished", None)]
+    assert kinds == [
+        ("search_step", 1),
+        ("search_step", 2),
+        ("search_step", 3),
+        ("round_started", 1),
+        ("candidate_scored", 1),
+        ("round_finished", 1),
+        ("finished", None),
+    ]
     step_losses = [e.loss for e in events if e.kind == "search_step"]
     assert step_losses == res.trace[0].extra["losses"]
     assert all(b <= a for a, b in itertools.pairwise(step_losses))
@@ -170,9 +242,13 @@ def test_run_gcg_scores_the_base_answer_to_the_decoded_best_prompt(model, tok):
 def test_victim_answers_when_asked(model, tok):
     base = TinyHF(model, tok, "tiny-base")
     victim = TinyHF(tiny_llama(len(tok), seed=1), tok, "tiny-victim")
-    res = run_gcg(words_split(), ModelSet(victim=victim, base=base),
-                  AttackOptions(gcg_steps=2, gcg_top_k=8, gcg_search_width=8, seed=0,
-                                gcg_answer_model="victim"))
+    res = run_gcg(
+        words_split(),
+        ModelSet(victim=victim, base=base),
+        AttackOptions(
+            gcg_steps=2, gcg_top_k=8, gcg_search_width=8, seed=0, gcg_answer_model="victim"
+        ),
+    )
     assert res.output == victim.generate([res.prompt], max_new_tokens=12)[0][0].text
     assert res.output != base.generate([res.prompt], max_new_tokens=12)[0][0].text
     assert res.manifest["answer_model"] == {"role": "victim", "model_id": "tiny-victim"}
@@ -186,7 +262,10 @@ def test_answer_model_option_is_validated_and_old_configs_load():
     assert stored["gcg_answer_model"] == "base"
     del stored["gcg_answer_model"]  # a config stored before the option existed
     assert AttackOptions.from_dict(stored).gcg_answer_model == "base"
-    assert AttackOptions.from_dict(dict(stored, gcg_answer_model="victim")).gcg_answer_model == "victim"
+    assert (
+        AttackOptions.from_dict(dict(stored, gcg_answer_model="victim")).gcg_answer_model
+        == "victim"
+    )
 
 
 def test_cli_flag_sets_the_answer_model():
@@ -197,7 +276,10 @@ def test_cli_flag_sets_the_answer_model():
     parser = argparse.ArgumentParser()
     add_method_options(parser)
     assert attack_options(parser.parse_args([])).gcg_answer_model == "base"
-    assert attack_options(parser.parse_args(["--gcg-answer-model", "victim"])).gcg_answer_model == "victim"
+    assert (
+        attack_options(parser.parse_args(["--gcg-answer-model", "victim"])).gcg_answer_model
+        == "victim"
+    )
     with pytest.raises(SystemExit):
         parser.parse_args(["--gcg-answer-model", "reverse"])
 
@@ -222,7 +304,14 @@ LEAD, AFTER = [20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 3
 
 
 def test_prefix_cache_gives_the_same_losses_as_recomputing(model, tok):
-    kw = {"lead_ids": LEAD, "after_ids": AFTER, "steps": 3, "top_k": 16, "search_width": 16, "seed": 2}
+    kw = {
+        "lead_ids": LEAD,
+        "after_ids": AFTER,
+        "steps": 3,
+        "top_k": 16,
+        "search_width": 16,
+        "seed": 2,
+    }
     cached = gcg_search(model, tok, [2, 3, 4, 5, 6], [60, 61, 62, 63], **kw)
     plain = gcg_search(model, tok, [2, 3, 4, 5, 6], [60, 61, 62, 63], prefix_cache=False, **kw)
     assert cached.best_ids == plain.best_ids
@@ -241,20 +330,38 @@ def test_prefix_cache_on_sliding_window_layers_longer_than_the_window():
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
     tok = tiny_tokenizer()
-    cfg = Gemma3TextConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
-                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
-                           head_dim=16, max_position_embeddings=256, sliding_window=16,
-                           layer_types=["sliding_attention", "full_attention"],
-                           pad_token_id=0, eos_token_id=1, bos_token_id=None)
+    cfg = Gemma3TextConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=256,
+        sliding_window=16,
+        layer_types=["sliding_attention", "full_attention"],
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=None,
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         gemma = Gemma3ForCausalLM(cfg).eval()
-    kw = {"lead_ids": LEAD, "after_ids": AFTER, "steps": 2, "top_k": 8, "search_width": 8, "seed": 0}
+    kw = {
+        "lead_ids": LEAD,
+        "after_ids": AFTER,
+        "steps": 2,
+        "top_k": 8,
+        "search_width": 8,
+        "seed": 0,
+    }
     cached = gcg_search(gemma, tok, [5, 6, 7, 8], [40, 41, 42], **kw)
     plain = gcg_search(gemma, tok, [5, 6, 7, 8], [40, 41, 42], prefix_cache=False, **kw)
     assert cached.losses == pytest.approx(plain.losses, abs=1e-5)
     assert cached.initial_loss == pytest.approx(
-        target_loss(gemma, LEAD, [5, 6, 7, 8, *AFTER], [40, 41, 42]), abs=1e-5)
+        target_loss(gemma, LEAD, [5, 6, 7, 8, *AFTER], [40, 41, 42]), abs=1e-5
+    )
 
 
 def test_fixed_tokens_after_the_prompt_are_context_not_target(model, tok):
@@ -263,7 +370,9 @@ def test_fixed_tokens_after_the_prompt_are_context_not_target(model, tok):
     with_after = gcg_search(model, tok, prompt, target, after_ids=AFTER, steps=0)
     assert with_after.initial_loss != pytest.approx(without.initial_loss, abs=1e-3)
     # Loss on the target only: the same as scoring target after prompt + after.
-    assert with_after.initial_loss == pytest.approx(target_loss(model, [], prompt + AFTER, target), abs=1e-5)
+    assert with_after.initial_loss == pytest.approx(
+        target_loss(model, [], prompt + AFTER, target), abs=1e-5
+    )
 
 
 def test_search_is_deterministic_under_a_seed(model, tok):
@@ -277,12 +386,24 @@ def test_search_is_deterministic_under_a_seed(model, tok):
 
 def test_search_counts_every_pass(model, tok):
     prompt, target = [2, 3, 4, 5, 6], [60, 61, 62, 63]
-    kw = {"lead_ids": LEAD, "after_ids": AFTER, "steps": 4, "top_k": 16, "search_width": 16, "seed": 3}
+    kw = {
+        "lead_ids": LEAD,
+        "after_ids": AFTER,
+        "steps": 4,
+        "top_k": 16,
+        "search_width": 16,
+        "seed": 3,
+    }
     res = gcg_search(model, tok, prompt, target, batch_size=16, **kw)  # one batch a step
-    moves = sum(1 for a, b in zip([res.initial_loss, *res.losses[:-2]], res.losses[:-1], strict=True)
-                if b < a)
+    moves = sum(
+        1
+        for a, b in zip([res.initial_loss, *res.losses[:-2]], res.losses[:-1], strict=True)
+        if b < a
+    )
     grads = 1 + moves  # the first gradient, then one per move except after the last step
-    scored_steps = sum(1 for x in res.step_losses if not math.isnan(x))  # steps with a candidate to score
+    scored_steps = sum(
+        1 for x in res.step_losses if not math.isnan(x)
+    )  # steps with a candidate to score
     length = len(prompt) + len(AFTER) + len(target) - 1  # the last target token is never input
     assert res.counts.backward_passes == grads >= 1
     assert res.counts.forward_passes == 1 + grads + scored_steps  # prefix, gradients, batches
@@ -291,10 +412,13 @@ def test_search_counts_every_pass(model, tok):
     assert res.counts.seconds > 0
     small = gcg_search(model, tok, prompt, target, batch_size=5, **kw)
     assert small.counts.forward_passes == 1 + grads + sum(
-        -(-n // 5) for n in _per_step_evaluated(model, tok, prompt, target, kw))
+        -(-n // 5) for n in _per_step_evaluated(model, tok, prompt, target, kw)
+    )
     plain = gcg_search(model, tok, prompt, target, batch_size=16, prefix_cache=False, **kw)
     assert plain.counts.forward_passes == grads + scored_steps  # no prefix pass…
-    assert plain.counts.tokens == (grads + res.evaluated) * (len(LEAD) + length)  # …prefix each time
+    assert plain.counts.tokens == (grads + res.evaluated) * (
+        len(LEAD) + length
+    )  # …prefix each time
 
 
 def _per_step_evaluated(model, tok, prompt, target, kw):
@@ -317,25 +441,57 @@ def _per_step_evaluated(model, tok, prompt, target, kw):
 
 def test_run_gcg_costs_hold_the_search_passes(model, tok):
     base = TinyHF(model, tok, "tiny-base")
-    res = run_gcg(words_split(), ModelSet(victim=base, base=base),
-                  AttackOptions(gcg_steps=2, gcg_top_k=8, gcg_search_width=8, seed=0))
-    solo = gcg_search(model, tok, words_split().prefix_ids, words_split().suffix_ids, steps=2,
-                      top_k=8, search_width=8, seed=0, not_allowed=tok.all_special_ids)
+    res = run_gcg(
+        words_split(),
+        ModelSet(victim=base, base=base),
+        AttackOptions(gcg_steps=2, gcg_top_k=8, gcg_search_width=8, seed=0),
+    )
+    solo = gcg_search(
+        model,
+        tok,
+        words_split().prefix_ids,
+        words_split().suffix_ids,
+        steps=2,
+        top_k=8,
+        search_width=8,
+        seed=0,
+        not_allowed=tok.all_special_ids,
+    )
     c = res.costs
-    assert (c.search_forward_passes, c.search_backward_passes, c.search_sequences, c.search_tokens) == (
-        solo.counts.forward_passes, solo.counts.backward_passes, solo.counts.sequences, solo.counts.tokens)
+    assert (
+        c.search_forward_passes,
+        c.search_backward_passes,
+        c.search_sequences,
+        c.search_tokens,
+    ) == (
+        solo.counts.forward_passes,
+        solo.counts.backward_passes,
+        solo.counts.sequences,
+        solo.counts.tokens,
+    )
     assert c.search_forward_passes > 0 and c.search_tokens > 0
 
 
 def test_two_concurrent_searches_on_one_model_keep_their_own_counts(model, tok):
     def search(seed):
-        c = gcg_search(model, tok, [2, 3, 4, 5, 6], [60, 61, 62], lead_ids=LEAD[:4], steps=3,
-                       top_k=16, search_width=16, seed=seed).counts
+        c = gcg_search(
+            model,
+            tok,
+            [2, 3, 4, 5, 6],
+            [60, 61, 62],
+            lead_ids=LEAD[:4],
+            steps=3,
+            top_k=16,
+            search_width=16,
+            seed=seed,
+        ).counts
         return c.forward_passes, c.backward_passes, c.sequences, c.tokens  # values, read at once
 
     solo = {seed: search(seed) for seed in (0, 1)}
     together = {}
-    threads = [threading.Thread(target=lambda s=s: together.__setitem__(s, search(s))) for s in (0, 1)]
+    threads = [
+        threading.Thread(target=lambda s=s: together.__setitem__(s, search(s))) for s in (0, 1)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -20,7 +20,20 @@ from memprobe_core.data import Snippet, split
 from memprobe_core.metrics import dis
 from memprobe_core.models.base import Completion, Generator
 
-SUFFIX_WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"]
+SUFFIX_WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+]
 PREFIX_WORDS = ["one", "two", "three", "four", "five", "six"]
 
 
@@ -166,7 +179,9 @@ def test_cancel_before_start_returns_an_empty_cancelled_result():
 
 
 def test_empty_and_duplicate_candidates_are_kept_and_flagged():
-    attacker = ScriptedAttacker(script=[["ask number 2"], ["", "ask number 5", "ask number 5", "ask number 2", '""']])
+    attacker = ScriptedAttacker(
+        script=[["ask number 2"], ["", "ask number 5", "ask number 5", "ask number 2", '""']]
+    )
     victim = CountingVictim()
     result = run(attacker=attacker, victim=victim, options=AttackOptions(rounds=1, n_candidates=5))
     flags = [c.flags for c in result.trace]
@@ -191,13 +206,18 @@ def test_empty_candidates_are_never_chosen_even_with_the_top_objective():
 
 def test_one_batched_attacker_and_victim_call_per_round():
     attacker, victim = ScriptedAttacker(), CountingVictim()
-    result = run(attacker=attacker, victim=victim, options=AttackOptions(rounds=3, n_candidates=6, seed=5))
+    result = run(
+        attacker=attacker, victim=victim, options=AttackOptions(rounds=3, n_candidates=6, seed=5)
+    )
     assert attacker.stats.calls == 4  # init + 3 rounds
     assert victim.stats.calls == 4
     assert all(m == make_split().suffix_tokens for m in victim.max_new_tokens)
     assert result.costs.attacker_queries == 1 + 3 * 6
     assert result.costs.victim_queries == victim.stats.sequences
-    assert result.costs.generated_tokens == attacker.stats.generated_tokens + victim.stats.generated_tokens
+    assert (
+        result.costs.generated_tokens
+        == attacker.stats.generated_tokens + victim.stats.generated_tokens
+    )
     assert result.costs.wall_seconds >= result.costs.scoring_seconds >= 0
 
 
@@ -225,7 +245,8 @@ def test_partial_access_shows_only_the_prefix_to_the_init_model():
     for access, sees_suffix in (("partial", False), ("full", True)):
         init, attacker = ScriptedAttacker(), ScriptedAttacker()
         run_interactive(
-            sp, ModelSet(victim=CountingVictim(), attacker=attacker, init=init),
+            sp,
+            ModelSet(victim=CountingVictim(), attacker=attacker, init=init),
             AttackOptions(rounds=1, n_candidates=2, access=access),
         )
         content = init.requests[0][-1]["content"]
@@ -252,8 +273,9 @@ def test_alpha_from_the_table_or_the_option():
     res = run()  # books at length 18: the paper did not tune that length
     assert (res.alpha, res.manifest["alpha_source"]) == (0.5, "fallback")
     sp = split(Snippet("b", " ".join(["w"] * 250), domain="books"), "whitespace", 200)
-    res = run_interactive(sp, ModelSet(victim=CountingVictim(), attacker=ScriptedAttacker()),
-                          AttackOptions(rounds=0))
+    res = run_interactive(
+        sp, ModelSet(victim=CountingVictim(), attacker=ScriptedAttacker()), AttackOptions(rounds=0)
+    )
     assert (res.alpha, res.manifest["alpha_source"]) == (0.2, "paper:llama")
     res = run(options=AttackOptions(rounds=0, alpha=0.7))
     assert (res.alpha, res.manifest["alpha_source"]) == (0.7, "override")
@@ -267,8 +289,13 @@ def test_result_has_pii_costs_and_manifest():
     assert m["models"]["init"]["model_id"] == "test/attacker"
     assert m["seed"] == 2 and m["rouge_variant"] == "recall"
     split_record = {k: v for k, v in m["split"].items() if k not in ("prefix", "suffix")}
-    assert split_record == {"length": 18, "prefix_tokens": 6, "suffix_tokens": 12,
-                            "tokenizer": "whitespace", "bos_in_prefix": False}
+    assert split_record == {
+        "length": 18,
+        "prefix_tokens": 6,
+        "suffix_tokens": 12,
+        "tokenizer": "whitespace",
+        "bos_in_prefix": False,
+    }
     assert len(m["split"]["suffix"].split()) == 12 and m["split"]["prefix"]
     assert m["decoding"]["attacker"]["temperature"] == 1.0
     assert {"torch", "transformers", "memprobe"} <= set(m["versions"])
@@ -286,21 +313,28 @@ def test_missing_attacker_and_unknown_method_say_what_to_do():
     with pytest.raises(ValueError, match="ps_base, ps_inst, reverse_lm, gcg, interactive"):
         run_method("nope", make_split(), ModelSet(victim=CountingVictim()), AttackOptions())
     assert set(METHODS) == {"ps_base", "ps_inst", "reverse_lm", "gcg", "interactive"}
-    res = run_method("interactive", make_split(),
-                     ModelSet(victim=CountingVictim(), attacker=ScriptedAttacker()),
-                     AttackOptions(rounds=1, n_candidates=2))
+    res = run_method(
+        "interactive",
+        make_split(),
+        ModelSet(victim=CountingVictim(), attacker=ScriptedAttacker()),
+        AttackOptions(rounds=1, n_candidates=2),
+    )
     assert res.method == "interactive"
 
 
 class EchoVictim(CountingVictim):
     def _generate(self, requests, *, n, max_new_tokens, temperature, top_p, seed):
-        return [[Completion("write to bob@example.com or call 555-123-4567 now", 9)] * n for _ in requests]
+        return [
+            [Completion("write to bob@example.com or call 555-123-4567 now", 9)] * n
+            for _ in requests
+        ]
 
 
 def test_pii_report_of_the_chosen_output_counts_copied_and_invented():
     text = "one two three four five six please write to bob@example.com for the rest of it"
     sp = split(Snippet("p", text), "whitespace", len(text.split()), prefix_ratio=0.4)
-    res = run_interactive(sp, ModelSet(victim=EchoVictim(), attacker=ScriptedAttacker()),
-                          AttackOptions(rounds=0))
+    res = run_interactive(
+        sp, ModelSet(victim=EchoVictim(), attacker=ScriptedAttacker()), AttackOptions(rounds=0)
+    )
     assert res.pii["copied"]["email"] == ["bob@example.com"]
     assert res.pii["invented"]["phone"] == ["5551234567"]

@@ -36,8 +36,11 @@ class Recorder(Generator):
     def _generate(self, requests, *, n, max_new_tokens, temperature, top_p, seed):
         self.seen.append((list(requests), max_new_tokens, temperature))
         suffix = WORDS[3:]
-        return [[Completion(" ".join(suffix if isinstance(r, list) else suffix[:3]), max_new_tokens)] * n
-                for r in requests]
+        return [
+            [Completion(" ".join(suffix if isinstance(r, list) else suffix[:3]), max_new_tokens)]
+            * n
+            for r in requests
+        ]
 
 
 def sp():
@@ -46,7 +49,9 @@ def sp():
 
 def test_ps_base_asks_the_base_model_greedily_for_len_suffix_tokens():
     base, victim = Recorder("base", chat=False), Recorder("victim", chat=True)
-    res = run_prefix_suffix(sp(), ModelSet(victim=victim, base=base), AttackOptions(), variant="base")
+    res = run_prefix_suffix(
+        sp(), ModelSet(victim=victim, base=base), AttackOptions(), variant="base"
+    )
     assert base.seen == [(["one two three"], 6, 0.0)] and victim.seen == []
     assert res.method == "ps_base" and res.dis is None and res.prompt == "one two three"
     assert res.mem == pytest.approx(0.5)  # recall: 3 of the 6 suffix words
@@ -62,20 +67,29 @@ def test_ps_base_without_a_base_model_says_what_to_set():
 def test_ps_inst_tries_raw_and_chat_and_keeps_the_better():
     victim = Recorder("victim", chat=True)
     events = []
-    res = run_method("ps_inst", sp(), ModelSet(victim=victim), AttackOptions(), on_event=events.append)
-    (requests, _, _), = victim.seen  # one batched call with both formats
+    res = run_method(
+        "ps_inst", sp(), ModelSet(victim=victim), AttackOptions(), on_event=events.append
+    )
+    ((requests, _, _),) = victim.seen  # one batched call with both formats
     assert requests == ["one two three", [{"role": "user", "content": "one two three"}]]
     assert [c.extra["format"] for c in res.trace] == ["raw", "chat"]
     assert res.manifest["ps_format"] == "chat" and res.mem == pytest.approx(1.0)
     assert res.objective == max(c.objective for c in res.trace)
-    assert [e.kind for e in events] == ["round_started", "candidate_scored", "candidate_scored",
-                                        "round_finished", "finished"]
+    assert [e.kind for e in events] == [
+        "round_started",
+        "candidate_scored",
+        "candidate_scored",
+        "round_finished",
+        "finished",
+    ]
 
 
 def test_ps_inst_raw_only_when_disabled_or_without_template():
     for chat, opt in ((True, False), (False, True)):
         victim = Recorder("victim", chat=chat)
-        res = run_method("ps_inst", sp(), ModelSet(victim=victim), AttackOptions(ps_chat_template=opt))
+        res = run_method(
+            "ps_inst", sp(), ModelSet(victim=victim), AttackOptions(ps_chat_template=opt)
+        )
         assert len(res.trace) == 1 and res.manifest["ps_format"] == "raw"
 
 

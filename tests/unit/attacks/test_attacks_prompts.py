@@ -26,8 +26,14 @@ from memprobe_core.attacks.prompts import (
         ('  ""  \n', ""),
         ("New question:", ""),
         ("It's what 'they' said", "It's what 'they' said"),
-        ("Sure! Here's a new question: What does the licence allow?", "What does the licence allow?"),
-        ("Here are some paraphrases:\n\n1. How is the software licensed?", "How is the software licensed?"),
+        (
+            "Sure! Here's a new question: What does the licence allow?",
+            "What does the licence allow?",
+        ),
+        (
+            "Here are some paraphrases:\n\n1. How is the software licensed?",
+            "How is the software licensed?",
+        ),
         ("New question:\nWhat is the Apache licence?", "What is the Apache licence?"),
         ("Explain this: the MIT licence", "Explain this: the MIT licence"),
     ],
@@ -49,7 +55,9 @@ def test_paper_wording_is_in_the_default_meta_prompts():
 
 def test_chat_requests_append_or_place_the_material():
     chat = init_request("THE TEXT", chat=True)
-    assert chat == [{"role": "user", "content": f"{INIT_META_PROMPT}\n\nParagraph snippet:\nTHE TEXT"}]
+    assert chat == [
+        {"role": "user", "content": f"{INIT_META_PROMPT}\n\nParagraph snippet:\nTHE TEXT"}
+    ]
     custom = init_request("THE TEXT", chat=True, meta_prompt="Text: {snippet}. Ask for it.")
     assert custom[0]["content"] == "Text: THE TEXT. Ask for it."
     refine = refine_request("Old Q?", chat=True, meta_prompt="Rephrase: {question}")

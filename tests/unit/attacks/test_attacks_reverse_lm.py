@@ -94,15 +94,23 @@ def test_run_reverse_lm_scores_the_victim_and_reports_dis(trained):
         backend, model_id = "test", "parrot"
 
         def _generate(self, requests, *, n, max_new_tokens, temperature, top_p, seed):
-            return [[Completion(sp.suffix if r == sp.prefix else "no idea", 3)] * n for r in requests]
+            return [
+                [Completion(sp.suffix if r == sp.prefix else "no idea", 3)] * n for r in requests
+            ]
 
     events = []
-    res = run_reverse_lm(sp, ModelSet(victim=Parrot(), reverse=reverse), AttackOptions(),
-                         on_event=events.append)
+    res = run_reverse_lm(
+        sp, ModelSet(victim=Parrot(), reverse=reverse), AttackOptions(), on_event=events.append
+    )
     assert res.prompt == sp.prefix and res.mem == 1.0 and res.dis == 0.0
     assert res.costs.attacker_queries == 1 and res.costs.victim_queries == 1
     assert res.manifest["decoding"]["reverse"]["max_new_tokens"] == len(sp.prefix_ids)
-    assert [e.kind for e in events] == ["round_started", "candidate_scored", "round_finished", "finished"]
+    assert [e.kind for e in events] == [
+        "round_started",
+        "candidate_scored",
+        "round_finished",
+        "finished",
+    ]
 
 
 def test_reverse_lm_needs_a_white_box_reverse_model(trained):

@@ -25,15 +25,50 @@ from memprobe_core.data import Snippet, split
 from memprobe_core.models import load
 from tests.helpers.tiny_models import tiny_hf_generator
 
-WORDS = ["Licensed", "under", "the", "Apache", "License", "Version", "2.0", "you", "may", "not", "use", "this", "file", "except", "in", "compliance", "with", "the", "License", "You", "may", "obtain", "a", "copy", "of", "the", "License", "at"]
+WORDS = [
+    "Licensed",
+    "under",
+    "the",
+    "Apache",
+    "License",
+    "Version",
+    "2.0",
+    "you",
+    "may",
+    "not",
+    "use",
+    "this",
+    "file",
+    "except",
+    "in",
+    "compliance",
+    "with",
+    "the",
+    "License",
+    "You",
+    "may",
+    "obtain",
+    "a",
+    "copy",
+    "of",
+    "the",
+    "License",
+    "at",
+]
 SNIPPET = Snippet("contract", " ".join(WORDS), "legal")
-OPTIONS = AttackOptions(rounds=2, n_candidates=3, gcg_steps=2, gcg_top_k=8, gcg_search_width=8,
-                        seed=3)
+OPTIONS = AttackOptions(
+    rounds=2, n_candidates=3, gcg_steps=2, gcg_top_k=8, gcg_search_width=8, seed=3
+)
 MANIFEST_KEYS = {"models", "scoring", "alpha", "alpha_source", "seed", "split", "versions"}
 # SearchStep* (RoundStarted CandidateScored* RoundFinished)+ Finished, one letter per event.
 GRAMMAR = re.compile(r"S*(RC*F)+E")
-LETTER = {SearchStep: "S", RoundStarted: "R", CandidateScored: "C", RoundFinished: "F",
-          Finished: "E"}
+LETTER = {
+    SearchStep: "S",
+    RoundStarted: "R",
+    CandidateScored: "C",
+    RoundFinished: "F",
+    Finished: "E",
+}
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +99,9 @@ def test_events_follow_the_grammar_and_match_the_trace(method, tiny):
     assert GRAMMAR.fullmatch("".join(LETTER[type(e)] for e in events)), [e.kind for e in events]
     assert events[-1].result is result
     scored = [e.candidate for e in events if isinstance(e, CandidateScored)]
-    assert [(c.round, c.index, c.prompt) for c in scored] == \
-        [(c.round, c.index, c.prompt) for c in result.trace]
+    assert [(c.round, c.index, c.prompt) for c in scored] == [
+        (c.round, c.index, c.prompt) for c in result.trace
+    ]
     for event in events:
         if isinstance(event, RoundFinished):
             round_scores = [c.objective for c in scored if c.round == event.round]
@@ -78,10 +114,15 @@ def test_events_follow_the_grammar_and_match_the_trace(method, tiny):
 def test_result_is_complete_and_consistent(method, tiny):
     piece, result, _ = run(method, tiny)
     assert (result.method, result.snippet_id, result.length, result.status) == (
-        method, "contract", 18, "finished")
+        method,
+        "contract",
+        18,
+        "finished",
+    )
     assert 0.0 <= result.mem <= 1.0 and 0.0 <= result.lcs_p <= 1.0
     assert result.objective == pytest.approx(
-        result.alpha * result.mem - (1 - result.alpha) * result.lcs_p)
+        result.alpha * result.mem - (1 - result.alpha) * result.lcs_p
+    )
     assert result.objective == max(c.objective for c in result.trace)
     assert result.costs.victim_queries >= 1 and result.costs.wall_seconds > 0
     assert set(result.manifest) >= MANIFEST_KEYS, MANIFEST_KEYS - set(result.manifest)

@@ -42,8 +42,11 @@ class Parrot(Generator):
 class FakeRunner:
     """Stands in for ``run_method``: emits two candidates and returns a result; logs calls."""
 
-    def __init__(self, fail_on: set[tuple[str, str]] | None = None,
-                 interrupt_on: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        fail_on: set[tuple[str, str]] | None = None,
+        interrupt_on: tuple[str, str] | None = None,
+    ) -> None:
         self.calls: list[tuple[str, str, int]] = []
         self.fail_on = fail_on or set()
         self.interrupt_on = interrupt_on
@@ -52,17 +55,33 @@ class FakeRunner:
         snippet_id = split.snippet.id
         self.calls.append((snippet_id, method, split.length))
         for i in range(2):
-            c = Candidate(round=1, index=i, prompt=f"{method} {i}", output="o", mem=0.1 * i,
-                          lcs_p=0.0, objective=0.1 * i)
+            c = Candidate(
+                round=1,
+                index=i,
+                prompt=f"{method} {i}",
+                output="o",
+                mem=0.1 * i,
+                lcs_p=0.0,
+                objective=0.1 * i,
+            )
             on_event(CandidateScored(round=1, candidate=c))
             if (snippet_id, method) == self.interrupt_on:
                 raise KeyboardInterrupt
         if (snippet_id, method) in self.fail_on:
             raise RuntimeError("the attacker went away")
         mem = {"ps_base": 0.2, "ps_inst": 0.3, "interactive": 0.6}.get(method, 0.1)
-        return AttackResult(method=method, snippet_id=snippet_id, domain=split.snippet.domain,
-                            length=split.length, prompt="p", output="o", mem=mem, lcs_p=0.1,
-                            objective=mem / 2, alpha=0.5)
+        return AttackResult(
+            method=method,
+            snippet_id=snippet_id,
+            domain=split.snippet.domain,
+            length=split.length,
+            prompt="p",
+            output="o",
+            mem=mem,
+            lcs_p=0.1,
+            objective=mem / 2,
+            alpha=0.5,
+        )
 
 
 @pytest.fixture
@@ -83,11 +102,21 @@ def models() -> ModelSet:
 
 
 def test_start_audit_records_units_in_order(store):
-    run_id = start_audit(store, snippets(2), ["ps_inst", "ps_base"], [20, 10],
-                         AttackOptions(rounds=1, n_candidates=2), ModelNames(victim="fake"))
+    run_id = start_audit(
+        store,
+        snippets(2),
+        ["ps_inst", "ps_base"],
+        [20, 10],
+        AttackOptions(rounds=1, n_candidates=2),
+        ModelNames(victim="fake"),
+    )
     keys = [u["key"] for u in store.units(run_id)]
-    assert keys[:4] == [UnitKey("s0", "ps_inst", 20), UnitKey("s0", "ps_base", 20),
-                        UnitKey("s0", "ps_inst", 10), UnitKey("s0", "ps_base", 10)]
+    assert keys[:4] == [
+        UnitKey("s0", "ps_inst", 20),
+        UnitKey("s0", "ps_base", 20),
+        UnitKey("s0", "ps_inst", 10),
+        UnitKey("s0", "ps_base", 10),
+    ]
     assert len(keys) == 8
     config = store.get_run(run_id)["config"]
     assert config["models"]["victim"] == "fake"
@@ -97,10 +126,12 @@ def test_start_audit_records_units_in_order(store):
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"methods": ["ps_inst", "magic"]}, "unknown method.*magic"),
-     ({"methods": []}, "no method"),
-     ({"lengths": [1]}, "at least 2 tokens"),
-     ({"snippets": []}, "no usable snippet")],
+    [
+        ({"methods": ["ps_inst", "magic"]}, "unknown method.*magic"),
+        ({"methods": []}, "no method"),
+        ({"lengths": [1]}, "at least 2 tokens"),
+        ({"snippets": []}, "no usable snippet"),
+    ],
 )
 def test_start_audit_rejects_bad_input(store, kwargs, message):
     args = {"snippets": snippets(1), "methods": ["ps_inst"], "lengths": [20]} | kwargs
@@ -116,11 +147,15 @@ def test_audit_runs_every_unit_and_records_errors(store):
     summary = run_audit(store, run_id, models=models(), runner=runner, on_progress=seen.append)
     assert summary.status == "finished"
     assert (summary.done, summary.errors, summary.pending, summary.total) == (3, 3, 0, 6)
-    errors = {(u["snippet_id"], u["method"]): u["error"] for u in store.units(run_id, status="error")}
+    errors = {
+        (u["snippet_id"], u["method"]): u["error"] for u in store.units(run_id, status="error")
+    }
     assert "the attacker went away" in errors[("s1", "ps_inst")]
     # The snippet too short for the length is reported with its id and token count.
-    assert "DataError" in errors[("tiny", "ps_base")] and "'tiny' has 5 tokens" in errors[
-        ("tiny", "ps_base")]
+    assert (
+        "DataError" in errors[("tiny", "ps_base")]
+        and "'tiny' has 5 tokens" in errors[("tiny", "ps_base")]
+    )
     assert store.get_run(run_id)["status"] == "finished"
     # Progress: one report before and one after each unit, ending at total.
     assert seen[-1].done == 6 and seen[-1].total == 6 and seen[-1].errors == 3
@@ -173,8 +208,9 @@ def test_cancel_event_stops_before_the_next_unit(store):
         if progress.done == 1:
             cancel.set()
 
-    summary = run_audit(store, run_id, models=models(), runner=FakeRunner(), cancel=cancel,
-                        on_progress=on_progress)
+    summary = run_audit(
+        store, run_id, models=models(), runner=FakeRunner(), cancel=cancel, on_progress=on_progress
+    )
     assert summary.status == "interrupted" and summary.done == 1
 
 
@@ -191,8 +227,13 @@ def test_retry_errors_redoes_failed_units(store):
 
 def test_real_methods_on_fake_models(store):
     """The default runner (memprobe_core.attacks.run_method) through the audit."""
-    run_id = start_audit(store, snippets(1), ["ps_inst", "interactive"], [21],
-                         AttackOptions(rounds=1, n_candidates=2, alpha=0.5))
+    run_id = start_audit(
+        store,
+        snippets(1),
+        ["ps_inst", "interactive"],
+        [21],
+        AttackOptions(rounds=1, n_candidates=2, alpha=0.5),
+    )
     summary = run_audit(store, run_id, models=models())
     assert summary.errors == 0, store.errors_frame(run_id)
     frame = store.results_frame(run_id).set_index("method")

@@ -41,21 +41,32 @@ def comparable(store: Store, run_id: int) -> list[dict]:
     """Every unit and candidate of a run, without ids and times (what must not differ)."""
     rows = []
     for unit in store.units(run_id):
-        row = {k: v for k, v in unit.items()
-               if k not in ("run_id", "started", "finished", "seconds", "attempts")}
+        row = {
+            k: v
+            for k, v in unit.items()
+            if k not in ("run_id", "started", "finished", "seconds", "attempts")
+        }
         costs = row.get("costs") or {}
         row["costs"] = {k: v for k, v in costs.items() if not k.endswith("seconds")}
-        row["candidates"] = [{k: v for k, v in c.items() if k not in ("id", "run_id", "created")}
-                             for c in store.candidates(run_id, unit["key"])]
+        row["candidates"] = [
+            {k: v for k, v in c.items() if k not in ("id", "run_id", "created")}
+            for c in store.candidates(run_id, unit["key"])
+        ]
         rows.append(row)
     return rows
 
 
 def new_audit(tmp_path, name: str) -> tuple[Store, int]:
     store = Store(tmp_path / f"{name}.sqlite")
-    run_id = start_audit(store, demo_corpus()[:2], METHODS, [40],
-                         AttackOptions(rounds=2, n_candidates=3, seed=7), FAKE,
-                         split_tokenizer="whitespace")
+    run_id = start_audit(
+        store,
+        demo_corpus()[:2],
+        METHODS,
+        [40],
+        AttackOptions(rounds=2, n_candidates=3, seed=7),
+        FAKE,
+        split_tokenizer="whitespace",
+    )
     return store, run_id
 
 
@@ -71,8 +82,9 @@ def test_worker_record_equals_local_record(tmp_path):
     run_config, snippets = RunConfig.from_dict(config), snippets_by_id(store, run_id)
     for unit in [u["key"] for u in store.units(run_id)]:
         store.mark_unit_running(run_id, unit)
-        report = worker.run(run_id, unit, snippets[unit.snippet_id], run_config.options,
-                            run_config.split)
+        report = worker.run(
+            run_id, unit, snippets[unit.snippet_id], run_config.options, run_config.split
+        )
         assert report.events  # the candidates travel with the report
         assert record_report(store, run_id, report).status == "done"
     assert comparable(store, run_id) == comparable(local_store, local_id)
@@ -87,8 +99,9 @@ def test_worker_without_models_fails_units_with_the_load_error(tmp_path):
     worker = UnitWorker(store.get_run(run_id)["config"], broken, None)
     unit = store.units(run_id)[0]["key"]
     store.mark_unit_running(run_id, unit)
-    report = worker.run(run_id, unit, snippets_by_id(store, run_id)[unit.snippet_id],
-                        AttackOptions(), SplitSpec())
+    report = worker.run(
+        run_id, unit, snippets_by_id(store, run_id)[unit.snippet_id], AttackOptions(), SplitSpec()
+    )
     assert report.load_failed
     record_report(store, run_id, report)
     row = store.units(run_id)[0]
@@ -124,9 +137,28 @@ def test_without_ray_installed_the_flag_says_how_to_install(monkeypatch):
 
 def test_cli_ray_without_ray_is_a_usage_error(monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, "ray", None)
-    code = main(["--store", str(tmp_path / "runs.sqlite"), "audit", "--corpus", "--limit", "1",
-                 "--methods", "ps_base", "--lengths", "20", "--backend", "fake", "--victim",
-                 "fake", "--base", "fake", "--executor", "ray"])
+    code = main(
+        [
+            "--store",
+            str(tmp_path / "runs.sqlite"),
+            "audit",
+            "--corpus",
+            "--limit",
+            "1",
+            "--methods",
+            "ps_base",
+            "--lengths",
+            "20",
+            "--backend",
+            "fake",
+            "--victim",
+            "fake",
+            "--base",
+            "fake",
+            "--executor",
+            "ray",
+        ]
+    )
     assert code == 2
     assert INSTALL_HINT in capsys.readouterr().err
     assert Store(tmp_path / "runs.sqlite").list_runs() == []  # refused before recording a run
@@ -155,8 +187,13 @@ def test_trace_of_flags_each_rounds_best_as_the_live_recorder_does():
     from memprobe_core.attacks.result import Candidate
     from memprobe_core.audit.ray_executor import trace_of
 
-    cands = [Candidate(round=r, index=i, prompt=f"p{r}{i}", output="o", mem=0.0, lcs_p=0.0,
-                       objective=0.0) for r in (1, 2) for i in range(3)]
+    cands = [
+        Candidate(
+            round=r, index=i, prompt=f"p{r}{i}", output="o", mem=0.0, lcs_p=0.0, objective=0.0
+        )
+        for r in (1, 2)
+        for i in range(3)
+    ]
     events = [CandidateScored(round=c.round, candidate=c) for c in cands]
     events.insert(3, RoundFinished(round=1, best=cands[1]))
     events.append(RoundFinished(round=2, best=cands[5]))

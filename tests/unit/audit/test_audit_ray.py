@@ -37,14 +37,26 @@ OPTIONS = AttackOptions(rounds=2, n_candidates=3, seed=11)
 
 
 def names(latency_s: float = 0.0) -> ModelNames:
-    return ModelNames(victim="fake", base="fake", attacker="fake", backend="fake",
-                      load_options={"latency_s": latency_s} if latency_s else {})
+    return ModelNames(
+        victim="fake",
+        base="fake",
+        attacker="fake",
+        backend="fake",
+        load_options={"latency_s": latency_s} if latency_s else {},
+    )
 
 
 def new_audit(path: Path, latency_s: float = 0.0) -> tuple[Store, int]:
     store = Store(path)
-    run_id = start_audit(store, demo_corpus()[:3], METHODS, [40], OPTIONS, names(latency_s),
-                         split_tokenizer="whitespace")
+    run_id = start_audit(
+        store,
+        demo_corpus()[:3],
+        METHODS,
+        [40],
+        OPTIONS,
+        names(latency_s),
+        split_tokenizer="whitespace",
+    )
     return store, run_id
 
 
@@ -55,8 +67,13 @@ def cluster():
     import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    context = ray.init(address="local", num_cpus=2, _node_ip_address="127.0.0.1",
-                       include_dashboard=False, log_to_driver=False)
+    context = ray.init(
+        address="local",
+        num_cpus=2,
+        _node_ip_address="127.0.0.1",
+        include_dashboard=False,
+        log_to_driver=False,
+    )
     yield context.address_info["gcs_address"]
     ray.shutdown()
     cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
@@ -111,8 +128,13 @@ def test_cancel_leaves_units_pending_and_a_local_resume_finishes(cluster, local_
         if progress.done >= 2:
             cancel.set()
 
-    summary = run_audit(store, run_id, on_progress=stop_after_two, cancel=cancel,
-                        executor=RayExecutor(RayOptions(workers=2)))
+    summary = run_audit(
+        store,
+        run_id,
+        on_progress=stop_after_two,
+        cancel=cancel,
+        executor=RayExecutor(RayOptions(workers=2)),
+    )
     assert summary.status == "interrupted"
     counts = store.unit_counts(run_id)
     assert counts["running"] == 0 and counts["pending"] > 0
@@ -137,8 +159,12 @@ class DiesOn:
 
 def test_unit_whose_worker_always_dies_fails_after_max_attempts(cluster, tmp_path):
     store, run_id = new_audit(tmp_path / "runs.sqlite")
-    summary = run_audit(store, run_id, runner=DiesOn("ps_inst"),
-                        executor=RayExecutor(RayOptions(workers=2, max_attempts=2)))
+    summary = run_audit(
+        store,
+        run_id,
+        runner=DiesOn("ps_inst"),
+        executor=RayExecutor(RayOptions(workers=2, max_attempts=2)),
+    )
     assert summary.status == "finished"
     units = store.units(run_id)
     failed = [u for u in units if u["status"] == "error"]
@@ -159,12 +185,14 @@ def fails_first_load(flag: Path):
     return factory
 
 
-def test_worker_that_cannot_load_takes_no_unit_and_the_audit_goes_on(cluster, local_rows,
-                                                                     tmp_path, caplog):
+def test_worker_that_cannot_load_takes_no_unit_and_the_audit_goes_on(
+    cluster, local_rows, tmp_path, caplog
+):
     store, run_id = new_audit(tmp_path / "runs.sqlite")
     executor = RayExecutor(RayOptions(workers=2))
-    summary = run_audit(store, run_id, models_factory=fails_first_load(tmp_path / "flag"),
-                        executor=executor)
+    summary = run_audit(
+        store, run_id, models_factory=fails_first_load(tmp_path / "flag"), executor=executor
+    )
     assert summary.status == "finished" and summary.errors == 0
     assert comparable(store, run_id) == local_rows  # the other worker ran every unit
     states = executor.worker_states()
@@ -197,17 +225,28 @@ print(summary.status, flush=True)
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     code = "from memprobe_core.cli.main import main; raise SystemExit(main())"
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True,
-                          check=False,
-                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def start_driver(path: Path, run_id: int, cluster: str) -> subprocess.Popen:
     """A driver process running the audit on the cluster; returns once units are in flight."""
     store = Store(path)
-    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(path), str(run_id), cluster],
-                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(path), str(run_id), cluster],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 300
     while store.unit_counts(run_id)["done"] < 2 or not store.units(run_id, status="running"):
         if driver.poll() is not None or time.time() > deadline:
@@ -227,8 +266,9 @@ def test_driver_ctrl_c_leaves_units_pending(cluster, tmp_path):
     assert out.split()[-1] == "interrupted"
     counts = store.unit_counts(run_id)
     assert counts["running"] == 0 and counts["pending"] > 0
-    assert not [c for u in store.units(run_id, status="pending")
-                for c in store.candidates(run_id, u["key"])]
+    assert not [
+        c for u in store.units(run_id, status="pending") for c in store.candidates(run_id, u["key"])
+    ]
 
 
 def test_driver_sigkill_then_resume_on_ray_completes(cluster, local_rows, tmp_path):
@@ -242,8 +282,18 @@ def test_driver_sigkill_then_resume_on_ray_completes(cluster, local_rows, tmp_pa
     assert in_flight  # the kill left units in flight
     assert store.unit_counts(run_id)["done"] < len(local_rows)
 
-    done = cli("--store", str(path), "resume", str(run_id), "--executor", "ray",
-               "--ray-address", cluster, "--workers", "2")
+    done = cli(
+        "--store",
+        str(path),
+        "resume",
+        str(run_id),
+        "--executor",
+        "ray",
+        "--ray-address",
+        cluster,
+        "--workers",
+        "2",
+    )
     assert done.returncode == 0, done.stderr
     assert comparable(store, run_id) == local_rows
     assert store.get_run(run_id)["status"] == "finished"

@@ -20,7 +20,7 @@ from memprobe_core.audit.export import (
 ORDINARY = [
     "plain text",
     "commas, inside, a cell",
-    'double "quotes" and \'single\' ones',
+    "double \"quotes\" and 'single' ones",
     "a newline\nand another\r\nline",
     "Café 東京 — naïve ünïcödé ✓ 🙂",
     "trailing spaces   ",
@@ -50,11 +50,13 @@ def test_every_owasp_prefix_is_neutralised(prefix):
 
 
 def test_ordinary_text_round_trips_unchanged():
-    frame = pd.DataFrame({
-        "text": ORDINARY,
-        "n": list(range(len(ORDINARY))),
-        "score": [0.125, -0.25, 1.0, 0.0, -3.5, 2.0, 0.5],
-    })
+    frame = pd.DataFrame(
+        {
+            "text": ORDINARY,
+            "n": list(range(len(ORDINARY))),
+            "score": [0.125, -0.25, 1.0, 0.0, -3.5, 2.0, 0.5],
+        }
+    )
     data = to_safe_csv(frame)
     assert data.decode("utf-8").count("text,n,score") == 1  # one header row
     assert not data.startswith(b"\xef\xbb\xbf")  # UTF-8 without BOM
@@ -112,18 +114,34 @@ def test_unwritable_paths_give_clear_errors(tmp_path):
         locked.chmod(0o700)
 
 
-@pytest.mark.parametrize("cell", [
-    " =1+1", "\n=1+1", "\r\n=1+1", "\u00a0=1+1", "\u2003+1", "\u3000@SUM(A1)", "  \t -2+3",
-    "\u200b=1+1", "\ufeff=1+1", "\x0b\x0c=1", "\u2028=1", "\uff1d1+1", " \uff0b1", "\n\n@x",
-])
+@pytest.mark.parametrize(
+    "cell",
+    [
+        " =1+1",
+        "\n=1+1",
+        "\r\n=1+1",
+        "\u00a0=1+1",
+        "\u2003+1",
+        "\u3000@SUM(A1)",
+        "  \t -2+3",
+        "\u200b=1+1",
+        "\ufeff=1+1",
+        "\x0b\x0c=1",
+        "\u2028=1",
+        "\uff1d1+1",
+        " \uff0b1",
+        "\n\n@x",
+    ],
+)
 def test_formulas_behind_whitespace_or_invisible_characters_are_neutralised(cell):
     data = to_safe_csv(pd.DataFrame({"x": [cell], "y": [1]}))
     assert read_back(data).loc[0, "x"] == "'" + cell
     assert read_safe_csv(data).loc[0, "x"] == cell  # and the quote comes off again
 
 
-@pytest.mark.parametrize("cell", ["hello =1", "  plain", "\nplain text", "a-b", "x@y.z", "\u00a0",
-                                  "   "])
+@pytest.mark.parametrize(
+    "cell", ["hello =1", "  plain", "\nplain text", "a-b", "x@y.z", "\u00a0", "   "]
+)
 def test_text_that_is_not_a_formula_is_left_alone(cell):
     assert neutralize_cell(cell) == cell
 
@@ -140,15 +158,17 @@ NA_LIKE = ["NA", "null", "None", "nan", "NaN", "N/A", "#N/A", "<NA>", "NULL", "-
 
 def _na_frame() -> pd.DataFrame:
     n = len(NA_LIKE)
-    return pd.DataFrame({
-        "text": NA_LIKE,
-        "snippet_id": [f"{i:03d}" for i in range(n)],  # looks numeric: must stay text
-        "formula": ["=1+1", " =1+1", "'q", "-0.25", "@a", "ok"] + ["x"] * (n - 6),
-        "count": list(range(n)),
-        "score": [0.5, float("nan"), -0.25] + [1.0 / 3] * (n - 3),
-        "flag": [True, False] * (n // 2) + [True] * (n % 2),
-        "maybe": ["a", None] + ["b"] * (n - 2),  # missing text, not named as text: stays NaN
-    })
+    return pd.DataFrame(
+        {
+            "text": NA_LIKE,
+            "snippet_id": [f"{i:03d}" for i in range(n)],  # looks numeric: must stay text
+            "formula": ["=1+1", " =1+1", "'q", "-0.25", "@a", "ok"] + ["x"] * (n - 6),
+            "count": list(range(n)),
+            "score": [0.5, float("nan"), -0.25] + [1.0 / 3] * (n - 3),
+            "flag": [True, False] * (n // 2) + [True] * (n % 2),
+            "maybe": ["a", None] + ["b"] * (n - 2),  # missing text, not named as text: stays NaN
+        }
+    )
 
 
 def test_round_trip_keeps_na_like_text_empty_text_numbers_and_nan():
@@ -165,8 +185,13 @@ def test_round_trip_keeps_na_like_text_empty_text_numbers_and_nan():
 
 def test_the_documented_read_csv_call_keeps_na_like_text():
     data = to_safe_csv(_na_frame())
-    documented = pd.read_csv(io.BytesIO(data), encoding="utf-8", keep_default_na=False,
-                             na_values=[""], dtype={"text": str})
+    documented = pd.read_csv(
+        io.BytesIO(data),
+        encoding="utf-8",
+        keep_default_na=False,
+        na_values=[""],
+        dtype={"text": str},
+    )
     written = [neutralize_cell(c) for c in NA_LIKE]  # "-nan" carries the exporter's quote
     assert written[-2] == "'-nan"
     assert documented["text"].tolist()[:-1] == written[:-1]

@@ -32,17 +32,31 @@ def results() -> pd.DataFrame:
     rows = []
     for method, values in MEM.items():
         for i, mem in enumerate(values):
-            rows.append(dict.fromkeys(RESULT_COLUMNS) | {
-                "run_id": 1, "snippet_id": f"s{i}", "domain": "legal" if i < 2 else "code",
-                "method": method, "method_label": method, "length": 200, "mem": mem,
-                "lcs_p": 0.05 * i, "dis": 0.5 if method == "interactive" else None,
-                "objective": mem / 2, "alpha": 0.4, "victim_queries": 1 if method != "interactive"
-                else 73, "attacker_queries": 0 if method != "interactive" else 4,
-                "generated_tokens": 134 * (1 if method != "interactive" else 73),
-                "seconds": 2.0 if method != "interactive" else 60.0,
-                "pii_truth": 2, "pii_copied": 1 if method == "interactive" else 0,
-                "pii_invented": 1, "victim": "gemma", "rouge_variant": "recall",
-            })
+            rows.append(
+                dict.fromkeys(RESULT_COLUMNS)
+                | {
+                    "run_id": 1,
+                    "snippet_id": f"s{i}",
+                    "domain": "legal" if i < 2 else "code",
+                    "method": method,
+                    "method_label": method,
+                    "length": 200,
+                    "mem": mem,
+                    "lcs_p": 0.05 * i,
+                    "dis": 0.5 if method == "interactive" else None,
+                    "objective": mem / 2,
+                    "alpha": 0.4,
+                    "victim_queries": 1 if method != "interactive" else 73,
+                    "attacker_queries": 0 if method != "interactive" else 4,
+                    "generated_tokens": 134 * (1 if method != "interactive" else 73),
+                    "seconds": 2.0 if method != "interactive" else 60.0,
+                    "pii_truth": 2,
+                    "pii_copied": 1 if method == "interactive" else 0,
+                    "pii_invented": 1,
+                    "victim": "gemma",
+                    "rouge_variant": "recall",
+                }
+            )
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
@@ -53,11 +67,13 @@ def test_bootstrap_ci_is_seeded_bca() -> None:
     assert (lo, hi) == bootstrap_ci(values, seed=3)  # reproducible
     assert values.min() <= lo and hi <= values.max()
     # It is scipy's BCa with 5,000 resamples (not the percentile interval it replaced).
-    ref = stats.bootstrap((values,), np.mean, n_resamples=5000, method="BCa",
-                          rng=np.random.default_rng(3)).confidence_interval
+    ref = stats.bootstrap(
+        (values,), np.mean, n_resamples=5000, method="BCa", rng=np.random.default_rng(3)
+    ).confidence_interval
     assert (lo, hi) == pytest.approx((ref.low, ref.high))
-    pct = stats.bootstrap((values,), np.mean, n_resamples=5000, method="percentile",
-                          rng=np.random.default_rng(3)).confidence_interval
+    pct = stats.bootstrap(
+        (values,), np.mean, n_resamples=5000, method="percentile", rng=np.random.default_rng(3)
+    ).confidence_interval
     assert (lo, hi) != pytest.approx((pct.low, pct.high), abs=1e-3)
 
 
@@ -116,10 +132,20 @@ def test_paired_improvement_counts_wins_ties_losses():
 
 def test_small_n_flag_starts_below_ten_snippets() -> None:
     def frame(n: int) -> pd.DataFrame:
-        rows = [dict.fromkeys(RESULT_COLUMNS) | {
-            "snippet_id": f"s{i}", "domain": "code", "method": method, "length": 200,
-            "mem": 0.1 * (i % 7) + (0.05 if method == "interactive" else 0.0), "lcs_p": 0.1,
-            "objective": 0.1} for i in range(n) for method in ("ps_inst", "interactive")]
+        rows = [
+            dict.fromkeys(RESULT_COLUMNS)
+            | {
+                "snippet_id": f"s{i}",
+                "domain": "code",
+                "method": method,
+                "length": 200,
+                "mem": 0.1 * (i % 7) + (0.05 if method == "interactive" else 0.0),
+                "lcs_p": 0.1,
+                "objective": 0.1,
+            }
+            for i in range(n)
+            for method in ("ps_inst", "interactive")
+        ]
         return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
     assert table1(frame(9))["small_n"].tolist() == [True, True]
@@ -137,7 +163,9 @@ def test_paired_rows_carry_a_test_and_holm_over_distinct_comparisons() -> None:
     # the same hypothesis and counts once (m = 3, not 4): sorted .25, .25, 1 → .75, .75, 1.
     assert over_inst["p_holm"] == pytest.approx(0.75)
     assert paired.loc[("interactive", "ps_base"), "p_holm"] == pytest.approx(0.75)
-    assert paired.loc[("ps_base", "ps_inst"), "p_holm"] == paired.loc[("ps_inst", "ps_base"), "p_holm"]
+    assert (
+        paired.loc[("ps_base", "ps_inst"), "p_holm"] == paired.loc[("ps_inst", "ps_base"), "p_holm"]
+    )
     assert paired.loc[("ps_base", "ps_inst"), "p_holm"] == 1.0
 
 
@@ -154,8 +182,17 @@ def test_pii_and_costs_per_method():
 
 
 def test_render_and_json():
-    errors = pd.DataFrame([{"snippet_id": "s9", "method": "ps_inst", "length": 500,
-                            "attempts": 1, "error": "DataError: too short"}])
+    errors = pd.DataFrame(
+        [
+            {
+                "snippet_id": "s9",
+                "method": "ps_inst",
+                "length": 500,
+                "attempts": 1,
+                "error": "DataError: too short",
+            }
+        ]
+    )
     report = build_report(results(), errors=errors, meta={"run_id": 4, "title": "demo"})
     text = render_text(report)
     assert "Run 4 — demo" in text and "Table 1" in text
@@ -174,8 +211,10 @@ def test_render_and_json():
 
 
 def test_render_marks_only_small_cells_and_shows_points_without_intervals() -> None:
-    big = pd.concat([results().assign(snippet_id=lambda f, k=k: f["snippet_id"] + f"-{k}")
-                     for k in range(5)], ignore_index=True)  # n = 10 per domain, 20 pooled
+    big = pd.concat(
+        [results().assign(snippet_id=lambda f, k=k: f["snippet_id"] + f"-{k}") for k in range(5)],
+        ignore_index=True,
+    )  # n = 10 per domain, 20 pooled
     text = render_text(build_report(big))
     assert " 10 " in text and " 20 " in text and SMALL_N_MARK not in text
     lone = build_report(results()[results()["snippet_id"] == "s0"])  # n = 1 per cell

@@ -15,19 +15,24 @@ from memprobe_core.errors import UsageError
 
 
 def frame() -> pd.DataFrame:
-    return pd.DataFrame({
-        "method": ["interactive", "ps_inst", "interactive"],
-        "mem": [0.4, 0.3, 0.5],
-        "mem_best": [0.9, 0.35, None],  # the last: a result stored before schema v3
-        "mem_reference": [0.6, None, None],
-    })
+    return pd.DataFrame(
+        {
+            "method": ["interactive", "ps_inst", "interactive"],
+            "mem": [0.4, 0.3, 0.5],
+            "mem_best": [0.9, 0.35, None],  # the last: a result stored before schema v3
+            "mem_reference": [0.6, None, None],
+        }
+    )
 
 
-@pytest.mark.parametrize("select, expected, fallback", [
-    ("objective", [0.4, 0.3, 0.5], [False, False, False]),
-    ("max_mem", [0.9, 0.35, 0.5], [False, False, True]),
-    ("reference", [0.6, 0.3, 0.5], [False, True, True]),
-])
+@pytest.mark.parametrize(
+    "select, expected, fallback",
+    [
+        ("objective", [0.4, 0.3, 0.5], [False, False, False]),
+        ("max_mem", [0.9, 0.35, 0.5], [False, False, True]),
+        ("reference", [0.6, 0.3, 0.5], [False, True, True]),
+    ],
+)
 def test_apply_selection_picks_the_named_mem(select, expected, fallback):
     out = apply_selection(frame(), select)
     assert out["mem"].tolist() == expected

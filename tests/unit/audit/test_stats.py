@@ -27,7 +27,8 @@ def test_holm_matches_a_hand_computed_example() -> None:
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     # Benjamini–Hochberg gives other (smaller) numbers: this is not BH.
     assert stats.false_discovery_control([0.01, 0.04, 0.03, 0.005]) == pytest.approx(
-        [0.02, 0.04, 0.04, 0.02])
+        [0.02, 0.04, 0.04, 0.02]
+    )
 
 
 def test_holm_caps_at_one_and_skips_nan() -> None:

@@ -19,16 +19,28 @@ SNIPPET = Snippet("s", " ".join(f"w{i}" for i in range(60)), "legal")
 SPEC = SplitSpec("whitespace")
 
 
-def scripted(n: int = 3, *, cancel_after: int | None = None, fail: Exception | None = None,
-             interrupt: bool = False):
+def scripted(
+    n: int = 3,
+    *,
+    cancel_after: int | None = None,
+    fail: Exception | None = None,
+    interrupt: bool = False,
+):
     """A method that scores ``n`` candidates (emitting each) and then ends as told."""
 
     def method(name, split, models, options, *, on_event=None, cancel=None):
         trace = []
         on_event(RoundStarted(round=0, n=n))
         for i in range(n):
-            c = Candidate(round=0, index=i, prompt=f"p{i}", output="o", mem=0.1 * i,
-                          lcs_p=0.0, objective=0.1 * i)
+            c = Candidate(
+                round=0,
+                index=i,
+                prompt=f"p{i}",
+                output="o",
+                mem=0.1 * i,
+                lcs_p=0.0,
+                objective=0.1 * i,
+            )
             trace.append(c)
             on_event(CandidateScored(round=0, candidate=c))
             if cancel_after is not None and i + 1 == cancel_after:
@@ -41,12 +53,20 @@ def scripted(n: int = 3, *, cancel_after: int | None = None, fail: Exception | N
             raise fail
         best = max(trace, key=lambda c: c.objective)
         on_event(RoundFinished(round=0, best=best))
-        return AttackResult(method=name, snippet_id=split.snippet.id, domain="legal",
-                            length=split.length, prompt=best.prompt, output=best.output,
-                            mem=best.mem, lcs_p=0.0, objective=best.objective, alpha=0.5,
-                            trace=trace,
-                            status="cancelled" if cancel is not None and cancel.is_set()
-                            else "finished")
+        return AttackResult(
+            method=name,
+            snippet_id=split.snippet.id,
+            domain="legal",
+            length=split.length,
+            prompt=best.prompt,
+            output=best.output,
+            mem=best.mem,
+            lcs_p=0.0,
+            objective=best.objective,
+            alpha=0.5,
+            trace=trace,
+            status="cancelled" if cancel is not None and cancel.is_set() else "finished",
+        )
 
     return method
 
@@ -63,8 +83,9 @@ def models() -> ModelSet:
 
 
 def new_probe(store: Store, methods=("interactive",)) -> int:
-    return start_probe(store, SNIPPET, list(methods), 30, models(), AttackOptions(),
-                       split_spec=SPEC)
+    return start_probe(
+        store, SNIPPET, list(methods), 30, models(), AttackOptions(), split_spec=SPEC
+    )
 
 
 UNIT = UnitKey("s", "interactive", 30)
@@ -72,8 +93,9 @@ UNIT = UnitKey("s", "interactive", 30)
 
 def test_a_finished_unit_keeps_its_candidates_once_and_its_result(store):
     run_id = new_probe(store)
-    outcome = run_unit(store, run_id, UNIT, SNIPPET, models(), AttackOptions(), split_spec=SPEC,
-                       runner=scripted(3))
+    outcome = run_unit(
+        store, run_id, UNIT, SNIPPET, models(), AttackOptions(), split_spec=SPEC, runner=scripted(3)
+    )
     assert outcome.status == "done"
     assert [c["index"] for c in store.candidates(run_id, UNIT)] == [0, 1, 2]
     stored = store.result(run_id, UNIT)
@@ -85,8 +107,18 @@ def test_a_finished_unit_keeps_its_candidates_once_and_its_result(store):
 def test_a_cancelled_probe_unit_keeps_its_partial_best_but_never_counts(store):
     run_id = new_probe(store)
     cancel = threading.Event()
-    outcome = run_unit(store, run_id, UNIT, SNIPPET, models(), AttackOptions(), split_spec=SPEC,
-                       cancel=cancel, on_cancel="keep", runner=scripted(5, cancel_after=2))
+    outcome = run_unit(
+        store,
+        run_id,
+        UNIT,
+        SNIPPET,
+        models(),
+        AttackOptions(),
+        split_spec=SPEC,
+        cancel=cancel,
+        on_cancel="keep",
+        runner=scripted(5, cancel_after=2),
+    )
     assert outcome.status == "cancelled"
     (row,) = store.units(run_id)
     assert row["status"] == "cancelled"
@@ -98,8 +130,18 @@ def test_a_cancelled_probe_unit_keeps_its_partial_best_but_never_counts(store):
 def test_a_cancelled_audit_unit_goes_back_to_pending(store):
     run_id = new_probe(store)
     cancel = threading.Event()
-    outcome = run_unit(store, run_id, UNIT, SNIPPET, models(), AttackOptions(), split_spec=SPEC,
-                       cancel=cancel, on_cancel="requeue", runner=scripted(5, cancel_after=2))
+    outcome = run_unit(
+        store,
+        run_id,
+        UNIT,
+        SNIPPET,
+        models(),
+        AttackOptions(),
+        split_spec=SPEC,
+        cancel=cancel,
+        on_cancel="requeue",
+        runner=scripted(5, cancel_after=2),
+    )
     assert outcome.status == "pending"
     assert store.units(run_id)[0]["status"] == "pending"
     assert store.candidates(run_id, UNIT) == []
@@ -108,16 +150,32 @@ def test_a_cancelled_audit_unit_goes_back_to_pending(store):
 def test_ctrl_c_leaves_the_unit_pending_and_propagates(store):
     run_id = new_probe(store)
     with pytest.raises(KeyboardInterrupt):
-        run_unit(store, run_id, UNIT, SNIPPET, models(), AttackOptions(), split_spec=SPEC,
-                 runner=scripted(3, interrupt=True))
+        run_unit(
+            store,
+            run_id,
+            UNIT,
+            SNIPPET,
+            models(),
+            AttackOptions(),
+            split_spec=SPEC,
+            runner=scripted(3, interrupt=True),
+        )
     assert store.units(run_id)[0]["status"] == "pending"
 
 
 def test_a_failing_method_is_recorded_with_secrets_redacted(store):
     run_id = new_probe(store)
     boom = RuntimeError("401 from server: Authorization: Bearer sk-live-abcdefghijkl")
-    outcome = run_unit(store, run_id, UNIT, SNIPPET, models(), AttackOptions(), split_spec=SPEC,
-                       runner=scripted(2, fail=boom))
+    outcome = run_unit(
+        store,
+        run_id,
+        UNIT,
+        SNIPPET,
+        models(),
+        AttackOptions(),
+        split_spec=SPEC,
+        runner=scripted(2, fail=boom),
+    )
     assert outcome.status == "error" and outcome.exception is boom
     (row,) = store.units(run_id)
     assert row["status"] == "error" and "RuntimeError: 401" in row["error"]
@@ -127,24 +185,29 @@ def test_a_failing_method_is_recorded_with_secrets_redacted(store):
 def test_a_snippet_too_short_for_the_length_is_a_unit_error(store):
     run_id = new_probe(store)
     short = Snippet("s", "only five words in here", "legal")
-    outcome = run_unit(store, run_id, UNIT, short, models(), AttackOptions(), split_spec=SPEC,
-                       runner=scripted(1))
+    outcome = run_unit(
+        store, run_id, UNIT, short, models(), AttackOptions(), split_spec=SPEC, runner=scripted(1)
+    )
     assert outcome.status == "error" and "DataError" in outcome.error
 
 
 def test_run_probe_cancel_marks_the_run_cancelled_and_runs_no_further_unit(store):
     run_id = new_probe(store, methods=("ps_inst", "interactive"))
     cancel = threading.Event()
-    outcomes = run_probe(store, run_id, models(), cancel=cancel,
-                         runner=scripted(4, cancel_after=1))
+    outcomes = run_probe(store, run_id, models(), cancel=cancel, runner=scripted(4, cancel_after=1))
     assert [o.status for o in outcomes] == ["cancelled"]
     assert store.get_run(run_id)["status"] == "cancelled"
     assert [u["status"] for u in store.units(run_id)] == ["cancelled", "pending"]
 
 
 def test_run_config_round_trips_and_reads_the_older_singular_shape():
-    config = RunConfig(methods=("gcg",), lengths=(200, 300), options=AttackOptions(rounds=2),
-                       models={"victim": "v"}, split=SplitSpec("whitespace", 0.4))
+    config = RunConfig(
+        methods=("gcg",),
+        lengths=(200, 300),
+        options=AttackOptions(rounds=2),
+        models={"victim": "v"},
+        split=SplitSpec("whitespace", 0.4),
+    )
     assert RunConfig.from_dict(config.to_dict()) == config
     old = RunConfig.from_dict({"method": "interactive", "length": 200})
     assert (old.methods, old.lengths) == (("interactive",), (200,))
@@ -161,17 +224,29 @@ def test_comparison_table_lists_methods_in_table_1_order_with_costs_and_pii():
     from memprobe_core.audit.runs import comparison_table
 
     def result(method, mem):
-        return AttackResult(method=method, snippet_id="s", domain="legal", length=30, prompt="p",
-                            output="o", mem=mem, lcs_p=0.1, objective=mem - 0.1, alpha=0.5,
-                            costs=Costs(victim_queries=2, wall_seconds=1.234),
-                            pii={"counts": {"truth": 2, "copied": 1, "invented": 3}})
+        return AttackResult(
+            method=method,
+            snippet_id="s",
+            domain="legal",
+            length=30,
+            prompt="p",
+            output="o",
+            mem=mem,
+            lcs_p=0.1,
+            objective=mem - 0.1,
+            alpha=0.5,
+            costs=Costs(victim_queries=2, wall_seconds=1.234),
+            pii={"counts": {"truth": 2, "copied": 1, "invented": 3}},
+        )
 
-    table = comparison_table({"interactive": result("interactive", 0.6),
-                              "ps_base": result("ps_base", 0.2)})
+    table = comparison_table(
+        {"interactive": result("interactive", 0.6), "ps_base": result("ps_base", 0.2)}
+    )
     assert list(table["method"]) == ["ps_base", "interactive"]
     assert list(table["label"]) == ["P-S-Base", "Ours (interactive)"]
-    assert table.iloc[1][["mem", "victim_queries", "seconds", "pii_copied", "pii_invented"]] \
-        .tolist() == [0.6, 2, 1.23, 1, 3]
+    assert table.iloc[1][
+        ["mem", "victim_queries", "seconds", "pii_copied", "pii_invented"]
+    ].tolist() == [0.6, 2, 1.23, 1, 3]
 
 
 def test_a_failing_store_stops_the_unit_instead_of_recording_an_error(store, monkeypatch):
@@ -184,6 +259,14 @@ def test_a_failing_store_stops_the_unit_instead_of_recording_an_error(store, mon
 
     monkeypatch.setattr(store, "record_candidate", disk_full)
     with pytest.raises(sqlite3.OperationalError, match="disk is full"):
-        run_unit(store, run_id, UNIT, SNIPPET, models(), AttackOptions(), split_spec=SPEC,
-                 runner=scripted(2))
+        run_unit(
+            store,
+            run_id,
+            UNIT,
+            SNIPPET,
+            models(),
+            AttackOptions(),
+            split_spec=SPEC,
+            runner=scripted(2),
+        )
     assert store.units(run_id)[0]["status"] == "running"  # a resume redoes it

@@ -40,7 +40,10 @@ def test_meta_built_model_matches_a_normally_built_one(gpu_probe, shape):
 def test_7b_shapes_have_7b_parameters(gpu_probe):
     from transformers import AutoModelForCausalLM, LlamaConfig, MistralConfig
 
-    for name, cls, billions in (("llama-7b", LlamaConfig, 6.74), ("mistral-7b", MistralConfig, 7.24)):
+    for name, cls, billions in (
+        ("llama-7b", LlamaConfig, 6.74),
+        ("mistral-7b", MistralConfig, 7.24),
+    ):
         spec = dict(gpu_probe.SHAPES[name])
         spec.pop("arch")
         with torch.device("meta"):
@@ -50,8 +53,23 @@ def test_7b_shapes_have_7b_parameters(gpu_probe):
 
 def test_tiny_probe_runs_the_attacker_loop_and_reports_rounds(gpu_probe, tmp_path, capsys):
     out = tmp_path / "figures.json"
-    figures = gpu_probe.main(["--tiny", "--device", "cpu", "--rounds", "2", "--n", "4",
-                              "--length", "60", "--max-prompt-tokens", "8", "--json", str(out)])
+    figures = gpu_probe.main(
+        [
+            "--tiny",
+            "--device",
+            "cpu",
+            "--rounds",
+            "2",
+            "--n",
+            "4",
+            "--length",
+            "60",
+            "--max-prompt-tokens",
+            "8",
+            "--json",
+            str(out),
+        ]
+    )
     assert [r["round"] for r in figures["rounds"]] == [0, 1, 2]
     assert figures["status"] == "finished"
     assert figures["attacker_queries"] == 1 + 2 * 4

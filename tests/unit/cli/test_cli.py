@@ -67,11 +67,25 @@ def write_dataset(tmp_path):
 
 
 def test_help_is_the_manual():
-    out = subprocess.run([sys.executable, "-m", "memprobe_core.cli", "--help"],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "memprobe_core.cli", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0
-    for word in ("probe", "audit", "resume", "runs", "report", "corpus", "ner", "exit codes",
-                 "130", "--store"):
+    for word in (
+        "probe",
+        "audit",
+        "resume",
+        "runs",
+        "report",
+        "corpus",
+        "ner",
+        "exit codes",
+        "130",
+        "--store",
+    ):
         assert word in out.stdout
 
 
@@ -95,8 +109,18 @@ def test_unknown_method_is_bad_usage(store_path, capsys):
 
 
 def test_unknown_model_exits_3_and_records_nothing(store_path, fake_models, capsys):
-    code = main(["--store", str(store_path), "audit", "--corpus", "--limit", "1",
-                 "--victim", "no-such-model"])
+    code = main(
+        [
+            "--store",
+            str(store_path),
+            "audit",
+            "--corpus",
+            "--limit",
+            "1",
+            "--victim",
+            "no-such-model",
+        ]
+    )
     assert code == 3
     err = capsys.readouterr().err
     assert "model error" in err and "no-such-model" in err
@@ -105,8 +129,24 @@ def test_unknown_model_exits_3_and_records_nothing(store_path, fake_models, caps
 
 def test_audit_reports_bad_rows_and_audits_the_rest(tmp_path, store_path, fake_models, capsys):
     data = write_dataset(tmp_path)
-    code = main(["--store", str(store_path), "audit", str(data), "--methods", "ps_base", "ps_inst",
-                 "--lengths", "30", "--domain-column", "domain", "--id-column", "id", *MODELS])
+    code = main(
+        [
+            "--store",
+            str(store_path),
+            "audit",
+            str(data),
+            "--methods",
+            "ps_base",
+            "ps_inst",
+            "--lengths",
+            "30",
+            "--domain-column",
+            "domain",
+            "--id-column",
+            "id",
+            *MODELS,
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "row 2" in captured.err and "row 3" in captured.err  # malformed rows, by number
@@ -114,7 +154,11 @@ def test_audit_reports_bad_rows_and_audits_the_rest(tmp_path, store_path, fake_m
     store = Store(store_path)
     run = store.list_runs()[0]
     assert (run["kind"], run["status"], run["units_done"], run["units_total"]) == (
-        "audit", "finished", 4, 4)
+        "audit",
+        "finished",
+        4,
+        4,
+    )
     assert {r["row"] for r in run["config"]["dataset"]["rejected"]} == {2, 3}
     assert fake_models == ["test-v", "test-b"]  # no attacker: no selected method needs one
 
@@ -123,8 +167,9 @@ def test_failed_units_exit_1_and_resume(tmp_path, store_path, fake_models, capsy
     data = tmp_path / "d.jsonl"
     data.write_text(json.dumps({"text": WORDS}) + "\n" + json.dumps({"text": "too short"}) + "\n")
     base = ["--store", str(store_path)]
-    assert main([*base, "audit", str(data), "--methods", "ps_inst", "--lengths", "30",
-                 *MODELS]) == 1
+    assert (
+        main([*base, "audit", str(data), "--methods", "ps_inst", "--lengths", "30", *MODELS]) == 1
+    )
     assert "Failed units (1)" in capsys.readouterr().out
     run_id = Store(store_path).list_runs()[0]["id"]
     # Resume reloads the models by the names in the run config; errors stay unless retried.
@@ -137,8 +182,23 @@ def test_failed_units_exit_1_and_resume(tmp_path, store_path, fake_models, capsy
 
 def test_probe_json_and_runs_and_report(tmp_path, store_path, fake_models, capsys):
     base = ["--store", str(store_path)]
-    code = main([*base, "probe", WORDS, "--method", "interactive", "--length", "30",
-                 "--rounds", "1", "--n", "3", "--json", *MODELS])
+    code = main(
+        [
+            *base,
+            "probe",
+            WORDS,
+            "--method",
+            "interactive",
+            "--length",
+            "30",
+            "--rounds",
+            "1",
+            "--n",
+            "3",
+            "--json",
+            *MODELS,
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     result = json.loads(captured.out)
@@ -150,8 +210,20 @@ def test_probe_json_and_runs_and_report(tmp_path, store_path, fake_models, capsy
     listing = capsys.readouterr().out
     assert "probe" in listing and "finished" in listing and "1/1" in listing
     csv_path = tmp_path / "out.csv"
-    assert main([*base, "report", str(run_id), "--csv", str(csv_path), "--candidates-csv",
-                 str(tmp_path / "cands.csv")]) == 0
+    assert (
+        main(
+            [
+                *base,
+                "report",
+                str(run_id),
+                "--csv",
+                str(csv_path),
+                "--candidates-csv",
+                str(tmp_path / "cands.csv"),
+            ]
+        )
+        == 0
+    )
     assert "Ours (interactive)" in capsys.readouterr().out
     header = csv_path.read_text(encoding="utf-8").splitlines()[0]
     for column in ("victim", "rouge_variant", "alpha", "seed", "mem"):
@@ -161,8 +233,22 @@ def test_probe_json_and_runs_and_report(tmp_path, store_path, fake_models, capsy
 
 
 def test_probe_live_table_on_stdout(store_path, fake_models, capsys):
-    assert main(["--store", str(store_path), "probe", WORDS, "--method", "ps_inst", "--length",
-                 "30", *MODELS]) == 0
+    assert (
+        main(
+            [
+                "--store",
+                str(store_path),
+                "probe",
+                WORDS,
+                "--method",
+                "ps_inst",
+                "--length",
+                "30",
+                *MODELS,
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "Mem 0." in out and "P-S-Inst" in out
 

@@ -27,7 +27,9 @@ def setup(tmp_path_factory):
     ner.model.save_pretrained(folder / "model")
     ner.tokenizer.save_pretrained(folder / "model")
     (folder / "in.txt").write_text("john smithson\nanna lee\nkim park\n=cmd\n", encoding="utf-8")
-    (folder / "out.csv").write_text("name\nmaria\npark kim\nlee anna\nsmithson john\n", encoding="utf-8")
+    (folder / "out.csv").write_text(
+        "name\nmaria\npark kim\nlee anna\nsmithson john\n", encoding="utf-8"
+    )
     (folder / "prompts.txt").write_text(
         "did {name} visit paris ?\n{name} said hello .\ntell {name} to call !\n", encoding="utf-8"
     )
@@ -35,12 +37,29 @@ def setup(tmp_path_factory):
 
 
 def test_json_summary_and_csv_exports(setup, capsys) -> None:
-    args = parse([
-        "--model", str(setup / "model"), "--in-names", str(setup / "in.txt"),
-        "--out-names", str(setup / "out.csv"), "--prompts", str(setup / "prompts.txt"),
-        "--metric", "all_pairs", "--device", "cpu", "--json", "--dev-fraction", "0.5",
-        "--csv", str(setup / "scores.csv"), "--names-csv", str(setup / "names.csv"),
-    ])
+    args = parse(
+        [
+            "--model",
+            str(setup / "model"),
+            "--in-names",
+            str(setup / "in.txt"),
+            "--out-names",
+            str(setup / "out.csv"),
+            "--prompts",
+            str(setup / "prompts.txt"),
+            "--metric",
+            "all_pairs",
+            "--device",
+            "cpu",
+            "--json",
+            "--dev-fraction",
+            "0.5",
+            "--csv",
+            str(setup / "scores.csv"),
+            "--names-csv",
+            str(setup / "names.csv"),
+        ]
+    )
     assert run_ner_command(args) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["prompts"] == 3 and summary["pairs"] == 4 and summary["metric"] == "all_pairs"
@@ -54,13 +73,27 @@ def test_json_summary_and_csv_exports(setup, capsys) -> None:
 
 
 def test_text_report_with_templates(setup, capsys) -> None:
-    args = parse([
-        "--model", str(setup / "model"), "--in-names", str(setup / "in.txt"),
-        "--out-names", str(setup / "out.csv"), "--templates", "8", "--device", "cpu", "--top", "2",
-    ])
+    args = parse(
+        [
+            "--model",
+            str(setup / "model"),
+            "--in-names",
+            str(setup / "in.txt"),
+            "--out-names",
+            str(setup / "out.csv"),
+            "--templates",
+            "8",
+            "--device",
+            "cpu",
+            "--top",
+            "2",
+        ]
+    )
     assert run_ner_command(args) == 0
     out = capsys.readouterr().out
-    assert "8 prompts × 4 pairs" in out and "best prompts:" in out and "M-MEM by prompt type:" in out
+    assert (
+        "8 prompts × 4 pairs" in out and "best prompts:" in out and "M-MEM by prompt type:" in out
+    )
 
 
 def test_usage_errors_exit_2(setup, capsys) -> None:
@@ -68,24 +101,57 @@ def test_usage_errors_exit_2(setup, capsys) -> None:
     assert run_ner_command(no_names) == 2
     assert "no built-in name lists" in (err := capsys.readouterr().err) and "--in-names" in err
     (setup / "bad.txt").write_text("no slot\n", encoding="utf-8")
-    bad = parse(["--model", str(setup / "model"), "--in-names", str(setup / "in.txt"),
-                 "--out-names", str(setup / "out.csv"), "--prompts", str(setup / "bad.txt")])
+    bad = parse(
+        [
+            "--model",
+            str(setup / "model"),
+            "--in-names",
+            str(setup / "in.txt"),
+            "--out-names",
+            str(setup / "out.csv"),
+            "--prompts",
+            str(setup / "bad.txt"),
+        ]
+    )
     assert run_ner_command(bad) == 2
     assert "prompt 0 has no name slots" in capsys.readouterr().err
 
 
 def test_missing_model_exits_3(setup, capsys) -> None:
-    args = parse(["--model", str(setup / "nope"), "--in-names", str(setup / "in.txt"),
-                  "--out-names", str(setup / "out.csv"), "--templates", "2", "--device", "cpu"])
+    args = parse(
+        [
+            "--model",
+            str(setup / "nope"),
+            "--in-names",
+            str(setup / "in.txt"),
+            "--out-names",
+            str(setup / "out.csv"),
+            "--templates",
+            "2",
+            "--device",
+            "cpu",
+        ]
+    )
     assert run_ner_command(args) == 3
     assert "could not load" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("flag", "value"), [("--batch-size", "0"), ("--dev-fraction", "1.5"),
-                                             ("--pairs", "1000000000")])
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--batch-size", "0"), ("--dev-fraction", "1.5"), ("--pairs", "1000000000")]
+)
 def test_bad_sizes_are_refused_before_the_model_loads(setup, capsys, flag, value) -> None:
     # The model folder does not exist: a check made after loading would exit 3, not 2.
-    args = parse(["--model", str(setup / "nope"), "--in-names", str(setup / "in.txt"),
-                  "--out-names", str(setup / "out.csv"), flag, value])
+    args = parse(
+        [
+            "--model",
+            str(setup / "nope"),
+            "--in-names",
+            str(setup / "in.txt"),
+            "--out-names",
+            str(setup / "out.csv"),
+            flag,
+            value,
+        ]
+    )
     assert run_ner_command(args) == 2
     assert flag in capsys.readouterr().err

@@ -37,8 +37,18 @@ def _vllm_ready() -> bool:
     return torch.cuda.is_available()
 
 
-BACKENDS = ["hf", "fake", "openai", pytest.param("vllm", marks=[
-    pytest.mark.gpu, pytest.mark.skipif(not _vllm_ready(), reason="needs vllm and a CUDA GPU")])]
+BACKENDS = [
+    "hf",
+    "fake",
+    "openai",
+    pytest.param(
+        "vllm",
+        marks=[
+            pytest.mark.gpu,
+            pytest.mark.skipif(not _vllm_ready(), reason="needs vllm and a CUDA GPU"),
+        ],
+    ),
+]
 
 
 @pytest.fixture(params=BACKENDS)

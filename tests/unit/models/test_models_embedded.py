@@ -33,7 +33,12 @@ def home(tmp_path, monkeypatch):
 
 def test_defaults_and_names():
     assert embedded.DEFAULT_VICTIM == embedded.DEFAULT_BASE == "gemma-3-270m"
-    assert embedded.DEFAULT_ATTACKER == embedded.DEFAULT_INIT == embedded.DEFAULT_INSTRUCT == "smollm2-135m-instruct"
+    assert (
+        embedded.DEFAULT_ATTACKER
+        == embedded.DEFAULT_INIT
+        == embedded.DEFAULT_INSTRUCT
+        == "smollm2-135m-instruct"
+    )
     assert set(embedded.EMBEDDED) == {"gemma-3-270m", "smollm2-135m-instruct"}
 
 

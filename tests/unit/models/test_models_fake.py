@@ -25,8 +25,12 @@ def test_victim_signal_grows_with_the_match(victim):
     words = MEMORY.split()
     prefix, suffix = " ".join(words[:20]), " ".join(words[20:40])
     full = victim.generate([prefix], max_new_tokens=20)[0][0].text
-    tail = victim.generate(["please continue: " + " ".join(words[16:20])], max_new_tokens=20)[0][0].text
-    none = victim.generate(["completely unrelated request about cooking pasta"], max_new_tokens=20)[0][0].text
+    tail = victim.generate(["please continue: " + " ".join(words[16:20])], max_new_tokens=20)[0][
+        0
+    ].text
+    none = victim.generate(["completely unrelated request about cooking pasta"], max_new_tokens=20)[
+        0
+    ][0].text
     scores = [rouge_l(out, suffix) for out in (full, tail, none)]
     assert full == suffix and scores[0] == 1.0
     assert scores[0] > scores[1] > scores[2], scores
@@ -55,7 +59,9 @@ def test_attacker_greedy_fixed_sampling_varied_and_seeded():
     assert len({c.text for c in greedy}) == 1
     sampled = attacker.generate([request], n=8, max_new_tokens=80, temperature=1.0, seed=0)[0]
     assert len({c.text for c in sampled}) >= 5
-    assert sampled == attacker.generate([request], n=8, max_new_tokens=80, temperature=1.0, seed=0)[0]
+    assert (
+        sampled == attacker.generate([request], n=8, max_new_tokens=80, temperature=1.0, seed=0)[0]
+    )
     for c in sampled:
         assert "\n" not in c.text
         assert set(c.text.split()) & set(material.split())

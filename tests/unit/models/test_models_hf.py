@@ -41,9 +41,15 @@ def test_stops_at_stop_token_and_counts_it(gen):
     ids = gen.tokenizer(LONG)["input_ids"]
     model, tokenizer = gen.torch_model, gen.tokenizer
     with torch.inference_mode():
-        out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                             max_new_tokens=8, do_sample=False, eos_token_id=None, pad_token_id=0)
-    new = out[0, len(ids):].tolist()
+        out = model.generate(
+            torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            max_new_tokens=8,
+            do_sample=False,
+            eos_token_id=None,
+            pad_token_id=0,
+        )
+    new = out[0, len(ids) :].tolist()
     stop_at = next(k for k in range(2, 8) if new[k] not in new[:k])  # first fresh token after 2
     stopping = HFGenerator(model, tokenizer, model_id="tiny-stop", stop_token_ids=[new[stop_at]])
     got = stopping.generate([LONG], max_new_tokens=8)[0][0]
@@ -195,7 +201,9 @@ def test_finished_rows_leave_the_batch(gen):
     short_ids = gen.generate([SHORT], max_new_tokens=8)[0][0].token_ids
     long_ids = gen.generate([LONG], max_new_tokens=8)[0][0].token_ids
     # a stop token that ends the LONG row early and never occurs in the SHORT row
-    step = next(k for k in range(1, 6) if long_ids[k] not in long_ids[:k] and long_ids[k] not in short_ids)
+    step = next(
+        k for k in range(1, 6) if long_ids[k] not in long_ids[:k] and long_ids[k] not in short_ids
+    )
     stopping = gen.variant(stop_token_ids=[long_ids[step]])
     calls = _Calls(gen.torch_model)
     try:
@@ -259,10 +267,18 @@ def test_sliding_window_model_gives_generate_outputs():
 
     tokenizer = tiny_tokenizer()
     config = Gemma3TextConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=6,
-        layer_types=["sliding_attention", "full_attention"], max_position_embeddings=256,
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        sliding_window=6,
+        layer_types=["sliding_attention", "full_attention"],
+        max_position_embeddings=256,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
     )
     with torch.random.fork_rng(devices=[]):
@@ -271,7 +287,9 @@ def test_sliding_window_model_gives_generate_outputs():
     gemma = HFGenerator(model, tokenizer, model_id="tiny-gemma3")
     step, token = _first_fresh_token(gemma, LONG, 2)
     for g in (gemma, gemma.variant(stop_token_ids=[token])):
-        assert g.generate(REQUESTS, max_new_tokens=12) == _reference(g).generate(REQUESTS, max_new_tokens=12)
+        assert g.generate(REQUESTS, max_new_tokens=12) == _reference(g).generate(
+            REQUESTS, max_new_tokens=12
+        )
 
 
 def test_unknown_generation_loop_is_refused():
@@ -298,10 +316,16 @@ def test_load_hf_options_reach_the_generator(tmp_path):
     model.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     default = load_hf(str(tmp_path), LoadOptions(device="cpu"))
-    assert default.manifest()["attn_implementation"] == "sdpa"  # transformers' default where supported
+    assert (
+        default.manifest()["attn_implementation"] == "sdpa"
+    )  # transformers' default where supported
     assert default.manifest()["generation_loop"] == "memprobe" and default.compile is False
-    chosen = load_hf(str(tmp_path), LoadOptions(
-        device="cpu", extra={"attn_implementation": "eager", "generation_loop": "transformers"}))
+    chosen = load_hf(
+        str(tmp_path),
+        LoadOptions(
+            device="cpu", extra={"attn_implementation": "eager", "generation_loop": "transformers"}
+        ),
+    )
     assert chosen.manifest()["attn_implementation"] == "eager"
     assert chosen.manifest()["generation_loop"] == "transformers"
     assert chosen.generate([LONG], max_new_tokens=6) == default.generate([LONG], max_new_tokens=6)
@@ -313,7 +337,9 @@ def test_compile_option_asks_generate_for_a_static_cache(gen):
     from memprobe_core.models.hf_decode import Decoding, generation_config
 
     compiled = gen.variant(compile=True)
-    assert compiled.manifest()["generation_loop"] == "transformers" and compiled.manifest()["compile"]
+    assert (
+        compiled.manifest()["generation_loop"] == "transformers" and compiled.manifest()["compile"]
+    )
     spec = Decoding(max_new_tokens=8, temperature=0.0, top_p=1.0, stop_ids=(2,), pad_id=0)
     config = generation_config(gen.torch_model, spec, compile_=True)
     assert config.cache_implementation == "static" and config.compile_config is not None

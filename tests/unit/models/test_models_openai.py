@@ -96,7 +96,9 @@ def test_server_ignoring_n_is_asked_again():
     sampler = FakeGenerator("attacker")
     request = "Paragraph: one two three four five six seven eight nine ten eleven twelve\nQuestion:"
     with serve(sampler, "m", ignore_n=True) as srv:
-        out = client(srv.base_url).generate([request], n=4, max_new_tokens=40, temperature=1.0, seed=3)
+        out = client(srv.base_url).generate(
+            [request], n=4, max_new_tokens=40, temperature=1.0, seed=3
+        )
         assert len(out[0]) == 4
         assert len(srv.hits) == 4
         seeds = [h["payload"]["seed"] for h in srv.hits]
@@ -187,7 +189,9 @@ def test_huge_body_is_refused_without_reading_it_all(echo, declared):
         gen = client(srv.base_url, max_response_bytes=cap)
         tracemalloc.start()
         try:
-            with pytest.raises(ModelError, match="larger than max_response_bytes=1,048,576") as info:
+            with pytest.raises(
+                ModelError, match="larger than max_response_bytes=1,048,576"
+            ) as info:
                 gen.generate(["x"])
             _, peak = tracemalloc.get_traced_memory()
         finally:
@@ -207,11 +211,18 @@ def test_max_response_bytes_reaches_the_backend_and_is_validated(echo):
             gen.generate(["eight words of text to say each time"], n=100)  # ~10 KB of choices
 
 
-
-@pytest.mark.parametrize("option, value", [
-    ("max_response_bytes", 10), ("max_response_bytes", 2**40), ("max_concurrency", 0),
-    ("max_concurrency", 10**9), ("max_retries", -1), ("timeout_s", 0), ("cooloff_s", -1),
-])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("max_response_bytes", 10),
+        ("max_response_bytes", 2**40),
+        ("max_concurrency", 0),
+        ("max_concurrency", 10**9),
+        ("max_retries", -1),
+        ("timeout_s", 0),
+        ("cooloff_s", -1),
+    ],
+)
 def test_number_options_out_of_range_are_refused(option, value):
     with pytest.raises(ModelError, match=f"{option}={value} is out of range: use"):
         client("http://127.0.0.1:1/v1", **{option: value})
@@ -228,20 +239,42 @@ MALFORMED = [
     ("top-level-list", b'[{"text": "a"}]', "text", "JSON list where an object"),
     ("choices-null", b'{"choices": null}', "text", "'choices' of type NoneType"),
     ("choices-missing", b'{"id": "x"}', "text", "'choices' of type NoneType"),
-    ("no-text", b'{"choices": [{"index": 0, "finish_reason": "stop"}]}', "text", "choice 0 has no 'text'"),
+    (
+        "no-text",
+        b'{"choices": [{"index": 0, "finish_reason": "stop"}]}',
+        "text",
+        "choice 0 has no 'text'",
+    ),
     ("text-not-string", b'{"choices": [{"text": 5}]}', "text", "'text' of type int"),
     ("choice-not-object", b'{"choices": ["a"]}', "text", "choice 0 is a str"),
     ("no-message", b'{"choices": [{"text": "a"}]}', "chat", "choice 0 has no 'message' object"),
-    ("message-string", b'{"choices": [{"message": "a"}]}', "chat", "choice 0 has no 'message' object"),
-    ("no-content", b'{"choices": [{"message": {"role": "assistant"}}]}', "chat", "no 'message.content'"),
+    (
+        "message-string",
+        b'{"choices": [{"message": "a"}]}',
+        "chat",
+        "choice 0 has no 'message' object",
+    ),
+    (
+        "no-content",
+        b'{"choices": [{"message": {"role": "assistant"}}]}',
+        "chat",
+        "no 'message.content'",
+    ),
     ("html", b"<html>502 Bad Gateway</html>", "text", "not JSON: '<html>502 Bad Gateway</html>'"),
     ("not-utf8", b"\xff\xfe\x00garbage", "text", "not JSON"),
-    ("error-object", b'{"error": {"message": "overloaded"}}', "text", "answered with an error.*overloaded"),
+    (
+        "error-object",
+        b'{"error": {"message": "overloaded"}}',
+        "text",
+        "answered with an error.*overloaded",
+    ),
     ("empty-choices", b'{"choices": []}', "text", "returned no choices"),
 ]
 
 
-@pytest.mark.parametrize("body, kind, expected", [m[1:] for m in MALFORMED], ids=[m[0] for m in MALFORMED])
+@pytest.mark.parametrize(
+    "body, kind, expected", [m[1:] for m in MALFORMED], ids=[m[0] for m in MALFORMED]
+)
 def test_malformed_body_is_a_model_error_naming_endpoint_and_fault(echo, body, kind, expected):
     request = "x" if kind == "text" else [{"role": "user", "content": "x"}]
     # never AttributeError/KeyError/TypeError
@@ -251,12 +284,18 @@ def test_malformed_body_is_a_model_error_naming_endpoint_and_fault(echo, body, k
 
 
 def test_odd_but_usable_bodies_are_read(echo):
-    body = (b'{"choices": [{"text": "b", "index": 1, "finish_reason": "stop"}, '
-            b'{"text": "a", "index": 0, "finish_reason": "stop"}, {"text": "c", "index": "2"}],'
-            b' "usage": "n/a"}')
+    body = (
+        b'{"choices": [{"text": "b", "index": 1, "finish_reason": "stop"}, '
+        b'{"text": "a", "index": 0, "finish_reason": "stop"}, {"text": "c", "index": "2"}],'
+        b' "usage": "n/a"}'
+    )
     with serve(echo, "m", raw_body=body) as srv:
         out = client(srv.base_url).generate(["x"], n=3)
-    assert [c.text for c in out[0]] == ["a", "b", "c"]  # index order; a non-int index keeps its place
+    assert [c.text for c in out[0]] == [
+        "a",
+        "b",
+        "c",
+    ]  # index order; a non-int index keeps its place
     refusal = b'{"choices": [{"message": {"role": "assistant", "content": null, "refusal": "no"}}]}'
     with serve(echo, "m", raw_body=refusal) as srv:
         out = client(srv.base_url).generate([[{"role": "user", "content": "x"}]])

@@ -129,8 +129,12 @@ def _serve_all(stack: ExitStack, echo, behaviours: list[dict]) -> list:
 def test_load_spreads_over_the_servers_given_as_one_string(echo):
     with ExitStack() as stack:
         servers = _serve_all(stack, echo, [{}, {}, {}])
-        gen = load("openai:m", base_url=",".join(s.base_url for s in servers), max_concurrency=1,
-                   cooloff_s=5)
+        gen = load(
+            "openai:m",
+            base_url=",".join(s.base_url for s in servers),
+            max_concurrency=1,
+            cooloff_s=5,
+        )
         assert gen.base_urls == [s.base_url for s in servers]
         assert gen.fleet.cooloff_s == 5
         for i in range(9):  # one at a time: round-robin between idle servers
@@ -143,8 +147,9 @@ def test_a_server_killed_mid_run_loses_and_duplicates_nothing(echo):
     requests = [f"request number {i}" for i in range(60)]
     with ExitStack() as stack:
         # stall: requests overlap, so some are in flight on the server when it dies
-        servers = _serve_all(stack, echo, [{"stall_s": 0.01}, {"stall_s": 0.01, "die_after": 4},
-                                           {"stall_s": 0.01}])
+        servers = _serve_all(
+            stack, echo, [{"stall_s": 0.01}, {"stall_s": 0.01, "die_after": 4}, {"stall_s": 0.01}]
+        )
         gen = client([s.base_url for s in servers], max_concurrency=2, max_retries=1)
         out = gen.generate(requests, max_new_tokens=8)
         answered = [s.answered for s in servers]
@@ -180,7 +185,9 @@ def test_every_server_failing_is_one_error_naming_the_fleet():
             sock.bind(("127.0.0.1", 0))
             ports.append(sock.getsockname()[1])
     gen = client([f"http://127.0.0.1:{p}/v1" for p in ports])
-    with pytest.raises(ModelError, match="all 2 servers failed this request; the last said: cannot connect"):
+    with pytest.raises(
+        ModelError, match="all 2 servers failed this request; the last said: cannot connect"
+    ):
         gen.generate(["x"])
 
 

@@ -114,9 +114,16 @@ def test_non_gguf_file(tmp_path):
 
 
 def test_missing_optional_package_names_install_line(monkeypatch):
-    monkeypatch.setitem(registry._BACKENDS, "needs-pkg", BackendSpec(
-        "needs-pkg", "memprobe_core.models.fake:load_fake", ("surely_not_installed_pkg_xyz",),
-        "pip install surely-not-installed"))
+    monkeypatch.setitem(
+        registry._BACKENDS,
+        "needs-pkg",
+        BackendSpec(
+            "needs-pkg",
+            "memprobe_core.models.fake:load_fake",
+            ("surely_not_installed_pkg_xyz",),
+            "pip install surely-not-installed",
+        ),
+    )
     with pytest.raises(ModelError, match="pip install surely-not-installed"):
         load("fake", backend="needs-pkg")
 
@@ -144,8 +151,10 @@ def test_concurrent_loads_load_once(monkeypatch):
     try:
         CALLS.clear()
         results = []
-        threads = [threading.Thread(target=lambda: results.append(load("m", backend="slow-test")))
-                   for _ in range(6)]
+        threads = [
+            threading.Thread(target=lambda: results.append(load("m", backend="slow-test")))
+            for _ in range(6)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -161,7 +170,10 @@ def test_presets():
     assert get_preset("embedded").attacker == "smollm2-135m-instruct"
     for preset in PRESETS.values():
         assert all(preset.roles().values()), preset.name
-    assert "not one family" in get_preset("embedded").note or "different families" in get_preset("embedded").note
+    assert (
+        "not one family" in get_preset("embedded").note
+        or "different families" in get_preset("embedded").note
+    )
     assert get_preset("llama-7b-vicuna").base == "huggyllama/llama-7b"
     with pytest.raises(UsageError, match="embedded"):
         get_preset("gpt-17")

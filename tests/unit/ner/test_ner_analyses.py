@@ -49,7 +49,9 @@ def test_m_mem_by_property() -> None:
     by_length = analyses.property_groups(scores(), "length")
     assert by_length["group"].tolist() == ["≤5", "≤5", "6-8"]  # 3, 3 and 8 words
     positions = analyses.m_mem_by_property(scores(), "name_position").set_index("group")
-    assert positions.loc["middle", "count"] == 2 and positions.loc["middle", "mean"] == pytest.approx(0.625)
+    assert positions.loc["middle", "count"] == 2 and positions.loc[
+        "middle", "mean"
+    ] == pytest.approx(0.625)
     with pytest.raises(ValueError):
         analyses.property_groups(scores(), "colour")  # type: ignore[arg-type]
 
@@ -58,13 +60,17 @@ def test_kendall_tau_b_known_values() -> None:
     assert analyses.kendall_tau_b([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
     assert analyses.kendall_tau_b([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
     # scipy.stats.kendalltau's documented example (tau-b, with ties): -0.47140452079103173.
-    assert analyses.kendall_tau_b([12, 2, 1, 12, 2], [1, 4, 7, 1, 0]) == pytest.approx(-0.47140452079103173)
+    assert analyses.kendall_tau_b([12, 2, 1, 12, 2], [1, 4, 7, 1, 0]) == pytest.approx(
+        -0.47140452079103173
+    )
     assert np.isnan(analyses.kendall_tau_b([1, 1, 1], [1, 2, 3]))
 
 
 def test_tau_matrix_and_dev_test_tau() -> None:
     matrix = analyses.tau_matrix({"a": [1, 2, 3], "b": [3, 2, 1], "c": [1, 3, 2]})
-    assert matrix.loc["a", "a"] == pytest.approx(1.0) and matrix.loc["a", "b"] == pytest.approx(-1.0)
+    assert matrix.loc["a", "a"] == pytest.approx(1.0) and matrix.loc["a", "b"] == pytest.approx(
+        -1.0
+    )
     assert matrix.loc["a", "c"] == pytest.approx(1 / 3)
     s = scores()
     dev, test = s.subset([0, 2]), s.subset([1, 3])
@@ -97,7 +103,10 @@ def test_majority_vote_all_pairs_matches_brute_force() -> None:
     total = 0.0
     for i in range(4):
         for j in range(4):
-            votes = sum((CONF_IN[p, i] > CONF_OUT[p, j]) + 0.5 * (CONF_IN[p, i] == CONF_OUT[p, j]) for p in range(k))
+            votes = sum(
+                (CONF_IN[p, i] > CONF_OUT[p, j]) + 0.5 * (CONF_IN[p, i] == CONF_OUT[p, j])
+                for p in range(k)
+            )
             total += 1.0 if votes > k / 2 else 0.5 if votes == k / 2 else 0.0
     assert analyses.ensemble_m_mem(s, "majority_vote") == pytest.approx(total / 16)
 
@@ -110,7 +119,9 @@ def test_ensemble_table_uses_dev_ranking() -> None:
     assert set(table["method"]) == set(analyses.ENSEMBLE_METHODS)
     best_dev = int(np.argmax(dev.m_mem))
     one = table[(table.k == 1) & (table.method == "mean")].iloc[0]
-    assert one.m_mem_test == pytest.approx(test.m_mem[best_dev]) == pytest.approx(one.best_single_test)
+    assert (
+        one.m_mem_test == pytest.approx(test.m_mem[best_dev]) == pytest.approx(one.best_single_test)
+    )
 
 
 class ScriptedModel:
@@ -131,7 +142,14 @@ class ScriptedModel:
 
 
 def test_split_tokens_round_trip() -> None:
-    assert [t for _, t in split_tokens("Don't call {name}, ok?")] == ["Don't", "call", "{name}", ",", "ok", "?"]
+    assert [t for _, t in split_tokens("Don't call {name}, ok?")] == [
+        "Don't",
+        "call",
+        "{name}",
+        ",",
+        "ok",
+        "?",
+    ]
 
 
 def test_iterative_importance_follows_figure_4() -> None:
@@ -154,7 +172,9 @@ def test_iterative_importance_follows_figure_4() -> None:
     assert heat["z"].shape == (8, len(tokens))
     assert np.nanmax(np.abs(heat["z"][0])) == pytest.approx(1.0)
     assert heat["text"][1][tokens.index("visited")] == ""  # removed after step 0
-    best, worst = best_worst_importance(ScriptedModel(), prompt, "Call {name} now .", pairs, steps=1)
+    best, worst = best_worst_importance(
+        ScriptedModel(), prompt, "Call {name} now .", pairs, steps=1
+    )
     assert best.remove == "least" and worst.remove == "most" and len(worst.steps) == 2
 
 

@@ -30,18 +30,29 @@ def models():
     built = {"a": tiny_ner(seed=0, eager=True), "b": tiny_ner(seed=1, eager=True)}
     for name, model in built.items():
         # Records every load, so tests can check that bad inputs fail before any model loads.
-        register_ner_model(NerModelEntry(
-            name, "tiny", lambda device, progress, m=model, n=name: LOADS.append(n) or m,
-            lambda: (list(IN), list(OUT)),
-        ))
+        register_ner_model(
+            NerModelEntry(
+                name,
+                "tiny",
+                lambda device, progress, m=model, n=name: LOADS.append(n) or m,
+                lambda: (list(IN), list(OUT)),
+            )
+        )
     yield built
     for name in built:
         unregister_ner_model(name)
 
 
 def config(**kw) -> NerAuditConfig:
-    base = {"models": ("a", "b"), "prompts": PROMPTS, "dev_fraction": 0.5, "importance_steps": 2,
-            "importance_pairs": 3, "attention_pairs": 2, "batch_size": 8}
+    base = {
+        "models": ("a", "b"),
+        "prompts": PROMPTS,
+        "dev_fraction": 0.5,
+        "importance_steps": 2,
+        "importance_pairs": 3,
+        "attention_pairs": 2,
+        "batch_size": 8,
+    }
     return NerAuditConfig(**{**base, **kw})
 
 
@@ -50,19 +61,27 @@ def test_audit_of_two_models_with_a_dev_test_split() -> None:
     audit = run_ner_audit(config(), on_progress=lambda *a: progress.append(a))
     assert list(audit.reports) == ["a", "b"] and not audit.cancelled
     # The model's own lists (no names given), each shuffled with the seed.
-    assert {p.name_in for p in audit.pairs} == set(IN) and {p.name_out for p in audit.pairs} == set(OUT)
+    assert {p.name_in for p in audit.pairs} == set(IN) and {p.name_out for p in audit.pairs} == set(
+        OUT
+    )
     assert len(audit.dev_pairs) == 3 and len(audit.test_pairs) == 3
     report = audit.reports["a"]
     assert report.dev.pairs == audit.dev_pairs and report.test.pairs == audit.test_pairs
     np.testing.assert_allclose(
-        report.dev.conf_in, report.scores.conf_in[:, [audit.pairs.index(p) for p in audit.dev_pairs]])
+        report.dev.conf_in,
+        report.scores.conf_in[:, [audit.pairs.index(p) for p in audit.dev_pairs]],
+    )
     assert report.best_prompt_id == int(report.dev.m_mem.argmax())
     best, worst = report.importance
     assert best.remove == "least" and worst.remove == "most" and len(best.steps) == 3
     assert best.steps[0].prompt == PROMPTS[report.best_prompt_id]
-    assert [c.prompt for c in report.attention] == [PROMPTS[report.best_prompt_id],
-                                                    PROMPTS[report.worst_prompt_id]]
-    assert report.dev_test_tau == pytest.approx(analyses.dev_test_tau(report.dev, report.test), nan_ok=True)
+    assert [c.prompt for c in report.attention] == [
+        PROMPTS[report.best_prompt_id],
+        PROMPTS[report.worst_prompt_id],
+    ]
+    assert report.dev_test_tau == pytest.approx(
+        analyses.dev_test_tau(report.dev, report.test), nan_ok=True
+    )
     assert set(report.ensembles["method"]) >= {"mean", "majority_vote"}
     assert list(report.ranked["rank"]) == sorted(report.ranked["rank"])
     assert report.by_type["count"].sum() == 4 and len(report.type_groups) == 4
@@ -84,7 +103,9 @@ def test_audit_of_two_models_with_a_dev_test_split() -> None:
 
 
 def test_without_a_split_prompts_are_ranked_on_all_pairs() -> None:
-    audit = run_ner_audit(config(models=("a",), dev_fraction=0.0, in_names=IN[:4], out_names=OUT[:4]))
+    audit = run_ner_audit(
+        config(models=("a",), dev_fraction=0.0, in_names=IN[:4], out_names=OUT[:4])
+    )
     report = audit.reports["a"]
     assert audit.dev_pairs is None and report.dev is None and report.ensembles is None
     assert len(audit.pairs) == 4 and report.best_prompt_id == int(report.scores.m_mem.argmax())
@@ -107,32 +128,43 @@ def test_cancel_keeps_the_models_finished() -> None:
 
 
 def test_importance_and_attention_can_be_skipped() -> None:
-    report = run_ner_audit(config(models=("a",), importance_steps=0, attention_pairs=0)).reports["a"]
+    report = run_ner_audit(config(models=("a",), importance_steps=0, attention_pairs=0)).reports[
+        "a"
+    ]
     assert report.importance is None and report.attention == []
 
 
 def test_name_uploads_are_read_like_files(tmp_path) -> None:
-    audit = run_ner_audit(config(
-        models=("a",), dev_fraction=0.0, importance_steps=0, attention_pairs=0,
-        in_names=NameFile("in.txt", b"john smithson\nanna lee\n"),
-        out_names=NameFile("out.csv", b"name\nmaria\nkim park\n")))
+    audit = run_ner_audit(
+        config(
+            models=("a",),
+            dev_fraction=0.0,
+            importance_steps=0,
+            attention_pairs=0,
+            in_names=NameFile("in.txt", b"john smithson\nanna lee\n"),
+            out_names=NameFile("out.csv", b"name\nmaria\nkim park\n"),
+        )
+    )
     assert {p.name_in for p in audit.pairs} == {"john smithson", "anna lee"}
     assert {p.name_out for p in audit.pairs} == {"maria", "kim park"}
     with pytest.raises(NameListError, match=r"bad\.txt is not UTF-8"):
         run_ner_audit(config(models=("a",), in_names=NameFile("bad.txt", b"\xff\xfe\xfa name")))
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"batch_size": 0}, r"batch_size=0 \(--batch-size\)"),
-    ({"max_pairs": 10**9}, r"max_pairs=1000000000 \(--pairs\)"),
-    ({"dev_fraction": 1.0}, r"dev_fraction=1.0 \(--dev-fraction\)"),
-    ({"dev_fraction": -0.1}, "dev_fraction"),
-    ({"metric": "auc"}, "metric='auc'"),
-    ({"models": ("", " ")}, "no NER model"),
-    ({"in_names": ["x"], "in_conll": "corpus/"}, "not both"),
-    ({"prompts": None, "prompt_types": ()}, "pick at least one"),
-    ({"importance_steps": -1}, "importance_steps"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"batch_size": 0}, r"batch_size=0 \(--batch-size\)"),
+        ({"max_pairs": 10**9}, r"max_pairs=1000000000 \(--pairs\)"),
+        ({"dev_fraction": 1.0}, r"dev_fraction=1.0 \(--dev-fraction\)"),
+        ({"dev_fraction": -0.1}, "dev_fraction"),
+        ({"metric": "auc"}, "metric='auc'"),
+        ({"models": ("", " ")}, "no NER model"),
+        ({"in_names": ["x"], "in_conll": "corpus/"}, "not both"),
+        ({"prompts": None, "prompt_types": ()}, "pick at least one"),
+        ({"importance_steps": -1}, "importance_steps"),
+    ],
+)
 def test_bad_options_are_refused_when_the_config_is_made(change, message) -> None:
     with pytest.raises(NerConfigError, match=message):
         config(**change)
@@ -153,7 +185,9 @@ def test_bad_inputs_fail_before_any_model_loads(tmp_path) -> None:
 
 def test_conll_names_are_checked_and_named(tmp_path) -> None:
     no_per = tmp_path / "train.txt"
-    no_per.write_text("-DOCSTART- -X- -X- O\n\nParis NNP B-NP B-LOC\nrains VBZ B-VP O\n", encoding="utf-8")
+    no_per.write_text(
+        "-DOCSTART- -X- -X- O\n\nParis NNP B-NP B-LOC\nrains VBZ B-VP O\n", encoding="utf-8"
+    )
     with pytest.raises(NerConfigError, match="no PER entities"):
         run_ner_audit(config(in_names=None, in_conll=no_per))
     bad = tmp_path / "latin1.txt"
@@ -161,7 +195,17 @@ def test_conll_names_are_checked_and_named(tmp_path) -> None:
     with pytest.raises(ConllError, match=r"latin1\.txt is not UTF-8"):
         run_ner_audit(config(in_names=None, in_conll=bad))
     with_per = tmp_path / "ok.txt"
-    with_per.write_text("Anna NNP B-NP B-PER\nLee NNP I-NP I-PER\nsaid VBD B-VP O\n", encoding="utf-8")
-    audit = run_ner_audit(config(models=("a",), in_names=None, in_conll=with_per, dev_fraction=0.0,
-                                 importance_steps=0, attention_pairs=0))
+    with_per.write_text(
+        "Anna NNP B-NP B-PER\nLee NNP I-NP I-PER\nsaid VBD B-VP O\n", encoding="utf-8"
+    )
+    audit = run_ner_audit(
+        config(
+            models=("a",),
+            in_names=None,
+            in_conll=with_per,
+            dev_fraction=0.0,
+            importance_steps=0,
+            attention_pairs=0,
+        )
+    )
     assert [p.name_in for p in audit.pairs] == ["Anna Lee"]

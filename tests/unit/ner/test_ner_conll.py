@@ -81,7 +81,11 @@ def test_bio_two_column_file(tmp_path) -> None:
     path = tmp_path / "x.conll"
     path.write_text(BIO, encoding="utf-8")
     (sentence,) = read_conll(path)
-    assert entities(sentence) == [("PER", "Peter Blackburn"), ("PER", "Anna Lee"), ("LOC", "New York")]
+    assert entities(sentence) == [
+        ("PER", "Peter Blackburn"),
+        ("PER", "Anna Lee"),
+        ("LOC", "New York"),
+    ]
 
 
 def test_folder_with_splits(tmp_path) -> None:

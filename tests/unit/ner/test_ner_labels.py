@@ -9,7 +9,9 @@ from memprobe_core.ner.labels import CONLL_LABELS, LabelError, find_per_labels
 
 def test_bio_scheme_of_dslim_style_labels() -> None:
     # dslim/bert-base-NER's order: O, B-MISC, I-MISC, B-PER, I-PER, B-ORG, I-ORG, B-LOC, I-LOC.
-    id2label = dict(enumerate(["O", "B-MISC", "I-MISC", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC"]))
+    id2label = dict(
+        enumerate(["O", "B-MISC", "I-MISC", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC"])
+    )
     labels = find_per_labels(id2label)
     assert labels.scheme == "bio"
     assert labels.ids == (3, 4) and labels.begin_ids == (3,) and labels.inside_ids == (4,)

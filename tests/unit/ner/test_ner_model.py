@@ -28,7 +28,9 @@ def _hand_confidence(ner: NerModel, text: str, positions: list[int]) -> float:
 
 def test_confidence_equals_hand_computation(ner: NerModel) -> None:
     # "hello john smithson ." → [CLS] hello john smith ##son . [SEP]: the name is tokens 2, 3, 4.
-    tokens = ner.tokenizer.convert_ids_to_tokens(ner.tokenizer("hello john smithson .")["input_ids"])
+    tokens = ner.tokenizer.convert_ids_to_tokens(
+        ner.tokenizer("hello john smithson .")["input_ids"]
+    )
     assert tokens == ["[CLS]", "hello", "john", "smith", "##son", ".", "[SEP]"]
     expected = _hand_confidence(ner, "hello john smithson .", [2, 3, 4])
     got = ner.confidences(["hello {name} ."], ["john smithson"])
@@ -66,7 +68,12 @@ def test_plain_per_scheme_uses_the_single_label() -> None:
 
 
 def test_batching_and_order_do_not_change_results(ner: NerModel) -> None:
-    prompts = ["hello {name} .", "did {name} visit paris yesterday ?", "{name} said", "tell {name} !"]
+    prompts = [
+        "hello {name} .",
+        "did {name} visit paris yesterday ?",
+        "{name} said",
+        "tell {name} !",
+    ]
     names = ["john", "anna lee", "maria smithson", "kim park", "smiths"]
     one = ner.confidences(prompts, names, batch_size=1)
     many = ner.confidences(prompts, names, batch_size=7)
@@ -77,7 +84,9 @@ def test_batching_and_order_do_not_change_results(ner: NerModel) -> None:
 
 def test_progress_callback_reaches_total(ner: NerModel) -> None:
     calls: list[tuple[int, int, str]] = []
-    ner.confidences(["hello {name}"] * 3, ["john", "anna"], batch_size=4, on_progress=lambda *a: calls.append(a))
+    ner.confidences(
+        ["hello {name}"] * 3, ["john", "anna"], batch_size=4, on_progress=lambda *a: calls.append(a)
+    )
     assert [c[0] for c in calls] == [4, 6] and calls[-1][1] == 6
 
 

@@ -53,7 +53,9 @@ def test_template_prompts_are_balanced_distinct_and_seeded() -> None:
     prompts = template_prompts(40, seed=3)
     assert len(prompts) == 40 and len({p.text for p in prompts}) == 40
     assert Counter(p.type for p in prompts) == {t: 10 for t in PROMPT_TYPES}
-    assert all(p.text.count("{name}") == 1 and "{" not in p.text.replace("{name}", "") for p in prompts)
+    assert all(
+        p.text.count("{name}") == 1 and "{" not in p.text.replace("{name}", "") for p in prompts
+    )
     assert {p.name_position for p in prompts} == {"start", "middle", "end"}
     assert template_prompts(40, seed=3) == prompts
     assert template_prompts(40, seed=4) != prompts
@@ -124,7 +126,9 @@ def test_parse_generated_normalises_and_rejects() -> None:
 def test_generate_prompts_through_the_generator_contract() -> None:
     gen = StubGenerator(REPLIES)
     progress: list[tuple[int, int, str]] = []
-    report = generate_prompts(gen, n_per_type=2, per_request=5, max_rounds=2, on_progress=lambda *a: progress.append(a))
+    report = generate_prompts(
+        gen, n_per_type=2, per_request=5, max_rounds=2, on_progress=lambda *a: progress.append(a)
+    )
     by_type = Counter(p.type for p in report.prompts)
     assert by_type == {"declarative": 2, "exclamatory": 1, "imperative": 2, "interrogative": 1}
     assert all(p.source == "llm" and p.text.count("{name}") == 1 for p in report.prompts)

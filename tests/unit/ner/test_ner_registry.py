@@ -27,7 +27,9 @@ def test_registered_models_load_once_until_replaced() -> None:
     calls: list[str] = []
 
     def entry(tag: str) -> NerModelEntry:
-        return NerModelEntry("fake-ner", f"fake {tag}", lambda device, progress: calls.append(tag) or object())
+        return NerModelEntry(
+            "fake-ner", f"fake {tag}", lambda device, progress: calls.append(tag) or object()
+        )
 
     register_ner_model(entry("first"))
     try:

@@ -52,7 +52,10 @@ def test_per_prompt_rows_and_bad_input() -> None:
 
 
 def _scores() -> NerScores:
-    prompts = [Prompt("Did {name} call?", "interrogative"), Prompt("{name} said so.", "declarative")]
+    prompts = [
+        Prompt("Did {name} call?", "interrogative"),
+        Prompt("{name} said so.", "declarative"),
+    ]
     pairs = [NamePair("Ann Lee", "Bo Kim"), NamePair("Cy Park", "Di Wu"), NamePair("=Ed", "Fay")]
     conf_in = np.array([[0.9, 0.8, 0.7], [0.2, 0.9, 0.5]])
     conf_out = np.array([[0.1, 0.9, 0.6], [0.3, 0.1, 0.5]])
@@ -81,7 +84,9 @@ def test_subset_and_metric_switch() -> None:
     np.testing.assert_allclose(sub.m_mem, [1.0, 0.0])
     assert scores.with_metric("all_pairs").metric == "all_pairs"
     summary = scores.summary()
-    assert summary["spread"] == pytest.approx(1 / 3) and summary["best_prompt"] == "Did {name} call?"
+    assert (
+        summary["spread"] == pytest.approx(1 / 3) and summary["best_prompt"] == "Did {name} call?"
+    )
 
 
 def test_shape_mismatch_is_an_error() -> None:

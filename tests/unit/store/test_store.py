@@ -24,23 +24,52 @@ from memprobe_core.store import (
 
 
 def cand(round_: int, index: int, objective: float, best: bool = False) -> Candidate:
-    return Candidate(round=round_, index=index, prompt=f"p{round_}.{index}", output="out",
-                     mem=objective + 0.1, lcs_p=0.05, objective=objective, is_round_best=best)
+    return Candidate(
+        round=round_,
+        index=index,
+        prompt=f"p{round_}.{index}",
+        output="out",
+        mem=objective + 0.1,
+        lcs_p=0.05,
+        objective=objective,
+        is_round_best=best,
+    )
 
 
 def result_for(unit: UnitKey, trace: list[Candidate], mem: float = 0.5) -> AttackResult:
     return AttackResult(
-        method=unit.method, snippet_id=unit.snippet_id, domain="legal", length=unit.length,
-        prompt="best prompt", output="best output", mem=mem, lcs_p=0.1, objective=0.2, alpha=0.4,
-        dis=0.3, trace=trace,
-        pii={"truth": {"email": ["a@b.org", "c@d.org"]}, "copied": {"email": ["a@b.org"]},
-             "invented": {"email": [], "url": ["http://x.y"]}},
+        method=unit.method,
+        snippet_id=unit.snippet_id,
+        domain="legal",
+        length=unit.length,
+        prompt="best prompt",
+        output="best output",
+        mem=mem,
+        lcs_p=0.1,
+        objective=0.2,
+        alpha=0.4,
+        dis=0.3,
+        trace=trace,
+        pii={
+            "truth": {"email": ["a@b.org", "c@d.org"]},
+            "copied": {"email": ["a@b.org"]},
+            "invented": {"email": [], "url": ["http://x.y"]},
+        },
         costs=Costs(victim_queries=4, attacker_queries=3, generated_tokens=120, wall_seconds=1.5),
-        manifest={"models": {"victim": {"model_id": "v-model"}, "base": None,
-                             "attacker": {"model_id": "a-model"}},
-                  "scoring": {"variant": "recall", "stemmer": True, "tokenizer": "rouge",
-                              "output_window": "first"},
-                  "seed": 7},
+        manifest={
+            "models": {
+                "victim": {"model_id": "v-model"},
+                "base": None,
+                "attacker": {"model_id": "a-model"},
+            },
+            "scoring": {
+                "variant": "recall",
+                "stemmer": True,
+                "tokenizer": "rouge",
+                "output_window": "first",
+            },
+            "seed": 7,
+        },
     )
 
 
@@ -130,14 +159,22 @@ def test_unit_lifecycle_and_candidates(store, run_with_units):
     assert len(store.candidates(run_id, unit)) == 3
     rows = store.candidates(run_id, unit)
     assert [(r["round"], r["index"], r["is_round_best"]) for r in rows] == [
-        (0, 0, True), (1, 0, True), (1, 1, False)]
+        (0, 0, True),
+        (1, 0, True),
+        (1, 1, False),
+    ]
     done = store.units(run_id, status="done")
     assert len(done) == 1 and done[0]["attempts"] == 2 and done[0]["seconds"] >= 0
     assert store.result(run_id, unit).trace == trace
     store.mark_unit_running(run_id, other)
     store.fail_unit(run_id, other, "DataError: snippet 'b' has 2 tokens")
-    assert store.unit_counts(run_id) == {"pending": 0, "running": 0, "done": 1, "error": 1,
-                                         "cancelled": 0}
+    assert store.unit_counts(run_id) == {
+        "pending": 0,
+        "running": 0,
+        "done": 1,
+        "error": 1,
+        "cancelled": 0,
+    }
     errors = store.errors_frame(run_id)
     assert list(errors["error"]) == ["DataError: snippet 'b' has 2 tokens"]
     with pytest.raises(UsageError, match="not part of run"):
@@ -169,12 +206,20 @@ def test_results_frame_flattens_results(store, run_with_units):
     assert list(frame.columns) == RESULT_COLUMNS
     row = frame.iloc[0]
     assert (row["snippet_id"], row["method"], row["method_label"], row["length"]) == (
-        "a", "ps_inst", "P-S-Inst", 200)
+        "a",
+        "ps_inst",
+        "P-S-Inst",
+        200,
+    )
     assert (row["mem"], row["dis"], row["alpha"]) == (0.75, 0.3, 0.4)
     assert (row["victim_queries"], row["attacker_queries"], row["generated_tokens"]) == (4, 3, 120)
     assert (row["pii_truth"], row["pii_copied"], row["pii_invented"]) == (2, 1, 1)
     assert (row["victim"], row["attacker"], row["rouge_variant"], row["seed"]) == (
-        "v-model", "a-model", "recall", 7)
+        "v-model",
+        "a-model",
+        "recall",
+        7,
+    )
     cands = store.candidates_frame(run_id)
     assert list(cands["prompt"]) == ["p0.0"]
 
@@ -241,18 +286,24 @@ def test_a_version_1_store_is_upgraded_with_its_results_as_columns(tmp_path):
     conn = sqlite3.connect(path)
     conn.executescript(MIGRATIONS[0])
     conn.execute("PRAGMA user_version = 1")
-    conn.execute("INSERT INTO runs (id, kind, status, created, updated) "
-                 "VALUES (1, 'audit', 'finished', 0, 0)")
+    conn.execute(
+        "INSERT INTO runs (id, kind, status, created, updated) "
+        "VALUES (1, 'audit', 'finished', 0, 0)"
+    )
     unit = UnitKey("a", "ps_inst", 200)
     old = result_for(unit, [cand(0, 0, 0.2, True)], mem=0.75)
-    conn.execute("INSERT INTO units (run_id, snippet_id, method, length, position, status, "
-                 "result) VALUES (1, 'a', 'ps_inst', 200, 0, 'done', ?)",
-                 (json.dumps(old.to_dict()),))
+    conn.execute(
+        "INSERT INTO units (run_id, snippet_id, method, length, position, status, "
+        "result) VALUES (1, 'a', 'ps_inst', 200, 0, 'done', ?)",
+        (json.dumps(old.to_dict()),),
+    )
     c = old.trace[0]
-    conn.execute("INSERT INTO candidates (run_id, snippet_id, method, length, round, idx, prompt,"
-                 " output, mem, lcs_p, objective, is_round_best, created) "
-                 "VALUES (1, 'a', 'ps_inst', 200, 0, 0, ?, ?, ?, ?, ?, 1, 0)",
-                 (c.prompt, c.output, c.mem, c.lcs_p, c.objective))
+    conn.execute(
+        "INSERT INTO candidates (run_id, snippet_id, method, length, round, idx, prompt,"
+        " output, mem, lcs_p, objective, is_round_best, created) "
+        "VALUES (1, 'a', 'ps_inst', 200, 0, 0, ?, ?, ?, ?, ?, 1, 0)",
+        (c.prompt, c.output, c.mem, c.lcs_p, c.objective),
+    )
     conn.commit()
     conn.close()
     with Store(path) as store:
@@ -269,15 +320,25 @@ def test_selection_mems_round_trip_through_the_store_and_the_frame(store, run_wi
     run_id, units = run_with_units
     result = result_for(units[0], [cand(0, 0, 0.2, True)], mem=0.5)
     result.mem_init, result.mem_best, result.mem_reference = 0.25, 0.75, 0.6
-    result.manifest.update(compat="reference", selection="reference", meta_prompts="reference",
-                           answer_model="victim", generation={"budget_tokens": 200})
+    result.manifest.update(
+        compat="reference",
+        selection="reference",
+        meta_prompts="reference",
+        answer_model="victim",
+        generation={"budget_tokens": 200},
+    )
     store.finish_unit(run_id, units[0], result)
     back = store.result(run_id, units[0])
     assert (back.mem_init, back.mem_best, back.mem_reference) == (0.25, 0.75, 0.6)
     row = store.results_frame(run_id).iloc[0]
     assert (row["mem_init"], row["mem_best"], row["mem_reference"]) == (0.25, 0.75, 0.6)
-    assert (row["compat"], row["selection"], row["meta_prompts"], row["answer_model"],
-            row["generation_budget"]) == ("reference", "reference", "reference", "victim", 200)
+    assert (
+        row["compat"],
+        row["selection"],
+        row["meta_prompts"],
+        row["answer_model"],
+        row["generation_budget"],
+    ) == ("reference", "reference", "reference", "victim", 200)
 
 
 def test_a_version_2_store_gains_the_selection_columns(tmp_path):
@@ -288,16 +349,22 @@ def test_a_version_2_store_gains_the_selection_columns(tmp_path):
     conn.executescript(MIGRATIONS[0])
     MIGRATIONS[1](conn)
     conn.execute("PRAGMA user_version = 2")
-    conn.execute("INSERT INTO runs (id, kind, status, created, updated) "
-                 "VALUES (1, 'audit', 'finished', 0, 0)")
-    conn.execute("INSERT INTO units (run_id, snippet_id, method, length, position, status, mem, "
-                 "costs, manifest, pii) VALUES (1, 'a', 'interactive', 200, 0, 'done', 0.4, "
-                 "'{}', '{}', '{}')")
+    conn.execute(
+        "INSERT INTO runs (id, kind, status, created, updated) "
+        "VALUES (1, 'audit', 'finished', 0, 0)"
+    )
+    conn.execute(
+        "INSERT INTO units (run_id, snippet_id, method, length, position, status, mem, "
+        "costs, manifest, pii) VALUES (1, 'a', 'interactive', 200, 0, 'done', 0.4, "
+        "'{}', '{}', '{}')"
+    )
     for idx, (mem, flags) in enumerate([(0.4, "[]"), (0.9, "[]"), (0.95, '["empty"]')]):
-        conn.execute("INSERT INTO candidates (run_id, snippet_id, method, length, round, idx, "
-                     "prompt, output, mem, lcs_p, objective, flags, created) "
-                     "VALUES (1, 'a', 'interactive', 200, 0, ?, 'p', 'o', ?, 0, 0, ?, 0)",
-                     (idx, mem, flags))
+        conn.execute(
+            "INSERT INTO candidates (run_id, snippet_id, method, length, round, idx, "
+            "prompt, output, mem, lcs_p, objective, flags, created) "
+            "VALUES (1, 'a', 'interactive', 200, 0, ?, 'p', 'o', ?, 0, 0, ?, 0)",
+            (idx, mem, flags),
+        )
     conn.commit()
     conn.close()
     with Store(path) as store:
