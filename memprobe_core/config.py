@@ -7,7 +7,7 @@ so the README's option table, the CLI and the dashboard read one source.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Any, Literal
 
 RougeVariant = Literal["recall", "precision", "f1"]
 RougeTokenizer = Literal["rouge", "unicode"]
@@ -30,7 +30,7 @@ Selection = Literal["objective", "max_mem", "reference"]
 SELECTIONS: tuple[str, ...] = ("objective", "max_mem", "reference")
 
 # What each compat mode sets when the option is not given explicitly.
-COMPAT_PRESETS: dict[str, dict[str, object]] = {
+COMPAT_PRESETS: dict[str, dict[str, Any]] = {
     "paper": {
         "output_window": "first",  # victim writes len(suffix) tokens, all scored
         "selection": "objective",  # Algorithm 1's p* = argmax O

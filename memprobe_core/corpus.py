@@ -261,7 +261,7 @@ def _licence_texts() -> list[_Found]:
     seen: set[str] = set()
     dists = []
     for dist in importlib.metadata.distributions():
-        name = (dist.metadata.get("Name") or "").strip()
+        name = (dist.metadata["Name"] or "").strip()
         canonical = re.sub(r"[-_.]+", "-", name).lower()
         if canonical and canonical not in seen:  # a package shadowed later on sys.path is skipped
             seen.add(canonical)
@@ -269,7 +269,7 @@ def _licence_texts() -> list[_Found]:
     for _, name, dist in sorted(dists, key=lambda item: item[0]):
         for rel, text in _metadata_dir_files(dist):
             add(text, f"{name} ({rel})")
-        field_text = dist.metadata.get("License") or ""
+        field_text = dist.metadata["License"] or ""
         if len(field_text.split()) >= LICENSE_FIELD_MIN_WORDS:
             add(field_text, f"{name} (License metadata field)")
     python_licence = Path(sysconfig.get_paths()["stdlib"]) / "LICENSE.txt"

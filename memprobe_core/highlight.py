@@ -112,7 +112,8 @@ def _lcs_flags(a: Sequence[str], b: Sequence[str]) -> tuple[list[bool], list[boo
     ids_a = [index.setdefault(t, len(index)) for t in a]
     ids_b = [index.setdefault(t, len(index)) for t in b]
     n = 0
-    for tag, a0, a1, b0, _b1 in LCSseq.opcodes(ids_a, ids_b).as_list():
+    for op in LCSseq.opcodes(ids_a, ids_b):
+        tag, a0, a1, b0 = op.tag, op.src_start, op.src_end, op.dest_start
         if tag == "equal":
             for k in range(a1 - a0):
                 in_a[a0 + k] = in_b[b0 + k] = True

@@ -10,4 +10,12 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v a
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "memprobe tests: could not install chromium; browser tests will report it" >&2
 fi
+# Linters first (seconds): lint, format and types must be clean. Skipped when pytest arguments are
+# given, so `bash scripts/test.sh tests/unit -q` runs just those tests.
+if [ "$#" -eq 0 ]; then
+  echo "memprobe tests: ruff check, ruff format --check, mypy" >&2
+  ruff check .
+  ruff format --check .
+  mypy
+fi
 exec python -m pytest "$@"

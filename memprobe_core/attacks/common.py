@@ -172,7 +172,7 @@ class AttackOptions:
             raise ValueError(f"compat {self.compat!r} is unknown; use one of {COMPAT_MODES}")
         preset = COMPAT_PRESETS[self.compat]
         if self.scoring is None:
-            self.scoring = ScoringConfig(output_window=preset["output_window"])  # type: ignore[arg-type]
+            self.scoring = ScoringConfig(output_window=preset["output_window"])
         elif isinstance(self.scoring, dict):
             data = dict(self.scoring)
             data.setdefault("output_window", preset["output_window"])

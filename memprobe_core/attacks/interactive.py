@@ -212,9 +212,9 @@ class _Loop:
 
     def finish_round(self, round_: int, cands: list[Candidate]) -> Candidate | None:
         best = best_of(cands)
-        if best is not None:
+        if best is not None:  # a round cancelled before its first candidate has no best
             best.is_round_best = True
-        emit(self.on_event, RoundFinished(round=round_, best=best))
+            emit(self.on_event, RoundFinished(round=round_, best=best))
         return best
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, cast, get_args
 from urllib.parse import urlsplit
 
 from memprobe_core.attacks.common import (
@@ -26,6 +26,7 @@ from memprobe_core.config import (
     OUTPUT_WINDOWS,
     ROUGE_TOKENIZERS,
     ROUGE_VARIANTS,
+    Compat,
     ScoringConfig,
 )
 from memprobe_core.errors import UsageError
@@ -240,7 +241,7 @@ def add_method_options(parser: argparse.ArgumentParser) -> None:
 def attack_options(args: argparse.Namespace) -> AttackOptions:
     """The method options given on the command line (validated)."""
     try:
-        compat = getattr(args, "compat", "paper")
+        compat = cast(Compat, getattr(args, "compat", "paper"))
         window = args.output_window or COMPAT_PRESETS[compat]["output_window"]
         scoring = ScoringConfig(
             variant=args.rouge_variant,

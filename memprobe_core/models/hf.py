@@ -270,9 +270,9 @@ class HFGenerator(Generator):
                 start += len(chunk)
         out: list[list[Completion]] = []
         for i in range(len(requests)):
-            mine = [c for j, c in zip(jobs, results) if j == i]
-            out.append(mine * n if greedy else mine)  # type: ignore[operator]
-        return out  # type: ignore[return-value]
+            mine = [c for j, c in zip(jobs, results) if j == i and c is not None]
+            out.append(mine * n if greedy else mine)
+        return out
 
     def _seed_globally(self, plan: _Plan) -> bool:
         # The own loop draws from a torch.Generator of its own; model.generate only knows the
@@ -467,7 +467,7 @@ def load_hf(
             f"could not read GGUF file {label!r} (is it a complete, uncorrupted GGUF file?): "
             f"{type(exc).__name__}: {exc}"
         ) from exc
-    model.to(device)
+    model.to(device)  # type: ignore[arg-type]  # transformers types it for PreTrainedModel only
     model.eval()
     extra: dict[str, Any] = {"source": kind}
     if options.revision:

@@ -209,7 +209,7 @@ def _picker(spec: Decoding, generator: Any) -> Any:
         warpers.append(TopPLogitsWarper(spec.top_p))
 
     def sample(logits: Any) -> Any:
-        scores = warpers(None, logits)  # the warpers used here ignore the input ids
+        scores = warpers(None, logits)  # type: ignore[arg-type]  # these warpers ignore the ids
         probs = torch.softmax(scores, dim=-1)
         return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
 
@@ -217,11 +217,11 @@ def _picker(spec: Decoding, generator: Any) -> Any:
 
 
 def _forward_params(model: Any) -> frozenset[str]:
-    return _params_of(type(model))
+    return _params_of(type(model))  # type: ignore[arg-type]  # classes are hashable
 
 
 @functools.lru_cache(maxsize=64)
-def _params_of(cls: type) -> frozenset[str]:
+def _params_of(cls: Any) -> frozenset[str]:
     # Per class, not per call: inspect.signature costs more than a small model's decode step.
     return frozenset(inspect.signature(cls.forward).parameters)
 
@@ -293,7 +293,8 @@ def generation_config(model: Any, spec: Decoding, *, compile_: bool = False) -> 
         config.cache_implementation = "static"
         on_cpu = getattr(model.device, "type", "cpu") == "cpu"
         compile_config = CompileConfig(mode="default" if on_cpu else "reduce-overhead")
-        compile_config._compile_all_devices = True  # transformers compiles only on GPUs unless told
+        # transformers compiles only on GPUs unless told
+        compile_config._compile_all_devices = True  # type: ignore[assignment]
         config.compile_config = compile_config
     return config
 
@@ -310,7 +311,7 @@ class seeded:
 
         if self.seed is None or not self.active:
             return
-        devices = []
+        devices: list[int] = []
         if getattr(self.device, "type", str(self.device)).startswith("cuda"):
             devices = [self.device.index or 0] if hasattr(self.device, "index") else [0]
         self._fork = torch.random.fork_rng(devices=devices)

@@ -9,16 +9,24 @@ Token importance and attention live in :mod:`.importance` and :mod:`.attention`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
+from scipy import stats
 
 from memprobe_core.ner.scoring import Metric, NerScores, m_mem
 
 Property = Literal["type", "length", "name_position"]
 EnsembleMethod = Literal["mean", "max", "min", "score_weighted", "majority_vote"]
-ENSEMBLE_METHODS: tuple[str, ...] = ("mean", "max", "min", "score_weighted", "majority_vote")
+ENSEMBLE_METHODS: tuple[EnsembleMethod, ...] = (
+    "mean",
+    "max",
+    "min",
+    "score_weighted",
+    "majority_vote",
+)
 # Length groups in words (slot = one word): short ≤ 5, medium 6–8, long 9–11, very long ≥ 12.
 LENGTH_BINS: tuple[float, ...] = (0, 5, 8, 11, np.inf)
 LENGTH_LABELS: tuple[str, ...] = ("≤5", "6-8", "9-11", "≥12")
@@ -87,31 +95,23 @@ def m_mem_by_property(scores: NerScores, prop: Property) -> pd.DataFrame:
     return summary.reset_index()
 
 
-def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
-    """Kendall's τ-b between two score vectors (ties handled as in scipy's default).
+def kendall_tau_b(x: ArrayLike, y: ArrayLike) -> float:
+    """Kendall's τ-b between two score vectors (scipy's ``kendalltau``, ties as τ-b).
 
-    Hand-written because scipy is not a dependency; O(n²) memory and time is fine for the few
-    hundred prompts compared here. Returns NaN when either vector is constant.
+    Returns NaN when a vector has fewer than two values or is constant (no ranking to compare).
     """
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if x.shape != y.shape or x.ndim != 1:
+    xs, ys = np.asarray(x, float), np.asarray(y, float)
+    if xs.shape != ys.shape or xs.ndim != 1:
         raise ValueError(
-            f"Kendall tau needs two 1-D vectors of the same length; got {x.shape}, {y.shape}"
+            f"Kendall tau needs two 1-D vectors of the same length; got {xs.shape}, {ys.shape}"
         )
-    if len(x) < 2:
+    if len(xs) < 2 or np.ptp(xs) == 0 or np.ptp(ys) == 0:
         return float("nan")
-    upper = np.triu_indices(len(x), k=1)
-    dx = np.sign(x[:, None] - x[None, :])[upper]
-    dy = np.sign(y[:, None] - y[None, :])[upper]
-    concordance = float((dx * dy).sum())  # concordant − discordant
-    untied_x, untied_y = float(np.count_nonzero(dx)), float(np.count_nonzero(dy))
-    if untied_x == 0 or untied_y == 0:
-        return float("nan")
-    return concordance / np.sqrt(untied_x * untied_y)
+    return float(stats.kendalltau(xs, ys).statistic)
 
 
 def tau_matrix(
-    rows: Mapping[str, Sequence[float]], columns: Mapping[str, Sequence[float]] | None = None
+    rows: Mapping[str, ArrayLike], columns: Mapping[str, ArrayLike] | None = None
 ) -> pd.DataFrame:
     """Kendall τ-b between every pair of prompt-score vectors (paper Figure 2b).
 
@@ -141,8 +141,8 @@ def ensemble_m_mem(
     scores: NerScores,
     method: EnsembleMethod,
     *,
-    prompt_ids: Sequence[int] | None = None,
-    weights: Sequence[float] | None = None,
+    prompt_ids: ArrayLike | None = None,
+    weights: ArrayLike | None = None,
     metric: Metric | None = None,
 ) -> float:
     """M-MEM of an ensemble of prompts.
@@ -169,12 +169,12 @@ def ensemble_m_mem(
         raise ValueError("an ensemble needs at least one prompt")
     c_in, c_out = scores.conf_in[ids], scores.conf_out[ids]  # (K, N)
     if method in ("mean", "max", "min"):
-        combine = {"mean": np.mean, "max": np.max, "min": np.min}[method]
+        combine: Any = {"mean": np.mean, "max": np.max, "min": np.min}[method]
         return float(m_mem(combine(c_in, axis=0), combine(c_out, axis=0), metric))
     if method == "score_weighted":
-        if weights is None or len(weights) != ids.size:
+        w = np.asarray(weights if weights is not None else [], float)
+        if w.size != ids.size:
             raise ValueError(f"score_weighted needs one weight per chosen prompt ({ids.size})")
-        w = np.asarray(weights, float)
         if (w < 0).any() or w.sum() <= 0:
             raise ValueError("score_weighted weights must be non-negative with a positive sum")
         w = w / w.sum()

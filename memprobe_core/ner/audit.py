@@ -267,9 +267,10 @@ class NerAuditResult:
         """τ between each model's dev scores (rows) and each model's test scores (columns)."""
         if self.dev_pairs is None:
             raise ValueError("no dev/test split: set dev_fraction above 0")
+        # A split result has dev and test scores for every model (checked above).
         return analyses.tau_matrix(
-            {k: r.dev.m_mem for k, r in self.reports.items()},
-            {k: r.test.m_mem for k, r in self.reports.items()},
+            {k: r.dev.m_mem for k, r in self.reports.items() if r.dev is not None},
+            {k: r.test.m_mem for k, r in self.reports.items() if r.test is not None},
         )
 
     def prompt_scores(self) -> pd.DataFrame:
@@ -335,7 +336,7 @@ def _prompts(config: NerAuditConfig) -> list[Prompt]:
     if isinstance(config.prompts, (str, Path)):
         return read_prompts(config.prompts)
     if config.prompts is not None:
-        return list(config.prompts)  # checked when the config was made
+        return check_prompts(config.prompts)  # already checked when the config was made
     return template_prompts(config.templates, seed=config.seed, types=config.prompt_types)
 
 

@@ -210,11 +210,11 @@ def generate_prompts(
                 f"round {round_index + 1}: {sum(len(v) for v in kept.values())} prompts kept",
             )
     report.prompts = [p for t in types for p in kept[t]]
-    short = {t: len(kept[t]) for t in types if len(kept[t]) < n_per_type}
-    if short:
+    too_few = {t: len(kept[t]) for t in types if len(kept[t]) < n_per_type}
+    if too_few:
         log.warning(
             "LLM prompt generation: fewer prompts than asked for %s after %d rounds (%s)",
-            short,
+            too_few,
             max_rounds,
             report.rejection_counts(),
         )

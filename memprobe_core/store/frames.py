@@ -122,7 +122,8 @@ def pii_counts(pii: dict[str, Any]) -> tuple[int, int, int]:
     ``suffix``), or a ``totals`` sub-dict, so the count survives small changes of the PII
     report's shape.
     """
-    source = pii.get("totals") if isinstance(pii.get("totals"), dict) else pii
+    totals = pii.get("totals")
+    source: dict[str, Any] = totals if isinstance(totals, dict) else pii
 
     def count(*names: str) -> int:
         for name in names:

@@ -156,7 +156,7 @@ class Store(StoreFile):
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (kind, title, status, now, now, dumps(config or {}), dumps(manifest or {})),
             )
-            run_id = int(cursor.lastrowid)
+            run_id = int(cursor.lastrowid or 0)  # always set after an INSERT
             self._insert_samples(conn, run_id, snippets)
             self._insert_units(conn, run_id, units)
             return run_id
