@@ -80,12 +80,21 @@ class CostMeter:
     def generate(
         self, role: str, model: Generator, requests: Sequence[Request], **kwargs: Any
     ) -> list[list[Completion]]:
-        """Call ``model.generate`` and charge what it spent to ``role`` (victim or attacker)."""
-        before = model.stats.snapshot()
+        """Call ``model.generate`` and charge what it spent to ``role`` (victim or attacker).
+
+        The charge is computed from this call's own completions and clock, never from the
+        model's running counters: a model is shared (cached once per process), so another job
+        generating on it at the same time would otherwise leak its work into this run's costs.
+        """
+        t0 = time.perf_counter()
         out = model.generate(list(requests), **kwargs)
-        spent = model.stats.since(before)
+        seconds = time.perf_counter() - t0
+        sequences = [c for row in out for c in row]
         self.charge(
-            role, queries=spent.sequences, tokens=spent.generated_tokens, seconds=spent.seconds
+            role,
+            queries=len(sequences),
+            tokens=sum(c.num_tokens for c in sequences),
+            seconds=seconds,
         )
         return out
 

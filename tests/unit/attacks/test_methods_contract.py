@@ -137,3 +137,27 @@ def test_a_cancel_before_the_start_returns_a_cancelled_result(method, tiny):
     _, result, events = run(method, tiny, cancel=cancel)
     assert result.status == "cancelled"
     assert isinstance(events[-1], Finished) and events[-1].result is result
+
+
+def test_two_runs_at_once_on_one_model_keep_their_own_costs():
+    """A model is shared between jobs; each run's costs count only its own calls."""
+    fake = load("fake", latency_s=0.05)  # slow calls, so the two runs overlap
+    models = ModelSet(victim=fake, base=fake, attacker=fake, init=fake)
+    piece = split(SNIPPET, fake.tokenizer, 18)
+    options = AttackOptions(rounds=3, n_candidates=8, seed=1)
+    solo = run_method("interactive", piece, models, options).costs
+    results: list = []
+    threads = [
+        threading.Thread(
+            target=lambda: results.append(run_method("interactive", piece, models, options))
+        )
+        for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for result in results:
+        assert result.costs.victim_queries == solo.victim_queries
+        assert result.costs.attacker_queries == solo.attacker_queries
+        assert result.costs.generated_tokens == solo.generated_tokens
