@@ -303,21 +303,23 @@ def paired_improvement(
     return _sorted(out, ["_b", "length"]).drop(columns="_b")
 
 
+def _sums_by_method(results: pd.DataFrame, **sums: str) -> pd.DataFrame:
+    """Per method: ``units`` (rows) and the sum of each named column (``name=column``)."""
+    aggregations = {name: (column, "sum") for name, column in sums.items()}
+    grouped = (
+        results.groupby("method").agg(units=("snippet_id", "size"), **aggregations).reset_index()
+    )
+    grouped["method_label"] = grouped["method"].map(lambda m: METHOD_LABELS.get(m, m))
+    return grouped
+
+
 def pii_totals(results: pd.DataFrame) -> pd.DataFrame:
     """PII items in the truth, copied and invented, summed per method."""
     if results.empty:
         return pd.DataFrame(columns=PII_COLUMNS)
-    grouped = (
-        results.groupby("method")
-        .agg(
-            units=("snippet_id", "size"),
-            truth=("pii_truth", "sum"),
-            copied=("pii_copied", "sum"),
-            invented=("pii_invented", "sum"),
-        )
-        .reset_index()
+    grouped = _sums_by_method(
+        results, truth="pii_truth", copied="pii_copied", invented="pii_invented"
     )
-    grouped["method_label"] = grouped["method"].map(lambda m: METHOD_LABELS.get(m, m))
     truth = grouped["truth"].astype(float)
     grouped["copied_share"] = np.where(
         truth > 0, grouped["copied"] / truth.where(truth > 0), np.nan
@@ -329,18 +331,13 @@ def cost_per_method(results: pd.DataFrame) -> pd.DataFrame:
     """Queries, generated tokens and seconds per method (totals and per unit)."""
     if results.empty:
         return pd.DataFrame(columns=COST_COLUMNS)
-    grouped = (
-        results.groupby("method")
-        .agg(
-            units=("snippet_id", "size"),
-            victim_queries=("victim_queries", "sum"),
-            attacker_queries=("attacker_queries", "sum"),
-            generated_tokens=("generated_tokens", "sum"),
-            seconds=("seconds", "sum"),
-        )
-        .reset_index()
+    grouped = _sums_by_method(
+        results,
+        victim_queries="victim_queries",
+        attacker_queries="attacker_queries",
+        generated_tokens="generated_tokens",
+        seconds="seconds",
     )
-    grouped["method_label"] = grouped["method"].map(lambda m: METHOD_LABELS.get(m, m))
     units = grouped["units"].astype(float)
     grouped["queries_per_unit"] = (grouped["victim_queries"] + grouped["attacker_queries"]) / units
     grouped["tokens_per_unit"] = grouped["generated_tokens"] / units

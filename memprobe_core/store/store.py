@@ -35,18 +35,13 @@ from memprobe_core.attacks.result import AttackResult, Candidate
 from memprobe_core.data import Snippet
 from memprobe_core.errors import UnknownRunError, UsageError
 from memprobe_core.store import frames as store_frames
-from memprobe_core.store.frames import RESULT_COLUMNS, pii_counts, result_row
 from memprobe_core.store.owner import owner_is_dead
 from memprobe_core.store.schema import (
-    BUSY_TIMEOUT_MS,
-    MIGRATIONS,
     RESULT_COLUMNS_SQL,
     RUN_KINDS,
     RUN_LIST_SQL,
     RUN_STATUSES,
-    SCHEMA_VERSION,
     UNIT_STATUSES,
-    StoreError,
     StoreFile,
     UnitKey,
     candidate_dict,
@@ -58,25 +53,6 @@ from memprobe_core.store.schema import (
     run_dict,
     unit_dict,
 )
-
-__all__ = [
-    "BUSY_TIMEOUT_MS",
-    "MAX_STORED_TEXT",
-    "MIGRATIONS",
-    "RESULT_COLUMNS",
-    "RUN_KINDS",
-    "RUN_STATUSES",
-    "SCHEMA_VERSION",
-    "UNIT_STATUSES",
-    "Store",
-    "StoreError",
-    "StoreFile",
-    "UnitKey",
-    "clip_text",
-    "pii_counts",
-    "result_row",
-]
-
 
 # A restarted unit forgets the result columns of an earlier attempt.
 _CLEAR_RESULT = ", ".join(f"{column} = NULL" for column in RESULT_COLUMNS_SQL)
