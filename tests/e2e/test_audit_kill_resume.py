@@ -18,6 +18,7 @@ from memprobe_core.attacks.common import AttackOptions
 from memprobe_core.audit import ModelNames, start_audit
 from memprobe_core.data import Snippet
 from memprobe_core.store import Store
+from memprobe_core.store.schema import RESULT_COLUMNS_SQL
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,7 +75,7 @@ def snapshot(store: Store, run_id: int) -> dict:
             "attempts": u["attempts"],
             "started": u["started"],
             "finished": u["finished"],
-            "result": u["result"],
+            "result": {column: u[column] for column in RESULT_COLUMNS_SQL},
             "candidate_ids": [c["id"] for c in store.candidates(run_id, u["key"])],
         }
         for u in store.units(run_id)
