@@ -153,27 +153,31 @@ def run_unit(
         if on_event is not None:
             on_event(event)
 
-    store.mark_unit_running(run_id, unit)
+    # A Ctrl-C (or SIGTERM) may land anywhere, also inside a store write or between two of
+    # them: whatever the unit's state then, a unit still marked running goes back to pending.
+    # The reset checks the status in its own transaction, so a unit already finished stays so.
     try:
-        piece = split_spec.cut(
-            snippet, unit.length, models, bos_in_prefix=bool(options.bos_in_prefix)
-        )
-        result = runner(
-            unit.method, piece, models, options, on_event=record_then_forward, cancel=cancel
-        )
+        store.mark_unit_running(run_id, unit)
+        try:
+            piece = split_spec.cut(
+                snippet, unit.length, models, bos_in_prefix=bool(options.bos_in_prefix)
+            )
+            result = runner(
+                unit.method, piece, models, options, on_event=record_then_forward, cancel=cancel
+            )
+        except (KeyboardInterrupt, sqlite3.Error):
+            # sqlite3.Error: the store itself failed (disk full, read-only, corrupted):
+            # recording it as the unit's error would need the same store; the caller must stop.
+            raise
+        except Exception as exc:
+            return _record_failure(store, run_id, unit, exc)
+        if result.status == "cancelled":
+            return _record_cancel(store, run_id, unit, result, on_cancel)
+        store.finish_unit(run_id, unit, result)
+        return UnitOutcome(unit, "done", result)
     except KeyboardInterrupt:
         store.reset_unit(run_id, unit, if_status="running")
         raise
-    except sqlite3.Error:
-        # The store itself failed (disk full, read-only, corrupted): recording this as the
-        # unit's error would need the same store, and the caller must stop, not go on.
-        raise
-    except Exception as exc:
-        return _record_failure(store, run_id, unit, exc)
-    if result.status == "cancelled":
-        return _record_cancel(store, run_id, unit, result, on_cancel)
-    store.finish_unit(run_id, unit, result)
-    return UnitOutcome(unit, "done", result)
 
 
 def error_text(exc: BaseException) -> str:

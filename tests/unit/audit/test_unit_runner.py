@@ -270,3 +270,25 @@ def test_a_failing_store_stops_the_unit_instead_of_recording_an_error(store, mon
             runner=scripted(2),
         )
     assert store.units(run_id)[0]["status"] == "running"  # a resume redoes it
+
+
+def test_ctrl_c_inside_the_final_store_write_still_leaves_no_unit_running(store, monkeypatch):
+    """Ctrl-C may land in the store write that ends the unit, after the method returned."""
+    run_id = new_probe(store)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store, "finish_unit", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_unit(
+            store,
+            run_id,
+            UNIT,
+            SNIPPET,
+            models(),
+            AttackOptions(),
+            split_spec=SPEC,
+            runner=scripted(2),
+        )
+    assert store.units(run_id)[0]["status"] == "pending"
