@@ -65,6 +65,9 @@ def worker(store: Path, run_id: int, delay: float) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C's default action, as under a terminal: a shell starting jobs in the
+        # background (CI may) hands them SIGINT ignored, and Python then keeps ignoring it.
+        preexec_fn=_default_sigint,
     )
 
 
@@ -166,3 +169,7 @@ def test_ctrl_c_marks_the_run_interrupted(tmp_path):
     counts = store.unit_counts(run_id)
     assert counts["running"] == 0 and counts["pending"] > 0  # the unit in flight went back
     assert store.get_run(run_id)["status"] == "interrupted"
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -246,6 +246,9 @@ def start_driver(path: Path, run_id: int, cluster: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C's default action, as under a terminal: a shell starting jobs in the
+        # background (CI may) hands them SIGINT ignored, and Python then keeps ignoring it.
+        preexec_fn=_default_sigint,
     )
     deadline = time.time() + 300
     while store.unit_counts(run_id)["done"] < 2 or not store.units(run_id, status="running"):
@@ -299,3 +302,7 @@ def test_driver_sigkill_then_resume_on_ray_completes(cluster, local_rows, tmp_pa
     assert store.get_run(run_id)["status"] == "finished"
     attempts = {u["key"]: u["attempts"] for u in store.units(run_id)}
     assert all(attempts[key] == 2 for key in in_flight)  # in flight at the kill: redone once
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
