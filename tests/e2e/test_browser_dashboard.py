@@ -26,6 +26,7 @@ from tests.e2e.browser_fixtures import (  # noqa: F401 - fixtures used by name
     fake_server,
     page,
     real_server,
+    wait_idle,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -55,24 +56,6 @@ def open_page(page, server, name: str) -> None:  # noqa: F811
     page.get_by_test_id("stSidebar").wait_for(timeout=60_000)
     page.locator("h1").first.wait_for(timeout=60_000)
     wait_idle(page)
-
-
-def wait_idle(page, timeout_s: float = 120.0, quiet_s: float = 1.0) -> None:  # noqa: F811
-    """Wait until the script has not been running for ``quiet_s`` (Streamlit marks its state on
-    the app root as ``data-test-script-state``, the hook its own end-to-end tests use)."""
-    app = page.get_by_test_id("stApp")
-    deadline = time.monotonic() + timeout_s
-    quiet_since = None
-    while time.monotonic() < deadline:
-        state = app.get_attribute("data-test-script-state") if app.count() else None
-        if state == "notRunning":
-            quiet_since = quiet_since or time.monotonic()
-            if time.monotonic() - quiet_since >= quiet_s:
-                return
-        else:
-            quiet_since = None
-        page.wait_for_timeout(200)
-    raise AssertionError("the page kept running")
 
 
 def set_number(page, label: str, value: int) -> None:  # noqa: F811
