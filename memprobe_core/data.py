@@ -19,6 +19,11 @@ from memprobe_core.errors import MemprobeError
 PAPER_PREFIX_TOKENS: dict[int, int] = {200: 66, 300: 100, 500: 167}
 
 
+# What a snippet's ``label`` may be (None: not labelled).
+MEMBER, NONMEMBER = "member", "nonmember"
+SNIPPET_LABELS: tuple[str | None, ...] = (None, MEMBER, NONMEMBER)
+
+
 class DataError(MemprobeError, ValueError):
     """Bad input data; the message names the file/row/snippet and what to do."""
 
@@ -32,12 +37,23 @@ class Snippet:
         text: the full text.
         domain: free label (``code``, ``legal``, ``cc``, ``books`` …); picks the default α.
         source: where it came from (file and row, package name …).
+        label: ``member`` (believed in the training data), ``nonmember`` (known not to be:
+            written after the model's cut-off, or generated at random) or ``None`` (unknown).
+            Labelled audits evaluate membership signals and methods on it (AUROC, TPR@FPR).
     """
 
     id: str
     text: str
     domain: str = "unknown"
     source: str = ""
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.label not in SNIPPET_LABELS:
+            raise DataError(
+                f"snippet {self.id!r} has label {self.label!r}; use one of "
+                f"{', '.join(repr(v) for v in SNIPPET_LABELS)}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from memprobe_core.config import (
@@ -15,6 +15,7 @@ from memprobe_core.config import (
     ScoringConfig,
     Selection,
 )
+from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.models.base import Generator
 
 Access = Literal["full", "partial"]
@@ -67,6 +68,8 @@ class ModelSet:
         attacker: proposes candidate prompts (interactive method).
         init: writes the initial prompt (interactive method; defaults to the attacker).
         reverse: a reverse LM (Reverse-LM method).
+        reference: a second model for the reference-ratio membership signal (optional; its
+            tokenizer may differ from the victim's).
     """
 
     victim: Generator
@@ -74,6 +77,7 @@ class ModelSet:
     attacker: Generator | None = None
     init: Generator | None = None
     reverse: Generator | None = None
+    reference: Generator | None = None
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -84,6 +88,7 @@ class ModelSet:
                 ("attacker", self.attacker),
                 ("init", self.init or self.attacker),
                 ("reverse", self.reverse),
+                ("reference", self.reference),
             )
         }
 
@@ -120,6 +125,8 @@ class AttackOptions:
             ``reference``); every result records all three, p* is always argmax O.
         bos_in_prefix: the split counts the tokenizer's BOS as one of the prefix tokens, as the
             reference code does (prefix 65 text tokens + BOS at length 200).
+        measure: what is measured beside each result: membership signals, Min-K% k,
+            k-extractability's k (:class:`memprobe_core.membership.MeasureOptions`).
     """
 
     alpha: float | None = None
@@ -146,8 +153,12 @@ class AttackOptions:
     meta_prompts: MetaPrompts | None = None
     selection: Selection | None = None
     bos_in_prefix: bool | None = None
+    # A dict (from a stored config) becomes MeasureOptions in __post_init__.
+    measure: MeasureOptions = field(default_factory=MeasureOptions)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.measure, MeasureOptions):
+            self.measure = MeasureOptions.from_dict(self.measure)
         self._resolve_compat()  # first: the size checks see the preset's max_prompt_tokens
         for name, low, high in SIZE_LIMITS:
             check_size(name, getattr(self, name), low, high)

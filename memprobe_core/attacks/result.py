@@ -80,6 +80,11 @@ class AttackResult:
         mem_best: the highest Mem in the trace (``--select max_mem``).
         mem_reference: the reference code's ``best_rougeL`` = max(Mem_init, Mem of the rounds'
             argmax O) (interactive method; ``--select reference``).
+        verbatim: verbatim-extraction metrics of ``output`` against the true suffix
+            (:func:`memprobe_core.membership.verbatim.verbatim_metrics`); ``{}`` when not measured.
+        membership: the snippet's membership signals on the victim
+            (:func:`memprobe_core.membership.signals.compute_signals`); ``{}`` when not measured
+            (black-box victim, or switched off).
     """
 
     method: str
@@ -101,6 +106,8 @@ class AttackResult:
     mem_init: float | None = None
     mem_best: float | None = None
     mem_reference: float | None = None
+    verbatim: dict[str, Any] = field(default_factory=dict)
+    membership: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -111,6 +111,29 @@ COST_COLUMNS = [
 ]
 
 
+# Labelled audits (snippets marked member / non-member): one row per score (a membership signal
+# or an extraction method's Mem) and length; ``tpr_at_1``/``tpr_at_01``: TPR at 1 % / 0.1 % FPR.
+MEMBERSHIP_COLUMNS = [
+    "score",
+    "score_label",
+    "kind",
+    "length",
+    "n_members",
+    "n_nonmembers",
+    "auroc",
+    "auroc_lo",
+    "auroc_hi",
+    "tpr_at_1",
+    "tpr_at_1_lo",
+    "tpr_at_1_hi",
+    "tpr_at_01",
+    "tpr_at_01_lo",
+    "tpr_at_01_hi",
+]
+# The ROC curves behind MEMBERSHIP_COLUMNS: one row per curve point.
+ROC_COLUMNS = ["score", "score_label", "kind", "length", "fpr", "tpr"]
+
+
 @dataclass
 class Report:
     """Aggregates of one run (all pandas DataFrames; see the module docstring).
@@ -122,6 +145,8 @@ class Report:
             ``p_value`` (two-sided) and ``p_holm`` (Holm-adjusted over the report's comparisons).
         pii / costs: :data:`PII_COLUMNS` / :data:`COST_COLUMNS`.
         errors: failed units (snippet_id, method, length, attempts, error), may be empty.
+        membership / roc: :data:`MEMBERSHIP_COLUMNS` / :data:`ROC_COLUMNS`; empty unless the
+            run's snippets carry both member and non-member labels.
         meta: run id, result count, resamples, seed, interval and test names, ROUGE variant and
             models when known.
     """
@@ -131,6 +156,10 @@ class Report:
     pii: pd.DataFrame
     costs: pd.DataFrame
     errors: pd.DataFrame = field(default_factory=pd.DataFrame)
+    membership: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=MEMBERSHIP_COLUMNS)
+    )
+    roc: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROC_COLUMNS))
     meta: dict[str, Any] = field(default_factory=dict)
 
 

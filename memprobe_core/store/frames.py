@@ -13,6 +13,11 @@ from typing import Any
 import pandas as pd
 
 from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.membership.options import SIGNALS
+
+# Verbatim-extraction columns (``AttackResult.verbatim``), in the order shown.
+VERBATIM_COLUMNS: list[str] = ["extract_k", "extractable", "span_tokens", "span_chars"]
+SIGNAL_COLUMNS: list[str] = [s.column for s in SIGNALS]
 
 RESULT_COLUMNS: list[str] = [
     "run_id",
@@ -54,6 +59,9 @@ RESULT_COLUMNS: list[str] = [
     "meta_prompts",
     "answer_model",
     "generation_budget",
+    "label",
+    *VERBATIM_COLUMNS,
+    *SIGNAL_COLUMNS,
 ]
 
 
@@ -77,16 +85,25 @@ CANDIDATE_COLUMNS: list[str] = [
 ERROR_COLUMNS: list[str] = ["snippet_id", "method", "length", "attempts", "error"]
 
 
-def results_frame(units: list[dict[str, Any]], config: dict[str, Any]) -> pd.DataFrame:
+def results_frame(
+    units: list[dict[str, Any]],
+    config: dict[str, Any],
+    labels: dict[str, str | None] | None = None,
+) -> pd.DataFrame:
     """One row per finished unit of a run: scores, costs, PII counts and manifest columns.
 
     Args:
         units: ``unit_dict`` rows of the finished units (``Store.units(run_id, status="done")``).
         config: the run's config (model names for results whose manifest lacks them).
+        labels: each snippet's member / non-member label (``Snippet.label``), when known.
 
     Columns: ``RESULT_COLUMNS``.
     """
-    rows = [result_row(unit["run_id"], unit, config) for unit in units]
+    labels = labels or {}
+    rows = [
+        result_row(unit["run_id"], unit, config, label=labels.get(unit["snippet_id"]))
+        for unit in units
+    ]
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
@@ -147,7 +164,9 @@ def pii_counts(pii: dict[str, Any]) -> tuple[int, int, int]:
     )
 
 
-def result_row(run_id: int, result: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+def result_row(
+    run_id: int, result: dict[str, Any], config: dict[str, Any], *, label: str | None = None
+) -> dict[str, Any]:
     """Flatten one finished unit (a ``unit_dict`` or an ``AttackResult`` dict) into a row."""
     costs = result.get("costs") or {}
     manifest = result.get("manifest") or {}
@@ -194,4 +213,8 @@ def result_row(run_id: int, result: dict[str, Any], config: dict[str, Any]) -> d
         "meta_prompts": manifest.get("meta_prompts"),
         "answer_model": manifest.get("answer_model"),
         "generation_budget": (manifest.get("generation") or {}).get("budget_tokens"),
+        "label": label,
+        # Not measured (older results, black-box victims): None, never a made-up 0.
+        **{c: (result.get("verbatim") or {}).get(c) for c in VERBATIM_COLUMNS},
+        **{s.column: (result.get("membership") or {}).get(s.name) for s in SIGNALS},
     }

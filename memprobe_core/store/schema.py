@@ -129,16 +129,20 @@ RESULT_COLUMNS_SQL: dict[str, str] = {
     "mem_init": "REAL",
     "mem_best": "REAL",
     "mem_reference": "REAL",
+    "verbatim": "TEXT",
+    "membership": "TEXT",
 }
 # Columns added after version 2, with the migration that adds them (version 2 adds the rest).
 _V3_COLUMNS: tuple[str, ...] = ("mem_init", "mem_best", "mem_reference")
-JSON_RESULT_COLUMNS: tuple[str, ...] = ("pii", "costs", "manifest")
+_V4_COLUMNS: tuple[str, ...] = ("verbatim", "membership")
+JSON_RESULT_COLUMNS: tuple[str, ...] = ("pii", "costs", "manifest", "verbatim", "membership")
 
 
 def _v2_result_columns(conn: sqlite3.Connection) -> None:
     """Version 2: the result JSON of each unit becomes columns; the JSON column is dropped."""
     # Version 2's columns only: a released migration must keep doing what it did.
-    columns = {c: t for c, t in RESULT_COLUMNS_SQL.items() if c not in _V3_COLUMNS}
+    later = _V3_COLUMNS + _V4_COLUMNS
+    columns = {c: t for c, t in RESULT_COLUMNS_SQL.items() if c not in later}
     for column, sql_type in columns.items():
         conn.execute(f"ALTER TABLE units ADD COLUMN {column} {sql_type}")
     rows = conn.execute("SELECT rowid, result FROM units WHERE result IS NOT NULL").fetchall()
@@ -171,10 +175,19 @@ def _v3_selection_columns(conn: sqlite3.Connection) -> None:
     )
 
 
+def _v4_membership_columns(conn: sqlite3.Connection) -> None:
+    """Version 4: snippet labels (member / non-member) and each unit's verbatim-extraction
+    metrics and membership signals (JSON). Older rows stay NULL: unlabelled, not measured."""
+    conn.execute("ALTER TABLE samples ADD COLUMN label TEXT")
+    for column in _V4_COLUMNS:
+        conn.execute(f"ALTER TABLE units ADD COLUMN {column} TEXT")
+
+
 MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
     _V1,
     _v2_result_columns,
     _v3_selection_columns,
+    _v4_membership_columns,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -420,6 +433,8 @@ def result_columns(result: AttackResult) -> dict[str, Any]:
         "mem_init": result.mem_init,
         "mem_best": result.mem_best,
         "mem_reference": result.mem_reference,
+        "verbatim": result.verbatim,
+        "membership": result.membership,
     }
     return {c: dumps(data[c]) if c in JSON_RESULT_COLUMNS else data[c] for c in RESULT_COLUMNS_SQL}
 
@@ -451,4 +466,6 @@ def result_from_row(unit: dict[str, Any], trace: list[Candidate]) -> AttackResul
         mem_init=unit.get("mem_init"),
         mem_best=unit.get("mem_best"),
         mem_reference=unit.get("mem_reference"),
+        verbatim=unit.get("verbatim") or {},
+        membership=unit.get("membership") or {},
     )

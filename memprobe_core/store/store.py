@@ -213,11 +213,11 @@ class Store(StoreFile):
     def samples(self, run_id: int) -> list[Snippet]:
         """The snippets of a run, in the order they were added."""
         rows = self._read(
-            "SELECT snippet_id, domain, text, source FROM samples WHERE run_id = ? "
+            "SELECT snippet_id, domain, text, source, label FROM samples WHERE run_id = ? "
             "ORDER BY position",
             (run_id,),
         )
-        return [Snippet(id=r[0], domain=r[1], text=r[2], source=r[3]) for r in rows]
+        return [Snippet(id=r[0], domain=r[1], text=r[2], source=r[3], label=r[4]) for r in rows]
 
     def add_units(self, run_id: int, units: Iterable[UnitKey]) -> int:
         """Add pending units (their order is the order the audit runs them); returns the count.
@@ -413,7 +413,8 @@ class Store(StoreFile):
     def results_frame(self, run_id: int) -> pd.DataFrame:
         """One row per finished unit; see :func:`memprobe_core.store.frames.results_frame`."""
         run = self.get_run(run_id)
-        return store_frames.results_frame(self.units(run_id, status="done"), run["config"])
+        labels = {s.id: s.label for s in self.samples(run_id)}
+        return store_frames.results_frame(self.units(run_id, status="done"), run["config"], labels)
 
     def errors_frame(self, run_id: int) -> pd.DataFrame:
         """One row per failed unit: snippet_id, method, length, attempts, error."""
@@ -433,8 +434,8 @@ class Store(StoreFile):
         for offset, snippet in enumerate(snippets):
             try:
                 conn.execute(
-                    "INSERT INTO samples (run_id, snippet_id, position, domain, text, source) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO samples (run_id, snippet_id, position, domain, text, source, "
+                    "label) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (
                         run_id,
                         snippet.id,
@@ -442,6 +443,7 @@ class Store(StoreFile):
                         snippet.domain,
                         snippet.text,
                         snippet.source,
+                        snippet.label,
                     ),
                 )
             except sqlite3.IntegrityError as exc:

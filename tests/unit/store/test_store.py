@@ -11,7 +11,7 @@ import pytest
 
 from memprobe_core.attacks.events import CandidateScored, RoundFinished, RoundStarted, SearchStep
 from memprobe_core.attacks.result import AttackResult, Candidate, Costs
-from memprobe_core.data import Snippet
+from memprobe_core.data import DataError, Snippet
 from memprobe_core.errors import UnknownRunError, UsageError
 from memprobe_core.store import (
     RESULT_COLUMNS,
@@ -368,7 +368,47 @@ def test_a_version_2_store_gains_the_selection_columns(tmp_path):
     conn.commit()
     conn.close()
     with Store(path) as store:
-        assert store.schema_version == SCHEMA_VERSION == 3
+        assert store.schema_version == SCHEMA_VERSION == 4
         res = store.result(1, UnitKey("a", "interactive", 200))
         # The best non-empty candidate's Mem; no round structure is assumed for the others.
         assert (res.mem, res.mem_best, res.mem_init, res.mem_reference) == (0.4, 0.9, None, None)
+        # Version 4: not measured reads as empty, never as made-up numbers; no label.
+        assert (res.verbatim, res.membership) == ({}, {})
+        row = store.results_frame(1).iloc[0]
+        assert row["label"] is None and row["signal_loss"] is None and row["extractable"] is None
+
+
+def test_labels_metrics_and_signals_round_trip_through_the_store(store):
+    run_id = store.create_run(
+        "audit",
+        snippets=[
+            Snippet("m", "member text", "legal", label="member"),
+            Snippet("n", "made up text", "legal", label="nonmember"),
+        ],
+        units=[UnitKey("m", "ps_base", 4), UnitKey("n", "ps_base", 4)],
+    )
+    assert [s.label for s in store.samples(run_id)] == ["member", "nonmember"]
+    result = AttackResult(
+        method="ps_base",
+        snippet_id="m",
+        domain="legal",
+        length=4,
+        prompt="p",
+        output="o",
+        mem=0.5,
+        lcs_p=0.0,
+        objective=0.5,
+        alpha=1.0,
+        verbatim={"extract_k": 2, "extractable": True, "span_tokens": 2, "span_chars": 9},
+        membership={"loss": 1.25, "min_k": -2.5},
+    )
+    store.finish_unit(run_id, UnitKey("m", "ps_base", 4), result)
+    assert store.result(run_id, UnitKey("m", "ps_base", 4)).membership == result.membership
+    row = store.results_frame(run_id).iloc[0]
+    assert (row["label"], row["extractable"], row["span_chars"]) == ("member", True, 9)
+    assert (row["signal_loss"], row["signal_min_k"], row["signal_zlib"]) == (1.25, -2.5, None)
+
+
+def test_a_snippet_label_outside_member_nonmember_is_refused():
+    with pytest.raises(DataError, match="label 'yes'"):
+        Snippet("a", "text", label="yes")

@@ -1,0 +1,27 @@
+"""Membership inference and verbatim extraction beside the extraction methods (issue 13).
+
+- :mod:`.options`: what is measured (``MeasureOptions``) and the one list of signals (``SIGNALS``).
+- :mod:`.signals`: loss, perplexity, zlib, lowercase, Min-K%, Min-K%++ and reference ratio of a
+  snippet, from one batched forward pass of a white-box victim.
+- :mod:`.verbatim`: k-extractability and the longest verbatim span of an output.
+- :mod:`.evaluate`: AUROC and TPR at fixed FPR, with bootstrap intervals, on labelled audits.
+- :mod:`.nonmembers`: the generated non-member corpus (text no model can have seen).
+"""
+
+from memprobe_core.membership.options import (
+    DEFAULT_EXTRACT_K,
+    DEFAULT_MIN_K_PERCENT,
+    SIGNAL_BY_NAME,
+    SIGNALS,
+    MeasureOptions,
+    SignalSpec,
+)
+
+__all__ = [
+    "DEFAULT_EXTRACT_K",
+    "DEFAULT_MIN_K_PERCENT",
+    "SIGNALS",
+    "SIGNAL_BY_NAME",
+    "MeasureOptions",
+    "SignalSpec",
+]
