@@ -33,7 +33,16 @@ from ui_common.models import (
     role_label,
 )
 from ui_common.page import FAKE_ENV, fake_default, get_store, keep, md, page_setup, session_tag
-from ui_common.render import candidates_table, csv_download, overlap_view, pii_view, probe_view
+from ui_common.render import (
+    candidates_table,
+    csv_download,
+    measures_view,
+    overlap_view,
+    pii_view,
+    probe_view,
+    signals_view,
+    verbatim_caption,
+)
 from ui_common.snippets import (
     alpha_widget,
     read_upload,
@@ -63,6 +72,7 @@ __all__ = [
     "live_job",
     "load_model",
     "md",
+    "measures_view",
     "model_picker",
     "model_sidebar",
     "overlap_view",
@@ -75,7 +85,9 @@ __all__ = [
     "scoring_widgets",
     "session_tag",
     "show_job",
+    "signals_view",
     "snippet_picker",
     "split_tokenizer",
     "start_job",
+    "verbatim_caption",
 ]
