@@ -39,7 +39,6 @@ from memprobe_core.attacks.gcg_core import (  # noqa: F401  (re-exported: the se
 )
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.attacks.scoring import (
-    VICTIM_DECODING,
     CostMeter,
     MissingModelError,
     answer_requests,
@@ -50,7 +49,7 @@ from memprobe_core.attacks.scoring import (
     require,
     resolve_alpha,
     score,
-    victim_budget,
+    victim_decoding,
 )
 from memprobe_core.data import SplitSnippet
 
@@ -196,7 +195,7 @@ def run_gcg(
         options,
         alpha,
         alpha_source,
-        decoding={role: dict(VICTIM_DECODING, max_new_tokens=victim_budget(split, options))},
+        decoding={role: victim_decoding(split, options).manifest()},
         extra={
             "gcg": {
                 "steps": steps,

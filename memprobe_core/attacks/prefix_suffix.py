@@ -24,7 +24,6 @@ from memprobe_core.attacks.events import (
 )
 from memprobe_core.attacks.result import AttackResult, Cancelled, check_cancel
 from memprobe_core.attacks.scoring import (
-    VICTIM_DECODING,
     CostMeter,
     answer_requests,
     best_of,
@@ -35,7 +34,7 @@ from memprobe_core.attacks.scoring import (
     require,
     resolve_alpha,
     score,
-    victim_budget,
+    victim_decoding,
 )
 from memprobe_core.data import SplitSnippet
 
@@ -117,7 +116,7 @@ def run_prefix_suffix(
         options,
         alpha,
         alpha_source,
-        decoding={"model": dict(VICTIM_DECODING, max_new_tokens=victim_budget(split, options))},
+        decoding={"model": victim_decoding(split, options).manifest()},
         extra={
             "generation": generation_record(split, options, answers),
             "scored_model": "base" if variant == "base" else "victim",

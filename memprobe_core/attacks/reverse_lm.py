@@ -30,7 +30,6 @@ from memprobe_core.attacks.events import (
 )
 from memprobe_core.attacks.result import AttackResult, Cancelled, check_cancel
 from memprobe_core.attacks.scoring import (
-    VICTIM_DECODING,
     CostMeter,
     MissingModelError,
     answer_victim,
@@ -41,7 +40,7 @@ from memprobe_core.attacks.scoring import (
     require,
     resolve_alpha,
     score,
-    victim_budget,
+    victim_decoding,
 )
 from memprobe_core.data import SplitSnippet
 from memprobe_core.models.base import Generator
@@ -183,7 +182,7 @@ def run_reverse_lm(
         alpha_source,
         decoding={
             "reverse": {"do_sample": False, "max_new_tokens": n_new},
-            "victim": dict(VICTIM_DECODING, max_new_tokens=victim_budget(split, options)),
+            "victim": victim_decoding(split, options).manifest(),
         },
         extra={
             "generation": generation_record(split, options, answers),

@@ -23,12 +23,9 @@ from memprobe_core.attacks.result import AttackResult, Candidate, Costs
 from memprobe_core.config import alpha_for, family_of
 from memprobe_core.data import SplitSnippet
 from memprobe_core.errors import MemprobeError
-from memprobe_core.models.base import Completion, Generator, Request
+from memprobe_core.models.base import Completion, Decoding, Generator, Request
 
 logger = logging.getLogger("memprobe")
-
-# Decoding of the victim in every method (the paper's setting).
-VICTIM_DECODING: dict[str, Any] = {"temperature": 0.0, "top_p": 1.0, "do_sample": False}
 
 
 class MissingModelError(MemprobeError, ValueError):
@@ -78,7 +75,7 @@ class CostMeter:
     costs: Costs = field(default_factory=Costs)
 
     def generate(
-        self, role: str, model: Generator, requests: Sequence[Request], **kwargs: Any
+        self, role: str, model: Generator, requests: Sequence[Request], decoding: Decoding
     ) -> list[list[Completion]]:
         """Call ``model.generate`` and charge what it spent to ``role`` (victim or attacker).
 
@@ -87,7 +84,7 @@ class CostMeter:
         generating on it at the same time would otherwise leak its work into this run's costs.
         """
         t0 = time.perf_counter()
-        out = model.generate(list(requests), **kwargs)
+        out = model.generate(list(requests), **decoding.kwargs())
         seconds = time.perf_counter() - t0
         sequences = [c for row in out for c in row]
         self.charge(
@@ -133,9 +130,8 @@ def ask_victim(
     if not prompts:
         return []
     requests = [victim_request(p, victim, as_chat=as_chat) for p in prompts]
-    rows = meter.generate(
-        "victim", victim, requests, n=1, max_new_tokens=max(1, split.suffix_tokens), temperature=0.0
-    )
+    greedy = Decoding(max_new_tokens=max(1, split.suffix_tokens))
+    rows = meter.generate("victim", victim, requests, greedy)
     return [row[0].text for row in rows]
 
 
@@ -146,6 +142,12 @@ def victim_budget(split: SplitSnippet, options: AttackOptions) -> int:
     if options.scoring.output_window == "last":
         return max(1, split.length)
     return max(1, split.suffix_tokens)
+
+
+def victim_decoding(split: SplitSnippet, options: AttackOptions) -> Decoding:
+    """How the victim (or the base model answering for it) decodes in every method: greedy, as
+    the paper, with :func:`victim_budget` new tokens."""
+    return Decoding(max_new_tokens=victim_budget(split, options))
 
 
 @dataclass(frozen=True)
@@ -196,14 +198,7 @@ def answer_requests(
 
     if not requests:
         return []
-    rows = meter.generate(
-        role,
-        model,
-        list(requests),
-        n=1,
-        max_new_tokens=victim_budget(split, options),
-        temperature=0.0,
-    )
+    rows = meter.generate(role, model, list(requests), victim_decoding(split, options))
     tokenizer = _scoring_tokenizer(split, model)
     out = []
     for row in rows:
