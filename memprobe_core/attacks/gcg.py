@@ -52,6 +52,7 @@ from memprobe_core.attacks.scoring import (
     victim_decoding,
 )
 from memprobe_core.data import SplitSnippet
+from memprobe_core.metrics import dis
 
 logger = logging.getLogger("memprobe")
 METHOD = "gcg"
@@ -112,8 +113,6 @@ def run_gcg(
     Raises:
         MissingModelError: no base model, or one without weights and gradients.
     """
-    from memprobe_core.metrics import dis
-
     base = require(models.base, "base", METHOD, "a white-box model for token gradients")
     torch_model = getattr(base, "torch_model", None)
     if not base.white_box or torch_model is None or base.tokenizer is None:

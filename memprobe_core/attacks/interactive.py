@@ -57,6 +57,7 @@ from memprobe_core.attacks.scoring import (
     victim_decoding,
 )
 from memprobe_core.data import SplitSnippet
+from memprobe_core.metrics import dis
 from memprobe_core.models.base import Completion, Decoding
 
 METHOD = "interactive"
@@ -239,8 +240,6 @@ def run_interactive(
     Raises:
         MissingModelError: no attacker model.
     """
-    from memprobe_core.metrics import dis
-
     loop = _Loop(split, models, options, on_event, cancel)
     status = "finished"
     p_init: str | None = None

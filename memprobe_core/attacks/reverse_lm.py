@@ -43,6 +43,7 @@ from memprobe_core.attacks.scoring import (
     victim_decoding,
 )
 from memprobe_core.data import SplitSnippet
+from memprobe_core.metrics import dis
 from memprobe_core.models.base import Generator
 
 METHOD = "reverse_lm"
@@ -127,8 +128,6 @@ def run_reverse_lm(
     Raises:
         MissingModelError: no reverse model, or one without weights.
     """
-    from memprobe_core.metrics import dis
-
     reverse = require(models.reverse, "reverse", METHOD, f"e.g. {DEFAULT_REVERSE_MODEL}")
     alpha, alpha_source = resolve_alpha(split, models, options)
     meter = CostMeter()

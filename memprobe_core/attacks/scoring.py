@@ -23,7 +23,9 @@ from memprobe_core.attacks.result import AttackResult, Candidate, Costs
 from memprobe_core.config import alpha_for, family_of
 from memprobe_core.data import SplitSnippet
 from memprobe_core.errors import MemprobeError
+from memprobe_core.metrics import score_candidates, window_text
 from memprobe_core.models.base import Completion, Decoding, Generator, Request
+from memprobe_core.pii import pii_report
 
 logger = logging.getLogger("memprobe")
 
@@ -194,8 +196,6 @@ def answer_requests(
     The budget is :func:`victim_budget`; the window (``options.scoring.output_window``) is cut
     from the generated ids when the backend returns them (see ``metrics.window_text``).
     """
-    from memprobe_core.metrics import window_text
-
     if not requests:
         return []
     rows = meter.generate(role, model, list(requests), victim_decoding(split, options))
@@ -232,8 +232,6 @@ def score(
     ``windowed=True``: the outputs are already the scored windows (``VictimAnswer.scored``);
     otherwise each output is cut to ``len(suffix)`` tokens of re-tokenized text first.
     """
-    from memprobe_core.metrics import score_candidates
-
     t0 = time.perf_counter()
     scores = score_candidates(
         prompts,
@@ -407,8 +405,6 @@ def build_result(
     ``mem_best`` is filled from the trace; ``mem_init`` / ``mem_reference`` only by methods with
     an initial prompt of their own. PII is counted in the scored window of the output.
     """
-    from memprobe_core.pii import pii_report
-
     output = chosen.output if chosen else ""
     scored = chosen.extra.get("scored_output", output) if chosen else ""
     return AttackResult(

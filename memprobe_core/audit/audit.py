@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memprobe_core import __version__
 from memprobe_core.attacks import run_method
 from memprobe_core.attacks.common import AttackOptions, ModelSet
 from memprobe_core.attacks.events import EventCallback
@@ -330,8 +331,6 @@ def _record_manifest(
     manifest.setdefault("sessions", []).append(
         {"started": time.time(), "models": loaded, "executor": executor}
     )
-    from memprobe_core import __version__
-
     manifest["memprobe"] = __version__
     manifest["owner"] = owner_record()
     store.update_run(run_id, manifest=manifest)

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from memprobe_core import models as model_backends
 from memprobe_core.attacks.common import ModelSet
 from memprobe_core.attacks.reverse_lm import DEFAULT_REVERSE_MODEL
 from memprobe_core.models import embedded
@@ -101,8 +102,6 @@ def load_models(names: ModelNames, methods: Iterable[str]) -> ModelSet:
     Raises:
         ModelError: a model cannot be loaded (unknown name, missing file, …).
     """
-    from memprobe_core.models import load
-
     names = names.resolved()
     cache: dict[str, Any] = {}
 
@@ -110,7 +109,7 @@ def load_models(names: ModelNames, methods: Iterable[str]) -> ModelSet:
         name = getattr(names, role)
         if name not in cache:
             log.info("loading %s model %s", role, name)
-            cache[name] = load(name, backend=names.backend, **names.load_options)
+            cache[name] = model_backends.load(name, backend=names.backend, **names.load_options)
         return cache[name]
 
     needed = roles_needed(methods, reference=names.reference is not None)

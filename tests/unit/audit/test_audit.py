@@ -273,6 +273,11 @@ def test_only_needed_models_are_loaded(monkeypatch):
     result = load_models(names, ["interactive"])
     assert loaded == ["vic", "att"]  # init defaults to the attacker: loaded once
     assert result.init is result.attacker
+    loaded.clear()
+    # A named reference model (membership signals) is loaded whatever the methods.
+    names.reference = "ref"
+    result = load_models(names, ["ps_inst"])
+    assert loaded == ["vic", "ref"] and result.reference.model_id == "ref"
 
 
 def test_a_run_owned_by_a_live_process_is_not_run_twice(store):
