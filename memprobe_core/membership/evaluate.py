@@ -91,7 +91,7 @@ def _auroc(members: np.ndarray, nonmembers: np.ndarray, axis: int = -1) -> np.nd
 
 
 def _allowed_false_positives(fpr: float, n_nonmembers: int) -> int:
-    return int(math.floor(fpr * n_nonmembers + _FLOOR_EPS))
+    return math.floor(fpr * n_nonmembers + _FLOOR_EPS)
 
 
 def _tpr_at_fpr(
