@@ -1,4 +1,4 @@
-"""``memprobe report RUN``: Table 1 with intervals, paired gains, PII, cost; CSV and JSON."""
+"""``memprobe report RUN``: Table 1 with intervals, paired gains, PII, cost, membership; CSV, JSON."""
 
 from __future__ import annotations
 
