@@ -84,33 +84,8 @@ def _clean(values: Any) -> np.ndarray:
     return data[~np.isnan(data)]
 
 
-def _auroc(members: np.ndarray, nonmembers: np.ndarray, axis: int = -1) -> np.ndarray:
-    """AUROC along ``axis`` (batched for the bootstrap): U of the members / (n1 · n0)."""
-    u = stats.mannwhitneyu(members, nonmembers, axis=axis, method="asymptotic").statistic
-    return np.asarray(u, dtype=float) / (members.shape[axis] * nonmembers.shape[axis])
-
-
 def _allowed_false_positives(fpr: float, n_nonmembers: int) -> int:
     return math.floor(fpr * n_nonmembers + _FLOOR_EPS)
-
-
-def _tpr_at_fpr(
-    members: np.ndarray, nonmembers: np.ndarray, fpr: float, axis: int = -1
-) -> np.ndarray:
-    """TPR at FPR ≤ ``fpr`` along ``axis`` (batched): members above the (k+1)-th highest non-member.
-
-    With ``k`` false positives allowed, the lowest admissible threshold is the (k+1)-th highest
-    non-member score (``score > threshold``): any lower one lets in a (k+1)-th non-member, and
-    the lowest threshold keeps the most members.
-    """
-    members = np.moveaxis(members, axis, -1)  # (..., n1)
-    nonmembers = np.moveaxis(nonmembers, axis, -1)  # (..., n0)
-    n0 = nonmembers.shape[-1]
-    k = _allowed_false_positives(fpr, n0)
-    if k >= n0:  # every snippet may be called a member
-        return np.ones(members.shape[:-1])
-    threshold = np.sort(nonmembers, axis=-1)[..., n0 - 1 - k]  # (...,)
-    return np.mean(members > threshold[..., None], axis=-1)
 
 
 def auroc(member_scores: Any, nonmember_scores: Any) -> float:
@@ -125,7 +100,8 @@ def auroc(member_scores: Any, nonmember_scores: Any) -> float:
     members, nonmembers = _clean(member_scores), _clean(nonmember_scores)
     if members.size == 0 or nonmembers.size == 0:
         return math.nan
-    return float(_auroc(members, nonmembers))
+    u = stats.mannwhitneyu(members, nonmembers, method="asymptotic").statistic  # of the members
+    return float(u) / (members.size * nonmembers.size)
 
 
 def roc_points(member_scores: Any, nonmember_scores: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -169,13 +145,53 @@ def tpr_at_fpr(member_scores: Any, nonmember_scores: Any, fpr: float) -> float:
     members, nonmembers = _clean(member_scores), _clean(nonmember_scores)
     if members.size == 0 or nonmembers.size == 0:
         return math.nan
-    return float(_tpr_at_fpr(members, nonmembers, fpr))
+    k = _allowed_false_positives(fpr, nonmembers.size)
+    if k >= nonmembers.size:  # every snippet may be called a member
+        return 1.0
+    # With k false positives allowed, the lowest admissible threshold is the (k+1)-th highest
+    # non-member score: a lower one lets in a (k+1)-th non-member; the lowest keeps most members.
+    threshold = np.sort(nonmembers)[nonmembers.size - 1 - k]
+    return float(np.mean(members > threshold))
 
 
-def _statistics(members: np.ndarray, nonmembers: np.ndarray, axis: int = -1) -> np.ndarray:
-    """AUROC and each TPR of :data:`FPR_TARGETS`, stacked: (3, ...) — one bootstrap for all."""
-    tprs = [_tpr_at_fpr(members, nonmembers, f, axis) for f in FPR_TARGETS.values()]
-    return np.stack([_auroc(members, nonmembers, axis), *tprs])
+def _dense_ranks(members: np.ndarray, nonmembers: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Both samples as ranks 0..K-1 in the pooled sample (equal scores share one rank)."""
+    levels, inverse = np.unique(np.concatenate([members, nonmembers]), return_inverse=True)
+    ranks = inverse.astype(float)  # (n1 + n0,)
+    return ranks[: members.size], ranks[members.size :], int(levels.size)
+
+
+def _rank_statistics(levels: int) -> Any:
+    """AUROC and each TPR of :data:`FPR_TARGETS` on dense ranks, batched: ``(3, ...)``.
+
+    The statistics depend only on the order of the scores, so the bootstrap resamples their
+    pooled ranks. Per resample, a histogram of the non-members' ranks (one ``bincount`` for the
+    whole batch) gives, at each member's rank, the non-members below it, tied with it and at or
+    above it: AUROC = mean(below + ½ tied) / n0, and a member clears the threshold of k allowed
+    false positives when at most k non-members score at or above it (see :func:`tpr_at_fpr`).
+    Sorting each resample instead (``mannwhitneyu`` on a batch) took ~4x longer at 500 a class.
+    """
+
+    def statistic(members: np.ndarray, nonmembers: np.ndarray, axis: int = -1) -> np.ndarray:
+        m = np.moveaxis(members, axis, -1).astype(np.int64)  # (..., n1)
+        n = np.moveaxis(nonmembers, axis, -1).astype(np.int64)  # (..., n0)
+        batch_shape, n0 = n.shape[:-1], n.shape[-1]
+        m, n = m.reshape(-1, m.shape[-1]), n.reshape(-1, n0)  # (B, n1), (B, n0)
+        offsets = np.arange(n.shape[0])[:, None] * levels  # (B, 1): one histogram per row
+        counts = np.bincount((n + offsets).ravel(), minlength=n.shape[0] * levels)
+        counts = counts.reshape(n.shape[0], levels)  # (B, K)
+        below = np.cumsum(counts, axis=1) - counts  # (B, K): non-members strictly below
+        tied = np.take_along_axis(counts, m, axis=1)  # (B, n1)
+        under = np.take_along_axis(below, m, axis=1)  # (B, n1)
+        auc = (under + 0.5 * tied).mean(axis=1) / n0  # (B,)
+        at_or_above = n0 - under  # (B, n1)
+        tprs = [
+            (at_or_above <= _allowed_false_positives(f, n0)).mean(axis=1)
+            for f in FPR_TARGETS.values()
+        ]
+        return np.stack([auc, *tprs]).reshape(1 + len(tprs), *batch_shape)
+
+    return statistic
 
 
 def bootstrap_intervals(
@@ -196,14 +212,15 @@ def bootstrap_intervals(
     members, nonmembers = _clean(member_scores), _clean(nonmember_scores)
     if members.size < 2 or nonmembers.size < 2:
         return {name: (math.nan, math.nan) for name in names}
+    member_ranks, nonmember_ranks, levels = _dense_ranks(members, nonmembers)
     batch = max(1, _MAX_BATCH_ELEMENTS // (members.size + nonmembers.size))
     with warnings.catch_warnings():
         # A constant bootstrap distribution is handled below (no interval); scipy's warning
         # about it is noise here.
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
         result = stats.bootstrap(
-            (members, nonmembers),  # two samples: each resampled on its own (stratified)
-            _statistics,
+            (member_ranks, nonmember_ranks),  # two samples: each resampled alone (stratified)
+            _rank_statistics(levels),
             n_resamples=resamples,
             method="percentile",
             confidence_level=CONFIDENCE,

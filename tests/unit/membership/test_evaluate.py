@@ -9,8 +9,11 @@ import pandas as pd
 import pytest
 
 from memprobe_core.membership.evaluate import (
+    FPR_TARGETS,
     MEMBERSHIP_COLUMNS,
     ROC_COLUMNS,
+    _dense_ranks,  # the bootstrap's batched internals, checked against the public functions
+    _rank_statistics,
     auroc,
     bootstrap_intervals,
     fpr_note,
@@ -142,6 +145,31 @@ def test_bootstrap_intervals_are_seeded_and_contain_the_estimate() -> None:
         lo, hi = first[name]
         assert 0.0 <= lo <= point <= hi <= 1.0, name
         assert hi - lo > 0.01, name
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_bootstrapped_statistic_on_the_sample_itself_is_the_point_estimate(seed) -> None:
+    """The bootstrap computes AUROC and TPR on pooled ranks, batched; it must agree with the
+    functions above, ties included (scores rounded to one decimal)."""
+    rng = np.random.default_rng(seed)
+    members = np.round(rng.normal(0.5, 1, 37), 1)
+    nonmembers = np.round(rng.normal(0, 1, 150), 1)
+    m, n, levels = _dense_ranks(members, nonmembers)
+    statistic = _rank_statistics(levels)
+    expected = [auroc(members, nonmembers)] + [
+        tpr_at_fpr(members, nonmembers, f) for f in FPR_TARGETS.values()
+    ]
+    assert statistic(m, n) == pytest.approx(expected)
+    # Batched: rows are samples; a row of the original and a row of one resample.
+    draw = np.random.default_rng(seed + 10)
+    m2, n2 = draw.choice(m, m.size), draw.choice(n, n.size)
+    batched = statistic(np.stack([m, m2]), np.stack([n, n2]), axis=-1)  # (3, 2)
+    assert batched[:, 0] == pytest.approx(expected)
+    mapped = np.unique(np.concatenate([members, nonmembers]))  # rank -> score
+    again = [auroc(mapped[m2.astype(int)], mapped[n2.astype(int)])] + [
+        tpr_at_fpr(mapped[m2.astype(int)], mapped[n2.astype(int)], f) for f in FPR_TARGETS.values()
+    ]
+    assert batched[:, 1] == pytest.approx(again)
 
 
 def test_auroc_interval_is_the_stratified_percentile_bootstrap() -> None:
