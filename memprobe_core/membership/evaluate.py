@@ -35,7 +35,7 @@ Measured coverage (``python bench/membership.py``: 200 simulated audits per row,
 N(1, 1), non-members N(0, 1)): the AUROC interval held the true 0.760 in 0.905 / 0.940 / 0.940
 of audits with 10 / 30 / 100 snippets a class; the TPR-at-1 %-FPR interval held the true 0.092
 in only 0.485 / 0.685 / 0.870 — below 100 non-members it estimates TPR at FPR 0, and a tail
-statistic resampled from a few dozen points is rough at any n. Read those columns as indicative.
+statistic resampled from a few dozen points is rough. Read those columns as indicative.
 """
 
 from __future__ import annotations
