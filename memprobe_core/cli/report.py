@@ -1,4 +1,4 @@
-"""``memprobe report RUN``: Table 1 with intervals, paired gains, PII, cost; CSV and JSON."""
+"""``memprobe report RUN``: Table 1 with intervals, paired gains, PII, cost, membership; CSV, JSON."""
 
 from __future__ import annotations
 
@@ -30,6 +30,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="write one row per finished unit, with manifest columns, as formula-safe CSV",
     )
     report.add_argument("--table-csv", type=Path, help="write Table 1 as formula-safe CSV")
+    report.add_argument(
+        "--membership-csv",
+        type=Path,
+        help="write the membership table (labelled audits: AUROC, TPR at 1 %% / 0.1 %% FPR with "
+        "intervals, per signal and method) as formula-safe CSV",
+    )
+    report.add_argument("--roc-csv", type=Path, help="write the ROC curve points as CSV")
     report.add_argument("--candidates-csv", type=Path, help="write every scored candidate as CSV")
     report.add_argument("--json", action="store_true", help="print the report as JSON")
     report.add_argument(
@@ -60,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
     for path, frame in (
         (args.csv, lambda: store.results_frame(args.run)),
         (args.table_csv, lambda: report.table1),
+        (args.membership_csv, lambda: report.membership),
+        (args.roc_csv, lambda: report.roc),
         (args.candidates_csv, lambda: store.candidates_frame(args.run)),
     ):
         if path is not None:
