@@ -31,7 +31,7 @@ snippets, or a zero-width interval (perfect separation gives AUROC 1 in every re
 0.1 % FPR is often 0 in nearly all of them) gives no interval — ``(nan, nan)`` — rather than a
 certainty the data cannot support.
 
-Measured coverage (``python bench/membership.py``: 200 simulated audits per row, members
+Measured coverage (``python bench/membership_intervals.py``: 200 simulated audits per row, members
 N(1, 1), non-members N(0, 1)): the AUROC interval held the true 0.760 in 0.905 / 0.940 / 0.940
 of audits with 10 / 30 / 100 snippets a class; the TPR-at-1 %-FPR interval held the true 0.092
 in only 0.485 / 0.685 / 0.870 — below 100 non-members it estimates TPR at FPR 0, and a tail
@@ -175,7 +175,7 @@ def _rank_statistics(levels: int) -> Any:
     whole batch) gives, at each member's rank, the non-members below it, tied with it and at or
     above it: AUROC = mean(below + ½ tied) / n0, and a member clears the threshold of k allowed
     false positives when at most k non-members score at or above it (see :func:`tpr_at_fpr`).
-    Sorting each resample instead (``mannwhitneyu`` on a batch) is 2–4x slower (bench/membership.py).
+    Sorting each resample instead (``mannwhitneyu`` on a batch) is 2–4x slower (bench/membership_intervals.py).
     """
 
     def statistic(members: np.ndarray, nonmembers: np.ndarray, axis: int = -1) -> np.ndarray:

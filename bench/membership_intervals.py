@@ -1,6 +1,6 @@
 """Membership evaluation: interval coverage on simulated scores, and bootstrap speed, side by side.
 
-Run: ``python bench/membership.py [--reps 200] [--resamples 2000] [--seed 0]``
+Run: ``python bench/membership_intervals.py [--reps 200] [--resamples 2000] [--seed 0]``
 (about a minute of CPU at the defaults).
 
 **Coverage.** Scores of members ~ N(d, 1), non-members ~ N(0, 1) with d = 1, so the true AUROC
