@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ from memprobe_core.audit.report_text import _n_mark, _num, _p, _signed_ci, _with
 from memprobe_core.audit.stats import SMALL_N
 from memprobe_core.config import ScoringConfig
 from memprobe_core.highlight import overlap, segments_to_html
+
+log = logging.getLogger("memprobe")
 
 VERBATIM_COLUMNS = ("extractable", "span_tokens", "span_chars")
 # Run-manifest entries left out: the pid and host name of the process that ran it say nothing
@@ -70,9 +73,7 @@ def _table(frame: pd.DataFrame, columns: dict[str, Any], **kwargs: Any) -> Table
 
     Cells whose text starts like a number are right-aligned.
     """
-    rows = [
-        [_cell(fn(row)) for fn in columns.values()] for _, row in frame.reset_index().iterrows()
-    ]
+    rows = [[_cell(fn(row)) for fn in columns.values()] for _, row in frame.iterrows()]
     return Table(columns=list(columns), rows=rows, **kwargs)
 
 
@@ -105,12 +106,13 @@ def _flat(prefix: str, value: Any) -> Iterable[tuple[str, Any]]:
         yield prefix, value
 
 
+def _when(timestamp: float | None) -> str | None:
+    if not timestamp:
+        return None
+    return dt.datetime.fromtimestamp(timestamp, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def _manifest_rows(run: dict[str, Any], units: list[dict[str, Any]]) -> list[tuple[str, Any]]:
-    when = lambda ts: (  # noqa: E731
-        dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-        if ts
-        else None
-    )
     rows: list[tuple[str, Any]] = [
         ("run", f"#{run.get('id')} · {run.get('kind')} · {run.get('title') or 'untitled'}"),
         ("status", run.get("status")),
@@ -119,8 +121,8 @@ def _manifest_rows(run: dict[str, Any], units: list[dict[str, Any]]) -> list[tup
             f"{run.get('units_done', 0)} done, {run.get('units_error', 0)} failed, "
             f"{run.get('units_total', 0)} in all",
         ),
-        ("created", when(run.get("created"))),
-        ("updated", when(run.get("updated"))),
+        ("created", _when(run.get("created"))),
+        ("updated", _when(run.get("updated"))),
     ]
     config = dict(run.get("config") or {})
     dataset = dict(config.pop("dataset", None) or {})
@@ -242,8 +244,8 @@ def membership_section(report: Report, first_figure: int) -> Section:
     notes = [
         "Members vs non-members by each membership signal and by each extraction method's Mem "
         "(higher = more member-like). AUROC 0.5 is chance. TPR at a fixed low FPR is what an "
-        "attack is judged by (Carlini et al. 2022); with few non-members the 0.1 % point is the "
-        "first threshold with no false positive."
+        "attack is judged by (Carlini et al. 2022); below 1,000 non-members, 0.1 % FPR allows "
+        "no false positive at all."
     ]
     section = Section("membership", "Membership", notes=notes, tables=[_table(m, columns)])
     for length in sorted(report.roc["length"].unique()) if not report.roc.empty else []:
@@ -306,7 +308,7 @@ def _method_block(unit: dict[str, Any]) -> dict[str, Any]:
             "output_html": output,
             "suffix_html": "–",
         }
-    config = ScoringConfig(**scoring) if scoring else None
+    config = _scoring(scoring)
     # No tokenizer here: the scored window counts words, as a replay on the Runs page does.
     ov = overlap(output, str(suffix), config, suffix_tokens=split.get("suffix_tokens"))
     return block | {
@@ -316,6 +318,19 @@ def _method_block(unit: dict[str, Any]) -> dict[str, Any]:
         "suffix_html": Markup(segments_to_html(ov.suffix_segments)),
         "rest": ov.output_rest,
     }
+
+
+def _scoring(stored: dict[str, Any] | None) -> ScoringConfig | None:
+    """The unit's scoring options; the defaults when they cannot be read (another version)."""
+    if not stored:
+        return None
+    try:
+        return ScoringConfig(**stored)
+    except (TypeError, ValueError) as exc:
+        log.warning(
+            "scoring options %s unreadable (%s); highlighting with the defaults", stored, exc
+        )
+        return None
 
 
 def _example_groups(

@@ -234,3 +234,20 @@ def test_membership_section_needs_rows(run) -> None:
     report.membership = report.membership.iloc[0:0]
     report.roc = pd.DataFrame(columns=report.roc.columns)
     assert "membership" not in Page(render_html(report)).text_of("section")
+
+
+def test_unreadable_scoring_options_fall_back_to_the_defaults(tmp_path) -> None:
+    from memprobe_core.attacks.result import AttackResult
+    from memprobe_core.data import Snippet
+    from memprobe_core.store import Store, UnitKey
+
+    store = Store(tmp_path / "r.sqlite")
+    unit = UnitKey("a", "ps_inst", 10)
+    run_id = store.create_run("probe", snippets=[Snippet("a", "x y")], units=[unit])
+    manifest = {"scoring": {"from_a_later_version": 1}, "split": {"suffix": "alpha beta gamma"}}
+    result = AttackResult("ps_inst", "a", "unknown", 10, "p", "beta gamma", 0.6, 0, 0.3, 0.5)
+    result.manifest = manifest
+    store.finish_unit(run_id, unit, result)
+    text = html_report_for_run(store, run_id)
+    assert re.search(r"<mark[^>]*>beta gamma</mark>", text)
+    assert "2 of 3 suffix words" in text
