@@ -64,6 +64,10 @@ def _csp(scripts: list[str]) -> str:
     )
 
 
+def _rows(frame: pd.DataFrame | None) -> bool:
+    return isinstance(frame, pd.DataFrame) and not frame.empty
+
+
 def _sections(
     report: Report,
     run: dict[str, Any] | None,
@@ -77,16 +81,17 @@ def _sections(
     else:
         sections.append(parts.table1_section(report, first_figure=1))
     n_figures = len(sections[-1].figures)
+    # A labelled run whose table is empty (no non-member, no score) still gets its section:
+    # the note saying why is what the reader needs.
+    labelled = not report.membership.empty or bool(report.meta.get("membership_note"))
     optional = (
-        (report.paired, parts.paired_section),
-        (report.membership, lambda r: parts.membership_section(r, n_figures + 1)),
-        (report.pii, parts.pii_section),
-        (report.costs, parts.cost_section),
-        (report.errors, parts.errors_section),
+        (_rows(report.paired), parts.paired_section),
+        (labelled, lambda r: parts.membership_section(r, n_figures + 1)),
+        (_rows(report.pii), parts.pii_section),
+        (_rows(report.costs), parts.cost_section),
+        (_rows(report.errors), parts.errors_section),
     )
-    for frame, build in optional:
-        if isinstance(frame, pd.DataFrame) and not frame.empty:
-            sections.append(build(report))
+    sections += [build(report) for shown, build in optional if shown]
     if units:
         sections.append(parts.examples_section(units, labels, max_examples))
     return sections

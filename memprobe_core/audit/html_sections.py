@@ -30,7 +30,6 @@ from memprobe_core.highlight import overlap, segments_to_html
 
 log = logging.getLogger("memprobe")
 
-VERBATIM_COLUMNS = ("extractable", "span_tokens", "span_chars")
 # Run-manifest entries left out: the pid and host name of the process that ran it say nothing
 # about the audit and are not the reader's business.
 PRIVATE_MANIFEST_KEYS = ("owner",)
@@ -152,6 +151,10 @@ def manifest_section(report: Report, run: dict[str, Any] | None, units: list[dic
         "paired_test",
         "multiple_comparisons",
         "rouge_variant",
+        "extract_k",
+        "members",
+        "nonmembers",
+        "membership_interval",
         "victim",
         "base",
         "attacker",
@@ -177,6 +180,17 @@ def _figure(fig: go.Figure, number: int, title: str) -> Figure:
     return Figure(id=f"plot-{number}", title=title, json=Markup(data))
 
 
+def _verbatim_columns(t1: pd.DataFrame, extract_k: Any) -> dict[str, Any]:
+    """Table 1's verbatim columns (with their interval when the frame has one), if measured."""
+    k = f"k={extract_k}" if extract_k else "k"
+    headers = {"extractable": f"Extractable ({k})", "span_tokens": "Span (tokens)"}
+    return {
+        header: _ci(column)
+        for column, header in headers.items()
+        if column in t1 and t1[column].notna().any()  # older runs measured none
+    }
+
+
 def table1_section(report: Report, first_figure: int) -> Section:
     t1 = report.table1
     columns: dict[str, Any] = {
@@ -189,8 +203,7 @@ def table1_section(report: Report, first_figure: int) -> Section:
         "Dis [95 % CI]": _ci("dis"),
         "Objective": lambda r: _num(r["objective"]),
     }
-    for name in (c for c in VERBATIM_COLUMNS if c in t1):
-        columns[name] = _ci(name)
+    columns.update(_verbatim_columns(t1, report.meta.get("extract_k")))
     notes = [
         f"Mem = {report.meta.get('selection_label', 'objective')}. Means with "
         f"{report.meta.get('interval', 'BCa bootstrap 95 %')} intervals "
@@ -241,13 +254,18 @@ def membership_section(report: Report, first_figure: int) -> Section:
         "TPR @ 1 % FPR [95 % CI]": _ci("tpr_at_1"),
         "TPR @ 0.1 % FPR [95 % CI]": _ci("tpr_at_01"),
     }
+    meta = report.meta
     notes = [
         "Members vs non-members by each membership signal and by each extraction method's Mem "
         "(higher = more member-like). AUROC 0.5 is chance. TPR at a fixed low FPR is what an "
-        "attack is judged by (Carlini et al. 2022); below 1,000 non-members, 0.1 % FPR allows "
-        "no false positive at all."
+        "attack is judged by (Carlini et al. 2022). Intervals: "
+        f"{meta.get('membership_interval', 'bootstrap 95 %')}; a figure without brackets has "
+        "no interval.",
     ]
-    section = Section("membership", "Membership", notes=notes, tables=[_table(m, columns)])
+    if meta.get("membership_note"):
+        notes.append(f"FPR: {meta['membership_note']}")
+    tables = [_table(m, columns)] if not m.empty else []
+    section = Section("membership", "Membership", notes=notes, tables=tables)
     for length in sorted(report.roc["length"].unique()) if not report.roc.empty else []:
         fig = figures.roc_figure(report.roc, length, membership=m)
         title = f"ROC, length {length}"

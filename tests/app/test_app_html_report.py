@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -14,14 +15,18 @@ from tests.helpers.labelled_run import SCRIPT, labelled_run, with_membership
 
 
 @pytest.fixture
-def labelled(monkeypatch) -> int:
-    """A labelled run in the page's store; reports carry hand-made membership / ROC frames."""
-    _, run_id = labelled_run(Path(os.environ["MEMPROBE_STORE"]))
+def labelled() -> int:
+    """A labelled run in the page's store."""
+    return labelled_run(Path(os.environ["MEMPROBE_STORE"]))[1]
+
+
+@pytest.fixture
+def known_membership(monkeypatch) -> None:
+    """Reports carry hand-made membership / ROC frames (known AUROCs, a label with markup)."""
     real = report_module.report_for_run
     monkeypatch.setattr(
         report_module, "report_for_run", lambda *a, **k: with_membership(real(*a, **k))
     )
-    return run_id
 
 
 @pytest.fixture(autouse=True)
@@ -52,7 +57,22 @@ def html_button(at):
     return button
 
 
-def test_audit_page_offers_the_html_report_and_draws_the_roc_curves(labelled, deferred) -> None:
+def test_audit_page_draws_the_roc_curves_of_a_labelled_run(labelled) -> None:
+    at = open_page("pages/3_Audit.py")
+    roc = [c for c in at.get("plotly_chart") if "ROC, length 40" in str(c.proto.spec)]
+    assert len(roc) == 1
+    spec = json.loads(roc[0].proto.spec)
+    assert {t["name"] for t in spec["data"]} == {
+        "P-S-Base (AUROC 1.000)",
+        "P-S-Inst (AUROC 1.000)",
+        "Ours (interactive) (AUROC 1.000)",
+        "chance",
+    }
+
+
+def test_audit_page_offers_the_html_report_with_the_membership_table(
+    labelled, known_membership, deferred
+) -> None:
     at = open_page("pages/3_Audit.py")
     charts = [str(c.proto.spec) for c in at.get("plotly_chart")]
     assert any("ROC, length 40" in spec for spec in charts)

@@ -1,9 +1,10 @@
 """A small labelled audit written straight into a store (no model), for report and page tests.
 
 Four snippets (two members, two non-members) in two domains × three methods × one length; the
-prompts, outputs, ids and domains carry markup that must only ever show as text. The report's
-``membership`` / ``roc`` frames are made by hand (:func:`with_membership`) for as long as
-``build_report`` does not fill them for every run.
+prompts, outputs, ids and domains carry markup that must only ever show as text.
+``build_report`` fills the membership table from the methods' Mem (no signal is measured here);
+:func:`with_membership` replaces it by hand-made frames with known values and a signal whose
+label carries markup.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ def _result(snippet: Snippet, method: str, mem: float) -> AttackResult:
 
 def with_membership(report: Report) -> Report:
     """``report`` with hand-made membership and ROC frames (one signal, one method)."""
+    # Known AUROCs (0.75, 1.0) and a label with markup, which no real signal has.
     rows = [
         ("min_k", f"Min-K% {SCRIPT}", "signal", 0.75, 0.5, 0.0),
         ("interactive", "Ours (interactive)", "method", 1.0, 1.0, 1.0),

@@ -9,7 +9,6 @@ import re
 from html.parser import HTMLParser
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 import pytest
 from plotly.offline import get_plotlyjs
@@ -18,7 +17,7 @@ from memprobe_core.audit.export import ExportError
 from memprobe_core.audit.figures import escape_label
 from memprobe_core.audit.html_report import html_report_for_run, render_html, write_html
 from memprobe_core.audit.html_sections import _figure
-from memprobe_core.audit.report import report_for_run
+from memprobe_core.audit.report import build_report, report_for_run
 from tests.helpers.labelled_run import CLOSER, PWN, SCRIPT, labelled_run, with_membership
 
 
@@ -180,7 +179,7 @@ def test_a_raw_script_closer_in_a_figure_cannot_end_its_data_block() -> None:
 
 def test_without_a_store_or_labels_the_page_still_renders(run) -> None:
     store, run_id = run
-    report = report_for_run(store, run_id)  # no membership frames: an unlabelled report
+    report = build_report(store.results_frame(run_id).assign(label=None))  # unlabelled
     text = render_html(report)
     ids = Page(text).text_of("section")
     assert "membership" not in ids and "examples" not in ids
@@ -214,9 +213,13 @@ def test_verbatim_columns_of_table1_are_shown_when_present(run) -> None:
     report.table1 = report.table1.assign(
         extractable=0.25, extractable_lo=0.1, extractable_hi=0.4, span_tokens=7.0
     )
+    report.meta["extract_k"] = 50
     text = render_html(report)
-    assert "<th>extractable</th>" in text and "<th>span_tokens</th>" in text
+    assert "<th>Extractable (k=50)</th>" in text and "<th>Span (tokens)</th>" in text
     assert "0.250 [0.100, 0.400]" in text and "7.000" in text
+    # A run that measured none (older versions): no empty columns.
+    report.table1 = report.table1.assign(extractable=float("nan"), span_tokens=float("nan"))
+    assert "Extractable" not in render_html(report)
 
 
 def test_write_html_says_which_path_is_wrong(tmp_path) -> None:
@@ -228,12 +231,15 @@ def test_write_html_says_which_path_is_wrong(tmp_path) -> None:
         write_html("x", tmp_path)
 
 
-def test_membership_section_needs_rows(run) -> None:
+def test_a_labelled_run_without_a_table_says_why(run) -> None:
     store, run_id = run
-    report = with_membership(report_for_run(store, run_id))
-    report.membership = report.membership.iloc[0:0]
-    report.roc = pd.DataFrame(columns=report.roc.columns)
-    assert "membership" not in Page(render_html(report)).text_of("section")
+    # Members only: build_report leaves the table empty and says why in a note.
+    results = store.results_frame(run_id)
+    report = build_report(results[results["label"] == "member"])
+    assert report.membership.empty and report.meta["membership_note"]
+    text = render_html(report)
+    assert "membership" in Page(text).text_of("section")
+    assert "needs at least one of each" in text and "AUROC [95 % CI]" not in text
 
 
 def test_unreadable_scoring_options_fall_back_to_the_defaults(tmp_path) -> None:
@@ -251,3 +257,14 @@ def test_unreadable_scoring_options_fall_back_to_the_defaults(tmp_path) -> None:
     text = html_report_for_run(store, run_id)
     assert re.search(r"<mark[^>]*>beta gamma</mark>", text)
     assert "2 of 3 suffix words" in text
+
+
+def test_the_membership_build_report_computes_is_shown(run) -> None:
+    store, run_id = run
+    report = report_for_run(store, run_id)  # members score higher with every method here
+    assert set(report.membership["score"]) == {"ps_base", "ps_inst", "interactive"}
+    text = render_html(report, store, run_id)
+    blocks = [json.loads(t) for a, t in Page(text).scripts if a.get("data-plot")]
+    assert len(blocks) == 2  # Mem by domain, ROC at length 40
+    assert {t["name"] for t in blocks[1]["data"]} >= {"Ours (interactive) (AUROC 1.000)", "chance"}
+    assert "FPR: 1 non-members: the smallest non-zero FPR is 100 %" in text
