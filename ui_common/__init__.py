@@ -36,6 +36,7 @@ from ui_common.page import FAKE_ENV, fake_default, get_store, keep, md, page_set
 from ui_common.render import (
     candidates_table,
     csv_download,
+    html_report_download,
     measures_view,
     overlap_view,
     pii_view,
@@ -67,6 +68,7 @@ __all__ = [
     "embedded_table",
     "fake_default",
     "get_store",
+    "html_report_download",
     "job_running",
     "keep",
     "live_job",

@@ -136,6 +136,37 @@ def csv_download(label: str, frame: pd.DataFrame, file_name: str, key: str) -> N
     st.download_button(label, data=data, file_name=file_name, mime="text/csv", key=key)
 
 
+def html_report_download(store: Any, run_id: int, report: Any = None, *, key: str) -> None:
+    """A "Download HTML report" button: the run's self-contained report, built on click.
+
+    Args:
+        store / run_id: the run.
+        report: the ``Report`` the page already shows (its Mem selection kept); ``None`` builds
+            the default one.
+        key: the widget key.
+    """
+
+    def build() -> str:
+        # Runs on Streamlit's download thread when clicked, not on every redraw: the file holds
+        # plotly.js (a few MB).
+        from memprobe_core.audit.html_report import render_html
+        from memprobe_core.audit.report import report_for_run
+
+        shown = report if report is not None else report_for_run(store, run_id)
+        return render_html(shown, store, run_id)
+
+    st.download_button(
+        "Download HTML report",
+        data=build,
+        file_name=f"memprobe-run{run_id}-report.html",
+        mime="text/html",
+        key=key,
+        on_click="ignore",
+        help="One self-contained file: tables, charts, manifest, prompts and outputs; it opens "
+        "offline and loads nothing from the network.",
+    )
+
+
 def cached_figure(name: str, version: Hashable, build: Callable[[], Any]) -> Any:
     """The figure ``build()`` makes, built once per ``version`` in this browser session.
 
