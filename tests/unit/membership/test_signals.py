@@ -168,13 +168,14 @@ def test_without_bos_the_first_token_is_not_scored():
 
 
 def test_reference_ratio_per_byte_across_tokenizers():
-    victim = bigram_victim()
-    # The reference: same probabilities, a tokenizer without BOS (a different tokenizer):
-    # it scores b|a, A|b, A|A, b|A: total NLL (1 + 1 + 3 + 2) ln2 = 7 ln2.
-    reference = WhiteBox(Bigram(), CharTokenizer(bos=False, name="other"), "reference")
+    # The victim's tokenizer has no BOS: it scores b|a, A|b, A|A, b|A, total NLL 7 ln2.
+    # The reference (same probabilities, another tokenizer with BOS) scores all five
+    # characters: total NLL 8 ln2. Per UTF-8 byte of "abAAb" (5 bytes, vs 4 victim tokens):
+    # (7 ln2 − 8 ln2) / 5 = −0.2 ln2
+    victim = bigram_victim(bos=False)
+    reference = WhiteBox(Bigram(), CharTokenizer(bos=True, name="other"), "reference")
     out = sig.compute_signals(victim, piece_of(victim), MeasureOptions(), reference)
-    # victim total NLL 8 ln2; per byte: (8 ln2 − 7 ln2) / 5 bytes = 0.2 ln2
-    assert out["ref_ratio"] == pytest.approx(0.2 * LN2, rel=1e-6)
+    assert out["ref_ratio"] == pytest.approx(-0.2 * LN2, rel=1e-6)
     assert list(out)[:8] == [s.name for s in SIGNALS]  # every signal, in SIGNALS' order
 
 
@@ -246,10 +247,12 @@ def test_cache_skips_the_model_on_the_second_call():
     victim = bigram_victim()
     calls = counted(victim.torch_model)
     first = sig.compute_signals(victim, piece_of(victim), MeasureOptions())
-    first["loss"] = -1.0  # a caller editing its copy does not change the cache
     second = sig.compute_signals(victim, piece_of(victim), MeasureOptions())
     assert len(calls) == 1
-    assert second["loss"] == pytest.approx(8 / 5 * LN2, rel=1e-6)
+    assert second == first
+    first["loss"] = second["loss"] = -1.0  # callers editing their copies do not change the cache
+    third = sig.compute_signals(victim, piece_of(victim), MeasureOptions())
+    assert third["loss"] == pytest.approx(8 / 5 * LN2, rel=1e-6)
     sig.compute_signals(victim, piece_of(victim), MeasureOptions(min_k_percent=50))
     other = bigram_victim()
     sig.compute_signals(other, piece_of(other), MeasureOptions())
