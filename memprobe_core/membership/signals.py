@@ -91,15 +91,9 @@ def token_stats(logits: Any, targets: Any, *, calibrate: bool = True) -> TokenSt
         logp = torch.log_softmax(block, dim=-1)  # (C, V)
         lps.append(logp.gather(-1, tgt[:, None])[:, 0])
         if calibrate:
-            p = logp.exp()
-            # A masked vocabulary entry has p = 0 and log p = −inf: 0 · (−inf) would be NaN,
-            # so such entries contribute 0 to μ and σ², as they should.
-            seen = p > 0
-            mu = torch.where(seen, p * logp, 0.0).sum(-1)  # (C,)
-            centred = torch.where(seen, logp - mu[:, None], 0.0)
-            var = (p * centred * centred).sum(-1)
+            mu, sigma = _moments(logp)
             mus.append(mu)
-            sigmas.append(var.clamp_min(0.0).sqrt())
+            sigmas.append(sigma)
     if not lps:
         return TokenStats((), () if calibrate else None, () if calibrate else None)
     return TokenStats(
@@ -107,6 +101,24 @@ def token_stats(logits: Any, targets: Any, *, calibrate: bool = True) -> TokenSt
         tuple(torch.cat(mus).tolist()) if calibrate else None,
         tuple(torch.cat(sigmas).tolist()) if calibrate else None,
     )
+
+
+def _moments(logp: Any) -> tuple[Any, Any]:
+    """``μ`` and ``σ`` of ``log p(z)`` for ``z ∼ p``, per row of log-probs ``(C, V)`` (consumed).
+
+    Few passes over the vocabulary, in place where possible: on Gemma-3's 262k entries this is
+    most of the statistics' cost. ``σ² = E[(log p)²] − μ²`` in float32 loses ~1e-4 absolute to
+    cancellation, far below the spread Min-K%++ ranks by.
+    """
+    import torch
+
+    # A masked entry (log p = −inf, p = 0) would give 0 · (−inf) = NaN. Below −1e4, exp()
+    # is 0 in float32 anyway, so clamping there changes no p and removes the NaN.
+    logp.clamp_(min=-1e4)
+    q = logp.exp().mul_(logp)  # p · log p, (C, V)
+    mu = q.sum(-1)  # (C,)
+    second = torch.linalg.vecdot(q, logp)  # E[(log p)²], (C,)
+    return mu, (second - mu * mu).clamp_min(0.0).sqrt()
 
 
 def min_k_count(n: int, percent: float) -> int:

@@ -311,6 +311,10 @@ def test_loss_suffix_loss_and_mu_match_transformers(tiny):
     stats = sig.token_stats(logits, torch.tensor(row[1:]))
     entropy = torch.distributions.Categorical(logits=logits.double()).entropy()
     assert stats.mu == pytest.approx((-entropy).tolist(), abs=1e-5)
+    logp = torch.log_softmax(logits.double(), -1)  # σ_t in float64, the two-pass way
+    centred = logp - (logp.exp() * logp).sum(-1, keepdim=True)
+    sigma = (logp.exp() * centred * centred).sum(-1).sqrt()
+    assert stats.sigma == pytest.approx(sigma.tolist(), abs=1e-4)
     z = sorted(sig.calibrated(stats))[: sig.min_k_count(30, 20)]
     assert out["min_k_pp"] == pytest.approx(sum(z) / len(z), abs=1e-5)
 
