@@ -7,6 +7,7 @@ times, in turn:
 - ``signals``: :func:`memprobe_core.membership.signals.compute_signals` with its cache cleared
   (x and lower(x) in one batched forward, float32 statistics over the vocabulary);
 - ``forward``: one plain forward of the victim over ``[BOS] + x`` (the unit "one forward pass");
+- ``stats``: the float32 statistics alone (log-softmax, μ_t, σ_t) on that forward's logits;
 - ``ps unit``: one P-S unit (``run_method("ps_base" | "ps_inst", ...)``: greedy generation of
   the suffix from the true prefix, then scoring);
 - ``cached``: ``compute_signals`` again (the other methods of an audit on the same snippet).
@@ -21,6 +22,7 @@ cost at most one extra forward pass of the victim per snippet.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -55,7 +57,7 @@ def timed(fn: Callable[[], Any], calls: list[int]) -> tuple[float, int, Any]:
 
 
 def plain_forward(victim: Any, piece: Any) -> Any:
-    """One forward of the victim over [BOS] + x, batch 1, no statistics."""
+    """One forward of the victim over [BOS] + x, batch 1, no statistics: ``(logits, row)``."""
     import torch
 
     from memprobe_core.membership.signals import model_row
@@ -63,7 +65,17 @@ def plain_forward(victim: Any, piece: Any) -> Any:
     row, _ = model_row(victim.tokenizer, [*piece.prefix_ids, *piece.suffix_ids])
     with torch.inference_mode():
         ids = torch.tensor([row], device=victim.device)
-        return victim.torch_model(input_ids=ids, use_cache=False).logits.shape
+        return victim.torch_model(input_ids=ids, use_cache=False).logits[0], row
+
+
+def stats_only(logits: Any, row: list[int]) -> Any:
+    """The statistics of one row from its logits (what the signals add to a forward)."""
+    import torch
+
+    from memprobe_core.membership.signals import row_stats
+
+    with torch.inference_mode():
+        return row_stats(logits, row, calibrate=True)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -107,13 +119,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows: list[dict[str, float]] = []
     for rep in range(args.repeats):
         s_sig, n_sig, out = timed(fresh_signals, calls)
-        s_fwd, n_fwd, _ = timed(lambda: plain_forward(victim, piece), calls)
+        s_fwd, n_fwd, (logits, row) = timed(lambda: plain_forward(victim, piece), calls)
+        s_stats, _, _ = timed(functools.partial(stats_only, logits, row), calls)
         s_ps, n_ps, res = timed(lambda: run_method(args.method, piece, models, options), calls)
         s_hit, n_hit, _ = timed(lambda: sig.compute_signals(victim, piece, measure), calls)
-        rows.append(dict(signals=s_sig, forward=s_fwd, ps=s_ps, cached=s_hit))
+        rows.append(dict(signals=s_sig, forward=s_fwd, stats=s_stats, ps=s_ps, cached=s_hit))
         print(
             f"repeat {rep + 1}: signals {s_sig:.2f} s ({n_sig} victim forward call), "
-            f"forward {s_fwd:.2f} s ({n_fwd}), {args.method} unit {s_ps:.2f} s ({n_ps} forward "
+            f"forward {s_fwd:.2f} s ({n_fwd}), stats {s_stats:.2f} s, {args.method} unit {s_ps:.2f} s ({n_ps} forward "
             f"calls, {res.costs.generated_tokens} tokens), cached signals {s_hit * 1e3:.2f} ms "
             f"({n_hit})",
             flush=True,
@@ -126,7 +139,7 @@ def report(rows: list[dict[str, float]], method: str, out: dict[str, Any]) -> No
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
     print(
         f"\nmedian of {len(rows)}: signals {med['signals']:.2f} s | one forward "
-        f"{med['forward']:.2f} s | {method} unit {med['ps']:.2f} s | cached "
+        f"{med['forward']:.2f} s | its statistics {med['stats']:.2f} s | {method} unit {med['ps']:.2f} s | cached "
         f"{med['cached'] * 1e3:.2f} ms"
     )
     print(
