@@ -1,0 +1,427 @@
+"""Membership signals of one snippet, from one batched forward pass of a white-box victim.
+
+METHOD.md §8 defines them; :data:`~memprobe_core.membership.options.SIGNALS` names them. With
+``ℓ_t = log p(x_t | x_<t)`` over the snippet's first ``length`` tokens ``x``:
+
+- ``loss`` ``= −mean ℓ_t``; ``ppl = exp(loss)``; ``suffix_loss``: ``−mean ℓ_t`` over the suffix
+  tokens (given the true prefix, which is the text before them);
+- ``zlib`` ``= loss / bits of zlib.compress(text.encode("utf-8"))`` (Carlini et al. 2021);
+- ``lowercase`` ``= loss(x) / loss(lower(x))``, ``lower(x)`` the text lower-cased and tokenized
+  again;
+- ``min_k``: mean of the lowest k % of ``ℓ_t`` (Shi et al. 2024);
+- ``min_k_pp``: mean of the lowest k % of ``(ℓ_t − μ_t) / σ_t``, with ``μ_t`` and ``σ_t`` the mean
+  and standard deviation of ``log p(z | x_<t)`` for ``z ∼ p(· | x_<t)`` (Zhang et al. 2024);
+- ``ref_ratio`` (with a reference model): victim total NLL per UTF-8 byte of the text minus the
+  reference's, so the two tokenizers may differ.
+
+Conventions:
+
+- **First token.** When the tokenizer has a BOS token it is put in front and every token of
+  ``x`` is scored (the model saw BOS-led text in training). Without one, the first token has no
+  context and is not scored: ``tokens`` is then ``len(x) − 1``.
+- **k %.** ``max(1, floor(n · k / 100))`` of the ``n`` scored tokens: the truncation of the
+  reference implementations (``int(len * ratio)``), but never zero tokens.
+- **Tokens.** ``x`` is ``piece.prefix_ids + piece.suffix_ids`` when the victim's tokenizer cut
+  the piece; otherwise (a whitespace split) ``piece.text`` is tokenized again and the suffix
+  starts after the tokens of ``piece.prefix`` (an approximate boundary).
+
+Cost: ``x`` and ``lower(x)`` go through the victim together, right-padded with an attention
+mask, in one forward call (one row when lower-casing changes nothing); the reference, when
+given, gets one forward call of its own. Statistics are computed from float32 log-softmax. The
+five methods of an audit share a snippet and length, so results are cached (:func:`clear_cache`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import weakref
+import zlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memprobe_core.data import SplitSnippet
+from memprobe_core.membership.options import MeasureOptions
+from memprobe_core.models.base import Generator
+
+log = logging.getLogger("memprobe")
+
+# Positions whose (T, V) float32 temporaries are alive at once: bounds the memory of the
+# statistics on a large vocabulary (Gemma-3: 262k entries, ~1 MiB per position and temporary).
+_STATS_CHUNK = 64
+CACHE_SIZE = 256
+
+
+@dataclass(frozen=True)
+class TokenStats:
+    """Per-token statistics of one sequence, one entry per predicted token.
+
+    Attributes:
+        log_probs: ``ℓ_t = log p(x_t | x_<t)``.
+        mu: ``μ_t``, the expected log-prob under the model's own next-token distribution
+            (``None`` when not asked for).
+        sigma: ``σ_t``, the standard deviation of that log-prob (``None`` when not asked for).
+    """
+
+    log_probs: tuple[float, ...]
+    mu: tuple[float, ...] | None = None
+    sigma: tuple[float, ...] | None = None
+
+
+# --- statistics from logits (pure) ------------------------------------------------------------
+
+
+def token_stats(logits: Any, targets: Any, *, calibrate: bool = True) -> TokenStats:
+    """Statistics of ``targets`` under ``logits`` (float32, whatever the logits' dtype).
+
+    Args:
+        logits: ``(T, V)`` tensor; row ``t`` is the model's prediction for ``targets[t]``.
+        targets: ``(T,)`` integer tensor of the tokens that came.
+        calibrate: also compute ``μ_t`` and ``σ_t`` (Min-K%++).
+    """
+    import torch
+
+    lps, mus, sigmas = [], [], []
+    for start in range(0, int(targets.shape[0]), _STATS_CHUNK):
+        block = logits[start : start + _STATS_CHUNK].float()  # (C, V)
+        tgt = targets[start : start + _STATS_CHUNK].long()  # (C,)
+        logp = torch.log_softmax(block, dim=-1)  # (C, V)
+        lps.append(logp.gather(-1, tgt[:, None])[:, 0])
+        if calibrate:
+            mu, sigma = _moments(logp)
+            mus.append(mu)
+            sigmas.append(sigma)
+    if not lps:
+        return TokenStats((), () if calibrate else None, () if calibrate else None)
+    return TokenStats(
+        tuple(torch.cat(lps).tolist()),
+        tuple(torch.cat(mus).tolist()) if calibrate else None,
+        tuple(torch.cat(sigmas).tolist()) if calibrate else None,
+    )
+
+
+def _moments(logp: Any) -> tuple[Any, Any]:
+    """``μ`` and ``σ`` of ``log p(z)`` for ``z ∼ p``, per row of log-probs ``(C, V)`` (consumed).
+
+    Few passes over the vocabulary, in place where possible: on Gemma-3's 262k entries this is
+    most of the statistics' cost. ``σ² = E[(log p)²] − μ²`` in float32 loses ~1e-4 absolute to
+    cancellation, far below the spread Min-K%++ ranks by.
+    """
+    import torch
+
+    # A masked entry (log p = −inf, p = 0) would give 0 · (−inf) = NaN. Below −1e4, exp()
+    # is 0 in float32 anyway, so clamping there changes no p and removes the NaN.
+    logp.clamp_(min=-1e4)
+    q = logp.exp().mul_(logp)  # p · log p, (C, V)
+    mu = q.sum(-1)  # (C,)
+    second = torch.linalg.vecdot(q, logp)  # E[(log p)²], (C,)
+    return mu, (second - mu * mu).clamp_min(0.0).sqrt()
+
+
+def min_k_count(n: int, percent: float) -> int:
+    """How many of ``n`` scored tokens "the lowest k %" takes: ``max(1, floor(n·k/100))``."""
+    return max(1, math.floor(n * float(percent) / 100.0 + 1e-9))
+
+
+def mean_lowest(values: Sequence[float], percent: float) -> float:
+    """Mean of the lowest ``percent`` % of ``values`` (at least one value)."""
+    if not values:
+        raise ValueError("mean_lowest of no values: nothing was scored")
+    count = min_k_count(len(values), percent)
+    return sum(sorted(values)[:count]) / count
+
+
+def calibrated(stats: TokenStats) -> list[float]:
+    """Min-K%++'s per-token scores ``(ℓ_t − μ_t) / σ_t``.
+
+    A one-hot prediction has ``σ_t = 0``; its score is then 0 (the token is neither more nor
+    less likely than the model's expectation), never a division by zero.
+    """
+    if stats.mu is None or stats.sigma is None:
+        raise ValueError("these statistics were computed without calibrate=True")
+    return [
+        (lp - mu) / sigma if sigma > 0 else 0.0
+        for lp, mu, sigma in zip(stats.log_probs, stats.mu, stats.sigma)
+    ]
+
+
+def zlib_bits(text: str) -> int:
+    """Bits of ``zlib.compress(text.encode("utf-8"))`` (Carlini et al. 2021's zlib entropy)."""
+    return 8 * len(zlib.compress(text.encode("utf-8")))
+
+
+# --- signals from statistics (pure) -----------------------------------------------------------
+
+
+def _mean_nll(log_probs: Sequence[float]) -> float:
+    return -sum(log_probs) / len(log_probs)
+
+
+def signals_from_stats(
+    stats: TokenStats,
+    *,
+    text: str,
+    suffix_start: int,
+    min_k_percent: float,
+    lower_log_probs: Sequence[float] | None = None,
+    reference_nll: float | None = None,
+) -> dict[str, Any]:
+    """The membership signals of one text from its token statistics.
+
+    Args:
+        stats: the victim's statistics of the text's scored tokens (``calibrate=True``).
+        text: the text itself (zlib bits, UTF-8 bytes of the reference ratio).
+        suffix_start: index into ``stats`` of the first suffix token.
+        min_k_percent: k of Min-K% and Min-K%++.
+        lower_log_probs: the victim's ``ℓ_t`` of the lower-cased text (``None``: no lowercase).
+        reference_nll: the reference model's total NLL of the text (``None``: no ref_ratio).
+
+    Returns:
+        ``{signal name: value, "tokens": scored tokens, "min_k_percent": k}``; a value that is
+        undefined for this text (e.g. an empty suffix) is ``None``.
+    """
+    lps = stats.log_probs
+    loss = _mean_nll(lps)
+    suffix = lps[suffix_start:]
+    lower_loss = _mean_nll(lower_log_probs) if lower_log_probs else None
+    out: dict[str, Any] = {
+        "loss": loss,
+        "ppl": math.exp(
+            min(loss, 700.0)
+        ),  # exp(700) is near float64's top; a loss that high is noise
+        "suffix_loss": _mean_nll(suffix) if suffix else None,
+        "zlib": loss / zlib_bits(text),
+        "lowercase": loss / lower_loss if lower_loss else None,
+        "min_k": mean_lowest(lps, min_k_percent),
+        "min_k_pp": mean_lowest(calibrated(stats), min_k_percent),
+    }
+    if reference_nll is not None:
+        n_bytes = len(text.encode("utf-8"))
+        out["ref_ratio"] = (-sum(lps) - reference_nll) / n_bytes
+    out["tokens"] = len(lps)
+    out["min_k_percent"] = float(min_k_percent)
+    return out
+
+
+# --- model inputs and the forward pass --------------------------------------------------------
+
+
+def tokenizer_name(tokenizer: Any) -> str:
+    """The name ``data.split`` records for a tokenizer (to tell whether it cut a piece)."""
+    name = getattr(tokenizer, "name_or_path", None) or getattr(tokenizer, "name", None)
+    return str(name or type(tokenizer).__name__)
+
+
+def model_row(tokenizer: Any, ids: Sequence[int]) -> tuple[list[int], int]:
+    """The ids fed to the model for text ids ``ids``, and the index in ``ids`` of the first
+    scored token: BOS in front and 0 when the tokenizer has a BOS, else ``ids`` and 1."""
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if bos is not None:
+        return [int(bos), *ids], 0
+    return list(ids), 1
+
+
+def victim_ids(tokenizer: Any, piece: SplitSnippet) -> tuple[list[int], int]:
+    """The text's ids under the victim's tokenizer and how many of them are prefix."""
+    if piece.tokenizer_name == tokenizer_name(tokenizer):
+        return [*piece.prefix_ids, *piece.suffix_ids], len(piece.prefix_ids)
+    # Cut by another tokenizer (whitespace split): tokenize the text again; the suffix starts
+    # after the prefix's own tokens (the boundary may move by a token where a word is merged).
+    ids = list(tokenizer.encode(piece.text, add_special_tokens=False))
+    n_prefix = len(tokenizer.encode(piece.prefix, add_special_tokens=False))
+    return ids, min(n_prefix, max(len(ids) - 1, 0))
+
+
+def forward_rows(model: Any, rows: Sequence[Sequence[int]], *, pad_id: int, device: Any) -> Any:
+    """Logits of every row in ONE forward call (right-padded, with an attention mask).
+
+    Right padding keeps each row's positions 0..len−1 as when it runs alone, and a causal model
+    never attends from a real token to a pad after it, so padded rows score as unpadded ones.
+
+    Returns:
+        ``(B, T_max, V)`` logits; row ``i``'s own are ``[:len(rows[i])]``.
+    """
+    import torch
+
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), int(pad_id), dtype=torch.long)  # (B, T)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)  # (B, T)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = torch.tensor(list(row), dtype=torch.long)
+        mask[i, : len(row)] = 1
+    out = model(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False)
+    return out.logits
+
+
+def row_stats(logits: Any, row: Sequence[int], *, calibrate: bool) -> TokenStats:
+    """Statistics of row ``row`` from its slice of ``forward_rows``' logits ``(T_max, V)``."""
+    import torch
+
+    targets = torch.tensor(list(row[1:]), dtype=torch.long, device=logits.device)  # (T−1,)
+    return token_stats(logits[: len(row) - 1], targets, calibrate=calibrate)
+
+
+def _pad_id(tokenizer: Any) -> int:
+    # Any valid id does: padded positions are masked and their outputs dropped.
+    pad = getattr(tokenizer, "pad_token_id", None)
+    return int(pad) if pad is not None else 0
+
+
+def _victim_pass(victim: Generator, piece: SplitSnippet) -> tuple[TokenStats, list[float], int]:
+    """x and lower(x) through the victim in one call: (stats of x, ℓ of lower(x), suffix start)."""
+    white: Any = victim  # checked by _usable: torch_model, tokenizer and device are there
+    tok = white.tokenizer
+    ids, n_prefix = victim_ids(tok, piece)
+    row, first = model_row(tok, ids)
+    lower_row, _ = model_row(tok, tok.encode(piece.text.lower(), add_special_tokens=False))
+    same = lower_row == row  # nothing to lower-case: one row does
+    rows = [row] if same else [row, lower_row]
+    logits = forward_rows(white.torch_model, rows, pad_id=_pad_id(tok), device=white.device)
+    stats = row_stats(logits[0], row, calibrate=True)
+    lower = stats.log_probs if same else row_stats(logits[1], lower_row, calibrate=False).log_probs
+    return stats, list(lower), max(n_prefix - first, 0)
+
+
+def _reference_nll(reference: Generator, text: str) -> float:
+    """The reference model's total NLL of ``text`` (its own tokenizer, same BOS rule)."""
+    white: Any = reference  # checked by _usable
+    tok = white.tokenizer
+    row, _ = model_row(tok, tok.encode(text, add_special_tokens=False))
+    if len(row) < 2:
+        return 0.0
+    logits = forward_rows(white.torch_model, [row], pad_id=_pad_id(tok), device=white.device)
+    return -sum(row_stats(logits[0], row, calibrate=False).log_probs)
+
+
+# --- the cache and the entry point ------------------------------------------------------------
+
+
+class _SignalCache:
+    """A small thread-safe LRU of computed signals.
+
+    The five methods of an audit run on the same snippet and length, and each unit asks for the
+    signals: caching makes an audit pay one victim forward per (snippet, length), not five.
+    Units may run on worker threads (dashboard jobs, audits), hence the lock; two threads that
+    miss the same key at once both compute it (the same value), which is cheaper than holding
+    the lock across a forward pass.
+    """
+
+    def __init__(self, size: int = CACHE_SIZE) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...]) -> dict[str, Any] | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is None:
+                return None
+            self._items.move_to_end(key)
+            return dict(value)
+
+    def put(self, key: tuple[Any, ...], value: dict[str, Any]) -> None:
+        with self._lock:
+            self._items[key] = dict(value)
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+_CACHE = _SignalCache()
+
+
+def clear_cache() -> None:
+    """Forget every cached result (benchmarks time the computation itself)."""
+    _CACHE.clear()
+
+
+def _model_key(model: Generator | None) -> Any:
+    # A weak reference to the torch model: the cache never keeps a model alive, and a new model
+    # that reuses a freed one's id() never matches the dead reference (they compare unequal).
+    # Variants of one HFGenerator share the torch model and tokenizer, hence their signals.
+    if model is None:
+        return None
+    white: Any = model  # checked by _usable
+    return weakref.ref(white.torch_model)
+
+
+def _usable(model: Generator | None) -> bool:
+    return (
+        model is not None
+        and model.white_box
+        and getattr(model, "torch_model", None) is not None
+        and model.tokenizer is not None
+    )
+
+
+def compute_signals(
+    victim: Generator,
+    piece: SplitSnippet,
+    options: MeasureOptions,
+    reference: Generator | None = None,
+) -> dict[str, Any]:
+    """The membership signals of ``piece`` on ``victim`` (METHOD.md §8).
+
+    Args:
+        victim: the audited model; only white-box ones (``hf``) are measured.
+        piece: the snippet cut at its length (by the victim's tokenizer, normally).
+        options: ``signals`` on/off and ``min_k_percent``.
+        reference: a second white-box model for ``ref_ratio`` (its tokenizer may differ); a
+            black-box one is skipped with a warning.
+
+    Returns:
+        ``{name: value}`` for the names in ``SIGNALS`` (``ref_ratio`` only with a usable
+        reference), plus ``tokens`` (scored tokens) and ``min_k_percent``; ``{}`` when not
+        measured (signals off, a black-box victim, or no token to score).
+    """
+    if not options.signals or not _usable(victim):
+        return {}
+    if reference is not None and not _usable(reference):
+        log.warning(
+            "reference model %s is not white-box; the reference ratio is not measured",
+            getattr(reference, "model_id", reference),
+        )
+        reference = None
+    key = (
+        _model_key(victim),
+        _model_key(reference),
+        piece.text,
+        piece.prefix_ids,
+        piece.suffix_ids,
+        float(options.min_k_percent),
+    )
+    cached = _CACHE.get(key)
+    if cached is not None:
+        return cached
+    result = _measure(victim, piece, options, reference)
+    if result:
+        _CACHE.put(key, result)
+    return result
+
+
+def _measure(
+    victim: Generator, piece: SplitSnippet, options: MeasureOptions, reference: Generator | None
+) -> dict[str, Any]:
+    import torch
+
+    with torch.inference_mode():
+        stats, lower, suffix_start = _victim_pass(victim, piece)
+        if not stats.log_probs:
+            log.warning("snippet %s: no token to score; signals not measured", piece.snippet.id)
+            return {}
+        ref_nll = _reference_nll(reference, piece.text) if reference is not None else None
+    return signals_from_stats(
+        stats,
+        text=piece.text,
+        suffix_start=suffix_start,
+        min_k_percent=options.min_k_percent,
+        lower_log_probs=lower,
+        reference_nll=ref_nll,
+    )
