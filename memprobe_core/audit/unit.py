@@ -7,7 +7,9 @@ cancel handling, error recording and the unit's final state are the same everywh
 =====================  =========================================================================
 what happened          the unit afterwards
 =====================  =========================================================================
-method returned        ``done``, with its result (its candidates were recorded as scored)
+method returned        ``done``, with its result (its candidates were recorded as scored), its
+                       verbatim metrics and the snippet's membership signals
+                       (:func:`memprobe_core.membership.measure.measure_result`)
 method raised          ``error``, with ``"Type: message"`` (secrets redacted); the caller goes on
 cancelled (keep)       ``cancelled``, with the partial best (shown, never counted in Table 1)
 cancelled (requeue)    ``pending`` again, its partial candidates dropped (audits: resume redoes it)
@@ -31,6 +33,7 @@ from memprobe_core.attacks.events import AttackEvent, EventCallback
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.data import Snippet, SplitSnippet, split
+from memprobe_core.membership.measure import measure_result
 from memprobe_core.secrets import redact_secrets
 from memprobe_core.store import Store, UnitKey
 
@@ -165,6 +168,8 @@ def run_unit(
             result = runner(
                 unit.method, piece, models, options, on_event=record_then_forward, cancel=cancel
             )
+            if not (result.status == "cancelled" and on_cancel == "requeue"):
+                measure_result(result, piece, models, options.measure)
         except (KeyboardInterrupt, sqlite3.Error):
             # sqlite3.Error: the store itself failed (disk full, read-only, corrupted):
             # recording it as the unit's error would need the same store; the caller must stop.

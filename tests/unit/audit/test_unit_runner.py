@@ -292,3 +292,62 @@ def test_ctrl_c_inside_the_final_store_write_still_leaves_no_unit_running(store,
             runner=scripted(2),
         )
     assert store.units(run_id)[0]["status"] == "pending"
+
+
+# --- what every unit measures beside Mem (memprobe_core.membership.measure) -----------------------
+def test_every_finished_unit_stores_its_verbatim_metrics(store):
+    run_id = new_probe(store)
+    # The scripted method's output "o" is not the suffix: nothing verbatim, k capped at the suffix.
+    run_unit(
+        store, run_id, UNIT, SNIPPET, models(), AttackOptions(), split_spec=SPEC, runner=scripted(2)
+    )
+    verbatim = store.result(run_id, UNIT).verbatim
+    assert verbatim == {"extract_k": 20, "extractable": False, "span_tokens": 0, "span_chars": 0}
+    # A black-box victim has no signals: recorded as not measured, not as zeros.
+    assert store.result(run_id, UNIT).membership == {}
+
+
+def test_a_white_box_victim_gets_its_signals_stored_with_the_unit(store):
+    from tests.helpers.tiny_models import tiny_hf_generator
+
+    victim = tiny_hf_generator()
+    snippet = Snippet("t", "the quick brown fox jumps over the lazy dog " * 8, "legal")
+    run_id = start_probe(store, snippet, ["ps_inst"], 30, ModelSet(victim=victim), AttackOptions())
+    unit = UnitKey("t", "ps_inst", 30)
+    outcome = run_unit(store, run_id, unit, snippet, ModelSet(victim=victim), AttackOptions())
+    assert outcome.status == "done"
+    stored = store.result(run_id, unit)
+    assert stored.membership["tokens"] >= 29 and stored.membership["loss"] > 0
+    assert stored.verbatim["extract_k"] == 20  # the suffix's 20 tokens (< k = 50)
+    row = store.results_frame(run_id).iloc[0]
+    assert row["signal_loss"] == pytest.approx(stored.membership["loss"])
+    assert stored.costs.measure_seconds > 0
+
+
+def test_signals_switched_off_are_not_measured(store):
+    from memprobe_core.membership import MeasureOptions
+    from tests.helpers.tiny_models import tiny_hf_generator
+
+    victim = tiny_hf_generator()
+    snippet = Snippet("t", "the quick brown fox jumps over the lazy dog " * 8, "legal")
+    options = AttackOptions(measure=MeasureOptions(signals=False))
+    run_id = start_probe(store, snippet, ["ps_inst"], 30, ModelSet(victim=victim), options)
+    unit = UnitKey("t", "ps_inst", 30)
+    run_unit(store, run_id, unit, snippet, ModelSet(victim=victim), options)
+    assert store.result(run_id, unit).membership == {}
+
+
+def test_failing_signals_are_recorded_and_the_unit_still_counts(store, monkeypatch):
+    import memprobe_core.membership.measure as measure
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("out of memory at key=sk-abcdefghijklmnopqrstuvwx")
+
+    monkeypatch.setattr(measure, "compute_signals", broken)
+    run_id = new_probe(store)
+    outcome = run_unit(
+        store, run_id, UNIT, SNIPPET, models(), AttackOptions(), split_spec=SPEC, runner=scripted(2)
+    )
+    assert outcome.status == "done"
+    error = store.result(run_id, UNIT).membership["error"]
+    assert error.startswith("RuntimeError: out of memory") and "sk-abcdefghij" not in error
