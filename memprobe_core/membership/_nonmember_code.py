@@ -18,9 +18,9 @@ TARGET_WORDS = 420
 _IMPORTS = ("math", "json", "itertools", "statistics", "re", "collections", "functools")
 _TYPES = ("int", "float", "str", "list[int]", "dict[str, int]", "bool")
 _DEFAULTS = {
-    "int": lambda r: str(r.randint(0, 999)),
+    "int": lambda r: str(r.randint(0, 99)),
     "float": lambda r: f"{r.randint(0, 99)}.{r.randint(0, 99)}",
-    "str": lambda r: repr(words.pseudo_word(r)),
+    "str": lambda r: repr(r.choice(words.NOUNS)),
     "list[int]": lambda r: "None",
     "dict[str, int]": lambda r: "None",
     "bool": lambda r: r.choice(("True", "False")),
@@ -29,13 +29,13 @@ _SUMMARIES = (
     "{Verb} the {noun} entries of {arg} and return the {adjective} total.",
     "Return the {noun} for {arg}, {verbed} against the {adjective} limit.",
     "{Verb} {arg} into {small} {noun} groups keyed by their {adjective} value.",
-    "Compute a {adjective} {noun} score from {arg} as used by the {pseudo} report.",
+    "Compute a {adjective} {noun} score from {arg} as used by the {project} report.",
 )
 _DETAILS = (
     "Values above {number} are treated as outliers and dropped before the {noun} is {verbed}.",
-    "The {pseudo} rule from {date} applies: every {noun} counts {small} times.",
-    "Kept for the {pseudo} importer; new code should call the {adjective} variant instead.",
-    "The result is cached per {noun} until the next {pseudo} run ({date}).",
+    "The {project} rule from {date} applies: every {noun} counts {small} times.",
+    "Kept for the {project} importer; new code should call the {adjective} variant instead.",
+    "The result is cached per {noun} until the next {project} run ({date}).",
 )
 
 
@@ -46,8 +46,8 @@ def _slots(rng: random.Random) -> dict[str, str]:
         "Verb": verb.capitalize(),
         "noun": rng.choice(words.NOUNS),
         "adjective": rng.choice(words.ADJECTIVES),
-        "pseudo": words.pseudo_word(rng),
-        "number": str(rng.randint(10, 50000)),
+        "project": words.place(rng).lower(),
+        "number": str(rng.randint(10, 999)),
         "small": str(rng.randint(2, 16)),
         "date": words.iso_date(rng),
     }
@@ -61,7 +61,7 @@ def _expression(rng: random.Random, names: list[str]) -> str:
     if pattern == 1:
         return f"({a} - {b}) // {rng.randint(2, 31)}"
     if pattern == 2:
-        return f"min({a}, {b}, {rng.randint(100, 99999)})"
+        return f"min({a}, {b}, {rng.randint(10, 999)})"
     if pattern == 3:
         return f"abs({a}) % {rng.randint(3, 257)}"
     return f"max({a} << {rng.randint(1, 7)}, {b})"
@@ -82,12 +82,12 @@ def _body(rng: random.Random, args: list[str]) -> list[str]:
             lines.append(f"    for {loop} in range({rng.randint(2, 64)}):")
             lines.append(f"        {target} += {loop} * {rng.choice(names)}")
         elif kind == 2:
-            lines.append(f"    if {rng.choice(names)} > {rng.randint(0, 5000)}:")
+            lines.append(f"    if {rng.choice(names)} > {rng.randint(0, 99)}:")
             lines.append(f"        {target} = {_expression(rng, names)}")
             lines.append("    else:")
             lines.append(f"        {target} = {rng.randint(-99, 99)}")
         else:
-            stamp = f"{words.pseudo_word(rng)}-{words.iso_date(rng)}"
+            stamp = f"{rng.choice(words.NOUNS)}-{words.iso_date(rng)}"
             lines.append(f'    {target} = len("{stamp}") + {rng.choice(names)}')
         names.append(target)
     lines.append(f"    return {_expression(rng, names)}")
@@ -134,11 +134,13 @@ def _function(rng: random.Random) -> list[str]:
 def module_text(rng: random.Random) -> str:
     """One module-shaped text of at least :data:`TARGET_WORDS` whitespace words."""
     slots = _slots(rng)
-    lines = [f'"""{slots["Verb"]} {slots["noun"]} data for the {slots["pseudo"]} service."""', ""]
+    lines = [f'"""{slots["Verb"]} {slots["noun"]} data for the {slots["project"]} service."""', ""]
     lines += [f"import {name}" for name in sorted(rng.sample(_IMPORTS, rng.randint(1, 3)))]
     lines.append("")
     for _ in range(rng.randint(2, 4)):
-        lines.append(f"{words.identifier(rng).upper()} = {rng.randint(1, 100000)}")
+        lines.append(
+            f"{words.identifier(rng).upper()} = {rng.choice((8, 16, 32, 64, 100, 256, 1024))}"
+        )
     while sum(len(line.split()) for line in lines) < TARGET_WORDS:
         lines += ["", "", *_function(rng)]
     return "\n".join(lines) + "\n"

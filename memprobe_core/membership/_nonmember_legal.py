@@ -153,8 +153,7 @@ _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "Notices",
         (
-            "Notices go to {licensor}, attention of {person}, {role}, at {street} {number}, "
-            "{place}.",
+            "Notices go to {licensor}, attention of {person}, {role}, at {street}, {place}.",
             "A notice sent by email to {email} counts as received on the next Working Day.",
             "Each party shall tell the other of a change of address within {days} days.",
         ),
@@ -189,8 +188,7 @@ def _slots(rng: random.Random, fixed: dict[str, str]) -> dict[str, str]:
         "medium": str(rng.randint(20, 900)),
         "percent": f"{rng.randint(1, 9)}.{rng.randint(0, 9)}",
         "amount": words.amount(rng),
-        "street": f"{words.pseudo_word(rng, (1, 2)).capitalize()} Street",
-        "number": str(rng.randint(1, 240)),
+        "street": words.street(rng),
     }
 
 
@@ -204,7 +202,7 @@ def licence_text(rng: random.Random) -> str:
     """One licence-shaped text of at least :data:`TARGET_WORDS` words."""
     fixed = {
         "licensor": words.company(rng),
-        "product": f"{words.pseudo_word(rng).capitalize()} {rng.choice(words.NOUNS).title()}",
+        "product": words.title_words(rng),
         "version": f"{rng.randint(1, 9)}.{rng.randint(0, 20)}",
         "region": f"the Province of {words.place(rng)}",
         "place": words.place(rng),
@@ -221,8 +219,11 @@ def licence_text(rng: random.Random) -> str:
             heading = f"Schedule {chr(ord('A') + number - len(order) - 1)}: {heading}"
         parts.append(f"{number}. {heading}")
         picked = rng.sample(sentences, rng.randint(3, min(5, len(sentences))))
+        # Lettered clauses, as many real licences have: numbered ones ("4.2") would fill the
+        # text with digits, which the victim's tokenizer splits one per token.
         parts += [
-            f"{number}.{i} {_fill(rng, sentence, fixed)}" for i, sentence in enumerate(picked, 1)
+            f"({chr(ord('a') + i)}) {_fill(rng, sentence, fixed)}"
+            for i, sentence in enumerate(picked)
         ]
     parts.append(_fill(rng, rng.choice(_SIGNATURES), fixed))
     return "\n\n".join(parts)

@@ -2,8 +2,12 @@
 
 Hand-written short lists rather than a fake-data library: a set must be reproducible from its
 seed and :data:`~memprobe_core.membership.nonmembers.GENERATOR_VERSION` alone, not from the
-version of a third-party word list. Surnames, companies, places and identifiers are made of
-random syllables, so the combinations exist nowhere before the generator draws them.
+version of a third-party word list.
+
+Every name is made of ordinary words (``Ashbrook Ledger GmbH``, ``stale_invoice_count``), not
+made-up syllables: made-up words split into many rare tokens, which alone would tell generated
+texts from real ones (a "blind" membership test that needs no model). What makes a text new is
+the combination — dozens of independent draws of names, dates, sums and reference numbers.
 """
 
 from __future__ import annotations
@@ -11,77 +15,22 @@ from __future__ import annotations
 import keyword
 import random
 
-_ONSETS = [
-    "b",
-    "bl",
-    "br",
-    "d",
-    "dr",
-    "f",
-    "fl",
-    "g",
-    "gr",
-    "h",
-    "k",
-    "kl",
-    "kr",
-    "l",
-    "m",
-    "n",
-    "p",
-    "pl",
-    "pr",
-    "r",
-    "s",
-    "sk",
-    "st",
-    "t",
-    "tr",
-    "v",
-    "w",
-    "z",
-]
-_VOWELS = ["a", "e", "i", "o", "u", "ai", "ea", "io", "ou", "y"]
-_CODAS = ("", "", "", "n", "r", "l", "s", "th", "m", "nd", "rk", "x", "v", "st")
 
-FIRST_NAMES = [
-    "Ada",
-    "Bruno",
-    "Celia",
-    "Dario",
-    "Edith",
-    "Farid",
-    "Greta",
-    "Hugo",
-    "Ines",
-    "Jonas",
-    "Kira",
-    "Leon",
-    "Mara",
-    "Nils",
-    "Olga",
-    "Pavel",
-    "Quinn",
-    "Rosa",
-    "Sven",
-    "Tara",
-    "Ugo",
-    "Vera",
-    "Wim",
-    "Xenia",
-    "Yusuf",
-    "Zora",
-    "Anouk",
-    "Bram",
-    "Cleo",
-    "Dmitri",
-    "Elin",
-    "Fenna",
-    "Gideon",
-    "Hedda",
-    "Ivo",
-    "Janne",
-]
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+FIRST_NAMES = _words(
+    "Ada Bruno Celia Dario Edith Farid Greta Hugo Ines Jonas Kira Leon Mara Nils Olga Pavel "
+    "Quinn Rosa Sven Tara Ugo Vera Wim Xenia Yusuf Zora Anouk Bram Cleo Dmitri Elin Fenna "
+    "Gideon Hedda Ivo Janne Laura Martin Nadia Oscar Paula Ruth Simon Tomas Helen David"
+)
+SURNAMES = _words(
+    "Berg Costa Novak Fischer Moreau Jansen Silva Kowalski Lindqvist Okafor Tanaka Haddad Rossi "
+    "Petrov Walsh Byrne Keller Dubois Virtanen Horvat Nielsen Mendes Schmidt Brennan Varga "
+    "Lambert Hansen Romero Weber Sato Mensah Kovacs Larsen Ferreira Wagner Murphy Marsh Porter "
+    "Fleming Baker Holm Vidal Brandt Carver Morales Lund"
+)
 ROLES = (
     "managing director",
     "licensing officer",
@@ -90,143 +39,71 @@ ROLES = (
     "chief technical officer",
     "authorised signatory",
 )
-COMPANY_KINDS = ("Ltd", "GmbH", "B.V.", "S.A.", "Cooperative", "Holdings", "Labs", "AB", "Oy")
-PLACE_ENDINGS = ("ton", "by", "stad", "holm", "ford", "vik", "burg", "mere", "dal", "wick")
-CURRENCIES = ("EUR", "CHF", "SEK", "NOK", "GBP", "DKK", "PLN")
-MONTHS = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-]
+COMPANY_KINDS = _words("Ltd GmbH B.V. S.A. Cooperative Holdings Labs AB Oy Partners")
+PLACE_HEADS = _words(
+    "Ash Birch Stone Mill Oak Fair Lake Clear Red North West Elm High Long Green Silver Cold "
+    "Wolf Deer Marsh Bright Kings Fern Hazel"
+)
+PLACE_TAILS = _words("ford brook field ton wick dale mere haven stead bury holm gate")
+STREET_KINDS = _words("Street Road Lane Way Square Avenue")
+CURRENCIES = _words("EUR CHF SEK NOK GBP DKK PLN")
+MONTHS = _words(
+    "January February March April May June July August September October November December"
+)
 TLDS = ("example", "test", "invalid")  # reserved names (RFC 2606): never a real address
 
-NOUNS = [
-    "record",
-    "buffer",
-    "ledger",
-    "batch",
-    "sample",
-    "window",
-    "queue",
-    "token",
-    "segment",
-    "report",
-    "cache",
-    "index",
-    "entry",
-    "schedule",
-    "account",
-    "channel",
-    "payload",
-    "matrix",
-    "vector",
-    "column",
-    "region",
-    "bucket",
-    "frame",
-    "signal",
-    "cursor",
-    "profile",
-    "archive",
-    "budget",
-    "tariff",
-    "parcel",
-    "gauge",
-    "sensor",
-    "reading",
-    "invoice",
-    "tally",
-]
-VERBS = [
-    "merge",
-    "split",
-    "load",
-    "store",
-    "parse",
-    "render",
-    "count",
-    "filter",
-    "rank",
-    "scale",
-    "shift",
-    "clamp",
-    "encode",
-    "decode",
-    "collect",
-    "validate",
-    "resolve",
-    "balance",
-    "compress",
-    "expand",
-    "align",
-    "measure",
-    "sort",
-    "group",
-    "flatten",
-]
-ADJECTIVES = [
-    "pending",
-    "active",
-    "stale",
-    "raw",
-    "sorted",
-    "partial",
-    "nominal",
-    "spare",
-    "weighted",
-    "rolling",
-    "local",
-    "remote",
-    "nested",
-    "hidden",
-    "primary",
-    "derived",
-]
-
-
-def pseudo_word(rng: random.Random, syllables: tuple[int, int] = (2, 3)) -> str:
-    """A pronounceable made-up word in lowercase, e.g. ``"braskiol"``."""
-    parts = [rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(rng.randint(*syllables))]
-    return "".join(parts) + rng.choice(_CODAS)
+NOUNS = _words(
+    "record buffer ledger batch sample window queue token segment report cache index entry "
+    "schedule account channel payload matrix vector column region bucket frame signal cursor "
+    "profile archive budget tariff parcel gauge sensor reading invoice tally harbour meadow "
+    "lantern compass orchard beacon quarry anchor summit"
+)
+VERBS = _words(
+    "merge split load store parse render count filter rank scale shift clamp encode decode "
+    "collect validate resolve balance compress expand align measure sort group flatten"
+)
+ADJECTIVES = _words(
+    "pending active stale raw sorted partial nominal spare weighted rolling local remote "
+    "nested hidden primary derived quiet amber northern silent hollow gentle rapid"
+)
+_SUFFIXES = _words("count total map list ids cache limit size rate step")
 
 
 def identifier(rng: random.Random) -> str:
-    """A snake_case identifier that is not a Python keyword, e.g. ``"stale_vorim"``."""
+    """A snake_case identifier of ordinary words, e.g. ``"stale_invoice_count"``."""
     while True:
         kind = rng.random()
-        if kind < 0.4:
-            name = f"{rng.choice(ADJECTIVES)}_{pseudo_word(rng, (1, 2))}"
-        elif kind < 0.7:
-            name = f"{pseudo_word(rng, (1, 2))}_{rng.choice(NOUNS)}"
+        if kind < 0.35:
+            name = f"{rng.choice(ADJECTIVES)}_{rng.choice(NOUNS)}"
+        elif kind < 0.6:
+            name = f"{rng.choice(NOUNS)}_{rng.choice(_SUFFIXES)}"
+        elif kind < 0.85:
+            name = f"{rng.choice(ADJECTIVES)}_{rng.choice(NOUNS)}_{rng.choice(_SUFFIXES)}"
         else:
-            name = pseudo_word(rng)
+            name = f"{rng.choice(NOUNS)}_{rng.choice(NOUNS)}"
         if not keyword.iskeyword(name) and name.isidentifier():
             return name
 
 
-def surname(rng: random.Random) -> str:
-    return pseudo_word(rng).capitalize()
+def title_words(rng: random.Random) -> str:
+    """Two capitalised words for a product or project, e.g. ``"Amber Ledger"``."""
+    return f"{rng.choice(ADJECTIVES).title()} {rng.choice(NOUNS).title()}"
 
 
 def person(rng: random.Random) -> str:
-    return f"{rng.choice(FIRST_NAMES)} {surname(rng)}"
-
-
-def company(rng: random.Random) -> str:
-    return f"{pseudo_word(rng).capitalize()} {rng.choice(COMPANY_KINDS)}"
+    return f"{rng.choice(FIRST_NAMES)} {rng.choice(SURNAMES)}"
 
 
 def place(rng: random.Random) -> str:
-    return pseudo_word(rng, (1, 2)).capitalize() + rng.choice(PLACE_ENDINGS)
+    return rng.choice(PLACE_HEADS) + rng.choice(PLACE_TAILS)
+
+
+def company(rng: random.Random) -> str:
+    return f"{place(rng)} {rng.choice(NOUNS).title()} {rng.choice(COMPANY_KINDS)}"
+
+
+def street(rng: random.Random) -> str:
+    return f"{rng.randint(1, 240)} {rng.choice(PLACE_HEADS)} {rng.choice(STREET_KINDS)}"
 
 
 def date(rng: random.Random) -> str:
@@ -239,15 +116,16 @@ def iso_date(rng: random.Random) -> str:
 
 
 def reference(rng: random.Random) -> str:
-    """A reference number such as ``"KV-48213-ZQ"``."""
+    """A reference number such as ``"KV-482-ZQ"``."""
     letters = "ABCDEFGHJKLMNPQRSTUVWXYZ"
     head = "".join(rng.choice(letters) for _ in range(2))
     tail = "".join(rng.choice(letters) for _ in range(2))
-    return f"{head}-{rng.randint(10000, 99999)}-{tail}"
+    return f"{head}-{rng.randint(100, 999)}-{tail}"
 
 
 def email(rng: random.Random, name: str) -> str:
-    return f"{name.split()[0].lower()}.{pseudo_word(rng, (1, 2))}@{pseudo_word(rng)}.{rng.choice(TLDS)}"
+    first, last = name.lower().split(" ", 1)
+    return f"{first}.{last}@{place(rng).lower()}.{rng.choice(TLDS)}"
 
 
 def amount(rng: random.Random) -> str:
