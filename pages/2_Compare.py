@@ -201,6 +201,9 @@ def render(snap: ProgressSnapshot) -> None:
             for c in ("mem", "lcs_p", "dis", "objective")
         },
     )
+    # One snippet and length: its signals are the same under every method; show them once.
+    st.subheader("Membership signals of the snippet")
+    ui.signals_view(next(iter(results.values())).membership)
     # Built once per finished method: the page is redrawn for every candidate of the one in flight.
     version = (split_info.get("run_id"), tuple(results))
     left, right = st.columns(2)
@@ -236,6 +239,7 @@ def render(snap: ProgressSnapshot) -> None:
                 )
             st.markdown("PII in this output (copied from the suffix / invented):")
             ui.pii_view(r.pii)
+            st.markdown(ui.verbatim_caption(r.verbatim))
 
 
 running = ui.job_running(JOB)

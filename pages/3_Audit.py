@@ -371,6 +371,7 @@ def report_view(run_id: int) -> None:
     ui.csv_download(
         "Table 1 CSV", report.table1, f"memprobe-audit{run_id}-table1.csv", key=f"audit_dl_{run_id}"
     )
+    ui.html_report_download(store, run_id, report, key=f"audit_html_{run_id}")
     per_domain = report.table1[report.table1["domain"] != "all"]
     for length in sorted(per_domain["length"].unique()):
         part = per_domain[per_domain["length"] == length]
@@ -383,6 +384,7 @@ def report_view(run_id: int) -> None:
             fig = charts.domain_bars(part, "lcs_p")
             fig.update_layout(title=f"LCS_P by domain, length {length}")
             st.plotly_chart(fig, width="stretch")
+    membership_view(report)
     for title, frame in (
         ("Paired improvement over the prefix-suffix baselines", report.paired),
         ("PII copied and invented", report.pii),
@@ -392,6 +394,21 @@ def report_view(run_id: int) -> None:
         if isinstance(frame, pd.DataFrame) and not frame.empty:
             st.subheader(title)
             st.dataframe(frame, hide_index=True, width="stretch")
+
+
+def membership_view(report) -> None:
+    """Labelled runs: AUROC / TPR at low FPR per signal and method, and the ROC curves."""
+    if report.membership.empty:
+        return
+    st.subheader("Membership: members vs non-members")
+    st.caption(
+        "AUROC and TPR at 1 % / 0.1 % FPR of each membership signal and of each method's Mem "
+        "(higher = more member-like), with 95 % bootstrap intervals; AUROC 0.5 is chance."
+    )
+    st.dataframe(report.membership.drop(columns=["score"]), hide_index=True, width="stretch")
+    for length in sorted(report.roc["length"].unique()):
+        fig = charts.roc_figure(report.roc, length, membership=report.membership)
+        st.plotly_chart(fig, width="stretch", key=f"audit_roc_{length}")
 
 
 with tab_report:

@@ -86,6 +86,7 @@ with tab_open:
                 f"memprobe-run{run_id}-report.csv",
                 key="dl_report",
             )
+            ui.html_report_download(store, run_id, report, key="dl_html")
         else:
             st.caption("No finished unit yet: no report to export.")
     with e2:

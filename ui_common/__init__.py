@@ -33,7 +33,17 @@ from ui_common.models import (
     role_label,
 )
 from ui_common.page import FAKE_ENV, fake_default, get_store, keep, md, page_setup, session_tag
-from ui_common.render import candidates_table, csv_download, overlap_view, pii_view, probe_view
+from ui_common.render import (
+    candidates_table,
+    csv_download,
+    html_report_download,
+    measures_view,
+    overlap_view,
+    pii_view,
+    probe_view,
+    signals_view,
+    verbatim_caption,
+)
 from ui_common.snippets import (
     alpha_widget,
     read_upload,
@@ -58,11 +68,13 @@ __all__ = [
     "embedded_table",
     "fake_default",
     "get_store",
+    "html_report_download",
     "job_running",
     "keep",
     "live_job",
     "load_model",
     "md",
+    "measures_view",
     "model_picker",
     "model_sidebar",
     "overlap_view",
@@ -75,7 +87,9 @@ __all__ = [
     "scoring_widgets",
     "session_tag",
     "show_job",
+    "signals_view",
     "snippet_picker",
     "split_tokenizer",
     "start_job",
+    "verbatim_caption",
 ]

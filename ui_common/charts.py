@@ -3,8 +3,9 @@
 Plotly renders a subset of HTML in every label, title, legend entry and hover (``<a href>``,
 ``<b>``, ``<br>`` …), so a domain, model name, method label, snippet id or prompt from user data
 could draw a link or reshape the chart. Every such string goes through :func:`escape_label`
-(HTML entities, which plotly shows as the typed characters). Prompts and outputs themselves are
-never put in figures: the pages show them in escaped widgets.
+(HTML entities, which plotly shows as the typed characters; defined with the report's figures in
+:mod:`memprobe_core.audit.figures`). Prompts and outputs themselves are never put in figures:
+the pages show them in escaped widgets.
 
 Charts of means mark cells with fewer than ``SMALL_N`` values with ``†`` and a note, as the report's
 tables do.
@@ -12,7 +13,6 @@ tables do.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, is_dataclass
 from typing import Any
@@ -21,10 +21,22 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from memprobe_core.attacks.result import METHOD_LABELS, Candidate
-from memprobe_core.audit.stats import SMALL_N
+from memprobe_core.attacks.result import Candidate
 
-SMALL_N_MARK = "†"
+# The report's figures and label escaping live in the core (the HTML report draws them too);
+# re-exported here for the pages.
+from memprobe_core.audit.figures import (  # noqa: F401 - re-exported for the pages
+    METRIC_LABELS,
+    SMALL_N_MARK,
+    domain_bars,
+    escape_label,
+    method_order,
+    roc_figure,
+)
+from memprobe_core.audit.figures import escaped as _escaped
+from memprobe_core.audit.figures import method_label as _method_label
+from memprobe_core.audit.figures import note_small_n as _note_small_n
+from memprobe_core.audit.figures import small_n_marks as _small_n_marks
 
 CANDIDATE_COLUMNS: list[str] = [
     "round",
@@ -38,50 +50,6 @@ CANDIDATE_COLUMNS: list[str] = [
     "is_round_best",
     "is_best",
 ]
-
-
-def escape_label(value: Any) -> str:
-    """``value`` as text that plotly shows literally (``<``, ``>``, ``&``, quotes as entities).
-
-    Use it for every user-supplied string that reaches a figure: category labels, trace names,
-    titles, hover text, tick labels.
-    """
-    return html.escape(str(value), quote=True)
-
-
-def _escaped(values: Iterable[Any]) -> list[str]:
-    return [escape_label(v) for v in values]
-
-
-def _method_label(method: str) -> str:
-    return escape_label(METHOD_LABELS.get(method, method))
-
-
-def _small_n_marks(frame: pd.DataFrame) -> list[str] | None:
-    """``†`` for rows with n < SMALL_N (from ``small_n`` or ``n``), else ``""``; None if unknown."""
-    if "small_n" in frame:
-        flags = frame["small_n"].fillna(False).astype(bool)
-    elif "n" in frame:
-        flags = pd.to_numeric(frame["n"], errors="coerce") < SMALL_N
-    else:
-        return None
-    return [SMALL_N_MARK if flag else "" for flag in flags]
-
-
-def _note_small_n(fig: go.Figure) -> None:
-    """A footnote under the plot when any bar carries the small-n mark."""
-    if any(SMALL_N_MARK in (getattr(t, "text", None) or ()) for t in fig.data):
-        fig.add_annotation(
-            text=f"{SMALL_N_MARK} n < {SMALL_N}: too few snippets for a reliable interval",
-            xref="paper",
-            yref="paper",
-            x=0,
-            y=-0.18,
-            showarrow=False,
-            xanchor="left",
-            font={"size": 11},
-        )
-        fig.update_layout(margin={"b": 50})
 
 
 def candidate_rows(candidates: Iterable[Candidate | dict[str, Any]]) -> pd.DataFrame:
@@ -217,21 +185,6 @@ def best_by_round_figure(frame: pd.DataFrame) -> go.Figure:
     return fig
 
 
-METRIC_LABELS: dict[str, str] = {
-    "mem": "Mem",
-    "lcs_p": "LCS_P",
-    "dis": "Dis",
-    "objective": "Objective",
-}
-
-
-def method_order(methods: Iterable[str]) -> list[str]:
-    """Methods in the paper's Table 1 order (unknown ones last, as given)."""
-    methods = list(dict.fromkeys(methods))
-    known = [m for m in METHOD_LABELS if m in methods]
-    return known + [m for m in methods if m not in METHOD_LABELS]
-
-
 def method_bars(
     results: pd.DataFrame, metrics: Sequence[str] = ("mem", "lcs_p", "dis", "objective")
 ) -> go.Figure:
@@ -285,47 +238,6 @@ def cost_bars(results: pd.DataFrame) -> go.Figure:
         height=340,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
     )
-    return fig
-
-
-def domain_bars(frame: pd.DataFrame, metric: str = "mem") -> go.Figure:
-    """Per-domain mean of ``metric`` by method, with the interval when the frame has one.
-
-    ``frame`` has columns ``domain``, ``method`` and ``metric`` (one row per domain × method), and
-    optionally ``{metric}_lo`` / ``{metric}_hi`` (interval bounds) and ``n`` / ``small_n``
-    (Table 1's columns): bars over fewer than ``SMALL_N`` snippets get ``†`` and a note.
-    """
-    fig = go.Figure()
-    metric_label = escape_label(METRIC_LABELS.get(metric, metric))
-    for method in method_order(frame["method"]):
-        part = frame[frame["method"] == method]
-        error = None
-        lo, hi = f"{metric}_lo", f"{metric}_hi"
-        if lo in part and hi in part:
-            error = {
-                "type": "data",
-                "symmetric": False,
-                "array": (part[hi] - part[metric]).tolist(),
-                "arrayminus": (part[metric] - part[lo]).tolist(),
-            }
-        fig.add_trace(
-            go.Bar(
-                name=_method_label(method),
-                x=_escaped(part["domain"]),
-                y=part[metric],
-                error_y=error,
-                text=_small_n_marks(part),
-                textposition="outside",
-            )
-        )
-    fig.update_layout(
-        barmode="group",
-        title=f"{metric_label} by domain",
-        yaxis_title=metric_label,
-        height=360,
-        margin={"l": 10, "r": 10, "t": 40, "b": 10},
-    )
-    _note_small_n(fig)
     return fig
 
 

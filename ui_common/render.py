@@ -12,6 +12,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from memprobe_core.membership.options import signals_frame
+
 
 def candidates_table(frame: pd.DataFrame, *, key: str | None = None, height: int = 320) -> None:
     """The candidate table (text shown as text), the overall best row highlighted."""
@@ -134,6 +136,37 @@ def csv_download(label: str, frame: pd.DataFrame, file_name: str, key: str) -> N
     st.download_button(label, data=data, file_name=file_name, mime="text/csv", key=key)
 
 
+def html_report_download(store: Any, run_id: int, report: Any = None, *, key: str) -> None:
+    """A "Download HTML report" button: the run's self-contained report, built on click.
+
+    Args:
+        store / run_id: the run.
+        report: the ``Report`` the page already shows (its Mem selection kept); ``None`` builds
+            the default one.
+        key: the widget key.
+    """
+
+    def build() -> str:
+        # Runs on Streamlit's download thread when clicked, not on every redraw: the file holds
+        # plotly.js (a few MB).
+        from memprobe_core.audit.html_report import render_html
+        from memprobe_core.audit.report import report_for_run
+
+        shown = report if report is not None else report_for_run(store, run_id)
+        return render_html(shown, store, run_id)
+
+    st.download_button(
+        "Download HTML report",
+        data=build,
+        file_name=f"memprobe-run{run_id}-report.html",
+        mime="text/html",
+        key=key,
+        on_click="ignore",
+        help="One self-contained file: tables, charts, manifest, prompts and outputs; it opens "
+        "offline and loads nothing from the network.",
+    )
+
+
 def cached_figure(name: str, version: Hashable, build: Callable[[], Any]) -> Any:
     """The figure ``build()`` makes, built once per ``version`` in this browser session.
 
@@ -195,6 +228,49 @@ def probe_view(
         pii_view(
             getattr(result, "pii", None) if not isinstance(result, dict) else result.get("pii")
         )
+        measures_view(result)
+
+
+def _field(result: Any, name: str) -> Any:
+    """``result.name`` of an ``AttackResult`` or ``result[name]`` of its dict form."""
+    return result.get(name) if isinstance(result, dict) else getattr(result, name, None)
+
+
+def verbatim_caption(verbatim: dict[str, Any] | None) -> str:
+    """One line on verbatim extraction: k-extractable or not, longest verbatim span."""
+    if not verbatim:
+        return "Verbatim extraction: not measured."
+    k = verbatim.get("extract_k")
+    verdict = "yes" if verbatim.get("extractable") else "no"
+    return (
+        f"Verbatim extraction: first {k} suffix tokens reproduced exactly: **{verdict}**; "
+        f"longest verbatim span {verbatim.get('span_tokens')} tokens / "
+        f"{verbatim.get('span_chars')} characters."
+    )
+
+
+def measures_view(result: Any) -> None:
+    """A result's verbatim-extraction metrics and its snippet's membership signals."""
+    st.subheader("Verbatim extraction and membership signals")
+    st.markdown(verbatim_caption(_field(result, "verbatim")))
+    signals_view(_field(result, "membership"))
+
+
+def signals_view(membership: dict[str, Any] | None) -> None:
+    """The membership signals of one snippet on the victim (a table; text shown as text)."""
+    frame = signals_frame(membership)
+    if frame.empty:
+        st.caption(
+            "No membership signals: they need a white-box victim (local weights) and are "
+            "skipped with --no-signals."
+        )
+        return
+    st.dataframe(
+        frame,
+        hide_index=True,
+        width="stretch",
+        column_config={"value": st.column_config.NumberColumn(format="%.4f")},
+    )
 
 
 def _probe_charts(frame: pd.DataFrame, split_info: dict[str, Any], before: int | None) -> None:

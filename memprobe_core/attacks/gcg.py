@@ -39,9 +39,9 @@ from memprobe_core.attacks.gcg_core import (  # noqa: F401  (re-exported: the se
 )
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.attacks.scoring import (
-    VICTIM_DECODING,
     CostMeter,
     MissingModelError,
+    VictimAnswer,
     answer_requests,
     build_manifest,
     build_result,
@@ -50,9 +50,11 @@ from memprobe_core.attacks.scoring import (
     require,
     resolve_alpha,
     score,
-    victim_budget,
+    victim_decoding,
 )
 from memprobe_core.data import SplitSnippet
+from memprobe_core.metrics import dis
+from memprobe_core.models.base import Generator, TextTokenizer
 
 logger = logging.getLogger("memprobe")
 METHOD = "gcg"
@@ -113,55 +115,11 @@ def run_gcg(
     Raises:
         MissingModelError: no base model, or one without weights and gradients.
     """
-    from memprobe_core.metrics import dis
-
-    base = require(models.base, "base", METHOD, "a white-box model for token gradients")
-    torch_model = getattr(base, "torch_model", None)
-    if not base.white_box or torch_model is None or base.tokenizer is None:
-        raise MissingModelError(
-            f"GCG needs a white-box base model (weights and gradients); {base.model_id!r} "
-            f"(backend {base.backend!r}) has none. Load the base with the 'hf' backend."
-        )
-    tok = base.tokenizer
+    base, tok = _white_box_base(models)
     alpha, alpha_source = resolve_alpha(split, models, options)
     meter = CostMeter()
-    prompt_ids = _encode_for(tok, split, split.prefix, split.prefix_ids)
-    target_ids = _encode_for(tok, split, split.suffix, split.suffix_ids)
-    steps = options.gcg_steps
-
-    def on_step(step: int, loss: float, step_loss: float, ids: list[int]) -> None:
-        emit(
-            on_event,
-            SearchStep(
-                step=step,
-                steps=steps,
-                loss=loss,
-                step_loss=step_loss,
-                best_prompt=tok.decode(ids, skip_special_tokens=True),
-            ),
-        )
-
-    t0 = time.perf_counter()
-    # The answerer gets the raw decoded text, so the search's context is the raw text too:
-    # BOS before the prompt (cached), nothing after it.
-    search = gcg_search(
-        torch_model,
-        tok,
-        prompt_ids,
-        target_ids,
-        lead_ids=_lead_ids(tok),
-        steps=steps,
-        top_k=options.gcg_top_k,
-        search_width=options.gcg_search_width,
-        batch_size=options.gcg_batch_size,
-        seed=options.seed,
-        not_allowed=list(getattr(tok, "all_special_ids", []) or []),
-        on_step=on_step,
-        cancel=cancel,
-    )
-    _charge_search(meter, search.counts, time.perf_counter() - t0)
+    search = _search(base, tok, split, options, meter, on_event, cancel)
     best_prompt = tok.decode(search.best_ids, skip_special_tokens=True)
-    role = options.gcg_answer_model
     answerer = _answerer(models, options)
     round_ = 1  # the search steps are not rounds: the one scored prompt is round 1
     emit(on_event, RoundStarted(round=round_, n=1))
@@ -177,15 +135,7 @@ def run_gcg(
         answer,
         sc,
         is_round_best=True,
-        extra={
-            "loss": search.best_loss,
-            "initial_loss": search.initial_loss,
-            "losses": search.losses,
-            "step_losses": search.step_losses,
-            "evaluated": search.evaluated,
-            "dropped_not_round_trip": search.dropped,
-            "answer_model": role,
-        },
+        extra={**_search_record(search), "answer_model": options.gcg_answer_model},
     )
     emit(on_event, CandidateScored(round=round_, candidate=cand))
     emit(on_event, RoundFinished(round=round_, best=cand))
@@ -196,23 +146,8 @@ def run_gcg(
         options,
         alpha,
         alpha_source,
-        decoding={role: dict(VICTIM_DECODING, max_new_tokens=victim_budget(split, options))},
-        extra={
-            "gcg": {
-                "steps": steps,
-                "steps_done": len(search.losses),
-                "top_k": options.gcg_top_k,
-                "search_width": options.gcg_search_width,
-                "batch_size": options.gcg_batch_size,
-                "base_tokenizer": getattr(tok, "name_or_path", type(tok).__name__),
-                "initial_prompt": "true prefix",
-                "prefix_cache": True,
-            },
-            "answer_model": {"role": role, "model_id": answerer.model_id},
-            "generation": generation_record(split, options, [answer]),
-            "scored_model": role,
-            "victim_format": "raw text",
-        },
+        decoding={options.gcg_answer_model: victim_decoding(split, options).manifest()},
+        extra=_manifest_extra(tok, answerer, search, split, options, answer),
     )
     result = build_result(
         METHOD,
@@ -227,3 +162,96 @@ def run_gcg(
     )
     emit(on_event, Finished(result=result))
     return result
+
+
+def _white_box_base(models: ModelSet) -> tuple[Generator, TextTokenizer]:
+    """The base model and its tokenizer, checked to have weights and gradients."""
+    base = require(models.base, "base", METHOD, "a white-box model for token gradients")
+    tok = base.tokenizer
+    if not base.white_box or getattr(base, "torch_model", None) is None or tok is None:
+        raise MissingModelError(
+            f"GCG needs a white-box base model (weights and gradients); {base.model_id!r} "
+            f"(backend {base.backend!r}) has none. Load the base with the 'hf' backend."
+        )
+    return base, tok
+
+
+def _search(
+    base: Generator,
+    tok: TextTokenizer,
+    split: SplitSnippet,
+    options: AttackOptions,
+    meter: CostMeter,
+    on_event: EventCallback | None,
+    cancel: threading.Event | None,
+) -> GCGSearch:
+    """The token search from the true prefix toward the suffix, one ``SearchStep`` per step."""
+    steps = options.gcg_steps
+
+    def on_step(step: int, loss: float, step_loss: float, ids: list[int]) -> None:
+        best_prompt = tok.decode(ids, skip_special_tokens=True)
+        event = SearchStep(
+            step=step, steps=steps, loss=loss, step_loss=step_loss, best_prompt=best_prompt
+        )
+        emit(on_event, event)
+
+    t0 = time.perf_counter()
+    # The answerer gets the raw decoded text, so the search's context is the raw text too:
+    # BOS before the prompt (cached), nothing after it.
+    search = gcg_search(
+        base.torch_model,  # type: ignore[attr-defined]  # checked by _white_box_base
+        tok,
+        _encode_for(tok, split, split.prefix, split.prefix_ids),
+        _encode_for(tok, split, split.suffix, split.suffix_ids),
+        lead_ids=_lead_ids(tok),
+        steps=steps,
+        top_k=options.gcg_top_k,
+        search_width=options.gcg_search_width,
+        batch_size=options.gcg_batch_size,
+        seed=options.seed,
+        not_allowed=list(getattr(tok, "all_special_ids", []) or []),
+        on_step=on_step,
+        cancel=cancel,
+    )
+    _charge_search(meter, search.counts, time.perf_counter() - t0)
+    return search
+
+
+def _search_record(search: GCGSearch) -> dict[str, Any]:
+    """What the scored candidate keeps of the search (its loss curve, what was evaluated)."""
+    return {
+        "loss": search.best_loss,
+        "initial_loss": search.initial_loss,
+        "losses": search.losses,
+        "step_losses": search.step_losses,
+        "evaluated": search.evaluated,
+        "dropped_not_round_trip": search.dropped,
+    }
+
+
+def _manifest_extra(
+    tok: TextTokenizer,
+    answerer: Generator,
+    search: GCGSearch,
+    split: SplitSnippet,
+    options: AttackOptions,
+    answer: VictimAnswer,
+) -> dict[str, Any]:
+    """GCG's part of the manifest: search settings, who answered, the generation record."""
+    role = options.gcg_answer_model
+    return {
+        "gcg": {
+            "steps": options.gcg_steps,
+            "steps_done": len(search.losses),
+            "top_k": options.gcg_top_k,
+            "search_width": options.gcg_search_width,
+            "batch_size": options.gcg_batch_size,
+            "base_tokenizer": getattr(tok, "name_or_path", type(tok).__name__),
+            "initial_prompt": "true prefix",
+            "prefix_cache": True,
+        },
+        "answer_model": {"role": role, "model_id": answerer.model_id},
+        "generation": generation_record(split, options, [answer]),
+        "scored_model": role,
+        "victim_format": "raw text",
+    }

@@ -21,6 +21,7 @@ writing hit ``max_prompt_tokens`` is flagged ``"truncated"`` (kept and scored li
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -41,7 +42,6 @@ from memprobe_core.attacks.result import (
     check_cancel,
 )
 from memprobe_core.attacks.scoring import (
-    VICTIM_DECODING,
     CostMeter,
     VictimAnswer,
     answer_victim,
@@ -54,13 +54,30 @@ from memprobe_core.attacks.scoring import (
     require,
     resolve_alpha,
     score,
-    victim_budget,
+    victim_decoding,
 )
 from memprobe_core.data import SplitSnippet
-from memprobe_core.models.base import Completion
+from memprobe_core.metrics import dis
+from memprobe_core.models.base import Completion, Decoding
 
 METHOD = "interactive"
 _NO_ANSWER = VictimAnswer("", "", "none")  # an empty prompt is never sent to the victim
+
+
+def init_decoding(options: AttackOptions) -> Decoding:
+    """The init model writes the first prompt greedily (paper §3.2)."""
+    return Decoding(max_new_tokens=options.max_prompt_tokens or 1, seed=options.seed)
+
+
+def attacker_decoding(options: AttackOptions, round_: int) -> Decoding:
+    """The attacker samples the round's ``n`` candidates from one request (seed: seed + round)."""
+    return Decoding(
+        max_new_tokens=options.max_prompt_tokens or 1,
+        temperature=options.attacker_temperature,
+        top_p=options.attacker_top_p,
+        n=options.n_candidates,
+        seed=options.seed + round_,
+    )
 
 
 class _Loop:
@@ -103,15 +120,7 @@ class _Loop:
             chat=self.init.has_chat_template,
             meta_prompt=self.options.init_meta_prompt or self.wording.init,
         )
-        rows = self.meter.generate(
-            "attacker",
-            self.init,
-            [request],
-            n=1,
-            max_new_tokens=self.options.max_prompt_tokens,
-            temperature=0.0,
-            seed=self.options.seed,
-        )
+        rows = self.meter.generate("attacker", self.init, [request], init_decoding(self.options))
         return self._clean(rows[0][0])
 
     def propose(self, p_best: str, round_: int) -> list[str]:
@@ -121,20 +130,9 @@ class _Loop:
             chat=self.attacker.has_chat_template,
             meta_prompt=o.refine_meta_prompt or self.wording.refine,
         )
-        kwargs = dict(
-            max_new_tokens=o.max_prompt_tokens,
-            temperature=o.attacker_temperature,
-            top_p=o.attacker_top_p,
-        )
+        decoding = attacker_decoding(o, round_)
         if o.batched:
-            rows = self.meter.generate(
-                "attacker",
-                self.attacker,
-                [request],
-                n=o.n_candidates,
-                seed=o.seed + round_,
-                **kwargs,
-            )
+            rows = self.meter.generate("attacker", self.attacker, [request], decoding)
             replies = list(rows[0])
         else:
             # One call per candidate with distinct seeds: same distribution, not the same samples.
@@ -142,9 +140,8 @@ class _Loop:
             for i in range(o.n_candidates):
                 check_cancel(self.cancel)
                 seed = (o.seed + round_) * 100_003 + i
-                rows = self.meter.generate(
-                    "attacker", self.attacker, [request], n=1, seed=seed, **kwargs
-                )
+                one = dataclasses.replace(decoding, n=1, seed=seed)
+                rows = self.meter.generate("attacker", self.attacker, [request], one)
                 replies.append(rows[0][0])
         return [self._clean(c) for c in replies]
 
@@ -243,8 +240,6 @@ def run_interactive(
     Raises:
         MissingModelError: no attacker model.
     """
-    from memprobe_core.metrics import dis
-
     loop = _Loop(split, models, options, on_event, cancel)
     status = "finished"
     p_init: str | None = None
@@ -312,12 +307,11 @@ def _manifest(
         loop.alpha,
         loop.alpha_source,
         decoding={
-            "victim": dict(VICTIM_DECODING, max_new_tokens=victim_budget(split, options)),
-            "init": {"temperature": 0.0, "max_new_tokens": options.max_prompt_tokens},
+            "victim": victim_decoding(split, options).manifest(),
+            "init": init_decoding(options).manifest(),
             "attacker": {
-                "temperature": options.attacker_temperature,
-                "top_p": options.attacker_top_p,
-                "max_new_tokens": options.max_prompt_tokens,
+                **attacker_decoding(options, 0).manifest(),
+                "n": options.n_candidates,
                 "seed_per_round": "seed + round",
             },
         },

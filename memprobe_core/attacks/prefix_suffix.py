@@ -22,10 +22,10 @@ from memprobe_core.attacks.events import (
     RoundStarted,
     emit,
 )
-from memprobe_core.attacks.result import AttackResult, Cancelled, check_cancel
+from memprobe_core.attacks.result import AttackResult, Cancelled, Candidate, check_cancel
 from memprobe_core.attacks.scoring import (
-    VICTIM_DECODING,
     CostMeter,
+    VictimAnswer,
     answer_requests,
     best_of,
     build_manifest,
@@ -35,9 +35,10 @@ from memprobe_core.attacks.scoring import (
     require,
     resolve_alpha,
     score,
-    victim_budget,
+    victim_decoding,
 )
 from memprobe_core.data import SplitSnippet
+from memprobe_core.models.base import Generator, Request
 
 
 def run_prefix_suffix(
@@ -78,32 +79,14 @@ def run_prefix_suffix(
     formats = ["raw"]
     if variant == "inst" and options.ps_chat_template and model.has_chat_template:
         formats.append("chat")
-    trace = []
-    answers = []
+    trace: list[Candidate] = []
+    answers: list[VictimAnswer] = []
     status = "finished"
     emit(on_event, RoundStarted(round=0, n=len(formats)))
     try:
-        check_cancel(cancel)
-        requests = [
-            split.prefix if fmt == "raw" else [{"role": "user", "content": split.prefix}]
-            for fmt in formats
-        ]
-        answers = answer_requests(meter, model, requests, split, options)
-        scores = score(
-            meter,
-            [split.prefix] * len(formats),
-            [a.scored for a in answers],
-            split,
-            model,
-            options,
-            alpha,
-            windowed=True,
+        _ask_and_score(
+            meter, model, formats, split, options, alpha, trace, answers, on_event, cancel
         )
-        for i, (fmt, out, sc) in enumerate(zip(formats, answers, scores)):
-            check_cancel(cancel)
-            cand = make_candidate(0, i, split.prefix, out, sc, extra={"format": fmt})
-            trace.append(cand)
-            emit(on_event, CandidateScored(round=0, candidate=cand))
     except Cancelled:
         status = "cancelled"
     chosen = best_of(trace)
@@ -117,7 +100,7 @@ def run_prefix_suffix(
         options,
         alpha,
         alpha_source,
-        decoding={"model": dict(VICTIM_DECODING, max_new_tokens=victim_budget(split, options))},
+        decoding={"model": victim_decoding(split, options).manifest()},
         extra={
             "generation": generation_record(split, options, answers),
             "scored_model": "base" if variant == "base" else "victim",
@@ -139,3 +122,43 @@ def run_prefix_suffix(
     )
     emit(on_event, Finished(result=result))
     return result
+
+
+def _ask_and_score(
+    meter: CostMeter,
+    model: Generator,
+    formats: list[str],
+    split: SplitSnippet,
+    options: AttackOptions,
+    alpha: float,
+    trace: list[Candidate],
+    answers: list[VictimAnswer],
+    on_event: EventCallback | None,
+    cancel: threading.Event | None,
+) -> None:
+    """The true prefix in each format, answered in one batched call and scored.
+
+    The answers and each scored candidate are appended to ``answers`` and ``trace`` as they
+    come (so a cancel part-way keeps them) and every candidate is emitted.
+    """
+    check_cancel(cancel)
+    requests: list[Request] = [
+        split.prefix if fmt == "raw" else [{"role": "user", "content": split.prefix}]
+        for fmt in formats
+    ]
+    answers.extend(answer_requests(meter, model, requests, split, options))
+    scores = score(
+        meter,
+        [split.prefix] * len(formats),
+        [a.scored for a in answers],
+        split,
+        model,
+        options,
+        alpha,
+        windowed=True,
+    )
+    for i, (fmt, out, sc) in enumerate(zip(formats, answers, scores)):
+        check_cancel(cancel)
+        cand = make_candidate(0, i, split.prefix, out, sc, extra={"format": fmt})
+        trace.append(cand)
+        emit(on_event, CandidateScored(round=0, candidate=cand))

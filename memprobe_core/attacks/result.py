@@ -43,7 +43,8 @@ class Costs:
 
     The ``search_*`` counters are GCG's white-box passes on the base model: forward calls,
     backward (gradient) passes, sequences and token positions run forward (a cached prefix
-    counts once); ``search_seconds`` is the whole search.
+    counts once); ``search_seconds`` is the whole search. ``measure_seconds``: the verbatim
+    metrics and membership signals measured after the method (not part of ``wall_seconds``).
     """
 
     victim_queries: int = 0
@@ -58,6 +59,7 @@ class Costs:
     search_backward_passes: int = 0
     search_sequences: int = 0
     search_tokens: int = 0
+    measure_seconds: float = 0.0
 
 
 @dataclass

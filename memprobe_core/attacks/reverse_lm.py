@@ -28,11 +28,11 @@ from memprobe_core.attacks.events import (
     RoundStarted,
     emit,
 )
-from memprobe_core.attacks.result import AttackResult, Cancelled, check_cancel
+from memprobe_core.attacks.result import AttackResult, Cancelled, Candidate, check_cancel
 from memprobe_core.attacks.scoring import (
-    VICTIM_DECODING,
     CostMeter,
     MissingModelError,
+    VictimAnswer,
     answer_victim,
     build_manifest,
     build_result,
@@ -41,10 +41,11 @@ from memprobe_core.attacks.scoring import (
     require,
     resolve_alpha,
     score,
-    victim_budget,
+    victim_decoding,
 )
 from memprobe_core.data import SplitSnippet
-from memprobe_core.models.base import Generator
+from memprobe_core.metrics import dis
+from memprobe_core.models.base import Decoding, Generator
 
 METHOD = "reverse_lm"
 DEFAULT_REVERSE_MODEL = "afterless/reverse-pythia-160m"
@@ -128,48 +129,18 @@ def run_reverse_lm(
     Raises:
         MissingModelError: no reverse model, or one without weights.
     """
-    from memprobe_core.metrics import dis
-
     reverse = require(models.reverse, "reverse", METHOD, f"e.g. {DEFAULT_REVERSE_MODEL}")
     alpha, alpha_source = resolve_alpha(split, models, options)
     meter = CostMeter()
     n_new = options.reverse_max_new_tokens or len(split.prefix_ids)
-    trace = []
-    answers = []
+    trace: list[Candidate] = []
+    answers: list[VictimAnswer] = []
     status = "finished"
-    prompt = ""
     emit(on_event, RoundStarted(round=0, n=1))
     try:
-        check_cancel(cancel)
-        t0 = time.perf_counter()
-        prompt, prompt_ids = propose_prefix(reverse, split.suffix, n_new)
-        spent = time.perf_counter() - t0
-        # The reverse model plays the attacker's part: it proposes the prompt.
-        meter.charge("attacker", queries=1, tokens=len(prompt_ids), seconds=spent)
-        check_cancel(cancel)
-        answers = answer_victim(meter, models.victim, [prompt], split, options, as_chat=False)
-        sc = score(
-            meter,
-            [prompt],
-            [answers[0].scored],
-            split,
-            models.victim,
-            options,
-            alpha,
-            windowed=True,
-        )[0]
-        cand = make_candidate(
-            0,
-            0,
-            prompt,
-            answers[0],
-            sc,
-            is_round_best=True,
-            extra={"prefix_tokens": len(prompt_ids)},
+        _propose_and_score(
+            reverse, meter, split, models, options, alpha, n_new, trace, answers, on_event, cancel
         )
-        trace.append(cand)
-        emit(on_event, CandidateScored(round=0, candidate=cand))
-        emit(on_event, RoundFinished(round=0, best=cand))
     except Cancelled:
         status = "cancelled"
     chosen = trace[0] if trace else None
@@ -182,8 +153,8 @@ def run_reverse_lm(
         alpha,
         alpha_source,
         decoding={
-            "reverse": {"do_sample": False, "max_new_tokens": n_new},
-            "victim": dict(VICTIM_DECODING, max_new_tokens=victim_budget(split, options)),
+            "reverse": Decoding(max_new_tokens=n_new).manifest(),
+            "victim": victim_decoding(split, options).manifest(),
         },
         extra={
             "generation": generation_record(split, options, answers),
@@ -197,10 +168,46 @@ def run_reverse_lm(
         chosen=chosen,
         trace=trace,
         alpha=alpha,
-        dis=dis(split.prefix, prompt) if chosen else None,
+        dis=dis(split.prefix, chosen.prompt) if chosen else None,
         meter=meter,
         manifest=manifest,
         status=status,
     )
     emit(on_event, Finished(result=result))
     return result
+
+
+def _propose_and_score(
+    reverse: Generator,
+    meter: CostMeter,
+    split: SplitSnippet,
+    models: ModelSet,
+    options: AttackOptions,
+    alpha: float,
+    n_new: int,
+    trace: list[Candidate],
+    answers: list[VictimAnswer],
+    on_event: EventCallback | None,
+    cancel: threading.Event | None,
+) -> None:
+    """The reverse LM writes a prefix for the suffix; the victim answers it; it is scored.
+
+    The answer and the candidate are appended to ``answers`` and ``trace`` as they come (a
+    cancel between the two model calls keeps what was done).
+    """
+    check_cancel(cancel)
+    t0 = time.perf_counter()
+    prompt, prompt_ids = propose_prefix(reverse, split.suffix, n_new)
+    # The reverse model plays the attacker's part: it proposes the prompt.
+    meter.charge("attacker", queries=1, tokens=len(prompt_ids), seconds=time.perf_counter() - t0)
+    check_cancel(cancel)
+    answers.extend(answer_victim(meter, models.victim, [prompt], split, options, as_chat=False))
+    sc = score(
+        meter, [prompt], [answers[0].scored], split, models.victim, options, alpha, windowed=True
+    )[0]
+    cand = make_candidate(
+        0, 0, prompt, answers[0], sc, is_round_best=True, extra={"prefix_tokens": len(prompt_ids)}
+    )
+    trace.append(cand)
+    emit(on_event, CandidateScored(round=0, candidate=cand))
+    emit(on_event, RoundFinished(round=0, best=cand))

@@ -23,12 +23,11 @@ from memprobe_core.attacks.result import AttackResult, Candidate, Costs
 from memprobe_core.config import alpha_for, family_of
 from memprobe_core.data import SplitSnippet
 from memprobe_core.errors import MemprobeError
-from memprobe_core.models.base import Completion, Generator, Request
+from memprobe_core.metrics import score_candidates, window_text
+from memprobe_core.models.base import Completion, Decoding, Generator, Request
+from memprobe_core.pii import pii_report
 
 logger = logging.getLogger("memprobe")
-
-# Decoding of the victim in every method (the paper's setting).
-VICTIM_DECODING: dict[str, Any] = {"temperature": 0.0, "top_p": 1.0, "do_sample": False}
 
 
 class MissingModelError(MemprobeError, ValueError):
@@ -78,7 +77,7 @@ class CostMeter:
     costs: Costs = field(default_factory=Costs)
 
     def generate(
-        self, role: str, model: Generator, requests: Sequence[Request], **kwargs: Any
+        self, role: str, model: Generator, requests: Sequence[Request], decoding: Decoding
     ) -> list[list[Completion]]:
         """Call ``model.generate`` and charge what it spent to ``role`` (victim or attacker).
 
@@ -87,7 +86,7 @@ class CostMeter:
         generating on it at the same time would otherwise leak its work into this run's costs.
         """
         t0 = time.perf_counter()
-        out = model.generate(list(requests), **kwargs)
+        out = model.generate(list(requests), **decoding.kwargs())
         seconds = time.perf_counter() - t0
         sequences = [c for row in out for c in row]
         self.charge(
@@ -133,9 +132,8 @@ def ask_victim(
     if not prompts:
         return []
     requests = [victim_request(p, victim, as_chat=as_chat) for p in prompts]
-    rows = meter.generate(
-        "victim", victim, requests, n=1, max_new_tokens=max(1, split.suffix_tokens), temperature=0.0
-    )
+    greedy = Decoding(max_new_tokens=max(1, split.suffix_tokens))
+    rows = meter.generate("victim", victim, requests, greedy)
     return [row[0].text for row in rows]
 
 
@@ -146,6 +144,12 @@ def victim_budget(split: SplitSnippet, options: AttackOptions) -> int:
     if options.scoring.output_window == "last":
         return max(1, split.length)
     return max(1, split.suffix_tokens)
+
+
+def victim_decoding(split: SplitSnippet, options: AttackOptions) -> Decoding:
+    """How the victim (or the base model answering for it) decodes in every method: greedy, as
+    the paper, with :func:`victim_budget` new tokens."""
+    return Decoding(max_new_tokens=victim_budget(split, options))
 
 
 @dataclass(frozen=True)
@@ -192,18 +196,9 @@ def answer_requests(
     The budget is :func:`victim_budget`; the window (``options.scoring.output_window``) is cut
     from the generated ids when the backend returns them (see ``metrics.window_text``).
     """
-    from memprobe_core.metrics import window_text
-
     if not requests:
         return []
-    rows = meter.generate(
-        role,
-        model,
-        list(requests),
-        n=1,
-        max_new_tokens=victim_budget(split, options),
-        temperature=0.0,
-    )
+    rows = meter.generate(role, model, list(requests), victim_decoding(split, options))
     tokenizer = _scoring_tokenizer(split, model)
     out = []
     for row in rows:
@@ -237,8 +232,6 @@ def score(
     ``windowed=True``: the outputs are already the scored windows (``VictimAnswer.scored``);
     otherwise each output is cut to ``len(suffix)`` tokens of re-tokenized text first.
     """
-    from memprobe_core.metrics import score_candidates
-
     t0 = time.perf_counter()
     scores = score_candidates(
         prompts,
@@ -412,8 +405,6 @@ def build_result(
     ``mem_best`` is filled from the trace; ``mem_init`` / ``mem_reference`` only by methods with
     an initial prompt of their own. PII is counted in the scored window of the output.
     """
-    from memprobe_core.pii import pii_report
-
     output = chosen.output if chosen else ""
     scored = chosen.extra.get("scored_output", output) if chosen else ""
     return AttackResult(

@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memprobe_core import __version__
 from memprobe_core.attacks import run_method
 from memprobe_core.attacks.common import AttackOptions, ModelSet
 from memprobe_core.attacks.events import EventCallback
@@ -253,43 +254,16 @@ def run_audit(
     run = store.get_run(run_id)
     RunConfig.from_dict(run["config"])  # a config this version cannot read fails before any change
     _check_not_running_elsewhere(run)
-    # A unit still marked running was in flight when its process died: it is redone.
-    for stale in store.units(run_id, status="running"):
-        log.info("audit %d: redoing unit %s (was in flight)", run_id, stale["key"])
-        store.reset_unit(run_id, stale["key"])
-
+    _redo_units_left_running(store, run_id)
     pending = [u["key"] for u in store.units(run_id, status="pending")]
-    counts = store.unit_counts(run_id)
-    total = sum(counts.values())
-    finished_before = counts["done"] + counts["error"]
-    errors = counts["error"]
-    ran = 0
-
-    def progress(current: UnitKey | None) -> None:
-        if on_progress is None:
-            return
-        elapsed = time.perf_counter() - started
-        rate = ran / elapsed if ran and elapsed > 0 else 0.0
-        left = total - finished_before - ran
-        eta = left / rate if rate > 0 else None
-        on_progress(
-            AuditProgress(finished_before + ran, total, errors, rate, eta, current, elapsed)
-        )
-
+    tally = _Tally(store.unit_counts(run_id), started, on_progress)
     if not pending:
         store.set_run_status(run_id, "finished")
-        progress(None)
-        return _summary(store, run_id, "finished", ran, started)
+        tally.progress(None)
+        return _summary(store, run_id, "finished", tally.ran, started)
 
     executor = executor or LocalExecutor()
     store.set_run_status(run_id, "running")
-
-    def on_end(outcome: UnitOutcome) -> None:
-        nonlocal ran, errors
-        ran += 1
-        errors += outcome.status == "error"
-        progress(None)
-
     work = AuditWork(
         store=store,
         run_id=run_id,
@@ -297,8 +271,8 @@ def run_audit(
         units=pending,
         snippets=snippets_by_id(store, run_id),
         models_factory=models_factory or models_from_config,
-        on_start=progress,
-        on_end=on_end,
+        on_start=tally.progress,
+        on_end=tally.unit_ended,
         on_models=lambda loaded: _record_manifest(store, run_id, run, loaded, executor.name),
         on_event=on_event,
         cancel=cancel,
@@ -309,14 +283,50 @@ def run_audit(
     except KeyboardInterrupt:  # the executor already put the units in flight back to pending
         log.info("audit %d interrupted", run_id)
         store.set_run_status(run_id, "interrupted")
-        return _summary(store, run_id, "interrupted", ran, started)
+        return _summary(store, run_id, "interrupted", tally.ran, started)
     except MemprobeError:  # e.g. no worker could load the models: resumable once they can
         store.set_run_status(run_id, "failed")
         raise
     status = "interrupted" if cancel is not None and cancel.is_set() else "finished"
     store.set_run_status(run_id, status)
-    progress(None)
-    return _summary(store, run_id, status, ran, started)
+    tally.progress(None)
+    return _summary(store, run_id, status, tally.ran, started)
+
+
+def _redo_units_left_running(store: Store, run_id: int) -> None:
+    """A unit still marked running was in flight when its process died: it is redone."""
+    for stale in store.units(run_id, status="running"):
+        log.info("audit %d: redoing unit %s (was in flight)", run_id, stale["key"])
+        store.reset_unit(run_id, stale["key"])
+
+
+class _Tally:
+    """Counts the units of one ``run_audit`` call and reports progress (rate, ETA)."""
+
+    def __init__(
+        self, counts: dict[str, int], started: float, on_progress: ProgressCallback | None
+    ) -> None:
+        self.total = sum(counts.values())
+        self.finished_before = counts["done"] + counts["error"]
+        self.errors = counts["error"]
+        self.ran = 0
+        self.started = started
+        self.on_progress = on_progress
+
+    def unit_ended(self, outcome: UnitOutcome) -> None:
+        self.ran += 1
+        self.errors += outcome.status == "error"
+        self.progress(None)
+
+    def progress(self, current: UnitKey | None) -> None:
+        if self.on_progress is None:
+            return
+        elapsed = time.perf_counter() - self.started
+        rate = self.ran / elapsed if self.ran and elapsed > 0 else 0.0
+        left = self.total - self.finished_before - self.ran
+        eta = left / rate if rate > 0 else None
+        done = self.finished_before + self.ran
+        self.on_progress(AuditProgress(done, self.total, self.errors, rate, eta, current, elapsed))
 
 
 def _record_manifest(
@@ -330,8 +340,6 @@ def _record_manifest(
     manifest.setdefault("sessions", []).append(
         {"started": time.time(), "models": loaded, "executor": executor}
     )
-    from memprobe_core import __version__
-
     manifest["memprobe"] = __version__
     manifest["owner"] = owner_record()
     store.update_run(run_id, manifest=manifest)

@@ -139,6 +139,8 @@ def make_executor(name: str = "local", **ray_options: Any) -> Executor:
             raise UsageError(f"{flags} only apply with --executor ray; add it or drop them")
         return LocalExecutor()
     if name == "ray":
+        # On demand: ray_executor builds on this module (AuditWork), so a top-level import
+        # would be a cycle; and a local audit never needs it.
         from memprobe_core.audit.ray_executor import RayExecutor, RayOptions, import_ray
 
         import_ray()  # fail now, before an audit is recorded that could not run

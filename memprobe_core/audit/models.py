@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from memprobe_core import models as model_backends
 from memprobe_core.attacks.common import ModelSet
 from memprobe_core.attacks.reverse_lm import DEFAULT_REVERSE_MODEL
 from memprobe_core.models import embedded
@@ -27,7 +28,7 @@ METHOD_ROLES: dict[str, tuple[str, ...]] = {
     "gcg": ("base", "victim"),
     "interactive": ("victim", "attacker", "init"),
 }
-ROLES: tuple[str, ...] = ("victim", "base", "attacker", "init", "reverse")
+ROLES: tuple[str, ...] = ("victim", "base", "attacker", "init", "reverse", "reference")
 
 
 @dataclass
@@ -40,6 +41,8 @@ class ModelNames:
         init: the init model (``None``: the attacker).
         reverse: the reverse LM (``None``: ``afterless/reverse-pythia-160m``; only loaded when
             ``reverse_lm`` is among the methods).
+        reference: a second model for the reference-ratio membership signal (``None``: no
+            reference, the signal is left out; loaded whatever the methods).
         backend: backend for every model (``None``: chosen from the name).
         load_options: keyword options passed to ``memprobe_core.models.load`` (device, dtype …).
     """
@@ -49,6 +52,7 @@ class ModelNames:
     attacker: str | None = None
     init: str | None = None
     reverse: str | None = None
+    reference: str | None = None
     backend: str | None = None
     load_options: dict[str, Any] = field(default_factory=dict)
 
@@ -62,6 +66,7 @@ class ModelNames:
             attacker=attacker,
             init=self.init or attacker,
             reverse=self.reverse or reverse_default,
+            reference=self.reference,
             backend=self.backend,
             load_options=dict(self.load_options),
         )
@@ -82,9 +87,10 @@ def default_model_names() -> tuple[str, str, str]:
     return embedded.DEFAULT_VICTIM, embedded.DEFAULT_ATTACKER, DEFAULT_REVERSE_MODEL
 
 
-def roles_needed(methods: Iterable[str]) -> list[str]:
-    """Model roles the given methods need, in ``ROLES`` order (always includes the victim)."""
-    needed = {"victim"}
+def roles_needed(methods: Iterable[str], *, reference: bool = False) -> list[str]:
+    """Model roles the given methods need, in ``ROLES`` order (always includes the victim;
+    ``reference``: a reference model is named, for the membership signals)."""
+    needed = {"victim", "reference"} if reference else {"victim"}
     for method in methods:
         needed.update(METHOD_ROLES.get(method, ()))
     return [role for role in ROLES if role in needed]
@@ -96,8 +102,6 @@ def load_models(names: ModelNames, methods: Iterable[str]) -> ModelSet:
     Raises:
         ModelError: a model cannot be loaded (unknown name, missing file, …).
     """
-    from memprobe_core.models import load
-
     names = names.resolved()
     cache: dict[str, Any] = {}
 
@@ -105,10 +109,10 @@ def load_models(names: ModelNames, methods: Iterable[str]) -> ModelSet:
         name = getattr(names, role)
         if name not in cache:
             log.info("loading %s model %s", role, name)
-            cache[name] = load(name, backend=names.backend, **names.load_options)
+            cache[name] = model_backends.load(name, backend=names.backend, **names.load_options)
         return cache[name]
 
-    needed = roles_needed(methods)
+    needed = roles_needed(methods, reference=names.reference is not None)
     loaded = {role: get(role) for role in needed}
     return ModelSet(
         victim=loaded["victim"],
@@ -116,6 +120,7 @@ def load_models(names: ModelNames, methods: Iterable[str]) -> ModelSet:
         attacker=loaded.get("attacker"),
         init=loaded.get("init"),
         reverse=loaded.get("reverse"),
+        reference=loaded.get("reference"),
     )
 
 

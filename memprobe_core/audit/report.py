@@ -4,7 +4,9 @@ From ``Store.results_frame`` (one row per finished unit) this builds:
 
 - **Table 1**: method × domain × length → mean Mem, LCS_P, Dis, objective and n, each mean with a
   BCa bootstrap 95 % interval (scipy, seeded, 5,000 resamples by default); ``small_n`` marks cells
-  with n < 10. Rows with domain ``all`` pool the domains.
+  with n < 10. Rows with domain ``all`` pool the domains. Beside them, the verbatim-extraction
+  figures: ``extractable`` (share of units whose output is k-extractable) and ``span_tokens``
+  (mean longest verbatim span), NaN where the units did not measure them.
 - **Paired improvement** of each method over P-S-Inst and over P-S-Base: per snippet and length,
   the difference in Mem (method − baseline), its mean, BCa interval, wins/ties/losses, a two-sided
   paired test (Wilcoxon signed-rank, or the exact sign test for few non-zero differences) and its
@@ -14,6 +16,8 @@ From ``Store.results_frame`` (one row per finished unit) this builds:
 The statistical rules (degenerate samples, ties, why Holm) are in :mod:`memprobe_core.audit.stats`.
 - **PII**: items in the true suffixes, copied into outputs, invented by outputs, per method.
 - **Cost** per method: victim and attacker queries, generated tokens, seconds (total and per unit).
+- **Membership** (labelled audits only): AUROC and TPR at 1 % / 0.1 % FPR with intervals, and ROC
+  curves, per membership signal and per method (:mod:`memprobe_core.membership.evaluate`).
 
 ``render_text`` (in :mod:`memprobe_core.audit.report_text`, re-exported here) draws it for a
 terminal; ``report_to_dict`` gives JSON-ready records.
@@ -40,10 +44,18 @@ from memprobe_core.audit.stats import (
     paired_test,
     validate_resamples,
 )
+from memprobe_core.membership.evaluate import (
+    MEMBERSHIP_COLUMNS,
+    ROC_COLUMNS,
+    membership_meta,
+    membership_table,
+)
 
 __all__ = [
     "BASELINES",
     "DEFAULT_RESAMPLES",
+    "MEMBERSHIP_COLUMNS",
+    "ROC_COLUMNS",
     "SMALL_N",
     "SMALL_N_MARK",
     "Report",
@@ -77,6 +89,8 @@ TABLE1_COLUMNS = [
     "dis_lo",
     "dis_hi",
     "objective",
+    "extractable",
+    "span_tokens",
 ]
 PAIRED_COLUMNS = [
     "method",
@@ -111,29 +125,6 @@ COST_COLUMNS = [
 ]
 
 
-# Labelled audits (snippets marked member / non-member): one row per score (a membership signal
-# or an extraction method's Mem) and length; ``tpr_at_1``/``tpr_at_01``: TPR at 1 % / 0.1 % FPR.
-MEMBERSHIP_COLUMNS = [
-    "score",
-    "score_label",
-    "kind",
-    "length",
-    "n_members",
-    "n_nonmembers",
-    "auroc",
-    "auroc_lo",
-    "auroc_hi",
-    "tpr_at_1",
-    "tpr_at_1_lo",
-    "tpr_at_1_hi",
-    "tpr_at_01",
-    "tpr_at_01_lo",
-    "tpr_at_01_hi",
-]
-# The ROC curves behind MEMBERSHIP_COLUMNS: one row per curve point.
-ROC_COLUMNS = ["score", "score_label", "kind", "length", "fpr", "tpr"]
-
-
 @dataclass
 class Report:
     """Aggregates of one run (all pandas DataFrames; see the module docstring).
@@ -145,8 +136,9 @@ class Report:
             ``p_value`` (two-sided) and ``p_holm`` (Holm-adjusted over the report's comparisons).
         pii / costs: :data:`PII_COLUMNS` / :data:`COST_COLUMNS`.
         errors: failed units (snippet_id, method, length, attempts, error), may be empty.
-        membership / roc: :data:`MEMBERSHIP_COLUMNS` / :data:`ROC_COLUMNS`; empty unless the
-            run's snippets carry both member and non-member labels.
+        membership / roc: :data:`MEMBERSHIP_COLUMNS` / :data:`ROC_COLUMNS` (defined in
+            :mod:`memprobe_core.membership.evaluate`); empty unless the run's snippets carry both
+            member and non-member labels.
         meta: run id, result count, resamples, seed, interval and test names, ROUGE variant and
             models when known.
     """
@@ -192,6 +184,13 @@ def _sorted(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     )
 
 
+def _mean_or_nan(group: pd.DataFrame, column: str) -> float:
+    if column not in group:  # a frame from before the column existed
+        return math.nan
+    values = pd.to_numeric(group[column], errors="coerce")
+    return float(values.mean()) if values.notna().any() else math.nan
+
+
 def _table1_row(
     method: str, domain: str, length: Any, group: pd.DataFrame, *, resamples: int, seed: int
 ) -> dict[str, Any]:
@@ -210,6 +209,9 @@ def _table1_row(
         row[f"{metric}_lo"], row[f"{metric}_hi"] = bootstrap_ci(
             values, resamples=resamples, seed=seed
         )
+    # Verbatim figures (booleans average to a share); NaN, not 0, where nothing was measured.
+    for metric in ("extractable", "span_tokens"):
+        row[metric] = _mean_or_nan(group, metric)
     return row
 
 
@@ -383,7 +385,7 @@ def build_report(
     meta: dict[str, Any] | None = None,
     select: str = "objective",
 ) -> Report:
-    """All four tables from a results frame (``Store.results_frame``).
+    """Every table from a results frame (``Store.results_frame``).
 
     Args:
         results: one row per finished unit.
@@ -419,12 +421,21 @@ def build_report(
             if column in results:
                 values = sorted({str(v) for v in results[column].dropna().unique()})
                 info[column] = ", ".join(values) if values else None
+        if "extract_k" in results:  # k of k-extractability, shown in Table 1's header
+            ks = sorted(
+                {int(k) for k in pd.to_numeric(results["extract_k"], errors="coerce").dropna()}
+            )
+            info["extract_k"] = ", ".join(map(str, ks)) if ks else None
+    membership, roc = membership_table(results, resamples=resamples, seed=seed)
+    info.update(membership_meta(results, membership))
     return Report(
         table1=table1(results, resamples=resamples, seed=seed),
         paired=paired_improvement(results, resamples=resamples, seed=seed),
         pii=pii_totals(results),
         costs=cost_per_method(results),
         errors=errors if errors is not None else pd.DataFrame(),
+        membership=membership,
+        roc=roc,
         meta=info,
     )
 
@@ -463,4 +474,6 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         "pii": _records(report.pii),
         "costs": _records(report.costs),
         "errors": _records(report.errors) if report.errors is not None else [],
+        "membership": _records(report.membership),
+        "roc": _records(report.roc),
     }

@@ -1,7 +1,9 @@
 """Plain-text rendering of a :class:`memprobe_core.audit.report.Report` for a terminal.
 
 Fixed-width tables with intervals in brackets; counts below ``SMALL_N`` carry ``†`` and a footnote,
-paired gains show the test used, its p-value and the Holm-adjusted p-value.
+paired gains show the test used, its p-value and the Holm-adjusted p-value. Table 1 shows the
+verbatim-extraction columns when some unit measured them; a labelled audit adds the membership
+table (AUROC, TPR at 1 % / 0.1 % FPR) with what its FPRs mean for the audit's non-member count.
 """
 
 from __future__ import annotations
@@ -66,7 +68,21 @@ def _header_lines(meta: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _table1_lines(t1: pd.DataFrame, resamples: Any, selection: str | None) -> list[str]:
+def _verbatim_columns(t1: pd.DataFrame, extract_k: Any) -> dict[str, list[str]]:
+    """Table 1's verbatim columns, or none when no unit measured them (older runs)."""
+    measured = [c for c in ("extractable", "span_tokens") if c in t1 and t1[c].notna().any()]
+    if not measured:
+        return {}
+    k = f"k={extract_k}" if extract_k else "k"
+    return {
+        f"Extractable ({k})": [_num(v) for v in t1.get("extractable", [math.nan] * len(t1))],
+        "Span (tokens)": [_num(v, 1) for v in t1.get("span_tokens", [math.nan] * len(t1))],
+    }
+
+
+def _table1_lines(
+    t1: pd.DataFrame, resamples: Any, selection: str | None, extract_k: Any = None
+) -> list[str]:
     table = pd.DataFrame(
         {
             "Method": t1["method_label"],
@@ -77,6 +93,7 @@ def _table1_lines(t1: pd.DataFrame, resamples: Any, selection: str | None) -> li
             "LCS_P": [_with_ci(*r) for r in zip(t1["lcs_p"], t1["lcs_p_lo"], t1["lcs_p_hi"])],
             "Dis": [_with_ci(*r) for r in zip(t1["dis"], t1["dis_lo"], t1["dis_hi"])],
             "Objective": [_num(v) for v in t1["objective"]],
+            **_verbatim_columns(t1, extract_k),
         }
     )
     title = (
@@ -145,6 +162,32 @@ def _cost_lines(c: pd.DataFrame) -> list[str]:
     return ["\nCost per method", table.to_string(index=False)]
 
 
+def _membership_lines(m: pd.DataFrame, meta: dict[str, Any], resamples: Any) -> list[str]:
+    table = pd.DataFrame(
+        {
+            "Score": m["score_label"],
+            "Kind": m["kind"],
+            "Length": m["length"],
+            "AUROC": [_with_ci(*r) for r in zip(m["auroc"], m["auroc_lo"], m["auroc_hi"])],
+            "TPR@1%": [
+                _with_ci(*r) for r in zip(m["tpr_at_1"], m["tpr_at_1_lo"], m["tpr_at_1_hi"])
+            ],
+            "TPR@0.1%": [
+                _with_ci(*r) for r in zip(m["tpr_at_01"], m["tpr_at_01_lo"], m["tpr_at_01_hi"])
+            ],
+            "n (member/non)": [f"{a}/{b}" for a, b in zip(m["n_members"], m["n_nonmembers"])],
+        }
+    )
+    lines = [
+        "\nMembership (labelled audit) — higher score = member, AUROC 0.5 = chance "
+        f"(95 % stratified percentile bootstrap CI, {resamples} resamples)",
+        table.to_string(index=False),
+    ]
+    if meta.get("membership_note"):
+        lines.append(f"FPR: {meta['membership_note']}")
+    return lines
+
+
 def _footnotes(report: Report) -> list[str]:
     marked = bool(report.table1["small_n"].any()) if not report.table1.empty else False
     if not report.paired.empty:
@@ -158,6 +201,11 @@ def _footnotes(report: Report) -> list[str]:
     if not report.table1.empty:
         notes.append(
             "A mean without brackets has no interval: fewer than two values, or all equal."
+        )
+    if report.membership is not None and not report.membership.empty:
+        notes.append(
+            "A membership figure without brackets has no interval: a class with fewer than two "
+            "snippets, or a zero-width bootstrap interval."
         )
     return ["", *notes] if notes else []
 
@@ -173,7 +221,10 @@ def render_text(report: Report) -> str:
         lines.append("\nNo finished units yet.")
     else:
         lines += _table1_lines(
-            report.table1, meta.get("resamples", DEFAULT_RESAMPLES), meta.get("selection_label")
+            report.table1,
+            meta.get("resamples", DEFAULT_RESAMPLES),
+            meta.get("selection_label"),
+            meta.get("extract_k"),
         )
     if not report.paired.empty:
         lines += _paired_lines(report.paired)
@@ -181,6 +232,12 @@ def render_text(report: Report) -> str:
         lines += _pii_lines(report.pii)
     if not report.costs.empty:
         lines += _cost_lines(report.costs)
+    if report.membership is not None and not report.membership.empty:
+        lines += _membership_lines(
+            report.membership, meta, meta.get("resamples", DEFAULT_RESAMPLES)
+        )
+    elif meta.get("membership_note"):  # labelled, but not both classes: say why no table
+        lines.append(f"\nMembership (labelled audit): {meta['membership_note']}")
     if report.errors is not None and not report.errors.empty:
         lines.append(f"\nFailed units ({len(report.errors)})")
         for row in report.errors.itertuples(index=False):

@@ -31,6 +31,7 @@ from memprobe_core.config import (
 )
 from memprobe_core.errors import UsageError
 from memprobe_core.loaders import MAX_FILE_BYTES, TxtMode
+from memprobe_core.membership import DEFAULT_EXTRACT_K, DEFAULT_MIN_K_PERCENT, MeasureOptions
 from memprobe_core.store import Store
 
 TXT_MODES: tuple[str, ...] = get_args(TxtMode)
@@ -117,6 +118,11 @@ def add_models(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--reverse",
         help="reverse LM for reverse_lm (default: afterless/reverse-pythia-160m, needs the hub)",
+    )
+    group.add_argument(
+        "--reference-model",
+        help="second model for the reference-ratio membership signal (any tokenizer; "
+        "default: none, the signal is left out)",
     )
     group.add_argument(
         "--backend",
@@ -225,6 +231,24 @@ def add_method_options(parser: argparse.ArgumentParser) -> None:
         "meta-prompt, 500-token prompts, BOS counted in the prefix)",
     )
     group.add_argument(
+        "--no-signals",
+        action="store_true",
+        help="skip the membership signals (one extra forward pass of a white-box victim per "
+        "snippet and length; default: computed)",
+    )
+    group.add_argument(
+        "--min-k-percent",
+        type=float,
+        default=DEFAULT_MIN_K_PERCENT,
+        help="k of the Min-K%% and Min-K%%++ signals, in percent of the text's tokens",
+    )
+    group.add_argument(
+        "--extract-k",
+        type=int,
+        default=DEFAULT_EXTRACT_K,
+        help="k of k-extractability: the output's first k tokens must equal the suffix's",
+    )
+    group.add_argument(
         "--split-tokenizer",
         choices=("model", "whitespace"),
         default="model",
@@ -260,6 +284,11 @@ def attack_options(args: argparse.Namespace) -> AttackOptions:
             gcg_answer_model=args.gcg_answer_model,
             ps_chat_template=not args.no_chat_template,
             compat=compat,
+            measure=MeasureOptions(
+                signals=not args.no_signals,
+                min_k_percent=args.min_k_percent,
+                extract_k=args.extract_k,
+            ),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
@@ -294,6 +323,7 @@ def model_names(args: argparse.Namespace) -> ModelNames:
         attacker=args.attacker,
         init=args.init,
         reverse=args.reverse,
+        reference=args.reference_model,
         backend=args.backend,
         load_options=load_options,
     )

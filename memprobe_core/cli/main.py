@@ -27,6 +27,7 @@ from memprobe_core.cli.errors import (
     cli_text,
     exit_code_for,
 )
+from memprobe_core.paths import default_store_path
 
 log = logging.getLogger("memprobe")
 
@@ -128,8 +129,6 @@ def _store_hint(exc: BaseException, args: argparse.Namespace) -> str:
     """Which file an SQLite error is about (its own message never says) and what to check."""
     if not isinstance(exc, sqlite3.Error):
         return ""
-    from memprobe_core.paths import default_store_path
-
     path = args.store or default_store_path()
     return (
         f" (store {path}: check that it is writable, that the disk has room and that the "

@@ -1,4 +1,5 @@
-"""``memprobe report RUN``: Table 1 with intervals, paired gains, PII, cost; CSV and JSON."""
+"""``memprobe report RUN``: Table 1 with intervals, paired gains, PII, cost, membership; CSV, JSON,
+HTML."""
 
 from __future__ import annotations
 
@@ -30,7 +31,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="write one row per finished unit, with manifest columns, as formula-safe CSV",
     )
     report.add_argument("--table-csv", type=Path, help="write Table 1 as formula-safe CSV")
+    report.add_argument(
+        "--membership-csv",
+        type=Path,
+        help="write the membership table (labelled audits: AUROC, TPR at 1 %% / 0.1 %% FPR with "
+        "intervals, per signal and method) as formula-safe CSV",
+    )
+    report.add_argument("--roc-csv", type=Path, help="write the ROC curve points as CSV")
     report.add_argument("--candidates-csv", type=Path, help="write every scored candidate as CSV")
+    report.add_argument(
+        "--html",
+        type=Path,
+        help="write the report as one self-contained HTML file (charts, manifest, prompts and "
+        "outputs; opens offline)",
+    )
     report.add_argument("--json", action="store_true", help="print the report as JSON")
     report.add_argument(
         "--resamples",
@@ -51,7 +65,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print a run's report; optionally write CSVs or JSON."""
+    """Print a run's report; optionally write CSVs, JSON or a self-contained HTML file."""
     store = common.open_store(args)
     report = report_for_run(
         store, args.run, resamples=args.resamples, seed=args.ci_seed, select=args.select
@@ -60,10 +74,17 @@ def run(args: argparse.Namespace) -> int:
     for path, frame in (
         (args.csv, lambda: store.results_frame(args.run)),
         (args.table_csv, lambda: report.table1),
+        (args.membership_csv, lambda: report.membership),
+        (args.roc_csv, lambda: report.roc),
         (args.candidates_csv, lambda: store.candidates_frame(args.run)),
     ):
         if path is not None:
             written.append(write_safe_csv(frame(), path))
+    if args.html is not None:
+        # Imported here: plotly's figures and Jinja2 cost every other command's start-up.
+        from memprobe_core.audit.html_report import render_html, write_html
+
+        written.append(write_html(render_html(report, store, args.run), args.html))
     if args.json:
         print(json.dumps(report_to_dict(report), ensure_ascii=False, indent=2, default=str))
     else:

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
 from memprobe_core.errors import UsageError
 
 DEFAULT_MIN_K_PERCENT = 20.0  # Shi et al. 2024 report k = 20 as their default
@@ -103,3 +105,26 @@ class MeasureOptions:
         data = data or {}
         known = {"signals", "min_k_percent", "extract_k"}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def signals_frame(membership: dict[str, Any] | None) -> pd.DataFrame:
+    """A result's membership signals as rows to show: signal, value, which way means member.
+
+    Empty when nothing was measured; a recorded failure shows as one row with its message.
+    """
+    membership = membership or {}
+    if "error" in membership:
+        return pd.DataFrame(
+            [{"signal": "error", "value": None, "member if": "", "what": str(membership["error"])}]
+        )
+    rows = [
+        {
+            "signal": spec.label,
+            "value": float(membership[spec.name]),
+            "member if": "higher" if spec.higher_is_member else "lower",
+            "what": spec.description,
+        }
+        for spec in SIGNALS
+        if membership.get(spec.name) is not None
+    ]
+    return pd.DataFrame(rows, columns=["signal", "value", "member if", "what"])

@@ -28,6 +28,49 @@ class TextTokenizer(Protocol):
 
 
 @dataclass(frozen=True)
+class Decoding:
+    """The settings of one generation call: what ``Generator.generate`` takes and a result's
+    manifest records (one type instead of keyword dicts rebuilt per method).
+
+    Attributes:
+        max_new_tokens: cap on generated tokens per completion.
+        temperature: 0 for greedy decoding (the victim's, in the paper), > 0 to sample.
+        top_p: nucleus sampling mass (used when sampling).
+        n: completions per request.
+        seed: makes sampling reproducible on the same machine.
+    """
+
+    max_new_tokens: int
+    temperature: float = 0.0
+    top_p: float = 1.0
+    n: int = 1
+    seed: int | None = None
+
+    @property
+    def do_sample(self) -> bool:
+        return self.temperature > 0
+
+    def kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``Generator.generate``."""
+        return {
+            "n": self.n,
+            "max_new_tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+        }
+
+    def manifest(self) -> dict[str, Any]:
+        """What a result's manifest records (the call's seed is the run's, recorded once)."""
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "do_sample": self.do_sample,
+            "max_new_tokens": self.max_new_tokens,
+        }
+
+
+@dataclass(frozen=True)
 class Completion:
     """One generated continuation.
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from memprobe_core import paths
 from memprobe_core.models.base import LoadOptions, ModelError
+from memprobe_core.models.hf import load_hf
 
 log = logging.getLogger("memprobe")
 
@@ -346,8 +347,6 @@ def ensure_cache(name: str) -> Path:
 
 def load_embedded(name: str, options: LoadOptions) -> Any:
     """Load embedded model ``name`` as an ``HFGenerator`` (the ``embedded`` backend's entry point)."""
-    from memprobe_core.models.hf import load_hf
-
     model = _model(name)
     folder = ensure_cache(name)
     started = time.perf_counter()

@@ -28,6 +28,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from memprobe_core.corpus import demo_corpus
 from memprobe_core.data import WhitespaceTokenizer
 from memprobe_core.models.base import (
     Completion,
@@ -279,20 +280,8 @@ def _longest_common_run(
 
 
 def _default_memory() -> list[str]:
-    try:
-        from memprobe_core.corpus import demo_corpus
-
-        return [s.text for s in demo_corpus()]
-    except Exception:  # the corpus module failing must not break the fake backend
-        return [
-            'Licensed under the Apache License, Version 2.0 (the "License"); you may not use '
-            "this file except in compliance with the License. You may obtain a copy of the "
-            "License at http://www.apache.org/licenses/LICENSE-2.0 Unless required by applicable "
-            "law or agreed to in writing, software distributed under the License is distributed "
-            'on an "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express '
-            "or implied. See the License for the specific language governing permissions and "
-            "limitations under the License."
-        ]
+    """What a ``fake:memorizer`` has "seen": the demo corpus (licences, stdlib sources)."""
+    return [s.text for s in demo_corpus()]
 
 
 def load_fake(name: str, options: LoadOptions) -> Generator:

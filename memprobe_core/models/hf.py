@@ -388,14 +388,17 @@ def resolve_source(name_or_path: str, gguf_file: str | None) -> tuple[str, str |
     if looks_like_path:
         raise ModelError(f"model path {name_or_path!r} does not exist; check the path")
     if _hub_offline():
-        from memprobe_core.models.embedded import EMBEDDED
-
-        raise ModelError(
-            f"model {name_or_path!r} is not an embedded name ({', '.join(EMBEDDED)}), not a local "
-            "folder or file, and the hub is offline (HF_HUB_OFFLINE is set); use an embedded name "
-            "or a local path, or allow hub downloads"
+        # The embedded names are added by memprobe_core.models.registry.load, which knows them:
+        # this module is the layer under the embedded backend and does not import it.
+        raise HubOfflineError(
+            f"model {name_or_path!r} is not a local folder or file, and the hub is offline "
+            "(HF_HUB_OFFLINE is set); use an embedded name or a local path, or allow hub downloads"
         )
     return name_or_path, gguf_file, "hub"
+
+
+class HubOfflineError(ModelError):
+    """A model name that only the hub could resolve, with the hub switched off."""
 
 
 def _hub_offline() -> bool:

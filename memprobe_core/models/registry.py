@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from memprobe_core.models.base import Generator, LoadOptions, ModelError
+from memprobe_core.models.embedded import EMBEDDED
+from memprobe_core.models.hf import HubOfflineError
 
 log = logging.getLogger("memprobe")
 
@@ -119,8 +121,6 @@ def guess_backend(name: str, options: dict[str, Any] | None = None) -> str:
     ``openai:<model>`` or a ``base_url`` option → ``openai``; ``vllm:<model>`` → ``vllm``;
     anything else (hub id, folder, GGUF file) → ``hf``.
     """
-    from memprobe_core.models.embedded import EMBEDDED
-
     if name in EMBEDDED:
         return "embedded"
     if name == "fake" or name.startswith("fake:"):
@@ -175,7 +175,10 @@ def load(name_or_path: str, *, backend: str | None = None, **options: Any) -> Ge
             if key in _cache:
                 return _cache[key]
         factory = _factory(spec)
-        generator = factory(name_or_path, opts)
+        try:
+            generator = factory(name_or_path, opts)
+        except HubOfflineError as exc:
+            raise HubOfflineError(f"{exc} (embedded names: {', '.join(EMBEDDED)})") from exc
         with _cache_lock:
             _cache[key] = generator
         log.info("loaded %s with backend %s", name_or_path, chosen)

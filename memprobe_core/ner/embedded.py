@@ -30,14 +30,11 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from memprobe_core import paths
 from memprobe_core.ner.conll import Sentence, write_conll
 from memprobe_core.ner.labels import CONLL_LABELS
-
-if TYPE_CHECKING:
-    from memprobe_core.ner.model import NerModel
+from memprobe_core.ner.model import NerModel
 
 log = logging.getLogger("memprobe")
 
@@ -621,7 +618,5 @@ def load_embedded_ner(
             first attention call; sdpa scores ~1.6× faster on CPU).
         device: where to load it.
     """
-    from memprobe_core.ner.model import NerModel
-
     folder = ensure_embedded_ner(on_progress, settings)
     return NerModel.load(folder, attentions=attentions, device=device)

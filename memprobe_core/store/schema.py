@@ -22,6 +22,7 @@ from typing import Any
 
 from memprobe_core.attacks.result import AttackResult, Candidate, Costs
 from memprobe_core.errors import MemprobeError
+from memprobe_core.paths import default_store_path
 
 log = logging.getLogger("memprobe")
 
@@ -342,8 +343,6 @@ class StoreFile:
 
     def __init__(self, path: str | Path | None = None) -> None:
         if path is None:
-            from memprobe_core.paths import default_store_path
-
             path = default_store_path()
         self.path = Path(path).expanduser()
         try:

@@ -1,8 +1,9 @@
 """An audit process is SIGKILLed mid-run, then resumed: every unit once, finished units untouched.
 
 The worker is a real separate Python process running the real methods
-(``memprobe_core.attacks.run_method``) on slow deterministic fake models (each generate call
-sleeps), so the kill lands while a unit is in flight with some of its candidates already stored.
+(``memprobe_core.attacks.run_method``) on slow deterministic fake models (``fake:script`` with a
+latency: each generate call sleeps), so the kill lands while a unit is in flight with some of its
+candidates already stored.
 """
 
 from __future__ import annotations
@@ -23,30 +24,25 @@ from memprobe_core.store.schema import RESULT_COLUMNS_SQL
 ROOT = Path(__file__).resolve().parents[2]
 
 WORKER = r"""
-import sys, time
+import sys
 from memprobe_core.attacks.common import ModelSet
 from memprobe_core.audit import resume_audit
-from memprobe_core.models.base import Completion, Generator
+from memprobe_core.models.scripted import ScriptedGenerator
 from memprobe_core.store import Store
 
 DELAY = float(sys.argv[3])
 
-class SlowParrot(Generator):
-    backend = "test"
-    def __init__(self, name):
-        super().__init__()
-        self.model_id = name
-    def _generate(self, requests, *, n, max_new_tokens, temperature, top_p, seed):
-        time.sleep(DELAY)
-        out = []
-        for r, request in enumerate(requests):
-            text = request if isinstance(request, str) else request[-1]["content"]
-            out.append([Completion(f"w20 w21 q{len(text) % 7} s{seed} {i}", 5) for i in range(n)]
-                       if temperature > 0 else [Completion("w20 w21 w22", 3)] * n)
-        return out
+def answer(ask):
+    # Sampled answers differ per request, seed and sample, so candidates are distinct.
+    if ask.call.temperature > 0:
+        return f"w20 w21 q{len(ask.content) % 7} s{ask.call.seed} {ask.index}"
+    return "w20 w21 w22"
+
+def slow_parrot(name):
+    return ScriptedGenerator(answer, model_id=name, tokenizer=None, latency_s=DELAY)
 
 def factory(config):
-    return ModelSet(victim=SlowParrot("slow/victim"), attacker=SlowParrot("slow/attacker"))
+    return ModelSet(victim=slow_parrot("slow/victim"), attacker=slow_parrot("slow/attacker"))
 
 summary = resume_audit(Store(sys.argv[1]), int(sys.argv[2]), models_factory=factory)
 print(summary.status, summary.ran, flush=True)

@@ -15,28 +15,17 @@ from memprobe_core.cli import common
 from memprobe_core.config import ScoringConfig
 from memprobe_core.data import Snippet, split
 from memprobe_core.errors import UsageError
-from memprobe_core.models.base import Completion, Generator
-from tests.unit.attacks.test_attacks_interactive import (
-    CountingVictim,
-    ScriptedAttacker,
+from memprobe_core.models.base import Completion
+from memprobe_core.models.scripted import Ask, ScriptedGenerator
+from tests.helpers.scripted_models import (
+    PREFIX_WORDS,
+    SUFFIX_WORDS,
+    counting_victim,
+    first_requests,
     make_split,
+    question_attacker,
 )
 
-SUFFIX = [
-    "alpha",
-    "bravo",
-    "charlie",
-    "delta",
-    "echo",
-    "foxtrot",
-    "golf",
-    "hotel",
-    "india",
-    "juliet",
-    "kilo",
-    "lima",
-]
-PREFIX = ["one", "two", "three", "four", "five", "six"]
 JUNK = ["zulu", "yankee", "xray", "whiskey", "victor", "uniform"]
 
 
@@ -63,40 +52,35 @@ class WordTokenizer:
         return " ".join(self.words[i] for i in ids if not (skip_special_tokens and i == 0))
 
 
-class LongVictim(Generator):
+def long_victim(
+    *, with_ids: bool = True, tail: str = "", tok: WordTokenizer | None = None
+) -> ScriptedGenerator:
     """Writes six junk words then the true suffix, cut at ``max_new_tokens``.
 
     ``tail``: a word appended to the TEXT but not to the ids (as a decoded stop string would
     be), so a window cut from re-tokenized text differs from one cut from the ids.
     """
+    tok = tok or WordTokenizer()
 
-    backend = "test"
-    model_id = "test/long-victim"
+    def answer(ask: Ask) -> Completion:
+        words = (JUNK + SUFFIX_WORDS)[: ask.call.max_new_tokens]
+        ids = tok.encode(" ".join(words))
+        text = " ".join(words + ([tail] if tail else []))
+        return Completion(text, len(ids), "length", ids if with_ids else None)
 
-    def __init__(self, *, with_ids: bool = True, tail: str = "") -> None:
-        super().__init__()
-        self.tok = WordTokenizer()
-        self.with_ids, self.tail = with_ids, tail
-        self.budgets: list[int] = []
+    return ScriptedGenerator(answer, model_id="test/long-victim", tokenizer=tok)
 
-    @property
-    def tokenizer(self):
-        return self.tok
 
-    def _generate(self, requests, *, n, max_new_tokens, temperature, top_p, seed):
-        self.budgets.append(max_new_tokens)
-        words = (JUNK + SUFFIX)[:max_new_tokens]
-        ids = self.tok.encode(" ".join(words))
-        text = " ".join(words + ([self.tail] if self.tail else []))
-        return [
-            [Completion(text, len(ids), "length", ids if self.with_ids else None)] * n
-            for _ in requests
-        ]
+def budgets(model: ScriptedGenerator) -> list[int]:
+    """The ``max_new_tokens`` of each generate call."""
+    return [call.max_new_tokens for call in model.calls]
 
 
 def word_split(tok: WordTokenizer | None = None):
     tok = tok or WordTokenizer()
-    return split(Snippet("s", " ".join(PREFIX + SUFFIX), "books"), tok, 18, prefix_ratio=1 / 3)
+    return split(
+        Snippet("s", " ".join(PREFIX_WORDS + SUFFIX_WORDS), "books"), tok, 18, prefix_ratio=1 / 3
+    )
 
 
 def options(window: str, **kw) -> AttackOptions:
@@ -106,14 +90,14 @@ def options(window: str, **kw) -> AttackOptions:
 # --- item 2: the output window and the generation budget -------------------------------------
 def test_last_window_lets_the_victim_write_the_whole_length_and_scores_its_end():
     models = lambda v: ModelSet(victim=v, base=v)
-    first_victim, last_victim = LongVictim(), LongVictim()
+    first_victim, last_victim = long_victim(), long_victim()
     first = run_method("ps_inst", word_split(), models(first_victim), options("first"))
     last = run_method("ps_inst", word_split(), models(last_victim), options("last"))
-    assert first_victim.budgets == [12] and last_victim.budgets == [18]
+    assert budgets(first_victim) == [12] and budgets(last_victim) == [18]
     assert first.mem == pytest.approx(6 / 12)  # six junk words, then half the suffix
     assert last.mem == 1.0  # the last 12 of 18 tokens are the suffix
     assert last.output.split()[:6] == JUNK  # everything written is kept ...
-    assert last.trace[0].extra["scored_output"] == " ".join(SUFFIX)  # ... and the scored part
+    assert last.trace[0].extra["scored_output"] == " ".join(SUFFIX_WORDS)  # ... and the scored part
     gen = last.manifest["generation"]
     assert gen == {
         "budget_tokens": 18,
@@ -127,12 +111,12 @@ def test_last_window_lets_the_victim_write_the_whole_length_and_scores_its_end()
 
 def test_window_is_cut_from_the_generated_ids_not_from_re_tokenized_text():
     sp = word_split()
-    by_ids = run_method("ps_inst", sp, ModelSet(victim=LongVictim(tail="lima")), options("last"))
+    by_ids = run_method("ps_inst", sp, ModelSet(victim=long_victim(tail="lima")), options("last"))
     assert by_ids.mem == 1.0
     fallback = run_method(
         "ps_inst",
         word_split(),
-        ModelSet(victim=LongVictim(with_ids=False, tail="extra")),
+        ModelSet(victim=long_victim(with_ids=False, tail="extra")),
         options("last"),
     )
     # Without ids the text is re-tokenized: its last 12 words end in "extra", not the suffix.
@@ -141,13 +125,13 @@ def test_window_is_cut_from_the_generated_ids_not_from_re_tokenized_text():
 
 
 def test_interactive_and_reverse_budget_follow_the_window():
-    victim = CountingVictim()
+    victim = counting_victim()
     run_interactive(
         make_split(),
-        ModelSet(victim=victim, attacker=ScriptedAttacker()),
+        ModelSet(victim=victim, attacker=question_attacker()),
         AttackOptions(rounds=1, n_candidates=2, compat="reference"),
     )
-    assert set(victim.max_new_tokens) == {18}  # length, not len(suffix) = 12
+    assert set(budgets(victim)) == {18}  # length, not len(suffix) = 12
 
 
 # --- item 3: the selection rule --------------------------------------------------------------
@@ -177,7 +161,7 @@ def test_reference_mem_is_max_of_init_and_the_rounds_argmax_objective():
 def test_interactive_result_records_the_three_mems():
     res = run_interactive(
         make_split(),
-        ModelSet(victim=CountingVictim(), attacker=ScriptedAttacker()),
+        ModelSet(victim=counting_victim(), attacker=question_attacker()),
         AttackOptions(rounds=2, n_candidates=5, seed=3),
     )
     assert res.mem_init == res.trace[0].mem
@@ -185,7 +169,7 @@ def test_interactive_result_records_the_three_mems():
     assert res.mem_reference == reference_mem(res.trace)
     assert res.mem_best >= res.mem and res.mem_reference >= res.mem_init
     assert res.manifest["selection"] == "objective"
-    ps = run_method("ps_inst", make_split(), ModelSet(victim=CountingVictim()), AttackOptions())
+    ps = run_method("ps_inst", make_split(), ModelSet(victim=counting_victim()), AttackOptions())
     assert ps.mem_init is None and ps.mem_reference is None and ps.mem_best == ps.mem
 
 
@@ -217,22 +201,23 @@ def test_reference_refine_text_is_the_reference_codes():
 
 @pytest.mark.parametrize("name", ["paper", "paper+reply-only", "reference"])
 def test_the_named_wording_reaches_the_attacker_and_the_manifest(name):
-    attacker = ScriptedAttacker()
+    attacker = question_attacker()
     res = run_interactive(
         make_split(),
-        ModelSet(victim=CountingVictim(), attacker=attacker),
+        ModelSet(victim=counting_victim(), attacker=attacker),
         AttackOptions(rounds=1, n_candidates=2, meta_prompts=name),
     )
     w = meta.wording(name)
-    assert attacker.requests[0][0]["content"].startswith(w.init)
+    asked = first_requests(attacker)
+    assert asked[0][0]["content"].startswith(w.init)
     assert (
-        attacker.requests[1][0]["content"]
+        asked[1][0]["content"]
         == meta.refine_request(res.trace[0].prompt, chat=True, meta_prompt=w.refine)[0]["content"]
     )
     assert res.manifest["meta_prompts"] == name and res.manifest["refine_meta_prompt"] == w.refine
     custom = run_interactive(
         make_split(),
-        ModelSet(victim=CountingVictim(), attacker=ScriptedAttacker()),
+        ModelSet(victim=counting_victim(), attacker=question_attacker()),
         AttackOptions(rounds=0, meta_prompts=name, init_meta_prompt="Ask {snippet}"),
     )
     assert custom.manifest["meta_prompts"] == "custom"
@@ -247,22 +232,21 @@ def test_bad_meta_prompts_or_prompt_cap_is_refused():
         AttackOptions(selection="best")  # type: ignore[arg-type]
 
 
-class CapAttacker(ScriptedAttacker):
-    """Fills the whole budget on sampled calls (a reply cut at max_prompt_tokens)."""
+def cap_attacker() -> ScriptedGenerator:
+    """Fills the whole budget on sampled calls: a 7-word reply cut at the 5-token cap."""
 
-    def _generate(self, requests, *, n, max_new_tokens, temperature, top_p, seed):
-        if temperature == 0:
-            return [[Completion("ask number 2", 3, "stop")] for _ in requests]
-        return [
-            [Completion(f"ask number {i} and more", max_new_tokens, "length") for i in range(n)]
-            for _ in requests
-        ]
+    def answer(ask: Ask) -> str:
+        if ask.call.temperature == 0:
+            return "ask number 2"
+        return f"ask number {ask.index} and more and more"
+
+    return ScriptedGenerator(answer, model_id="test/attacker", chat_template=True)
 
 
 def test_prompt_that_hit_the_cap_is_flagged_truncated():
     res = run_interactive(
         make_split(),
-        ModelSet(victim=CountingVictim(), attacker=CapAttacker()),
+        ModelSet(victim=counting_victim(), attacker=cap_attacker()),
         AttackOptions(rounds=1, n_candidates=3, max_prompt_tokens=5),
     )
     assert "truncated" not in res.trace[0].flags
@@ -330,15 +314,15 @@ def test_cli_compat_flag():
 
 
 def test_reference_split_counts_bos_in_the_prefix():
-    text = " ".join(PREFIX + SUFFIX + ["extra"])
+    text = " ".join(PREFIX_WORDS + SUFFIX_WORDS + ["extra"])
     paper = split(Snippet("s", text), WordTokenizer(bos=True), 18, prefix_ratio=1 / 3)
     ref = split(
         Snippet("s", text), WordTokenizer(bos=True), 18, prefix_ratio=1 / 3, bos_in_prefix=True
     )
-    assert paper.prefix.split() == PREFIX and paper.suffix.split() == SUFFIX
+    assert paper.prefix.split() == PREFIX_WORDS and paper.suffix.split() == SUFFIX_WORDS
     # BOS + 5 text tokens = 6 prefix tokens; the suffix keeps its 12 tokens, shifted by one.
-    assert ref.prefix.split() == PREFIX[:5] and len(ref.suffix_ids) == 12
-    assert ref.suffix.split() == PREFIX[5:] + SUFFIX[:11]
+    assert ref.prefix.split() == PREFIX_WORDS[:5] and len(ref.suffix_ids) == 12
+    assert ref.suffix.split() == PREFIX_WORDS[5:] + SUFFIX_WORDS[:11]
     assert ref.bos_in_prefix and not paper.bos_in_prefix and ref.length == 18
     no_bos = split(
         Snippet("s", text), WordTokenizer(bos=False), 18, prefix_ratio=1 / 3, bos_in_prefix=True
@@ -350,7 +334,7 @@ def test_reference_split_counts_bos_in_the_prefix():
 def test_manifest_names_versions_wording_compat_answer_model_and_generation():
     res = run_interactive(
         make_split(),
-        ModelSet(victim=CountingVictim(), attacker=ScriptedAttacker()),
+        ModelSet(victim=counting_victim(), attacker=question_attacker()),
         AttackOptions(rounds=1, n_candidates=2, compat="reference"),
     )
     m = res.manifest
@@ -362,17 +346,9 @@ def test_manifest_names_versions_wording_compat_answer_model_and_generation():
         "victim",
     )
     assert m["generation"]["budget_tokens"] == 18 and m["generation"]["window"] == "last"
-    v = CountingVictim()
+    v = counting_victim()
     base = run_method("ps_base", make_split(), ModelSet(victim=v, base=v), AttackOptions())
     assert base.manifest["answer_model"] == "base" and base.manifest["compat"] == "paper"
-
-
-class BosVictim(LongVictim):
-    """A victim whose tokenizer puts a BOS in front of every encoded text."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.tok = WordTokenizer(bos=True)
 
 
 @pytest.mark.parametrize("compat, prefix_words", [("paper", 6), ("reference", 5)])
@@ -386,7 +362,7 @@ def test_run_unit_cuts_the_split_with_the_compat_modes_convention(tmp_path, comp
         seen.append(piece)
         return run_method(name, piece, models, opts, on_event=on_event, cancel=cancel)
 
-    snippet = Snippet("s", " ".join(PREFIX + SUFFIX + ["extra"]), "books")
+    snippet = Snippet("s", " ".join(PREFIX_WORDS + SUFFIX_WORDS + ["extra"]), "books")
     unit = UnitKey("s", "ps_inst", 18)
     with Store(tmp_path / "runs.sqlite") as store:
         run_id = store.create_run("probe", snippets=[snippet], units=[unit])
@@ -395,7 +371,7 @@ def test_run_unit_cuts_the_split_with_the_compat_modes_convention(tmp_path, comp
             run_id,
             unit,
             snippet,
-            ModelSet(victim=BosVictim()),
+            ModelSet(victim=long_victim(tok=WordTokenizer(bos=True))),  # BOS in front
             AttackOptions(compat=compat),
             runner=runner,
         )

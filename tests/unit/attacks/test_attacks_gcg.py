@@ -18,7 +18,7 @@ from memprobe_core.attacks import (
 )
 from memprobe_core.attacks.gcg import round_trips
 from memprobe_core.data import Snippet, split
-from memprobe_core.models.base import Generator
+from memprobe_core.models.scripted import ScriptedGenerator
 
 N_WORDS = 200
 
@@ -285,17 +285,13 @@ def test_cli_flag_sets_the_answer_model():
 
 
 def test_gcg_needs_a_white_box_base(tok):
-    class BlackBox(Generator):
-        backend, model_id = "openai", "remote"
-
-        def _generate(self, *a, **k):
-            raise AssertionError("not called")
-
+    black_box = ScriptedGenerator(model_id="remote", tokenizer=None)  # no weights, no tokenizer
     sp = words_split()
     with pytest.raises(MissingModelError, match="white-box"):
-        run_gcg(sp, ModelSet(victim=BlackBox(), base=BlackBox()), AttackOptions())
+        run_gcg(sp, ModelSet(victim=black_box, base=black_box), AttackOptions())
     with pytest.raises(MissingModelError, match=r"ModelSet\.base"):
-        run_gcg(sp, ModelSet(victim=BlackBox()), AttackOptions())
+        run_gcg(sp, ModelSet(victim=black_box), AttackOptions())
+    assert black_box.calls == []  # refused before anything was asked
 
 
 # ---- prefix cache, fixed tokens after the prompt, pass counts ----

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import threading
 
 import pytest
@@ -18,101 +17,24 @@ from memprobe_core.attacks import (
 from memprobe_core.attacks.prompts import INIT_META_PROMPT
 from memprobe_core.data import Snippet, split
 from memprobe_core.metrics import dis
-from memprobe_core.models.base import Completion, Generator
-
-SUFFIX_WORDS = [
-    "alpha",
-    "bravo",
-    "charlie",
-    "delta",
-    "echo",
-    "foxtrot",
-    "golf",
-    "hotel",
-    "india",
-    "juliet",
-    "kilo",
-    "lima",
-]
-PREFIX_WORDS = ["one", "two", "three", "four", "five", "six"]
-
-
-def make_split(domain: str = "books"):
-    text = " ".join(PREFIX_WORDS + SUFFIX_WORDS)
-    return split(Snippet(id="s1", text=text, domain=domain), "whitespace", 18, prefix_ratio=1 / 3)
-
-
-class ScriptedAttacker(Generator):
-    """Proposes 'ask number K' questions; K drawn from a seeded RNG (distinct per sample).
-
-    ``script`` (optional) fixes the texts returned per call instead.
-    """
-
-    backend = "test"
-
-    def __init__(self, *, chat: bool = True, script: list[list[str]] | None = None) -> None:
-        super().__init__()
-        self.model_id = "test/attacker"
-        self._chat = chat
-        self.script = script
-        self.requests: list = []
-
-    @property
-    def has_chat_template(self) -> bool:
-        return self._chat
-
-    def _generate(self, requests, *, n, max_new_tokens, temperature, top_p, seed):
-        self.requests.append(requests[0])
-        if self.script is not None:
-            texts = self.script.pop(0)
-            assert len(texts) == n
-            return [[Completion(t, max(1, len(t.split()))) for t in texts]]
-        if temperature == 0:
-            return [[Completion('New question: "ask number 1"', 5)] * n for _ in requests]
-        rng = random.Random(seed)
-        return [
-            [Completion(f"ask number {rng.randint(0, 12)}\nextra line", 4) for _ in range(n)]
-            for _ in requests
-        ]
-
-
-class CountingVictim(Generator):
-    """Answers 'ask number K' with the first K suffix words (so larger K scores better)."""
-
-    backend = "test"
-
-    def __init__(self, *, chat: bool = True) -> None:
-        super().__init__()
-        self.model_id = "test/victim"
-        self._chat = chat
-        self.calls: list[list] = []
-        self.max_new_tokens: list[int] = []
-
-    @property
-    def has_chat_template(self) -> bool:
-        return self._chat
-
-    def _generate(self, requests, *, n, max_new_tokens, temperature, top_p, seed):
-        assert temperature == 0.0
-        self.calls.append(list(requests))
-        self.max_new_tokens.append(max_new_tokens)
-        out = []
-        for r in requests:
-            text = r[-1]["content"] if isinstance(r, list) else r
-            k = int(text.split()[-1]) if text.split()[-1].isdigit() else 0
-            out.append([Completion(" ".join(SUFFIX_WORDS[:k]) or "nothing", max(1, k))] * n)
-        return out
+from tests.helpers.scripted_models import (
+    counting_victim,
+    first_requests,
+    make_split,
+    parrot,
+    question_attacker,
+)
 
 
 def run(options=None, attacker=None, victim=None, **kw):
-    attacker = attacker or ScriptedAttacker()
-    victim = victim or CountingVictim()
+    attacker = attacker or question_attacker()
+    victim = victim or counting_victim()
     options = options or AttackOptions(rounds=3, n_candidates=6, seed=3)
     return run_interactive(make_split(), ModelSet(victim=victim, attacker=attacker), options, **kw)
 
 
 def test_loop_keeps_best_and_final_objective_is_max_over_trace():
-    attacker = ScriptedAttacker()
+    attacker = question_attacker()
     result = run(attacker=attacker)
     eligible = [c for c in result.trace if "empty" not in c.flags]
     assert result.objective == max(c.objective for c in eligible)
@@ -125,7 +47,7 @@ def test_loop_keeps_best_and_final_objective_is_max_over_trace():
         round_best = [c for c in rows if c.is_round_best]
         assert len(round_best) == 1
         assert round_best[0].objective == max(c.objective for c in rows)
-        next_request = attacker.requests[r + 1]
+        next_request = first_requests(attacker)[r + 1]
         assert round_best[0].prompt in next_request[-1]["content"]
     # The init prompt was cleaned of its label and quotes.
     assert result.trace[0].prompt == "ask number 1"
@@ -179,16 +101,17 @@ def test_cancel_before_start_returns_an_empty_cancelled_result():
 
 
 def test_empty_and_duplicate_candidates_are_kept_and_flagged():
-    attacker = ScriptedAttacker(
-        script=[["ask number 2"], ["", "ask number 5", "ask number 5", "ask number 2", '""']]
+    attacker = question_attacker(
+        script=["ask number 2", "", "ask number 5", "ask number 5", "ask number 2", '""']
     )
-    victim = CountingVictim()
+    victim = counting_victim()
     result = run(attacker=attacker, victim=victim, options=AttackOptions(rounds=1, n_candidates=5))
     flags = [c.flags for c in result.trace]
     assert flags == [[], ["empty"], [], ["duplicate"], ["duplicate"], ["empty"]]
+    assert [c.n for c in attacker.calls] == [1, 5]  # the script's texts went one per candidate
     # Victim queried once per distinct non-empty prompt: 'ask number 2' (init), then 'ask number 5'.
     assert result.costs.victim_queries == 2
-    assert [len(c) for c in victim.calls] == [1, 1]
+    assert [len(c.requests) for c in victim.calls] == [1, 1]
     dup = result.trace[3]
     assert dup.output == result.trace[2].output and dup.objective == result.trace[2].objective
     assert result.prompt == "ask number 5"
@@ -198,20 +121,21 @@ def test_empty_and_duplicate_candidates_are_kept_and_flagged():
 def test_empty_candidates_are_never_chosen_even_with_the_top_objective():
     # 'ask number 0' gives a non-matching output with an LCS_P of 0, so every prompt scores <= 0;
     # an empty candidate scores exactly 0 and must still lose to real prompts.
-    attacker = ScriptedAttacker(script=[["ask number 0"], ["", "ask number 0 bravo"]])
+    attacker = question_attacker(script=["ask number 0", "", "ask number 0 bravo"])
     result = run(attacker=attacker, options=AttackOptions(rounds=1, n_candidates=2, alpha=0.1))
     assert result.prompt in {"ask number 0", "ask number 0 bravo"}
     assert result.trace[1].flags == ["empty"] and not result.trace[1].is_round_best
+    assert [c.n for c in attacker.calls] == [1, 2]
 
 
 def test_one_batched_attacker_and_victim_call_per_round():
-    attacker, victim = ScriptedAttacker(), CountingVictim()
+    attacker, victim = question_attacker(), counting_victim()
     result = run(
         attacker=attacker, victim=victim, options=AttackOptions(rounds=3, n_candidates=6, seed=5)
     )
     assert attacker.stats.calls == 4  # init + 3 rounds
     assert victim.stats.calls == 4
-    assert all(m == make_split().suffix_tokens for m in victim.max_new_tokens)
+    assert all(c.max_new_tokens == make_split().suffix_tokens for c in victim.calls)
     assert result.costs.attacker_queries == 1 + 3 * 6
     assert result.costs.victim_queries == victim.stats.sequences
     assert (
@@ -222,7 +146,7 @@ def test_one_batched_attacker_and_victim_call_per_round():
 
 
 def test_unbatched_makes_one_call_per_candidate_with_same_scoring():
-    attacker, victim = ScriptedAttacker(), CountingVictim()
+    attacker, victim = question_attacker(), counting_victim()
     options = AttackOptions(rounds=2, n_candidates=5, seed=5, batched=False)
     result = run(attacker=attacker, victim=victim, options=options)
     assert attacker.stats.calls == 1 + 2 * 5
@@ -243,24 +167,24 @@ def test_deterministic_under_a_seed():
 def test_partial_access_shows_only_the_prefix_to_the_init_model():
     sp = make_split()
     for access, sees_suffix in (("partial", False), ("full", True)):
-        init, attacker = ScriptedAttacker(), ScriptedAttacker()
+        init, attacker = question_attacker(), question_attacker()
         run_interactive(
             sp,
-            ModelSet(victim=CountingVictim(), attacker=attacker, init=init),
+            ModelSet(victim=counting_victim(), attacker=attacker, init=init),
             AttackOptions(rounds=1, n_candidates=2, access=access),
         )
-        content = init.requests[0][-1]["content"]
+        content = first_requests(init)[0][-1]["content"]
         assert content.startswith(INIT_META_PROMPT)
         assert sp.prefix in content
         assert (sp.suffix in content) is sees_suffix
-        assert len(init.requests) == 1 and len(attacker.requests) == 1  # init model is separate
+        assert len(init.calls) == 1 and len(attacker.calls) == 1  # init model is separate
 
 
 def test_base_attacker_gets_few_shot_text_and_instruct_a_chat():
     for chat in (False, True):
-        attacker = ScriptedAttacker(chat=chat)
+        attacker = question_attacker(chat=chat)
         result = run(attacker=attacker, options=AttackOptions(rounds=1, n_candidates=2))
-        init_req, refine_req = attacker.requests
+        init_req, refine_req = first_requests(attacker)
         if chat:
             assert isinstance(init_req, list) and init_req[0]["role"] == "user"
         else:
@@ -274,7 +198,9 @@ def test_alpha_from_the_table_or_the_option():
     assert (res.alpha, res.manifest["alpha_source"]) == (0.5, "fallback")
     sp = split(Snippet("b", " ".join(["w"] * 250), domain="books"), "whitespace", 200)
     res = run_interactive(
-        sp, ModelSet(victim=CountingVictim(), attacker=ScriptedAttacker()), AttackOptions(rounds=0)
+        sp,
+        ModelSet(victim=counting_victim(), attacker=question_attacker()),
+        AttackOptions(rounds=0),
     )
     assert (res.alpha, res.manifest["alpha_source"]) == (0.2, "paper:llama")
     res = run(options=AttackOptions(rounds=0, alpha=0.7))
@@ -309,32 +235,25 @@ def test_result_has_pii_costs_and_manifest():
 
 def test_missing_attacker_and_unknown_method_say_what_to_do():
     with pytest.raises(MissingModelError, match="attacker"):
-        run_interactive(make_split(), ModelSet(victim=CountingVictim()), AttackOptions())
+        run_interactive(make_split(), ModelSet(victim=counting_victim()), AttackOptions())
     with pytest.raises(ValueError, match="ps_base, ps_inst, reverse_lm, gcg, interactive"):
-        run_method("nope", make_split(), ModelSet(victim=CountingVictim()), AttackOptions())
+        run_method("nope", make_split(), ModelSet(victim=counting_victim()), AttackOptions())
     assert set(METHODS) == {"ps_base", "ps_inst", "reverse_lm", "gcg", "interactive"}
     res = run_method(
         "interactive",
         make_split(),
-        ModelSet(victim=CountingVictim(), attacker=ScriptedAttacker()),
+        ModelSet(victim=counting_victim(), attacker=question_attacker()),
         AttackOptions(rounds=1, n_candidates=2),
     )
     assert res.method == "interactive"
 
 
-class EchoVictim(CountingVictim):
-    def _generate(self, requests, *, n, max_new_tokens, temperature, top_p, seed):
-        return [
-            [Completion("write to bob@example.com or call 555-123-4567 now", 9)] * n
-            for _ in requests
-        ]
-
-
 def test_pii_report_of_the_chosen_output_counts_copied_and_invented():
     text = "one two three four five six please write to bob@example.com for the rest of it"
     sp = split(Snippet("p", text), "whitespace", len(text.split()), prefix_ratio=0.4)
+    victim = parrot("test/victim", "write to bob@example.com or call 555-123-4567 now")
     res = run_interactive(
-        sp, ModelSet(victim=EchoVictim(), attacker=ScriptedAttacker()), AttackOptions(rounds=0)
+        sp, ModelSet(victim=victim, attacker=question_attacker()), AttackOptions(rounds=0)
     )
     assert res.pii["copied"]["email"] == ["bob@example.com"]
     assert res.pii["invented"]["phone"] == ["5551234567"]

@@ -14,7 +14,7 @@ from memprobe_core.attacks import (
     run_reverse_lm,
 )
 from memprobe_core.data import Snippet, split
-from memprobe_core.models.base import Completion, Generator
+from memprobe_core.models.scripted import ScriptedGenerator
 from tests.unit.attacks.test_attacks_gcg import TinyHF, tiny_llama
 
 SENTENCES = [
@@ -90,17 +90,15 @@ def test_run_reverse_lm_scores_the_victim_and_reports_dis(trained):
     text = SENTENCES[2]
     sp = split(Snippet("r", text, domain="legal"), tok, len(text.split()), prefix_ratio=0.33)
 
-    class Parrot(Generator):  # a victim that continues only the true prefix correctly
-        backend, model_id = "test", "parrot"
-
-        def _generate(self, requests, *, n, max_new_tokens, temperature, top_p, seed):
-            return [
-                [Completion(sp.suffix if r == sp.prefix else "no idea", 3)] * n for r in requests
-            ]
-
+    # A victim that continues only the true prefix correctly.
+    parrot = ScriptedGenerator(
+        lambda ask: sp.suffix if ask.request == sp.prefix else "no idea",
+        model_id="parrot",
+        tokenizer=None,
+    )
     events = []
     res = run_reverse_lm(
-        sp, ModelSet(victim=Parrot(), reverse=reverse), AttackOptions(), on_event=events.append
+        sp, ModelSet(victim=parrot, reverse=reverse), AttackOptions(), on_event=events.append
     )
     assert res.prompt == sp.prefix and res.mem == 1.0 and res.dis == 0.0
     assert res.costs.attacker_queries == 1 and res.costs.victim_queries == 1
@@ -117,13 +115,9 @@ def test_reverse_lm_needs_a_white_box_reverse_model(trained):
     _, tok = trained
     sp = split(Snippet("r", SENTENCES[0]), tok, 10)
 
-    class Remote(Generator):
-        backend, model_id = "openai", "remote"
-
-        def _generate(self, *a, **k):
-            raise AssertionError("not called")
-
+    remote = ScriptedGenerator(model_id="remote", tokenizer=None)  # no weights, no tokenizer
     with pytest.raises(MissingModelError, match="ModelSet.reverse"):
-        run_reverse_lm(sp, ModelSet(victim=Remote()), AttackOptions())
+        run_reverse_lm(sp, ModelSet(victim=remote), AttackOptions())
     with pytest.raises(MissingModelError, match="weights and tokenizer"):
-        run_reverse_lm(sp, ModelSet(victim=Remote(), reverse=Remote()), AttackOptions())
+        run_reverse_lm(sp, ModelSet(victim=remote, reverse=remote), AttackOptions())
+    assert remote.calls == []  # refused before anything was asked

@@ -128,6 +128,15 @@ def test_result_is_complete_and_consistent(method, tiny):
     assert set(result.manifest) >= MANIFEST_KEYS, MANIFEST_KEYS - set(result.manifest)
     assert result.manifest["split"]["suffix_tokens"] == piece.suffix_tokens
     assert isinstance(result.pii, dict)
+    # Whoever answers for the victim decodes greedily; the keys stored results always had.
+    decoding = result.manifest["decoding"]
+    answering = next(decoding[k] for k in ("victim", "model", "base") if k in decoding)
+    assert answering == {
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "do_sample": False,
+        "max_new_tokens": piece.suffix_tokens,
+    }
 
 
 @pytest.mark.parametrize("method", list(METHODS))

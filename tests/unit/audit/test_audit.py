@@ -19,24 +19,10 @@ from memprobe_core.audit import (
     start_audit,
 )
 from memprobe_core.data import Snippet
-from memprobe_core.models.base import Completion, Generator
 from memprobe_core.store import Store, UnitKey
+from tests.helpers.scripted_models import parrot
 
 WORDS = " ".join(f"w{i}" for i in range(40))
-
-
-class Parrot(Generator):
-    """Greedy: repeats a fixed text; no tokenizer (snippets are cut by whitespace)."""
-
-    backend = "test"
-
-    def __init__(self, name: str = "test/parrot", text: str = "w14 w15 w16 w17") -> None:
-        super().__init__()
-        self.model_id = name
-        self.text = text
-
-    def _generate(self, requests, *, n, max_new_tokens, temperature, top_p, seed):
-        return [[Completion(self.text, 4, "stop")] * n for _ in requests]
 
 
 class FakeRunner:
@@ -98,7 +84,12 @@ def snippets(n: int = 3, short: str | None = None) -> list[Snippet]:
 
 
 def models() -> ModelSet:
-    return ModelSet(victim=Parrot(), base=Parrot("test/base"), attacker=Parrot("test/att"))
+    said = "w14 w15 w16 w17"
+    return ModelSet(
+        victim=parrot("test/parrot", said),
+        base=parrot("test/base", said),
+        attacker=parrot("test/att", said),
+    )
 
 
 def test_start_audit_records_units_in_order(store):
@@ -263,7 +254,7 @@ def test_only_needed_models_are_loaded(monkeypatch):
 
     def fake_load(name, *, backend=None, **options):
         loaded.append(name)
-        return Parrot(name)
+        return parrot(name, "w14 w15 w16 w17")
 
     monkeypatch.setattr(models_pkg, "load", fake_load, raising=False)
     names = ModelNames(victim="vic", base="bas", attacker="att")
@@ -273,6 +264,11 @@ def test_only_needed_models_are_loaded(monkeypatch):
     result = load_models(names, ["interactive"])
     assert loaded == ["vic", "att"]  # init defaults to the attacker: loaded once
     assert result.init is result.attacker
+    loaded.clear()
+    # A named reference model (membership signals) is loaded whatever the methods.
+    names.reference = "ref"
+    result = load_models(names, ["ps_inst"])
+    assert loaded == ["vic", "ref"] and result.reference.model_id == "ref"
 
 
 def test_a_run_owned_by_a_live_process_is_not_run_twice(store):

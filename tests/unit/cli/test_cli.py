@@ -12,35 +12,26 @@ import pytest
 
 import memprobe_core.models as models_pkg
 from memprobe_core.cli import build_parser, main
-from memprobe_core.models.base import Completion, Generator, ModelError
+from memprobe_core.models.base import ModelError
 from memprobe_core.store import SCHEMA_VERSION, Store
+from tests.helpers.scripted_models import parrot
 
 WORDS = " ".join(f"w{i}" for i in range(60))
 
 
-class Parrot(Generator):
-    """Greedy: repeats suffix words w20..w25; no tokenizer (snippets cut by whitespace)."""
-
-    backend = "test"
-
-    def __init__(self, name: str) -> None:
-        super().__init__()
-        self.model_id = name
-
-    def _generate(self, requests, *, n, max_new_tokens, temperature, top_p, seed):
-        return [[Completion("w20 w21 w22 w23 w24 w25", 6, "stop")] * n for _ in requests]
-
-
 @pytest.fixture
 def fake_models(monkeypatch):
-    """``models.load`` gives parrots for names starting with 'test'; anything else is unknown."""
+    """``models.load`` gives parrots for names starting with 'test'; anything else is unknown.
+
+    A parrot repeats suffix words w20..w25; it has no tokenizer (snippets are cut by whitespace).
+    """
     loaded = []
 
     def load(name, *, backend=None, **options):
         if not name.startswith("test"):
             raise ModelError(f"model {name!r} is unknown; use an embedded name or a hub id")
         loaded.append(name)
-        return Parrot(name)
+        return parrot(name, "w20 w21 w22 w23 w24 w25")
 
     monkeypatch.setattr(models_pkg, "load", load, raising=False)
     return loaded

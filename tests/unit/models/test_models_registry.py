@@ -75,7 +75,8 @@ def test_unknown_name_with_offline_hub():
     with pytest.raises(ModelError) as info:
         load("someone/unknown-model")
     message = str(info.value)
-    assert "not an embedded name (gemma-3-270m, smollm2-135m-instruct)" in message
+    assert "not a local folder or file" in message
+    assert "(embedded names: gemma-3-270m, smollm2-135m-instruct)" in message
     assert "offline" in message
 
 

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from memprobe_core.models.base import Completion, Generator
+from memprobe_core.models.scripted import Ask, ScriptedGenerator
 from memprobe_core.ner.generation import generate_prompts, meta_prompt, parse_generated
 from memprobe_core.ner.prompts import (
     PROMPT_TYPES,
@@ -80,25 +80,13 @@ def test_read_prompts_txt_and_csv(tmp_path) -> None:
         read_prompts(bad)
 
 
-class StubGenerator(Generator):
+def stub_generator(replies: dict[str, str]) -> ScriptedGenerator:
     """Answers each chat with a fixed reply for its prompt type (asked for in the meta-prompt)."""
 
-    model_id = "stub"
-    backend = "stub"
+    def answer(ask: Ask) -> str:
+        return replies[next(t for t in PROMPT_TYPES if f" {t} " in ask.content)]
 
-    def __init__(self, replies: dict[str, str]) -> None:
-        super().__init__()
-        self.replies = replies
-        self.seen: list[str] = []
-
-    def _generate(self, requests, *, n, max_new_tokens, temperature, top_p, seed):
-        out = []
-        for chat in requests:
-            content = chat[-1]["content"]
-            self.seen.append(content)
-            kind = next(t for t in PROMPT_TYPES if f" {t} " in content)
-            out.append([Completion(self.replies[kind], 30, "stop") for _ in range(n)])
-        return out
+    return ScriptedGenerator(answer, model_id="stub")
 
 
 REPLIES = {
@@ -124,7 +112,7 @@ def test_parse_generated_normalises_and_rejects() -> None:
 
 
 def test_generate_prompts_through_the_generator_contract() -> None:
-    gen = StubGenerator(REPLIES)
+    gen = stub_generator(REPLIES)
     progress: list[tuple[int, int, str]] = []
     report = generate_prompts(
         gen, n_per_type=2, per_request=5, max_rounds=2, on_progress=lambda *a: progress.append(a)

@@ -1,0 +1,192 @@
+"""Plotly figures of an audit report, shared by the dashboard's pages and the HTML report.
+
+No Streamlit here: :mod:`ui_common.charts` re-exports these for the pages, and
+:mod:`memprobe_core.audit.html_report` embeds them in a self-contained file.
+
+Plotly renders a subset of HTML in every label, title, legend entry and hover (``<a href>``,
+``<b>``, ``<br>`` …), so a domain, model name, method label or snippet id from user data could
+draw a link or reshape the chart. Every such string goes through :func:`escape_label` (HTML
+entities, which plotly shows as the typed characters).
+
+Charts of means mark cells with fewer than ``SMALL_N`` values with ``†`` and a note, as the
+report's tables do.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.audit.stats import SMALL_N
+
+SMALL_N_MARK = "†"
+
+METRIC_LABELS: dict[str, str] = {
+    "mem": "Mem",
+    "lcs_p": "LCS_P",
+    "dis": "Dis",
+    "objective": "Objective",
+}
+
+_MARGIN = {"l": 10, "r": 10, "t": 40, "b": 10}
+
+
+def escape_label(value: Any) -> str:
+    """``value`` as text that plotly shows literally (``<``, ``>``, ``&``, quotes as entities).
+
+    Use it for every user-supplied string that reaches a figure: category labels, trace names,
+    titles, hover text, tick labels.
+    """
+    return html.escape(str(value), quote=True)
+
+
+def escaped(values: Iterable[Any]) -> list[str]:
+    """:func:`escape_label` of each value."""
+    return [escape_label(v) for v in values]
+
+
+def method_label(method: str) -> str:
+    """The method's display label, escaped for a figure."""
+    return escape_label(METHOD_LABELS.get(method, method))
+
+
+def method_order(methods: Iterable[str]) -> list[str]:
+    """Methods in the paper's Table 1 order (unknown ones last, as given)."""
+    methods = list(dict.fromkeys(methods))
+    known = [m for m in METHOD_LABELS if m in methods]
+    return known + [m for m in methods if m not in METHOD_LABELS]
+
+
+def small_n_marks(frame: pd.DataFrame) -> list[str] | None:
+    """``†`` for rows with n < SMALL_N (from ``small_n`` or ``n``), else ``""``; None if unknown."""
+    if "small_n" in frame:
+        flags = frame["small_n"].fillna(False).astype(bool)
+    elif "n" in frame:
+        flags = pd.to_numeric(frame["n"], errors="coerce") < SMALL_N
+    else:
+        return None
+    return [SMALL_N_MARK if flag else "" for flag in flags]
+
+
+def note_small_n(fig: go.Figure) -> None:
+    """A footnote under the plot when any bar carries the small-n mark."""
+    if any(SMALL_N_MARK in (getattr(t, "text", None) or ()) for t in fig.data):
+        fig.add_annotation(
+            text=f"{SMALL_N_MARK} n < {SMALL_N}: too few snippets for a reliable interval",
+            xref="paper",
+            yref="paper",
+            x=0,
+            y=-0.18,
+            showarrow=False,
+            xanchor="left",
+            font={"size": 11},
+        )
+        fig.update_layout(margin={"b": 50})
+
+
+def domain_bars(frame: pd.DataFrame, metric: str = "mem") -> go.Figure:
+    """Per-domain mean of ``metric`` by method, with the interval when the frame has one.
+
+    ``frame`` has columns ``domain``, ``method`` and ``metric`` (one row per domain × method), and
+    optionally ``{metric}_lo`` / ``{metric}_hi`` (interval bounds) and ``n`` / ``small_n``
+    (Table 1's columns): bars over fewer than ``SMALL_N`` snippets get ``†`` and a note.
+    """
+    fig = go.Figure()
+    label = escape_label(METRIC_LABELS.get(metric, metric))
+    for method in method_order(frame["method"]):
+        part = frame[frame["method"] == method]
+        error = None
+        lo, hi = f"{metric}_lo", f"{metric}_hi"
+        if lo in part and hi in part:
+            error = {
+                "type": "data",
+                "symmetric": False,
+                "array": (part[hi] - part[metric]).tolist(),
+                "arrayminus": (part[metric] - part[lo]).tolist(),
+            }
+        fig.add_trace(
+            go.Bar(
+                name=method_label(method),
+                x=escaped(part["domain"]),
+                y=part[metric],
+                error_y=error,
+                text=small_n_marks(part),
+                textposition="outside",
+            )
+        )
+    fig.update_layout(
+        barmode="group",
+        title=f"{label} by domain",
+        yaxis_title=label,
+        height=360,
+        margin=_MARGIN,
+    )
+    note_small_n(fig)
+    return fig
+
+
+def _auroc_by_score(membership: pd.DataFrame | None, length: Any) -> dict[str, float]:
+    """``score -> AUROC`` at ``length`` from a ``Report.membership`` frame (empty if none)."""
+    if membership is None or membership.empty:
+        return {}
+    rows = membership[membership["length"] == length]
+    return {str(s): float(a) for s, a in zip(rows["score"], rows["auroc"]) if pd.notna(a)}
+
+
+def roc_figure(
+    roc: pd.DataFrame,
+    length: Any,
+    *,
+    membership: pd.DataFrame | None = None,
+    log_axes: bool = False,
+) -> go.Figure:
+    """ROC curves of every score at one length, with the chance diagonal.
+
+    Args:
+        roc: ``Report.roc`` (:data:`memprobe_core.audit.report.ROC_COLUMNS`, one row per point).
+        length: the snippet length whose curves are drawn.
+        membership: ``Report.membership``; when given, each legend entry carries its AUROC.
+        log_axes: both axes logarithmic from 0.1 %: the low-FPR corner is where a membership
+            attack is judged ("Membership Inference Attacks From First Principles"), but with a
+            few dozen non-members it is empty, so linear axes are the default.
+
+    Membership signals are solid lines, extraction methods (their Mem as the score) dashed.
+    """
+    part = roc[roc["length"] == length]
+    aurocs = _auroc_by_score(membership, length)
+    fig = go.Figure()
+    for score, curve in part.groupby("score", sort=False):
+        name = escape_label(curve["score_label"].iloc[0])
+        if str(score) in aurocs:
+            name += f" (AUROC {aurocs[str(score)]:.3f})"
+        fig.add_trace(
+            go.Scatter(
+                x=curve["fpr"],
+                y=curve["tpr"],
+                mode="lines",
+                name=name,
+                line={"dash": "dash" if curve["kind"].iloc[0] == "method" else "solid"},
+                hovertemplate="FPR %{x:.4f}<br>TPR %{y:.4f}<extra>" + name + "</extra>",
+            )
+        )
+    chance = [1e-3, 1.0] if log_axes else [0.0, 1.0]
+    fig.add_trace(
+        go.Scatter(
+            x=chance, y=chance, mode="lines", name="chance", line={"dash": "dot", "color": "#999"}
+        )
+    )
+    axis: dict[str, Any] = {"type": "log", "range": [-3, 0]} if log_axes else {"range": [0, 1]}
+    fig.update_xaxes(title="false positive rate", **axis)
+    fig.update_yaxes(title="true positive rate", **axis)
+    fig.update_layout(
+        title=f"ROC, length {escape_label(length)} (member vs non-member)",
+        height=420,
+        margin=_MARGIN,
+        legend={"font": {"size": 11}},
+    )
+    return fig

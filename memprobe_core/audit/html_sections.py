@@ -1,0 +1,391 @@
+"""The parts of the HTML audit report: tables, figures and prompt/output blocks, per section.
+
+Each ``*_section`` turns one part of a :class:`~memprobe_core.audit.report.Report` (or the run's
+stored units) into a :class:`Section` of plain data — texts, never markup, except the highlighted
+outputs built by :func:`memprobe_core.highlight.segments_to_html` (every piece of text escaped)
+and the figures' JSON. :mod:`memprobe_core.audit.html_report` renders them with autoescaping.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from markupsafe import Markup
+
+from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.audit import figures
+from memprobe_core.audit.report import Report
+from memprobe_core.audit.report_text import _n_mark, _num, _p, _signed_ci, _with_ci
+from memprobe_core.audit.stats import SMALL_N
+from memprobe_core.config import ScoringConfig
+from memprobe_core.highlight import overlap, segments_to_html
+
+log = logging.getLogger("memprobe")
+
+# Run-manifest entries left out: the pid and host name of the process that ran it say nothing
+# about the audit and are not the reader's business.
+PRIVATE_MANIFEST_KEYS = ("owner",)
+
+
+@dataclass
+class Cell:
+    text: str
+    num: bool = False
+
+
+@dataclass
+class Table:
+    columns: list[str]
+    rows: list[list[Cell]]
+    title: str = ""
+    notes: list[str] = field(default_factory=list)
+    kv: bool = False
+
+
+@dataclass
+class Figure:
+    id: str
+    title: str
+    json: Markup
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    notes: list[str] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    examples: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _table(frame: pd.DataFrame, columns: dict[str, Any], **kwargs: Any) -> Table:
+    """A table from ``frame``: ``columns`` maps a header to a row → text function.
+
+    Cells whose text starts like a number are right-aligned.
+    """
+    rows = [[_cell(fn(row)) for fn in columns.values()] for _, row in frame.iterrows()]
+    return Table(columns=list(columns), rows=rows, **kwargs)
+
+
+def _cell(value: Any) -> Cell:
+    text = _text(value)
+    return Cell(text, num=bool(text) and (text[0].isdigit() or text[0] in "+-–<"))
+
+
+def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)
+
+
+def _ci(prefix: str) -> Any:
+    return lambda r: _with_ci(r[prefix], r.get(f"{prefix}_lo"), r.get(f"{prefix}_hi"))
+
+
+# --- manifest -------------------------------------------------------------------------------
+
+
+def _flat(prefix: str, value: Any) -> Iterable[tuple[str, Any]]:
+    """``(key, value)`` rows of a config/manifest entry, one level of nesting spelled out."""
+    if isinstance(value, dict) and value:
+        for key, inner in value.items():
+            yield f"{prefix}.{key}", inner
+    else:
+        yield prefix, value
+
+
+def _when(timestamp: float | None) -> str | None:
+    if not timestamp:
+        return None
+    return dt.datetime.fromtimestamp(timestamp, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _manifest_rows(run: dict[str, Any], units: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = [
+        ("run", f"#{run.get('id')} · {run.get('kind')} · {run.get('title') or 'untitled'}"),
+        ("status", run.get("status")),
+        (
+            "units",
+            f"{run.get('units_done', 0)} done, {run.get('units_error', 0)} failed, "
+            f"{run.get('units_total', 0)} in all",
+        ),
+        ("created", _when(run.get("created"))),
+        ("updated", _when(run.get("updated"))),
+    ]
+    config = dict(run.get("config") or {})
+    dataset = dict(config.pop("dataset", None) or {})
+    if "rejected" in dataset:
+        dataset["rejected"] = f"{len(dataset['rejected'] or [])} rows"
+    for key, value in config.items():
+        rows += _flat(f"config.{key}", value)
+    rows += _flat("dataset", dataset)
+    manifest = {
+        k: v for k, v in (run.get("manifest") or {}).items() if k not in PRIVATE_MANIFEST_KEYS
+    }
+    if "sessions" in manifest:
+        manifest["sessions"] = len(manifest["sessions"] or [])
+    for key, value in manifest.items():
+        rows += _flat(f"manifest.{key}", value)
+    versions = next((u["manifest"].get("versions") for u in units if u.get("manifest")), None)
+    rows += _flat("versions", versions or {})
+    return rows
+
+
+def manifest_section(report: Report, run: dict[str, Any] | None, units: list[dict]) -> Section:
+    meta_keys = (
+        "selection_label",
+        "interval",
+        "resamples",
+        "bootstrap_seed",
+        "paired_test",
+        "multiple_comparisons",
+        "rouge_variant",
+        "extract_k",
+        "members",
+        "nonmembers",
+        "membership_interval",
+        "victim",
+        "base",
+        "attacker",
+    )
+    settings = [
+        (f"report.{k}", report.meta[k]) for k in meta_keys if report.meta.get(k) is not None
+    ]
+    rows = (_manifest_rows(run, units) if run else []) + settings
+    table = Table(
+        columns=[], rows=[[Cell(k), Cell(_text(v))] for k, v in rows if v not in ({}, [])], kv=True
+    )
+    notes = [] if run else ["No run record was given: only the report's own settings are shown."]
+    return Section("manifest", "Run manifest", notes=notes, tables=[table])
+
+
+# --- tables and figures ---------------------------------------------------------------------
+
+
+def _figure(fig: go.Figure, number: int, title: str) -> Figure:
+    # plotly's JSON encoder already writes <, > and / as \\u escapes; the replace keeps that
+    # guarantee should an encoder ever not, since a "</script>" would end the data block.
+    data = fig.to_json().replace("<", "\\u003c").replace(">", "\\u003e")
+    return Figure(id=f"plot-{number}", title=title, json=Markup(data))
+
+
+def _verbatim_columns(t1: pd.DataFrame, extract_k: Any) -> dict[str, Any]:
+    """Table 1's verbatim columns (with their interval when the frame has one), if measured."""
+    k = f"k={extract_k}" if extract_k else "k"
+    headers = {"extractable": f"Extractable ({k})", "span_tokens": "Span (tokens)"}
+    return {
+        header: _ci(column)
+        for column, header in headers.items()
+        if column in t1 and t1[column].notna().any()  # older runs measured none
+    }
+
+
+def table1_section(report: Report, first_figure: int) -> Section:
+    t1 = report.table1
+    columns: dict[str, Any] = {
+        "Method": lambda r: r["method_label"],
+        "Domain": lambda r: r["domain"],
+        "Length": lambda r: r["length"],
+        "n": lambda r: _n_mark(r["n"], r["small_n"]),
+        "Mem [95 % CI]": _ci("mem"),
+        "LCS_P [95 % CI]": _ci("lcs_p"),
+        "Dis [95 % CI]": _ci("dis"),
+        "Objective": lambda r: _num(r["objective"]),
+    }
+    columns.update(_verbatim_columns(t1, report.meta.get("extract_k")))
+    notes = [
+        f"Mem = {report.meta.get('selection_label', 'objective')}. Means with "
+        f"{report.meta.get('interval', 'BCa bootstrap 95 %')} intervals "
+        f"({report.meta.get('resamples', '?')} resamples, seed "
+        f"{report.meta.get('bootstrap_seed', 0)}); 'all' pools the domains.",
+        f"† n < {SMALL_N}: too few snippets for a reliable interval. A mean without brackets has "
+        "no interval (fewer than two values, or all equal).",
+    ]
+    section = Section("table1", "Table 1", notes=notes, tables=[_table(t1, columns)])
+    per_domain = t1[t1["domain"] != "all"]
+    for length in sorted(per_domain["length"].unique()):
+        fig = figures.domain_bars(per_domain[per_domain["length"] == length], "mem")
+        title = f"Mem by domain and method, length {length} (95 % CI)"
+        fig.update_layout(title=title)
+        section.figures.append(_figure(fig, first_figure + len(section.figures), title))
+    return section
+
+
+def paired_section(report: Report) -> Section:
+    columns = {
+        "Method": lambda r: r["method_label"],
+        "over": lambda r: METHOD_LABELS.get(r["baseline"], r["baseline"]),
+        "Length": lambda r: r["length"],
+        "pairs": lambda r: _n_mark(r["n_pairs"], r["small_n"]),
+        "ΔMem [95 % CI]": lambda r: _signed_ci(r["mean_diff"], r["lo"], r["hi"]),
+        "W/T/L": lambda r: f"{r['wins']}/{r['ties']}/{r['losses']}",
+        "test": lambda r: r["test"],
+        "p": lambda r: _p(r["p_value"]),
+        "p Holm": lambda r: _p(r["p_holm"]),
+    }
+    notes = [
+        "Per snippet and length: method − baseline. Tests two-sided: wilcoxon = signed-rank on "
+        "the non-tied pairs, sign = exact sign test (fewer than 6 non-tied pairs), none = every "
+        "pair tied (p = 1). p Holm: adjusted across the comparisons (a gain and its mirror "
+        "count once)."
+    ]
+    return Section("paired", "Paired gains", notes=notes, tables=[_table(report.paired, columns)])
+
+
+def membership_section(report: Report, first_figure: int) -> Section:
+    m = report.membership
+    columns = {
+        "Score": lambda r: r["score_label"],
+        "kind": lambda r: r["kind"],
+        "Length": lambda r: r["length"],
+        "members / non-members": lambda r: f"{r['n_members']} / {r['n_nonmembers']}",
+        "AUROC [95 % CI]": _ci("auroc"),
+        "TPR @ 1 % FPR [95 % CI]": _ci("tpr_at_1"),
+        "TPR @ 0.1 % FPR [95 % CI]": _ci("tpr_at_01"),
+    }
+    meta = report.meta
+    notes = [
+        "Members vs non-members by each membership signal and by each extraction method's Mem "
+        "(higher = more member-like). AUROC 0.5 is chance. TPR at a fixed low FPR is what an "
+        "attack is judged by (Carlini et al. 2022). Intervals: "
+        f"{meta.get('membership_interval', 'bootstrap 95 %')}; a figure without brackets has "
+        "no interval.",
+    ]
+    if meta.get("membership_note"):
+        notes.append(f"FPR: {meta['membership_note']}")
+    tables = [_table(m, columns)] if not m.empty else []
+    section = Section("membership", "Membership", notes=notes, tables=tables)
+    for length in sorted(report.roc["length"].unique()) if not report.roc.empty else []:
+        fig = figures.roc_figure(report.roc, length, membership=m)
+        title = f"ROC, length {length}"
+        section.figures.append(_figure(fig, first_figure + len(section.figures), title))
+    return section
+
+
+def pii_section(report: Report) -> Section:
+    columns = {
+        "Method": lambda r: r["method_label"],
+        "units": lambda r: r["units"],
+        "in truth": lambda r: r["truth"],
+        "copied": lambda r: r["copied"],
+        "invented": lambda r: r["invented"],
+        "copied %": lambda r: (
+            "–" if pd.isna(r["copied_share"]) else f"{100 * r['copied_share']:.1f}"
+        ),
+    }
+    notes = ["PII items in the true suffixes, copied into the outputs, and invented by them."]
+    return Section("pii", "PII", notes=notes, tables=[_table(report.pii, columns)])
+
+
+def cost_section(report: Report) -> Section:
+    columns = {
+        "Method": lambda r: r["method_label"],
+        "units": lambda r: r["units"],
+        "victim queries": lambda r: r["victim_queries"],
+        "attacker queries": lambda r: r["attacker_queries"],
+        "generated tokens": lambda r: r["generated_tokens"],
+        "seconds": lambda r: f"{r['seconds']:.1f}",
+        "s / unit": lambda r: f"{r['seconds_per_unit']:.1f}",
+    }
+    return Section("costs", "Costs", tables=[_table(report.costs, columns)])
+
+
+def errors_section(report: Report) -> Section:
+    columns = {c: (lambda r, c=c: r[c]) for c in ("snippet_id", "method", "length", "error")}
+    return Section("errors", "Failed units", tables=[_table(report.errors, columns)])
+
+
+# --- prompts and outputs --------------------------------------------------------------------
+
+
+def _method_block(unit: dict[str, Any]) -> dict[str, Any]:
+    """One method's chosen prompt and output, the output's common subsequence highlighted."""
+    split = (unit.get("manifest") or {}).get("split") or {}
+    scoring = (unit.get("manifest") or {}).get("scoring")
+    output, suffix = str(unit.get("output") or ""), split.get("suffix")
+    scores = f"Mem {_num(unit.get('mem'))} · LCS_P {_num(unit.get('lcs_p'))}"
+    block = {
+        "label": METHOD_LABELS.get(unit["method"], unit["method"]),
+        "prompt": str(unit.get("prompt") or ""),
+        "rest": "",
+    }
+    if suffix is None:  # units of older versions kept no split
+        return block | {
+            "scores": scores + " · no stored suffix to compare with",
+            "output_html": output,
+            "suffix_html": "–",
+        }
+    config = _scoring(scoring)
+    # No tokenizer here: the scored window counts words, as a replay on the Runs page does.
+    ov = overlap(output, str(suffix), config, suffix_tokens=split.get("suffix_tokens"))
+    return block | {
+        "scores": f"{scores} · {ov.lcs_tokens} of {ov.suffix_tokens} suffix words in the common "
+        "subsequence",
+        "output_html": Markup(segments_to_html(ov.output_segments)),
+        "suffix_html": Markup(segments_to_html(ov.suffix_segments)),
+        "rest": ov.output_rest,
+    }
+
+
+def _scoring(stored: dict[str, Any] | None) -> ScoringConfig | None:
+    """The unit's scoring options; the defaults when they cannot be read (another version)."""
+    if not stored:
+        return None
+    try:
+        return ScoringConfig(**stored)
+    except (TypeError, ValueError) as exc:
+        log.warning(
+            "scoring options %s unreadable (%s); highlighting with the defaults", stored, exc
+        )
+        return None
+
+
+def _example_groups(
+    units: list[dict[str, Any]], labels: dict[str, str | None]
+) -> list[dict[str, Any]]:
+    """Per (snippet, length), in run order: each method's block, in the paper's order."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for unit in units:
+        groups.setdefault((unit["snippet_id"], int(unit["length"])), []).append(unit)
+    out = []
+    for (snippet_id, length), members in groups.items():
+        order = figures.method_order(u["method"] for u in members)
+        members = sorted(members, key=lambda u: order.index(u["method"]))
+        best = max(members, key=lambda u: -1.0 if u.get("mem") is None else float(u["mem"]))
+        label = labels.get(snippet_id)
+        summary = (
+            f"{snippet_id} · {members[0].get('domain', 'unknown')} · length {length}"
+            + (f" · {label}" if label else "")
+            + f" · best Mem {_num(best.get('mem'))} "
+            f"({METHOD_LABELS.get(best['method'], best['method'])})"
+        )
+        out.append({"summary": summary, "methods": [_method_block(u) for u in members]})
+    return out
+
+
+def examples_section(
+    units: list[dict[str, Any]], labels: dict[str, str | None], max_groups: int
+) -> Section:
+    groups = _example_groups(units, labels)
+    notes = [
+        "Per snippet and length, each method's chosen prompt (p*) and the victim's output for "
+        "it; the words of the longest common subsequence with the true suffix are highlighted. "
+        "Grey text is past the scored window."
+    ]
+    if len(groups) > max_groups:
+        notes.append(
+            f"The first {max_groups} of {len(groups)} (snippet, length) pairs are shown; "
+            "`memprobe report RUN --csv` writes every unit."
+        )
+    return Section("examples", "Prompts and outputs", notes=notes, examples=groups[:max_groups])
