@@ -14,6 +14,11 @@ Texts are de-duplicated on a normalised form (:func:`normalize_text`; the same l
 dozens of packages: one snippet is kept and ``source`` lists every package), cut to one bounded
 snippet each (:func:`first_chunk`) and ordered by id so the corpus and its ids are the same on
 every call and on every machine with the same packages.
+
+These texts are the *members* of a labelled audit. ``demo_corpus(nonmembers=True)`` labels them
+``member`` and adds, per domain, as many texts of the generated non-member set
+(:mod:`memprobe_core.membership.nonmembers`, domains ``legal`` and ``code``) labelled
+``nonmember``.
 """
 
 from __future__ import annotations
@@ -29,10 +34,12 @@ import re
 import sysconfig
 import tokenize
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-from memprobe_core.data import DataError, Snippet
+from memprobe_core.data import MEMBER, DataError, Snippet
+from memprobe_core.membership import nonmembers as generated
 
 log = logging.getLogger("memprobe")
 
@@ -390,34 +397,86 @@ def demo_corpus(
     domains: Iterable[str] | None = None,
     limit_per_domain: int | None = None,
     min_words: int | None = None,
+    nonmembers: bool = False,
+    nonmember_path: Path | None = None,
 ) -> list[Snippet]:
     """The built-in demo corpus (see the module docstring), ordered by domain then id.
 
     Args:
-        domains: any of ``legal``, ``code``, ``docs`` (one name or several); all when None.
+        domains: any of ``legal``, ``code``, ``docs`` (one name or several); all when None
+            (with ``nonmembers``: ``legal`` and ``code``, the domains non-members exist for).
         limit_per_domain: keep at most this many snippets per domain (the first by id).
         min_words: keep only snippets of at least this many whitespace words (e.g. 600 so that
             500-token splits work with most tokenizers); every snippet has at least
             :data:`MIN_WORDS`.
+        nonmembers: a labelled selection: members get ``label="member"`` and each domain gets
+            as many generated non-members (``label="nonmember"``) as it has members;
+            ``limit_per_domain`` then counts the members. Member and non-member alternate
+            within a domain, so the first N snippets of the list stay balanced. The set is read
+            from ``nonmember_path`` and built there first (fresh seed) if it does not exist.
+            Without it every label stays None, as before.
+        nonmember_path: the non-member set's file (default: ``<memprobe home>/nonmembers.json``).
 
     Returns:
         A new list (the snippets are frozen and shared between calls).
 
     Raises:
-        DataError: an unknown domain or a negative limit.
+        DataError: an unknown domain, a negative limit, a domain the non-member set does not
+            have (``docs``) with ``nonmembers``, or an unreadable non-member file.
     """
     if isinstance(domains, str):  # one domain given as a string, not its characters
         domains = [domains]
-    wanted = DOMAINS if domains is None else tuple(sorted(set(domains), key=_domain_order))
+    if domains is None:
+        domains = generated.NONMEMBER_DOMAINS if nonmembers else DOMAINS
+    wanted = tuple(sorted(set(domains), key=_domain_order))
     if limit_per_domain is not None and limit_per_domain < 0:
         raise DataError(f"limit_per_domain {limit_per_domain} is negative; pass 0 or more")
-    return list(_selected(wanted, limit_per_domain, min_words))
+    members = list(_selected(wanted, limit_per_domain, min_words))
+    if not nonmembers:
+        return members
+    missing = [d for d in wanted if d not in generated.NONMEMBER_DOMAINS]
+    if missing:
+        raise DataError(
+            f"the generated non-member set has no {missing} texts, so a labelled selection "
+            f"cannot cover them; choose domains from {list(generated.NONMEMBER_DOMAINS)}"
+        )
+    return _labelled(members, wanted, generated.ensure(nonmember_path))
+
+
+def _labelled(
+    members: list[Snippet], domains: tuple[str, ...], made: generated.NonmemberSet
+) -> list[Snippet]:
+    """Members labelled, each followed by one generated non-member of its domain."""
+    out: list[Snippet] = []
+    for domain in domains:
+        mine = [replace(s, label=MEMBER) for s in members if s.domain == domain]
+        others = made.for_domain(domain, len(mine))
+        for member, other in zip(mine, others):
+            out += [member, other]
+    return out
 
 
 def _domain_order(domain: str) -> int:
     if domain not in DOMAINS:
         raise DataError(f"demo corpus has no domain {domain!r}; choose from {list(DOMAINS)}")
     return DOMAINS.index(domain)
+
+
+def nonmember_summary(path: Path | None = None) -> dict[str, Any] | None:
+    """The generated non-member set as ``memprobe corpus`` lists it (None: not built yet).
+
+    Keys: those of :meth:`~memprobe_core.membership.nonmembers.NonmemberSet.describe` plus
+    ``counts`` (texts per domain). Reading never builds the set.
+
+    Raises:
+        DataError: the file exists but is unreadable.
+    """
+    path = path or generated.default_path()
+    if not path.exists():
+        return None
+    made = generated.read(path)
+    counts = {d: sum(s.domain == d for s in made.snippets) for d in generated.NONMEMBER_DOMAINS}
+    return {**made.describe(), "counts": counts}
 
 
 def corpus_summary() -> dict[str, int]:

@@ -10,6 +10,13 @@ naming the file and what to do.
 Rows are numbered from 1 in file order and count records only (a CSV header and blank lines are
 not rows); for text formats the reasons also give the line number. Generated ids are
 ``"<file stem>:<row>"``.
+
+Labels (for labelled audits: AUROC and TPR at low FPR of membership signals and methods) come
+from a ``label`` column (``member`` / ``nonmember``, any case) or, failing that, a ``member``
+column (``true``/``false``, ``1``/``0``, ``yes``/``no``); ``label_column=`` names another column
+(either vocabulary). In a labelled file every kept row must carry an allowed value: anything else
+raises :class:`~memprobe_core.data.DataError` naming the file, row and value, since a silently
+unlabelled row would bias the evaluation.
 """
 
 from __future__ import annotations
@@ -20,11 +27,11 @@ import io
 import json
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from memprobe_core.data import DataError, Snippet
+from memprobe_core.data import MEMBER, NONMEMBER, DataError, Snippet
 
 log = logging.getLogger("memprobe")
 
@@ -37,6 +44,24 @@ TXT_MODES: tuple[str, ...] = ("file", "blocks")
 # Rejections shown by LoadResult.summary() before "... and N more".
 _SUMMARY_REJECTIONS = 5
 _BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
+
+# Label vocabularies: a `label` column names the class, a `member` column says yes or no.
+LABEL_WORDS: dict[str, str] = {
+    "member": MEMBER,
+    "nonmember": NONMEMBER,
+    "non-member": NONMEMBER,
+    "non_member": NONMEMBER,
+}
+MEMBER_WORDS: dict[str, str] = {
+    "true": MEMBER,
+    "1": MEMBER,
+    "yes": MEMBER,
+    "false": NONMEMBER,
+    "0": NONMEMBER,
+    "no": NONMEMBER,
+}
+# Column names looked for (any case) when label_column is not given, in this order.
+AUTO_LABEL_COLUMNS: tuple[str, ...] = ("label", "member")
 
 
 @dataclass(frozen=True)
@@ -93,6 +118,7 @@ class _Options:
     domain: str | None
     txt_mode: str
     encoding: str
+    label_column: str | None = None
 
 
 def load_snippets(
@@ -105,6 +131,7 @@ def load_snippets(
     txt_mode: TxtMode = "file",
     max_bytes: int = MAX_FILE_BYTES,
     encoding: str = "utf-8",
+    label_column: str | None = None,
 ) -> LoadResult:
     """Read snippets from a file; the format follows the extension.
 
@@ -119,13 +146,17 @@ def load_snippets(
         max_bytes: refuse bigger files (default :data:`MAX_FILE_BYTES`, 50 MiB).
         encoding: text encoding of ``.txt``/``.jsonl``/``.csv`` (a UTF-8 byte-order mark is
             skipped).
+        label_column: the column holding each row's member / non-member label (values of
+            :data:`LABEL_WORDS` or :data:`MEMBER_WORDS`, any case); None looks for a column
+            named ``label``, then ``member`` (any case); a file with neither is unlabelled.
 
     Returns:
         The snippets and the rejected rows.
 
     Raises:
         DataError: missing file, unknown extension, file too big, undecodable bytes, a column
-            that does not exist, a column option given for ``.txt``, or a file with no records.
+            that does not exist, a column option given for ``.txt``, a file with no records, or
+            a label value that is not allowed (the message names the row and the value).
     """
     path = Path(path)
     if not path.is_file():
@@ -143,6 +174,7 @@ def load_snippets(
         txt_mode=txt_mode,
         max_bytes=max_bytes,
         encoding=encoding,
+        label_column=label_column,
     )
 
 
@@ -157,14 +189,15 @@ def load_snippets_from_bytes(
     txt_mode: TxtMode = "file",
     max_bytes: int = MAX_FILE_BYTES,
     encoding: str = "utf-8",
+    label_column: str | None = None,
 ) -> LoadResult:
     """Read snippets from the bytes of a file (a dashboard upload); see :func:`load_snippets`.
 
     Args:
         data: the file's content.
         filename: its name; the extension picks the format and the stem makes generated ids.
-        text_column, id_column, domain_column, domain, txt_mode, max_bytes, encoding: as in
-            :func:`load_snippets`.
+        text_column, id_column, domain_column, domain, txt_mode, max_bytes, encoding,
+            label_column: as in :func:`load_snippets`.
     """
     ext = _check_extension(filename)
     _check_size(filename, len(data), max_bytes)
@@ -176,7 +209,7 @@ def load_snippets_from_bytes(
         raise DataError(
             f"encoding {encoding!r} is unknown; try 'utf-8', 'latin-1' or 'cp1252'"
         ) from None
-    opts = _Options(text_column, id_column, domain_column, domain, txt_mode, encoding)
+    opts = _Options(text_column, id_column, domain_column, domain, txt_mode, encoding, label_column)
     stem = Path(filename).stem
     if ext == ".txt":
         records = _txt_records(filename, data, opts)
@@ -247,6 +280,7 @@ def _txt_records(filename: str, data: bytes, opts: _Options) -> list[_Record]:
         ("text_column", opts.text_column, "text"),
         ("id_column", opts.id_column, None),
         ("domain_column", opts.domain_column, None),
+        ("label_column", opts.label_column, None),
     ):
         if value != default:
             raise DataError(
@@ -328,6 +362,8 @@ def _parquet_records(filename: str, data: bytes, opts: _Options) -> list[_Record
         names = list(parquet.schema_arrow.names)
         _check_columns(filename, names, opts)
         wanted = [column for _, column in _column_roles(opts) if column is not None]
+        if opts.label_column is None:  # the auto-detected label column must be read too
+            wanted += [n for n in names if n.lower() in AUTO_LABEL_COLUMNS]
         rows = parquet.read(columns=list(dict.fromkeys(wanted))).to_pylist()
     except DataError:
         raise
@@ -337,7 +373,12 @@ def _parquet_records(filename: str, data: bytes, opts: _Options) -> list[_Record
 
 
 def _column_roles(opts: _Options) -> tuple[tuple[str, str | None], ...]:
-    return (("text", opts.text_column), ("id", opts.id_column), ("domain", opts.domain_column))
+    return (
+        ("text", opts.text_column),
+        ("id", opts.id_column),
+        ("domain", opts.domain_column),
+        ("label", opts.label_column),
+    )
 
 
 def _check_columns(filename: str, available: list[str], opts: _Options) -> None:
@@ -352,11 +393,14 @@ def _check_columns(filename: str, available: list[str], opts: _Options) -> None:
 def _to_snippets(filename: str, stem: str, records: list[_Record], opts: _Options) -> LoadResult:
     result = LoadResult(source=filename)
     first_row_of_id: dict[str, int] = {}
+    labels = _label_column(records, opts)
     for row, record in records:
         if isinstance(record, str):
             result.rejected.append(Rejection(row, record))
             continue
         problem, snippet = _one_snippet(filename, stem, row, record, opts)
+        if problem is None and snippet is not None and labels is not None:
+            snippet = replace(snippet, label=_parse_label(filename, row, record, *labels))
         if problem is None and snippet is not None:
             if snippet.id in first_row_of_id:
                 first = first_row_of_id[snippet.id]
@@ -398,3 +442,45 @@ def _one_snippet(
             snippet_domain = str(raw_domain).strip()
     source = f"{filename} row {row}"
     return None, Snippet(id=snippet_id, text=text, domain=snippet_domain, source=source)
+
+
+# --- labels -----------------------------------------------------------------------------------
+
+
+def _label_column(records: list[_Record], opts: _Options) -> tuple[str, dict[str, str]] | None:
+    """The column labels are read from and its vocabulary; None for an unlabelled file."""
+    keys: dict[str, None] = {}
+    for _, record in records:
+        if isinstance(record, dict):
+            keys.update(dict.fromkeys(record))
+    if opts.label_column is not None:
+        return opts.label_column, {**LABEL_WORDS, **MEMBER_WORDS}
+    for wanted, words in zip(AUTO_LABEL_COLUMNS, (LABEL_WORDS, MEMBER_WORDS)):
+        for key in keys:
+            if isinstance(key, str) and key.strip().lower() == wanted:
+                return key, words
+    return None
+
+
+def _parse_label(
+    filename: str, row: int, record: dict[str, Any], column: str, words: dict[str, str]
+) -> str:
+    """``member`` or ``nonmember`` from one row's value (DataError for anything else)."""
+    value = record.get(column)
+    key: str | None
+    if isinstance(value, bool):
+        key = "true" if value else "false"
+    elif isinstance(value, (int, float)) and value in (0, 1):  # parquet/JSON numbers
+        key = str(int(value))
+    elif isinstance(value, str):
+        key = value.strip().lower()
+    else:
+        key = None
+    if key is not None and key in words:
+        return words[key]
+    allowed = ", ".join(sorted(words))
+    shown = "no value" if value is None or value == "" else f"value {value!r}"
+    raise DataError(
+        f"file {filename!r} row {row}: label column {column!r} has {shown}; allowed (any "
+        f"case): {allowed}. Label every row, or remove the column for an unlabelled audit"
+    )

@@ -36,17 +36,45 @@ def dataset() -> tuple[list, dict]:
 
     source = st.radio("Dataset", ["Built-in corpus", "Upload"], horizontal=True, key="audit_source")
     if source == "Built-in corpus":
+        from memprobe_core.corpus import nonmember_summary
+        from memprobe_core.data import DataError
+        from memprobe_core.membership.nonmembers import NONMEMBER_DOMAINS
+
+        labelled = st.checkbox(
+            "add generated non-members (labelled audit)",
+            key="audit_nonmembers",
+            help="Label the corpus snippets 'member' and add as many texts generated on this "
+            "machine (that no model can have seen) per domain, labelled 'non-member'; the "
+            "report then gives AUROC and TPR at low FPR. Legal and code domains only.",
+        )
+        offered = list(NONMEMBER_DOMAINS if labelled else DOMAINS)
         c1, c2 = st.columns(2)
-        domains = c1.multiselect(
-            "Domains", list(DOMAINS), default=list(DOMAINS), key="audit_domains"
+        domains = c1.multiselect(  # one widget per choice: each keeps its own selection
+            "Domains",
+            offered,
+            default=offered,
+            key="audit_domains_labelled" if labelled else "audit_domains",
         )
         limit = int(c2.number_input("Snippets per domain", 1, 10_000, 2, key="audit_limit"))
         if not domains:
             st.info("Pick at least one domain.")
             return [], {}
-        snippets = demo_corpus(domains=domains, limit_per_domain=limit)
-        st.caption(f"{len(snippets)} snippets from the built-in corpus.")
-        return snippets, {"source": "built-in corpus", "domains": domains, "limit": limit}
+        try:  # a damaged non-member file: say how to rebuild it, do not crash the page
+            snippets = demo_corpus(domains=domains, limit_per_domain=limit, nonmembers=labelled)
+            made = nonmember_summary() if labelled else None
+        except DataError as exc:
+            st.error(str(exc))
+            return [], {}
+        info = {"source": "built-in corpus", "domains": domains, "limit": limit}
+        if made is not None:
+            info["nonmembers"] = made
+            st.caption(
+                f"{len(snippets)} snippets: {len(snippets) // 2} members from the built-in corpus, "
+                f"as many generated non-members (seed {made['seed']})."
+            )
+        else:
+            st.caption(f"{len(snippets)} snippets from the built-in corpus.")
+        return snippets, info
     upload = st.file_uploader(
         "A .txt, .jsonl, .csv or .parquet file",
         type=["txt", "jsonl", "ndjson", "csv", "parquet"],

@@ -29,3 +29,11 @@ export PATH="$VENV/bin:$PATH"
 # No model hub is needed: the embedded models come from the packages above.
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
 export TRANSFORMERS_NO_ADVISORY_WARNINGS=1
+# The generated non-member set (labelled audits): made here, once, from a fresh random seed, so
+# its texts exist nowhere before this machine made them. `memprobe corpus` shows the seed;
+# `memprobe corpus nonmembers --build --seed N` remakes a set. The path is paths.home()'s.
+NONMEMBERS="${MEMPROBE_HOME:-$HOME/.cache/memprobe}/nonmembers.json"
+if [ ! -f "$NONMEMBERS" ]; then
+  "$VENV/bin/python" -m memprobe_core.cli corpus nonmembers --build >/dev/null ||
+    echo "memprobe setup: could not build the non-member set now; it is built on first use" >&2
+fi

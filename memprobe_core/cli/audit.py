@@ -16,7 +16,7 @@ from memprobe_core.audit.report import render_text, report_for_run
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNITS_FAILED
 from memprobe_core.cli.output import ProgressBar
-from memprobe_core.corpus import demo_corpus
+from memprobe_core.corpus import demo_corpus, nonmember_summary
 from memprobe_core.data import Snippet
 from memprobe_core.errors import UsageError
 from memprobe_core.loaders import load_snippets
@@ -40,10 +40,24 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     audit.add_argument(
         "--per-domain", type=int, help="--corpus: at most N snippets per domain (default: all)"
     )
+    audit.add_argument(
+        "--nonmembers",
+        action="store_true",
+        help="--corpus: a labelled audit: label the demo snippets `member` and add as many "
+        "generated non-members (texts made on this machine that no model can have seen) per "
+        "domain; domains legal and code only (default: legal and code); the report then gives "
+        "AUROC and TPR at low FPR per signal and method. --per-domain counts members",
+    )
     audit.add_argument("--text-column", default="text", help="dataset column holding the text")
     audit.add_argument("--id-column", help="dataset column holding ids (default: <file>:<row>)")
     audit.add_argument("--domain-column", help="dataset column holding domains (default: none)")
     audit.add_argument("--domain", help="domain of snippets without one (default: unknown)")
+    audit.add_argument(
+        "--label-column",
+        help="dataset column holding member / nonmember labels (case-insensitive), or "
+        "true/false, 1/0, yes/no for member; a labelled audit reports AUROC and TPR at low FPR "
+        "(default: a column named `label`, else one named `member`, else unlabelled)",
+    )
     common.add_txt_mode(audit, "a dataset")
     audit.add_argument(
         "--methods",
@@ -200,13 +214,22 @@ def _run_and_report(
 def _snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, Any]]:
     if bool(args.dataset) == bool(args.corpus):
         raise UsageError("give a dataset file or --corpus (one of the two)")
+    if args.nonmembers and not args.corpus:
+        raise UsageError(
+            "--nonmembers adds generated non-members to the built-in corpus: use it with "
+            "--corpus (a dataset file carries its own labels: see --label-column)"
+        )
     if args.corpus:
-        snippets = demo_corpus(domains=args.domains, limit_per_domain=args.per_domain)
+        snippets = demo_corpus(
+            domains=args.domains, limit_per_domain=args.per_domain, nonmembers=args.nonmembers
+        )
         info: dict[str, Any] = {
             "source": "built-in corpus",
             "domains": args.domains,
             "per_domain": args.per_domain,
         }
+        if args.nonmembers:
+            info["nonmembers"] = nonmember_summary()
     else:
         loaded = load_snippets(
             args.dataset,
@@ -214,6 +237,7 @@ def _snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, Any]]:
             id_column=args.id_column,
             domain_column=args.domain_column,
             domain=args.domain,
+            label_column=args.label_column,
             **common.file_options(args),
         )
         for rejection in loaded.rejected:

@@ -1,32 +1,138 @@
-"""``memprobe corpus``: the built-in demo corpus (domains and snippet ids, or one text)."""
+"""``memprobe corpus``: the built-in demo corpus and the generated non-member set.
+
+``memprobe corpus`` lists the members (domains and snippet ids) and one line about the non-member
+set; ``memprobe corpus nonmembers`` lists the non-members; ``--build`` (re)generates them, which
+``scripts/setup.sh`` does at install time with a fresh seed.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_OK
-from memprobe_core.cli.output import print_corpus
-from memprobe_core.corpus import corpus_summary, demo_corpus
+from memprobe_core.cli.output import print_corpus, short
+from memprobe_core.corpus import corpus_summary, demo_corpus, nonmember_summary
+from memprobe_core.data import Snippet
 from memprobe_core.errors import UsageError
+from memprobe_core.membership import nonmembers as generated
+
+# A build larger than this is a typo, not a use (each text is ~5 kB).
+MAX_BUILD_PER_DOMAIN = 10_000
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     corpus = common.add_command(
-        sub, "corpus", "show the built-in demo corpus (domains and snippet ids)"
+        sub,
+        "corpus",
+        "show the built-in demo corpus (domains and snippet ids) and the generated non-member set",
+    )
+    corpus.add_argument(
+        "set",
+        nargs="?",
+        choices=("members", "nonmembers"),
+        default="members",
+        help="members: the demo corpus (licences, standard-library sources and docstrings); "
+        "nonmembers: the texts generated on this machine that no model can have seen "
+        "(legal and code domains; built on first use)",
     )
     corpus.add_argument("--domain", help="only this domain (default: all)")
     corpus.add_argument("--show", metavar="ID", help="print the text of one snippet")
+    group = corpus.add_argument_group("building the non-member set (with `nonmembers`)")
+    group.add_argument(
+        "--build",
+        action="store_true",
+        help="generate the non-member set and write it to <memprobe home>/nonmembers.json, "
+        "replacing the old one (scripts/setup.sh runs this at install time)",
+    )
+    group.add_argument(
+        "--seed",
+        type=int,
+        help="--build: rebuild exactly the set of this seed (the seed is listed by "
+        "`memprobe corpus`) (default: a fresh random seed)",
+    )
+    group.add_argument(
+        "--count",
+        type=int,
+        default=generated.DEFAULT_PER_DOMAIN,
+        help="--build: texts per domain",
+    )
     corpus.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.set == "nonmembers":
+        return _nonmembers(args)
+    if args.build or args.seed is not None:
+        raise UsageError(
+            "--build and --seed apply to the non-member set: memprobe corpus nonmembers --build"
+        )
     snippets = demo_corpus(domains=[args.domain] if args.domain else None)
     if args.show:
-        for snippet in snippets:
-            if snippet.id == args.show:
-                print(snippet.text)
-                return EXIT_OK
-        raise UsageError(f"corpus id {args.show!r} not found; `memprobe corpus` lists the ids")
+        return _show(args.show, snippets)
     print_corpus(corpus_summary(), snippets)
+    print(_set_line(), file=sys.stdout)
     return EXIT_OK
+
+
+def _nonmembers(args: argparse.Namespace) -> int:
+    if args.seed is not None and not args.build:
+        raise UsageError(
+            "--seed only applies with --build: memprobe corpus nonmembers --build --seed N"
+        )
+    if not 1 <= args.count <= MAX_BUILD_PER_DOMAIN:
+        raise UsageError(f"--count {args.count}: give 1 to {MAX_BUILD_PER_DOMAIN} texts per domain")
+    if args.build:
+        made = generated.build(seed=args.seed, per_domain=args.count)
+        print(
+            f"non-member set built: {len(made.snippets)} texts (seed {made.seed}, generator "
+            f"v{made.version}) in {made.path}",
+            file=sys.stderr,
+        )
+    else:
+        made = generated.ensure()
+    if args.domain and args.domain not in generated.NONMEMBER_DOMAINS:
+        raise UsageError(
+            f"--domain {args.domain}: the non-member set has {list(generated.NONMEMBER_DOMAINS)}"
+        )
+    snippets = [s for s in made.snippets if not args.domain or s.domain == args.domain]
+    if args.show:
+        return _show(args.show, snippets)
+    if not args.build:
+        _print_set(snippets)
+    print(_set_line())
+    return EXIT_OK
+
+
+def _show(snippet_id: str, snippets: list[Snippet]) -> int:
+    for snippet in snippets:
+        if snippet.id == snippet_id:
+            print(snippet.text)
+            return EXIT_OK
+    raise UsageError(
+        f"corpus id {snippet_id!r} not found; `memprobe corpus` lists the member ids, "
+        "`memprobe corpus nonmembers` the non-member ids"
+    )
+
+
+def _print_set(snippets: list[Snippet]) -> None:
+    print(f"{'id':<32} {'domain':<8} {'words':>6}  source")
+    for snippet in snippets:
+        words = len(snippet.text.split())
+        print(f"{snippet.id:<32} {snippet.domain:<8} {words:>6}  {short(snippet.source, 60)}")
+
+
+def _set_line() -> str:
+    """One line on the non-member set: counts, seed, version, creation time and file."""
+    info = nonmember_summary()
+    if info is None:
+        return (
+            f"generated non-member set: not built yet ({generated.default_path()}); built on "
+            "first use, or now with `memprobe corpus nonmembers --build`"
+        )
+    counts = ", ".join(f"{d} {n}" for d, n in info["counts"].items())
+    return (
+        f"generated non-member set: {counts} (seed {info['seed']}, generator v{info['version']}, "
+        f"created {info['created']}) in {info['file']}"
+    )

@@ -155,3 +155,66 @@ def test_split_docstring() -> None:
         "import os\n'''not a docstring'''\n",
     )
     assert split_docstring('f"""x"""\n')[0] == ""
+
+
+# --- labelled selection: members plus generated non-members -----------------------------------
+
+
+@pytest.fixture
+def nonmember_file(tmp_path, monkeypatch):
+    """A small non-member set (seed 11) in a private memprobe home."""
+    from memprobe_core.membership import nonmembers
+
+    monkeypatch.setenv("MEMPROBE_HOME", str(tmp_path))
+    nonmembers.build(seed=11, per_domain=3)
+    return tmp_path / nonmembers.FILE_NAME
+
+
+def test_unlabelled_by_default() -> None:
+    assert all(s.label is None for s in demo_corpus())  # existing reports do not change
+
+
+def test_labelled_selection_is_balanced_and_interleaved(nonmember_file) -> None:
+    from memprobe_core.membership import nonmembers
+
+    chosen = demo_corpus(limit_per_domain=2, nonmembers=True)
+    assert [(s.domain, s.label) for s in chosen] == [
+        ("legal", "member"),
+        ("legal", "nonmember"),
+        ("legal", "member"),
+        ("legal", "nonmember"),
+        ("code", "member"),
+        ("code", "nonmember"),
+        ("code", "member"),
+        ("code", "nonmember"),
+    ]
+    members = [s for s in chosen if s.label == "member"]
+    plain = demo_corpus(domains=["legal", "code"], limit_per_domain=2)
+    assert [(s.id, s.text) for s in members] == [(s.id, s.text) for s in plain]
+    made = nonmembers.read(nonmember_file)
+    assert [s for s in chosen if s.label == "nonmember"] == (
+        made.for_domain("legal", 2) + made.for_domain("code", 2)
+    )
+
+
+def test_labelled_selection_matches_each_domains_member_count(nonmember_file) -> None:
+    chosen = demo_corpus(domains=["legal"], nonmembers=True)  # more members than the file holds
+    labels = [s.label for s in chosen]
+    assert labels.count("member") == labels.count("nonmember") == corpus_summary()["legal"]
+    assert len({s.id for s in chosen}) == len(chosen)
+
+
+def test_labelled_selection_refuses_docs(nonmember_file) -> None:
+    with pytest.raises(DataError, match=r"no \['docs'\] texts.*\['legal', 'code'\]"):
+        demo_corpus(domains=["docs", "legal"], nonmembers=True)
+
+
+def test_labelled_selection_builds_a_missing_set(tmp_path, monkeypatch) -> None:
+    from memprobe_core.corpus import nonmember_summary
+
+    monkeypatch.setenv("MEMPROBE_HOME", str(tmp_path))
+    assert nonmember_summary() is None  # listing never builds
+    demo_corpus(domains=["code"], limit_per_domain=1, nonmembers=True)
+    info = nonmember_summary()
+    assert info is not None and info["file"] == str(tmp_path / "nonmembers.json")
+    assert info["counts"] == {"legal": 100, "code": 100} and isinstance(info["seed"], int)

@@ -303,3 +303,95 @@ def test_extension_is_case_insensitive(tmp_path: Path) -> None:
 def test_summary_without_rejections() -> None:
     result = LoadResult(snippets=[Snippet("a", "t", "legal")], source="s.jsonl")
     assert result.summary() == "s.jsonl: 1 snippet (legal: 1), none rejected"
+
+
+# --- member / non-member labels ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", sorted(WRITERS))
+def test_label_column_any_case(tmp_path: Path, fmt: str) -> None:
+    rows = [
+        {"text": "one", "label": "member"},
+        {"text": "two", "label": "NonMember"},
+        {"text": "three", "label": " MEMBER "},
+    ]
+    result = load_snippets(WRITERS[fmt](tmp_path / f"l.{fmt}", rows))
+    assert [s.label for s in result.snippets] == ["member", "nonmember", "member"]
+
+
+@pytest.mark.parametrize("fmt", sorted(WRITERS))
+def test_member_column_booleans(tmp_path: Path, fmt: str) -> None:
+    values = ["true", "False", "1", "0", "YES", "no"]
+    rows = [{"text": f"t{i}", "Member": v} for i, v in enumerate(values)]
+    result = load_snippets(WRITERS[fmt](tmp_path / f"m.{fmt}", rows))
+    expected = ["member", "nonmember"] * 3
+    assert [s.label for s in result.snippets] == expected
+
+
+def test_member_column_json_booleans_and_numbers(tmp_path: Path) -> None:
+    rows = [{"text": "a", "member": True}, {"text": "b", "member": 0}, {"text": "c", "member": 1}]
+    result = load_snippets(_write_jsonl(tmp_path / "b.jsonl", rows))
+    assert [s.label for s in result.snippets] == ["member", "nonmember", "member"]
+
+
+def test_unlabelled_file_keeps_label_none(tmp_path: Path) -> None:
+    result = load_snippets(_write_jsonl(tmp_path / "u.jsonl", [{"text": "a", "kind": "x"}]))
+    assert result.snippets[0].label is None
+
+
+def test_label_column_wins_over_member_column(tmp_path: Path) -> None:
+    rows = [{"text": "a", "label": "nonmember", "member": "yes"}]
+    assert load_snippets(_write_csv(tmp_path / "w.csv", rows)).snippets[0].label == "nonmember"
+
+
+def test_named_label_column_takes_either_vocabulary(tmp_path: Path) -> None:
+    rows = [{"text": "a", "seen": "yes"}, {"text": "b", "seen": "nonmember"}]
+    path = _write_csv(tmp_path / "n.csv", rows)
+    assert [s.label for s in load_snippets(path, label_column="seen").snippets] == [
+        "member",
+        "nonmember",
+    ]
+    with pytest.raises(DataError, match="has no label column 'in_training'"):
+        load_snippets(path, label_column="in_training")
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "shown", "allowed"),
+    [
+        ("label", "maybe", "value 'maybe'", "member, non-member, non_member, nonmember"),
+        ("label", "", "no value", "member, non-member"),
+        ("member", "2", "value '2'", "0, 1, false, no, true, yes"),
+        ("member", "member", "value 'member'", "0, 1, false, no, true, yes"),
+    ],
+)
+def test_bad_label_names_file_row_value_and_what_is_allowed(
+    tmp_path: Path, column: str, value: str, shown: str, allowed: str
+) -> None:
+    rows = [{"text": "fine", column: "1" if column == "member" else "member"}]
+    rows.append({"text": "second", column: value})
+    path = _write_csv(tmp_path / "bad.csv", rows)
+    with pytest.raises(DataError) as info:
+        load_snippets(path)
+    message = str(info.value)
+    assert f"file 'bad.csv' row 2: label column {column!r} has {shown}" in message
+    assert f"allowed (any case): {allowed}" in message
+
+
+def test_missing_label_in_a_labelled_jsonl_is_an_error(tmp_path: Path) -> None:
+    rows = [{"text": "a", "label": "member"}, {"text": "b"}]
+    with pytest.raises(DataError, match="row 2: label column 'label' has no value"):
+        load_snippets(_write_jsonl(tmp_path / "gap.jsonl", rows))
+
+
+def test_rejected_rows_are_not_label_checked(tmp_path: Path) -> None:
+    rows = [{"text": "a", "label": "member"}, {"text": "  ", "label": "???"}]
+    result = load_snippets(_write_jsonl(tmp_path / "r.jsonl", rows))
+    assert [s.label for s in result.snippets] == ["member"]
+    assert result.rejected == [Rejection(2, "empty text")]
+
+
+def test_txt_rejects_label_column(tmp_path: Path) -> None:
+    path = tmp_path / "a.txt"
+    path.write_text("hello", "utf-8")
+    with pytest.raises(DataError, match=r"label_column='label' does not apply to \.txt"):
+        load_snippets(path, label_column="label")

@@ -1,0 +1,42 @@
+"""Audit page: the "add generated non-members (labelled audit)" checkbox."""
+
+from __future__ import annotations
+
+import os
+
+from memprobe_core.store import Store
+from tests.app.conftest import open_page, run_until, texts
+
+
+def test_labelled_audit_from_the_checkbox() -> None:
+    at = open_page("pages/3_Audit.py")
+    assert at.multiselect(key="audit_domains").options == ["legal", "code", "docs"]
+    at.checkbox(key="audit_nonmembers").check().run()
+    assert at.multiselect(key="audit_domains_labelled").options == ["legal", "code"]
+    at.number_input(key="audit_limit").set_value(1).run()
+    assert "4 snippets: 2 members from the built-in corpus" in texts(at)
+    at.multiselect(key="audit_methods").set_value(["ps_inst"])
+    at.multiselect(key="audit_lengths").set_value([50])
+    at.button(key="audit_start").click()
+    run_until(at, lambda a: "state: finished" in texts(a), timeout=120)
+    store = Store(os.environ["MEMPROBE_STORE"])
+    (run,) = store.list_runs()
+    labels = [(s.domain, s.label) for s in store.samples(run["id"])]
+    assert labels == [
+        ("legal", "member"),
+        ("legal", "nonmember"),
+        ("code", "member"),
+        ("code", "nonmember"),
+    ]
+    seed = run["config"]["dataset"]["nonmembers"]["seed"]
+    assert f"seed {seed}" in texts(at)
+
+
+def test_damaged_nonmember_file_is_an_error_not_a_crash() -> None:
+    from memprobe_core.membership import nonmembers
+
+    nonmembers.default_path().write_text("{broken", "utf-8")
+    at = open_page("pages/3_Audit.py")
+    at.checkbox(key="audit_nonmembers").check().run()
+    assert not at.exception
+    assert any("memprobe corpus nonmembers --build" in e.value for e in at.error)
