@@ -35,6 +35,29 @@ st.caption(
 
 def read_config() -> NerAuditConfig:
     """The audit config from the widgets (raises with a message saying what to fix)."""
+    models = _models_widgets()
+    names, max_pairs, seed, dev, missing = _names_widgets()
+    prompts, n_templates, types = _prompts_widgets()
+    metric, steps, attention = _analysis_widgets()
+    if missing:  # after every widget is drawn, so the page stays whole while uploads are due
+        raise ValueError(f"upload the {' and '.join(missing)} lists first")
+    return NerAuditConfig(
+        models=models,
+        **names,
+        max_pairs=max_pairs,
+        seed=seed,
+        dev_fraction=dev,
+        prompts=prompts,
+        templates=n_templates,
+        prompt_types=tuple(types),
+        metric=metric,
+        importance_steps=steps,
+        attention_pairs=20 if attention else 0,
+    )
+
+
+def _models_widgets() -> tuple[str, ...]:
+    """The NER models picked in the sidebar plus any typed ones."""
     choices = ner_models()
     with st.sidebar:
         st.subheader("NER models")
@@ -52,6 +75,11 @@ def read_config() -> NerAuditConfig:
             help="Any token classifier with PER labels, e.g. dslim/bert-base-NER "
             "(needs a network) or a local folder.",
         )
+    return tuple(picked + [line.strip() for line in extra.splitlines() if line.strip()])
+
+
+def _names_widgets() -> tuple[dict[str, NameFile | None], int, int, float, list[str]]:
+    """Name lists (the model's own, or two uploads), pairs, seed, dev share, missing uploads."""
     st.subheader("Names")
     own_names = (
         st.radio(
@@ -89,22 +117,32 @@ def read_config() -> NerAuditConfig:
                 missing.append(what.lower())
             else:
                 names[field] = NameFile(upload.name, upload.getvalue())
+    return names, max_pairs, seed, dev, missing
+
+
+def _prompts_widgets() -> tuple[list[str] | None, int, tuple[str, ...]]:
+    """Template prompts (how many, which types) or the user's own prompts."""
     st.subheader("Prompts")
-    prompts, n_templates, types = None, 40, PROMPT_TYPES
+    prompts, n_templates, types = None, 40, tuple(PROMPT_TYPES)
     if (
         st.radio("Prompts", ["Templates", "My prompts"], horizontal=True, key="ner_psource")
         == "Templates"
     ):
         p1, p2 = st.columns([1, 3])
         n_templates = int(p1.number_input("How many", 1, 3000, 40, key="ner_ntemplates"))
-        types = p2.multiselect(
-            "Types", list(PROMPT_TYPES), default=list(PROMPT_TYPES), key="ner_types"
+        types = tuple(
+            p2.multiselect("Types", list(PROMPT_TYPES), default=list(PROMPT_TYPES), key="ner_types")
         )
     else:
         text = st.text_area(
             "One prompt per line, each with {name} exactly once", key="ner_own", value=OWN_PROMPTS
         )
         prompts = [line for line in text.splitlines() if line.strip()]
+    return prompts, n_templates, types
+
+
+def _analysis_widgets() -> tuple[str, int, bool]:
+    """M-MEM variant, token-importance steps and whether to draw attention heatmaps."""
     o1, o2, o3 = st.columns(3)
     metric = o1.selectbox(
         "M-MEM",
@@ -124,22 +162,7 @@ def read_config() -> NerAuditConfig:
         )
     )
     attention = o3.checkbox("Attention heatmaps", value=True, key="ner_attention")
-    if missing:
-        raise ValueError(f"upload the {' and '.join(missing)} lists first")
-    models = picked + [line.strip() for line in extra.splitlines() if line.strip()]
-    return NerAuditConfig(
-        models=tuple(models),
-        **names,
-        max_pairs=max_pairs,
-        seed=seed,
-        dev_fraction=dev,
-        prompts=prompts,
-        templates=n_templates,
-        prompt_types=tuple(types),
-        metric=metric,
-        importance_steps=steps,
-        attention_pairs=20 if attention else 0,
-    )
+    return metric, steps, attention
 
 
 def job(config: NerAuditConfig):

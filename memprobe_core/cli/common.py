@@ -202,6 +202,33 @@ def add_method_options(parser: argparse.ArgumentParser) -> None:
         help="P-S-Inst: raw prefix only, not also inside the victim's chat template",
     )
     group.add_argument(
+        "--compat",
+        choices=COMPAT_MODES,
+        default="paper",
+        help="conventions: paper, or the paper's reference code (last window "
+        "with a length-token budget, best_rougeL selection, its refine "
+        "meta-prompt, 500-token prompts, BOS counted in the prefix)",
+    )
+    _add_scoring_options(parser.add_argument_group("scoring (Mem, LCS_P)"))
+    _add_measure_options(parser.add_argument_group("measured beside Mem"))
+    group = parser.add_argument_group("split")
+    group.add_argument(
+        "--split-tokenizer",
+        choices=("model", "whitespace"),
+        default="model",
+        help="cut snippets by the victim's tokens or by whitespace words",
+    )
+    group.add_argument(
+        "--prefix-ratio",
+        type=float,
+        default=DEFAULT_PREFIX_RATIO,
+        help="prefix share of each split",
+    )
+
+
+def _add_scoring_options(group: argparse._ArgumentGroup) -> None:
+    """How Mem and LCS_P are computed (ROUGE-L variant, tokenizer, stemmer, output window)."""
+    group.add_argument(
         "--rouge-variant", choices=ROUGE_VARIANTS, default="recall", help="ROUGE-L component scored"
     )
     group.add_argument(
@@ -222,14 +249,10 @@ def add_method_options(parser: argparse.ArgumentParser) -> None:
         "the victim write the whole length (default: first; last with "
         "--compat reference)",
     )
-    group.add_argument(
-        "--compat",
-        choices=COMPAT_MODES,
-        default="paper",
-        help="conventions: paper, or the paper's reference code (last window "
-        "with a length-token budget, best_rougeL selection, its refine "
-        "meta-prompt, 500-token prompts, BOS counted in the prefix)",
-    )
+
+
+def _add_measure_options(group: argparse._ArgumentGroup) -> None:
+    """Verbatim metrics and membership signals measured beside each result."""
     group.add_argument(
         "--no-signals",
         action="store_true",
@@ -247,18 +270,6 @@ def add_method_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=DEFAULT_EXTRACT_K,
         help="k of k-extractability: the output's first k tokens must equal the suffix's",
-    )
-    group.add_argument(
-        "--split-tokenizer",
-        choices=("model", "whitespace"),
-        default="model",
-        help="cut snippets by the victim's tokens or by whitespace words",
-    )
-    group.add_argument(
-        "--prefix-ratio",
-        type=float,
-        default=DEFAULT_PREFIX_RATIO,
-        help="prefix share of each split",
     )
 
 
