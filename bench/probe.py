@@ -31,17 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-
-def pick_split(victim: Any, length: int, domain: str) -> Any:
-    from memprobe_core.corpus import demo_corpus
-    from memprobe_core.data import DataError, split
-
-    for snippet in demo_corpus(domains=[domain]):
-        try:
-            return split(snippet, victim.tokenizer, length)
-        except DataError:
-            continue
-    raise SystemExit(f"no demo snippet of domain {domain!r} has {length} tokens")
+from _shared import pick_split  # after the environment above: it imports memprobe_core
 
 
 def with_loop(gen: Any, loop: str) -> Any:
