@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memprobe_core.attacks.common import InteractiveOptions
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SHAPES: dict[str, dict[str, Any]] = {
@@ -147,7 +149,10 @@ def run_probe(args: argparse.Namespace) -> dict[str, Any]:
     text = " ".join(f"t{rng.randrange(vocab - 2)}" for _ in range(args.length + 50))
     sp = split(Snippet("random", text, domain="cc"), victim.tokenizer, args.length)
     options = AttackOptions(
-        rounds=args.rounds, n_candidates=args.n, seed=0, max_prompt_tokens=args.max_prompt_tokens
+        seed=0,
+        interactive=InteractiveOptions(
+            rounds=args.rounds, n_candidates=args.n, max_prompt_tokens=args.max_prompt_tokens
+        ),
     )
     # Warm-up (CUDA context, kernels) outside the timed probe.
     victim.generate(["t1 t2"], max_new_tokens=2)
@@ -183,7 +188,7 @@ def run_probe(args: argparse.Namespace) -> dict[str, Any]:
     for row in rows:
         a, v = row["attacker"], row["victim"]
         # Floor: each decoding step reads all weights once (batched sequences share the step).
-        a_steps = options.max_prompt_tokens * a.calls
+        a_steps = options.interactive.max_prompt_tokens * a.calls
         v_steps = sp.suffix_tokens * v.calls
         floor = a_steps * a_step + v_steps * v_step
         tokens = a.generated_tokens + v.generated_tokens

@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from memprobe_core.attacks.common import InteractiveOptions
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -181,7 +183,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         models = ModelSet(victim=with_loop(victim, loop), attacker=with_loop(attacker, loop))
         for mode in args.modes.split(","):
             options = AttackOptions(
-                rounds=args.rounds, n_candidates=args.n, seed=0, batched=mode == "batched"
+                seed=0,
+                interactive=InteractiveOptions(
+                    rounds=args.rounds, n_candidates=args.n, batched=mode == "batched"
+                ),
             )
             cpu0 = time.process_time()
             with profiled(args.profile, args.top, f"{loop}/{mode}"):

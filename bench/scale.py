@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from memprobe_core.attacks.common import InteractiveOptions
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
@@ -60,7 +62,7 @@ def audit_rate(
         snippets,
         METHODS,
         [40],
-        AttackOptions(rounds=1, n_candidates=4),
+        AttackOptions(interactive=InteractiveOptions(rounds=1, n_candidates=4)),
         names,
         split_tokenizer="whitespace",
     )

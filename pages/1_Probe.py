@@ -7,6 +7,7 @@ import dataclasses
 import streamlit as st
 
 import ui_common as ui
+from memprobe_core.attacks.common import InteractiveOptions
 from ui_common import charts
 from ui_common.job_runner import ProgressSnapshot, recorded_methods_job
 
@@ -123,11 +124,13 @@ def start() -> None:
             alpha=alpha,
             scoring=scored,
             seed=seed,
-            rounds=rounds,
-            n_candidates=n_cand,
-            access=access,
             compat=compat,
-            max_prompt_tokens=max_prompt_tokens,
+            interactive=InteractiveOptions(
+                rounds=rounds,
+                n_candidates=n_cand,
+                access=access,
+                max_prompt_tokens=max_prompt_tokens,
+            ),
         )
     except (DataError, ValueError) as exc:
         st.error(ui.md(str(exc)))

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 import ui_common as ui
+from memprobe_core.attacks.common import GCGOptions, InteractiveOptions
 from memprobe_core.attacks.result import METHOD_LABELS
 from memprobe_core.audit.runs import comparison_table
 from ui_common import charts
@@ -123,9 +124,8 @@ def start() -> None:
             alpha=alpha,
             scoring=scoring,
             seed=seed,
-            rounds=rounds,
-            n_candidates=n_cand,
-            gcg_steps=gcg_steps,
+            interactive=InteractiveOptions(rounds=rounds, n_candidates=n_cand),
+            gcg=GCGOptions(steps=gcg_steps),
         )
     except (DataError, ValueError) as exc:
         st.error(ui.md(str(exc)))

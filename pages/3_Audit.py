@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 import ui_common as ui
+from memprobe_core.attacks.common import GCGOptions, InteractiveOptions
 from memprobe_core.attacks.events import CandidateScored
 from memprobe_core.attacks.result import METHOD_LABELS
 from ui_common import charts
@@ -265,9 +266,8 @@ with tab_run:
                     alpha=alpha,
                     scoring=scoring,
                     seed=seed,
-                    rounds=rounds,
-                    n_candidates=n_cand,
-                    gcg_steps=gcg_steps,
+                    interactive=InteractiveOptions(rounds=rounds, n_candidates=n_cand),
+                    gcg=GCGOptions(steps=gcg_steps),
                 )
                 names = ModelNames(
                     **{r: models[r].label for r in ("victim", "base", "attacker")},

@@ -15,7 +15,14 @@ import functools
 import threading
 from collections.abc import Callable
 
-from memprobe_core.attacks.common import AttackOptions, ModelSet
+from memprobe_core.attacks.common import (
+    AttackOptions,
+    GCGOptions,
+    InteractiveOptions,
+    ModelSet,
+    PrefixSuffixOptions,
+    ReverseOptions,
+)
 from memprobe_core.attacks.events import (
     AttackEvent,
     CandidateScored,
@@ -94,8 +101,12 @@ __all__ = [
     "Costs",
     "EventCallback",
     "Finished",
+    "GCGOptions",
+    "InteractiveOptions",
     "MissingModelError",
     "ModelSet",
+    "PrefixSuffixOptions",
+    "ReverseOptions",
     "RoundFinished",
     "RoundStarted",
     "SearchStep",

@@ -93,46 +93,33 @@ class ModelSet:
         }
 
 
-@dataclass
-class AttackOptions:
-    """Options of the extraction methods (each method reads its own; all are recorded).
+def _check_sizes(options: Any, limits: dict[str, tuple[str, int, int]]) -> None:
+    """Check each size field of a method's options against ``SIZE_LIMITS`` (by its flat name,
+    the one users know from the CLI and from configs stored before the options were nested)."""
+    for field_name, (flat_name, low, high) in limits.items():
+        check_size(flat_name, getattr(options, field_name), low, high)
+
+
+_LIMITS = {name: (name, low, high) for name, low, high in SIZE_LIMITS}
+
+
+@dataclass(frozen=True)
+class InteractiveOptions:
+    """The interactive method's options (paper §3.2, Algorithm 1).
 
     Attributes:
-        alpha: weight of Mem in the objective; ``None`` looks it up (``config.alpha_for``).
-        scoring: ROUGE variant, stemmer, tokenizer, output window (``None``: the defaults, with
-            the window of ``compat``).
-        seed: seed for every sampled generation.
-        rounds: interactive method, refinement rounds T (paper: 3).
-        n_candidates: interactive method, candidates per round n (paper: 24).
+        rounds: refinement rounds T (paper: 3).
+        n_candidates: candidates per round n (paper: 24).
         attacker_temperature / attacker_top_p: sampling of the attacker (paper: temperature 1.0).
         access: ``full`` (attacker sees the whole snippet) or ``partial`` (prefix only).
-        init_meta_prompt / refine_meta_prompt: edited meta-prompt texts (override ``meta_prompts``).
+        init_meta_prompt / refine_meta_prompt: edited meta-prompt texts (override
+            ``AttackOptions.meta_prompts``).
         max_prompt_tokens: cap on tokens the attacker/init model writes per prompt (``None``:
-            256 in paper mode, 500 in reference mode); a prompt that hits it is flagged
-            ``truncated``.
+            the compat mode's, 256 in paper mode, 500 in reference mode); a prompt that hits it
+            is flagged ``truncated``.
         batched: one batched call per round (False: one call per candidate, for benchmarks).
-        ps_chat_template: P-S-Inst also through the victim's chat template (both are recorded).
-        gcg_steps / gcg_top_k / gcg_search_width / gcg_batch_size: GCG search (paper: 30 steps).
-        gcg_answer_model: who answers GCG's found prompt: ``base`` (paper: "P-S-Base & GCG" is
-            evaluated on the base model) or ``victim``.
-        reverse_max_new_tokens: tokens of prefix the reverse LM writes (default: prefix length).
-        compat: ``paper`` (default) or ``reference``: the conventions of the paper or of its
-            reference code; it fills every option below left at ``None`` and the output window
-            of a ``scoring`` left at ``None`` (``config.COMPAT_PRESETS``).
-        meta_prompts: named meta-prompt wording: ``paper`` (§3.2 exactly), ``paper+reply-only``
-            (§3.2 plus "Reply with the ... only"; paper mode's default) or ``reference``.
-        selection: which Mem the result's mode reports (``objective``: Mem(p*), ``max_mem``,
-            ``reference``); every result records all three, p* is always argmax O.
-        bos_in_prefix: the split counts the tokenizer's BOS as one of the prefix tokens, as the
-            reference code does (prefix 65 text tokens + BOS at length 200).
-        measure: what is measured beside each result: membership signals, Min-K% k,
-            k-extractability's k (:class:`memprobe_core.membership.MeasureOptions`).
     """
 
-    alpha: float | None = None
-    # None is resolved in __post_init__ (the compat mode's window); always set afterwards.
-    scoring: ScoringConfig = None  # type: ignore[assignment]
-    seed: int = 0
     rounds: int = 3
     n_candidates: int = 24
     attacker_temperature: float = 1.0
@@ -142,32 +129,143 @@ class AttackOptions:
     refine_meta_prompt: str | None = None
     max_prompt_tokens: int | None = None
     batched: bool = True
-    ps_chat_template: bool = True
-    gcg_steps: int = 30
-    gcg_top_k: int = 256
-    gcg_search_width: int = 128
-    gcg_batch_size: int | None = None
-    gcg_answer_model: AnswerModel = "base"
-    reverse_max_new_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        sizes = ("rounds", "n_candidates", "max_prompt_tokens")
+        _check_sizes(self, {name: _LIMITS[name] for name in sizes})
+        if self.access not in ("full", "partial"):
+            raise ValueError(f"access {self.access!r} is unknown; use 'full' or 'partial'")
+        if self.attacker_temperature < 0:
+            raise ValueError(
+                f"attacker_temperature {self.attacker_temperature} is negative; use 0 for greedy"
+            )
+        if not 0 < self.attacker_top_p <= 1:
+            raise ValueError(f"attacker_top_p {self.attacker_top_p} must be in (0, 1]")
+
+
+@dataclass(frozen=True)
+class GCGOptions:
+    """GCG's options (paper: 30 steps; top-k and width as nanoGCG's defaults would be bigger).
+
+    Attributes:
+        steps / top_k / search_width / batch_size: the search (``batch_size`` ``None``: all
+            candidates of a step in one forward pass).
+        answer_model: who answers the found prompt: ``base`` (paper: "P-S-Base & GCG" is
+            evaluated on the base model) or ``victim``.
+    """
+
+    steps: int = 30
+    top_k: int = 256
+    search_width: int = 128
+    batch_size: int | None = None
+    answer_model: AnswerModel = "base"
+
+    def __post_init__(self) -> None:
+        sizes = {"steps": "gcg_steps", "top_k": "gcg_top_k", "search_width": "gcg_search_width"}
+        sizes["batch_size"] = "gcg_batch_size"
+        _check_sizes(self, {field: _LIMITS[flat] for field, flat in sizes.items()})
+        if self.answer_model not in ANSWER_MODELS:
+            raise ValueError(
+                f"gcg_answer_model {self.answer_model!r} is unknown; use 'base' or 'victim'"
+            )
+
+
+@dataclass(frozen=True)
+class ReverseOptions:
+    """Reverse-LM's options.
+
+    Attributes:
+        max_new_tokens: tokens of prefix the reverse LM writes (``None``: the prefix length).
+    """
+
+    max_new_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_sizes(self, {"max_new_tokens": _LIMITS["reverse_max_new_tokens"]})
+
+
+@dataclass(frozen=True)
+class PrefixSuffixOptions:
+    """P-S-Base and P-S-Inst's options.
+
+    Attributes:
+        chat_template: P-S-Inst also through the victim's chat template (both are recorded).
+    """
+
+    chat_template: bool = True
+
+
+# Each method's options by the AttackOptions field that holds them.
+METHOD_OPTIONS: dict[str, type] = {
+    "interactive": InteractiveOptions,
+    "gcg": GCGOptions,
+    "reverse": ReverseOptions,
+    "ps": PrefixSuffixOptions,
+}
+# Configs stored before the options were nested had them flat: flat name → (section, field).
+LEGACY_FLAT_OPTIONS: dict[str, tuple[str, str]] = {
+    **{name: ("interactive", name) for name in InteractiveOptions.__dataclass_fields__},
+    "gcg_steps": ("gcg", "steps"),
+    "gcg_top_k": ("gcg", "top_k"),
+    "gcg_search_width": ("gcg", "search_width"),
+    "gcg_batch_size": ("gcg", "batch_size"),
+    "gcg_answer_model": ("gcg", "answer_model"),
+    "reverse_max_new_tokens": ("reverse", "max_new_tokens"),
+    "ps_chat_template": ("ps", "chat_template"),
+}
+
+
+@dataclass
+class AttackOptions:
+    """Options of the extraction methods: the shared ones here, each method's own nested.
+
+    Attributes:
+        alpha: weight of Mem in the objective; ``None`` looks it up (``config.alpha_for``).
+        scoring: ROUGE variant, stemmer, tokenizer, output window (``None``: the defaults, with
+            the window of ``compat``).
+        seed: seed for every sampled generation.
+        compat: ``paper`` (default) or ``reference``: the conventions of the paper or of its
+            reference code; it fills every option below left at ``None``,
+            ``interactive.max_prompt_tokens`` and the output window of a ``scoring`` left at
+            ``None`` (``config.COMPAT_PRESETS``).
+        meta_prompts: named meta-prompt wording: ``paper`` (§3.2 exactly), ``paper+reply-only``
+            (§3.2 plus "Reply with the ... only"; paper mode's default) or ``reference``.
+        selection: which Mem the result's mode reports (``objective``: Mem(p*), ``max_mem``,
+            ``reference``); every result records all three, p* is always argmax O.
+        bos_in_prefix: the split counts the tokenizer's BOS as one of the prefix tokens, as the
+            reference code does (prefix 65 text tokens + BOS at length 200).
+        measure: what is measured beside each result: membership signals, Min-K% k,
+            k-extractability's k (:class:`memprobe_core.membership.MeasureOptions`).
+        interactive / gcg / reverse / ps: each method's own options
+            (:class:`InteractiveOptions`, :class:`GCGOptions`, :class:`ReverseOptions`,
+            :class:`PrefixSuffixOptions`); dicts (a stored config) are read into them.
+    """
+
+    alpha: float | None = None
+    # None is resolved in __post_init__ (the compat mode's window); always set afterwards.
+    scoring: ScoringConfig = None  # type: ignore[assignment]
+    seed: int = 0
     compat: Compat = "paper"
     meta_prompts: MetaPrompts | None = None
     selection: Selection | None = None
     bos_in_prefix: bool | None = None
-    # A dict (from a stored config) becomes MeasureOptions in __post_init__.
+    # Dicts (from a stored config) become the dataclasses in __post_init__.
     measure: MeasureOptions = field(default_factory=MeasureOptions)
+    interactive: InteractiveOptions = field(default_factory=InteractiveOptions)
+    gcg: GCGOptions = field(default_factory=GCGOptions)
+    reverse: ReverseOptions = field(default_factory=ReverseOptions)
+    ps: PrefixSuffixOptions = field(default_factory=PrefixSuffixOptions)
 
     def __post_init__(self) -> None:
         if not isinstance(self.measure, MeasureOptions):
             self.measure = MeasureOptions.from_dict(self.measure)
-        self._resolve_compat()  # first: the size checks see the preset's max_prompt_tokens
-        for name, low, high in SIZE_LIMITS:
-            check_size(name, getattr(self, name), low, high)
-        if self.access not in ("full", "partial"):
-            raise ValueError(f"access {self.access!r} is unknown; use 'full' or 'partial'")
-        if self.gcg_answer_model not in ANSWER_MODELS:
-            raise ValueError(
-                f"gcg_answer_model {self.gcg_answer_model!r} is unknown; use 'base' or 'victim'"
-            )
+        for name, cls in METHOD_OPTIONS.items():
+            value = getattr(self, name)
+            if isinstance(value, dict):
+                setattr(self, name, cls(**value))
+            elif not isinstance(value, cls):
+                raise TypeError(f"{name} must be a {cls.__name__}, not {type(value).__name__}")
+        self._resolve_compat()
         if self.alpha is not None and not 0.0 <= self.alpha <= 1.0:
             raise ValueError(f"alpha {self.alpha} is outside [0, 1]")
         if self.meta_prompts not in META_PROMPT_WORDINGS:
@@ -188,9 +286,14 @@ class AttackOptions:
             data = dict(self.scoring)
             data.setdefault("output_window", preset["output_window"])
             self.scoring = ScoringConfig(**data)
-        for name in ("meta_prompts", "selection", "max_prompt_tokens", "bos_in_prefix"):
+        for name in ("meta_prompts", "selection", "bos_in_prefix"):
             if getattr(self, name) is None:
                 setattr(self, name, preset[name])
+        if self.interactive.max_prompt_tokens is None:
+            # A copy: the caller's InteractiveOptions (maybe shared) is never changed.
+            self.interactive = replace(
+                self.interactive, max_prompt_tokens=preset["max_prompt_tokens"]
+            )
 
     def with_scoring(self, **changes: Any) -> AttackOptions:
         """A copy with ``scoring`` fields changed (``ScoringConfig`` is frozen)."""
@@ -201,6 +304,17 @@ class AttackOptions:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AttackOptions:
-        """Options from :meth:`to_dict`; a field missing from an older stored config keeps its
-        default (e.g. ``gcg_answer_model`` before it existed: ``"base"``)."""
-        return cls(**data)
+        """Options from :meth:`to_dict`, or from a config stored before the method options were
+        nested (flat ``rounds``, ``gcg_steps`` …, see ``LEGACY_FLAT_OPTIONS``); a field missing
+        from an older config keeps its default (e.g. ``gcg_answer_model`` before it existed)."""
+        data = dict(data)
+        sections: dict[str, dict[str, Any]] = {
+            name: dict(data.pop(name, None) or {}) for name in METHOD_OPTIONS
+        }
+        for flat, (section, field_name) in LEGACY_FLAT_OPTIONS.items():
+            if flat in data:
+                sections[section].setdefault(field_name, data.pop(flat))
+        nested: dict[str, Any] = {
+            name: METHOD_OPTIONS[name](**fields) for name, fields in sections.items()
+        }
+        return cls(**data, **nested)

@@ -79,7 +79,7 @@ def _lead_ids(tokenizer: Any) -> list[int]:
 
 def _answerer(models: ModelSet, options: AttackOptions) -> Any:
     """The model that answers the found prompt: the base (paper) or the victim (option)."""
-    return models.victim if options.gcg_answer_model == "victim" else models.base
+    return models.victim if options.gcg.answer_model == "victim" else models.base
 
 
 def _charge_search(meter: CostMeter, counts: SearchCounts, seconds: float) -> None:
@@ -104,7 +104,7 @@ def run_gcg(
     Args:
         split: the snippet cut into prefix and suffix.
         models: ``base`` must be white-box (an ``hf`` backend exposing ``torch_model``); it
-            answers the decoded best prompt unless ``options.gcg_answer_model == "victim"``.
+            answers the decoded best prompt unless ``options.gcg.answer_model == "victim"``.
         options: ``gcg_steps`` (paper: 30), ``gcg_top_k``, ``gcg_search_width``,
             ``gcg_batch_size``, ``gcg_answer_model``, ``seed``, scoring and α.
         on_event: a ``SearchStep`` per step, then round 1 (the best prompt answered and
@@ -135,7 +135,7 @@ def run_gcg(
         answer,
         sc,
         is_round_best=True,
-        extra={**_search_record(search), "answer_model": options.gcg_answer_model},
+        extra={**_search_record(search), "answer_model": options.gcg.answer_model},
     )
     emit(on_event, CandidateScored(round=round_, candidate=cand))
     emit(on_event, RoundFinished(round=round_, best=cand))
@@ -146,7 +146,7 @@ def run_gcg(
         options,
         alpha,
         alpha_source,
-        decoding={options.gcg_answer_model: victim_decoding(split, options).manifest()},
+        decoding={options.gcg.answer_model: victim_decoding(split, options).manifest()},
         extra=_manifest_extra(tok, answerer, search, split, options, answer),
     )
     result = build_result(
@@ -186,7 +186,7 @@ def _search(
     cancel: threading.Event | None,
 ) -> GCGSearch:
     """The token search from the true prefix toward the suffix, one ``SearchStep`` per step."""
-    steps = options.gcg_steps
+    steps = options.gcg.steps
 
     def on_step(step: int, loss: float, step_loss: float, ids: list[int]) -> None:
         best_prompt = tok.decode(ids, skip_special_tokens=True)
@@ -205,9 +205,9 @@ def _search(
         _encode_for(tok, split, split.suffix, split.suffix_ids),
         lead_ids=_lead_ids(tok),
         steps=steps,
-        top_k=options.gcg_top_k,
-        search_width=options.gcg_search_width,
-        batch_size=options.gcg_batch_size,
+        top_k=options.gcg.top_k,
+        search_width=options.gcg.search_width,
+        batch_size=options.gcg.batch_size,
         seed=options.seed,
         not_allowed=list(getattr(tok, "all_special_ids", []) or []),
         on_step=on_step,
@@ -238,14 +238,14 @@ def _manifest_extra(
     answer: VictimAnswer,
 ) -> dict[str, Any]:
     """GCG's part of the manifest: search settings, who answered, the generation record."""
-    role = options.gcg_answer_model
+    role = options.gcg.answer_model
     return {
         "gcg": {
-            "steps": options.gcg_steps,
+            "steps": options.gcg.steps,
             "steps_done": len(search.losses),
-            "top_k": options.gcg_top_k,
-            "search_width": options.gcg_search_width,
-            "batch_size": options.gcg_batch_size,
+            "top_k": options.gcg.top_k,
+            "search_width": options.gcg.search_width,
+            "batch_size": options.gcg.batch_size,
             "base_tokenizer": getattr(tok, "name_or_path", type(tok).__name__),
             "initial_prompt": "true prefix",
             "prefix_cache": True,

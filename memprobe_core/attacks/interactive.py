@@ -16,7 +16,7 @@ victim, never chosen); a prompt already scored earlier in the run is flagged ``"
 reuses the earlier (greedy, hence identical) victim output instead of a new query; a prompt whose
 writing hit ``max_prompt_tokens`` is flagged ``"truncated"`` (kept and scored like the others).
 
-``options.batched=False`` makes one call per candidate (attacker and victim), for the benchmark.
+``options.interactive.batched=False`` makes one call per candidate (attacker and victim), for the benchmark.
 """
 
 from __future__ import annotations
@@ -66,16 +66,16 @@ _NO_ANSWER = VictimAnswer("", "", "none")  # an empty prompt is never sent to th
 
 def init_decoding(options: AttackOptions) -> Decoding:
     """The init model writes the first prompt greedily (paper §3.2)."""
-    return Decoding(max_new_tokens=options.max_prompt_tokens or 1, seed=options.seed)
+    return Decoding(max_new_tokens=options.interactive.max_prompt_tokens or 1, seed=options.seed)
 
 
 def attacker_decoding(options: AttackOptions, round_: int) -> Decoding:
     """The attacker samples the round's ``n`` candidates from one request (seed: seed + round)."""
     return Decoding(
-        max_new_tokens=options.max_prompt_tokens or 1,
-        temperature=options.attacker_temperature,
-        top_p=options.attacker_top_p,
-        n=options.n_candidates,
+        max_new_tokens=options.interactive.max_prompt_tokens or 1,
+        temperature=options.interactive.attacker_temperature,
+        top_p=options.interactive.attacker_top_p,
+        n=options.interactive.n_candidates,
         seed=options.seed + round_,
     )
 
@@ -108,17 +108,19 @@ class _Loop:
         """The question in an attacker reply; noted as truncated when the reply hit the cap."""
         prompt = meta.clean_prompt(completion.text)
         # Both signs: some backends report "length" by default without counting tokens.
-        hit_cap = completion.num_tokens >= (self.options.max_prompt_tokens or 0)
+        hit_cap = completion.num_tokens >= (self.options.interactive.max_prompt_tokens or 0)
         if prompt and completion.finish_reason == "length" and hit_cap:
             self.truncated.add(prompt)
         return prompt
 
     def propose_init(self) -> str:
-        material = self.split.text if self.options.access == "full" else self.split.prefix
+        material = (
+            self.split.text if self.options.interactive.access == "full" else self.split.prefix
+        )
         request = meta.init_request(
             material,
             chat=self.init.has_chat_template,
-            meta_prompt=self.options.init_meta_prompt or self.wording.init,
+            meta_prompt=self.options.interactive.init_meta_prompt or self.wording.init,
         )
         rows = self.meter.generate("attacker", self.init, [request], init_decoding(self.options))
         return self._clean(rows[0][0])
@@ -128,16 +130,16 @@ class _Loop:
         request = meta.refine_request(
             p_best,
             chat=self.attacker.has_chat_template,
-            meta_prompt=o.refine_meta_prompt or self.wording.refine,
+            meta_prompt=o.interactive.refine_meta_prompt or self.wording.refine,
         )
         decoding = attacker_decoding(o, round_)
-        if o.batched:
+        if o.interactive.batched:
             rows = self.meter.generate("attacker", self.attacker, [request], decoding)
             replies = list(rows[0])
         else:
             # One call per candidate with distinct seeds: same distribution, not the same samples.
             replies = []
-            for i in range(o.n_candidates):
+            for i in range(o.interactive.n_candidates):
                 check_cancel(self.cancel)
                 seed = (o.seed + round_) * 100_003 + i
                 one = dataclasses.replace(decoding, n=1, seed=seed)
@@ -166,7 +168,7 @@ class _Loop:
                 flags[-1].append("truncated")
         answers = self.answers
         scores = None
-        if self.options.batched:
+        if self.options.interactive.batched:
             answers.update(zip(fresh, self._ask(fresh)))
             scores = self._score(prompts, [self._scored(p) for p in prompts])
         out: list[Candidate] = []
@@ -251,8 +253,8 @@ def run_interactive(
         p_init = loop.propose_init()
         best = loop.finish_round(0, loop.score_round(0, [p_init]))
         p_best = best.prompt if best is not None else ""
-        for round_ in range(1, options.rounds + 1):
-            emit(on_event, RoundStarted(round=round_, n=options.n_candidates))
+        for round_ in range(1, options.interactive.rounds + 1):
+            emit(on_event, RoundStarted(round=round_, n=options.interactive.n_candidates))
             check_cancel(cancel)
             if not p_best:
                 # The init model gave nothing usable: refine from the first words of the prefix
@@ -311,21 +313,23 @@ def _manifest(
             "init": init_decoding(options).manifest(),
             "attacker": {
                 **attacker_decoding(options, 0).manifest(),
-                "n": options.n_candidates,
+                "n": options.interactive.n_candidates,
                 "seed_per_round": "seed + round",
             },
         },
         extra={
-            "access": options.access,
+            "access": options.interactive.access,
             "init_format": "chat" if loop.init.has_chat_template else "few-shot text",
             "attacker_format": "chat" if loop.attacker.has_chat_template else "few-shot text",
             "victim_format": "chat" if loop.victim.has_chat_template else "raw text",
             "meta_prompts": meta.wording_name(
-                loop.wording.name, options.init_meta_prompt, options.refine_meta_prompt
+                loop.wording.name,
+                options.interactive.init_meta_prompt,
+                options.interactive.refine_meta_prompt,
             ),
-            "init_meta_prompt": options.init_meta_prompt or loop.wording.init,
-            "refine_meta_prompt": options.refine_meta_prompt or loop.wording.refine,
-            "max_prompt_tokens": options.max_prompt_tokens,
+            "init_meta_prompt": options.interactive.init_meta_prompt or loop.wording.init,
+            "refine_meta_prompt": options.interactive.refine_meta_prompt or loop.wording.refine,
+            "max_prompt_tokens": options.interactive.max_prompt_tokens,
             "generation": generation_record(split, options, list(loop.answers.values())),
             "rounds_done": round_ if status == "finished" else max(0, round_ - 1),
             "p_init": p_init,

@@ -2,7 +2,7 @@
 (``length`` with the ``last`` output window, whose last ``len(suffix)`` tokens are scored).
 
 P-S-Base asks the base model; P-S-Inst the (instruction-tuned) victim. An instruct victim with a
-chat template gets the prefix twice in one batched call when ``options.ps_chat_template``: raw
+chat template gets the prefix twice in one batched call when ``options.ps.chat_template``: raw
 (as a base model would see it) and as a user message inside its chat template. Both rows stay in
 the trace (``extra["format"]``); the better by objective is the result, and the manifest records
 which (``ps_format``).
@@ -77,7 +77,7 @@ def run_prefix_suffix(
     alpha, alpha_source = resolve_alpha(split, models, options)
     meter = CostMeter()
     formats = ["raw"]
-    if variant == "inst" and options.ps_chat_template and model.has_chat_template:
+    if variant == "inst" and options.ps.chat_template and model.has_chat_template:
         formats.append("chat")
     trace: list[Candidate] = []
     answers: list[VictimAnswer] = []

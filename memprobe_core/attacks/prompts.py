@@ -21,7 +21,7 @@ Three named wordings (``AttackOptions.meta_prompts``, recorded in every manifest
   questions come pre-written with GPT-4 from the paper's meta-prompt), so its init text is
   ``paper``'s.
 
-Either text can be replaced (``AttackOptions.init_meta_prompt`` / ``refine_meta_prompt``; the
+Either text can be replaced (``InteractiveOptions.init_meta_prompt`` / ``refine_meta_prompt``; the
 manifest then names the wording ``custom``). A custom text may place the material with
 ``{snippet}`` / ``{question}``; without the placeholder the material is appended after it.
 """

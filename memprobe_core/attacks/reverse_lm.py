@@ -132,7 +132,7 @@ def run_reverse_lm(
     reverse = require(models.reverse, "reverse", METHOD, f"e.g. {DEFAULT_REVERSE_MODEL}")
     alpha, alpha_source = resolve_alpha(split, models, options)
     meter = CostMeter()
-    n_new = options.reverse_max_new_tokens or len(split.prefix_ids)
+    n_new = options.reverse.max_new_tokens or len(split.prefix_ids)
     trace: list[Candidate] = []
     answers: list[VictimAnswer] = []
     status = "finished"

@@ -13,6 +13,9 @@ from memprobe_core.attacks.common import (
     MAX_SNIPPETS,
     SIZE_LIMITS,
     AttackOptions,
+    GCGOptions,
+    InteractiveOptions,
+    PrefixSuffixOptions,
     check_size,
 )
 from memprobe_core.attacks.result import METHOD_LABELS
@@ -288,18 +291,17 @@ def attack_options(args: argparse.Namespace) -> AttackOptions:
             alpha=args.alpha,
             scoring=scoring,
             seed=args.seed,
-            rounds=args.rounds,
-            n_candidates=args.n,
-            access=args.access,
-            gcg_steps=args.gcg_steps,
-            gcg_answer_model=args.gcg_answer_model,
-            ps_chat_template=not args.no_chat_template,
             compat=compat,
             measure=MeasureOptions(
                 signals=not args.no_signals,
                 min_k_percent=args.min_k_percent,
                 extract_k=args.extract_k,
             ),
+            interactive=InteractiveOptions(
+                rounds=args.rounds, n_candidates=args.n, access=args.access
+            ),
+            gcg=GCGOptions(steps=args.gcg_steps, answer_model=args.gcg_answer_model),
+            ps=PrefixSuffixOptions(chat_template=not args.no_chat_template),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc

@@ -36,7 +36,8 @@ def test_probe_widgets_reach_the_recorded_run(fake_ui) -> None:
     run_until(at, saved)
     (run,) = Store(fake_ui).list_runs()
     options = run["config"]["options"]
-    assert (options["rounds"], options["n_candidates"], options["seed"]) == (1, 2, 7)
+    interactive = options["interactive"]
+    assert (interactive["rounds"], interactive["n_candidates"], options["seed"]) == (1, 2, 7)
     assert run["config"]["lengths"] == [36]
     assert len(Store(fake_ui).candidates(run["id"])) == 1 + 1 * 2
 

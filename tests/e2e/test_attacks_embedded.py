@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from memprobe_core.attacks import METHOD_LABELS, AttackOptions, ModelSet, run_method
+from memprobe_core.attacks.common import GCGOptions, InteractiveOptions
 from memprobe_core.metrics import objective
 from tests.unit.attacks.test_attacks_reverse_lm import train_reversed, word_tokenizer
 
@@ -44,13 +45,9 @@ def setup():
 
 
 OPTIONS = AttackOptions(
-    rounds=1,
-    n_candidates=4,
-    max_prompt_tokens=48,
     seed=0,
-    gcg_steps=2,
-    gcg_search_width=8,
-    gcg_top_k=32,
+    interactive=InteractiveOptions(rounds=1, n_candidates=4, max_prompt_tokens=48),
+    gcg=GCGOptions(steps=2, search_width=8, top_k=32),
 )
 _RESULTS: dict = {}  # method -> AttackResult: each method runs once per test session
 

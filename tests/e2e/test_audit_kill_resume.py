@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from memprobe_core.attacks.common import AttackOptions
+from memprobe_core.attacks.common import AttackOptions, InteractiveOptions
 from memprobe_core.audit import ModelNames, start_audit
 from memprobe_core.data import Snippet
 from memprobe_core.store import Store
@@ -89,7 +89,7 @@ def test_sigkill_then_resume(tmp_path):
         SNIPPETS,
         METHODS,
         [30],
-        AttackOptions(rounds=2, n_candidates=3),
+        AttackOptions(interactive=InteractiveOptions(rounds=2, n_candidates=3)),
         ModelNames(victim="slow/victim", attacker="slow/attacker"),
     )
     total = len(SNIPPETS) * len(METHODS)
@@ -152,7 +152,13 @@ def test_ctrl_c_marks_the_run_interrupted(tmp_path):
     """SIGINT (what Ctrl-C sends) at a random moment: the run ends interrupted, nothing half-done."""
     path = tmp_path / "runs.sqlite"
     store = Store(path)
-    run_id = start_audit(store, SNIPPETS, METHODS, [30], AttackOptions(rounds=2, n_candidates=3))
+    run_id = start_audit(
+        store,
+        SNIPPETS,
+        METHODS,
+        [30],
+        AttackOptions(interactive=InteractiveOptions(rounds=2, n_candidates=3)),
+    )
     proc = worker(path, run_id, delay=0.15)
     deadline = time.time() + 120
     while store.unit_counts(run_id)["done"] < 2 and time.time() < deadline:

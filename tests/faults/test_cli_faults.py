@@ -62,7 +62,7 @@ def test_size_options_out_of_range_are_refused_in_one_line(tmp_path, capsys, arg
 def test_attack_options_refuse_insane_sizes(field, value):
     # The dashboard builds AttackOptions directly: it gets the same limits as the CLI.
     with pytest.raises(ValueError, match=f"{field}={value}: give a whole number"):
-        AttackOptions(**{field: value})
+        AttackOptions.from_dict({field: value})  # the flat names a stored config may hold
 
 
 # --- item 6: unwritable CSV, a closed pipe ---------------------------------------------------------

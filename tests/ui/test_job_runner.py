@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from memprobe_core.attacks.common import InteractiveOptions
 from ui_common.job_runner import Job, ModelLock, Progress
 
 
@@ -144,7 +145,7 @@ def test_recorded_methods_job_stores_every_candidate_and_survives_a_failing_meth
     store = Store(tmp_path / "runs.sqlite")
     victim = load("fake")
     snippet = Snippet("s", " ".join(f"w{i}" for i in range(80)), "legal")
-    options = AttackOptions(rounds=1, n_candidates=3)
+    options = AttackOptions(interactive=InteractiveOptions(rounds=1, n_candidates=3))
     models = ModelSet(victim=victim, attacker=victim, init=victim)  # no reverse model: it fails
     run_id = start_probe(
         store,

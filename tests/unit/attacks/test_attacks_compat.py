@@ -9,6 +9,7 @@ import pytest
 
 from memprobe_core.attacks import AttackOptions, ModelSet, run_interactive, run_method
 from memprobe_core.attacks import prompts as meta
+from memprobe_core.attacks.common import InteractiveOptions
 from memprobe_core.attacks.result import Candidate
 from memprobe_core.attacks.scoring import reference_mem
 from memprobe_core.cli import common
@@ -84,7 +85,12 @@ def word_split(tok: WordTokenizer | None = None):
 
 
 def options(window: str, **kw) -> AttackOptions:
-    return AttackOptions(rounds=0, alpha=0.5, scoring=ScoringConfig(output_window=window), **kw)
+    return AttackOptions(
+        alpha=0.5,
+        scoring=ScoringConfig(output_window=window),
+        **kw,
+        interactive=InteractiveOptions(rounds=0),
+    )
 
 
 # --- item 2: the output window and the generation budget -------------------------------------
@@ -129,7 +135,7 @@ def test_interactive_and_reverse_budget_follow_the_window():
     run_interactive(
         make_split(),
         ModelSet(victim=victim, attacker=question_attacker()),
-        AttackOptions(rounds=1, n_candidates=2, compat="reference"),
+        AttackOptions(compat="reference", interactive=InteractiveOptions(rounds=1, n_candidates=2)),
     )
     assert set(budgets(victim)) == {18}  # length, not len(suffix) = 12
 
@@ -162,7 +168,7 @@ def test_interactive_result_records_the_three_mems():
     res = run_interactive(
         make_split(),
         ModelSet(victim=counting_victim(), attacker=question_attacker()),
-        AttackOptions(rounds=2, n_candidates=5, seed=3),
+        AttackOptions(seed=3, interactive=InteractiveOptions(rounds=2, n_candidates=5)),
     )
     assert res.mem_init == res.trace[0].mem
     assert res.mem_best == max(c.mem for c in res.trace if "empty" not in c.flags)
@@ -205,7 +211,7 @@ def test_the_named_wording_reaches_the_attacker_and_the_manifest(name):
     res = run_interactive(
         make_split(),
         ModelSet(victim=counting_victim(), attacker=attacker),
-        AttackOptions(rounds=1, n_candidates=2, meta_prompts=name),
+        AttackOptions(meta_prompts=name, interactive=InteractiveOptions(rounds=1, n_candidates=2)),
     )
     w = meta.wording(name)
     asked = first_requests(attacker)
@@ -218,7 +224,10 @@ def test_the_named_wording_reaches_the_attacker_and_the_manifest(name):
     custom = run_interactive(
         make_split(),
         ModelSet(victim=counting_victim(), attacker=question_attacker()),
-        AttackOptions(rounds=0, meta_prompts=name, init_meta_prompt="Ask {snippet}"),
+        AttackOptions(
+            meta_prompts=name,
+            interactive=InteractiveOptions(rounds=0, init_meta_prompt="Ask {snippet}"),
+        ),
     )
     assert custom.manifest["meta_prompts"] == "custom"
 
@@ -227,7 +236,7 @@ def test_bad_meta_prompts_or_prompt_cap_is_refused():
     with pytest.raises(ValueError, match="meta_prompts 'verbatim'"):
         AttackOptions(meta_prompts="verbatim")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_prompt_tokens=0"):
-        AttackOptions(max_prompt_tokens=0)
+        AttackOptions(interactive=InteractiveOptions(max_prompt_tokens=0))
     with pytest.raises(ValueError, match="selection 'best'"):
         AttackOptions(selection="best")  # type: ignore[arg-type]
 
@@ -247,7 +256,9 @@ def test_prompt_that_hit_the_cap_is_flagged_truncated():
     res = run_interactive(
         make_split(),
         ModelSet(victim=counting_victim(), attacker=cap_attacker()),
-        AttackOptions(rounds=1, n_candidates=3, max_prompt_tokens=5),
+        AttackOptions(
+            interactive=InteractiveOptions(rounds=1, n_candidates=3, max_prompt_tokens=5)
+        ),
     )
     assert "truncated" not in res.trace[0].flags
     assert all("truncated" in c.flags for c in res.trace[1:])
@@ -262,7 +273,7 @@ def test_compat_presets_and_explicit_options_win():
         paper.scoring.output_window,
         paper.selection,
         paper.meta_prompts,
-        paper.max_prompt_tokens,
+        paper.interactive.max_prompt_tokens,
         paper.bos_in_prefix,
     ) == ("paper", "first", "objective", "paper+reply-only", 256, False)
     ref = AttackOptions(compat="reference")
@@ -270,16 +281,20 @@ def test_compat_presets_and_explicit_options_win():
         ref.scoring.output_window,
         ref.selection,
         ref.meta_prompts,
-        ref.max_prompt_tokens,
+        ref.interactive.max_prompt_tokens,
         ref.bos_in_prefix,
     ) == ("last", "reference", "reference", 500, True)
     mixed = AttackOptions(
         compat="reference",
         meta_prompts="paper",
-        max_prompt_tokens=64,
         scoring=ScoringConfig(output_window="first"),
+        interactive=InteractiveOptions(max_prompt_tokens=64),
     )
-    assert (mixed.meta_prompts, mixed.max_prompt_tokens, mixed.scoring.output_window) == (
+    assert (
+        mixed.meta_prompts,
+        mixed.interactive.max_prompt_tokens,
+        mixed.scoring.output_window,
+    ) == (
         "paper",
         64,
         "first",
@@ -335,7 +350,7 @@ def test_manifest_names_versions_wording_compat_answer_model_and_generation():
     res = run_interactive(
         make_split(),
         ModelSet(victim=counting_victim(), attacker=question_attacker()),
-        AttackOptions(rounds=1, n_candidates=2, compat="reference"),
+        AttackOptions(compat="reference", interactive=InteractiveOptions(rounds=1, n_candidates=2)),
     )
     m = res.manifest
     assert {"nltk", "rouge-score"} <= set(m["versions"]) and m["versions"]["nltk"]

@@ -16,6 +16,7 @@ from memprobe_core.attacks import (
     gcg_search,
     run_gcg,
 )
+from memprobe_core.attacks.common import GCGOptions
 from memprobe_core.attacks.gcg import round_trips
 from memprobe_core.data import Snippet, split
 from memprobe_core.models.scripted import ScriptedGenerator
@@ -212,7 +213,7 @@ def test_run_gcg_scores_the_base_answer_to_the_decoded_best_prompt(model, tok):
     res = run_gcg(
         sp,
         ModelSet(victim=victim, base=base),
-        AttackOptions(gcg_steps=3, gcg_top_k=16, gcg_search_width=16, seed=0),
+        AttackOptions(seed=0, gcg=GCGOptions(steps=3, top_k=16, search_width=16)),
         on_event=events.append,
     )
     kinds = [(e.kind, getattr(e, "round", getattr(e, "step", None))) for e in events]
@@ -246,24 +247,25 @@ def test_victim_answers_when_asked(model, tok):
         words_split(),
         ModelSet(victim=victim, base=base),
         AttackOptions(
-            gcg_steps=2, gcg_top_k=8, gcg_search_width=8, seed=0, gcg_answer_model="victim"
+            seed=0, gcg=GCGOptions(steps=2, top_k=8, search_width=8, answer_model="victim")
         ),
     )
     assert res.output == victim.generate([res.prompt], max_new_tokens=12)[0][0].text
     assert res.output != base.generate([res.prompt], max_new_tokens=12)[0][0].text
     assert res.manifest["answer_model"] == {"role": "victim", "model_id": "tiny-victim"}
-    assert res.manifest["options"]["gcg_answer_model"] == "victim"
+    assert res.manifest["options"]["gcg"]["answer_model"] == "victim"
 
 
 def test_answer_model_option_is_validated_and_old_configs_load():
     with pytest.raises(ValueError, match="gcg_answer_model 'attacker'"):
-        AttackOptions(gcg_answer_model="attacker")
+        AttackOptions(gcg=GCGOptions(answer_model="attacker"))
     stored = AttackOptions().to_dict()
-    assert stored["gcg_answer_model"] == "base"
-    del stored["gcg_answer_model"]  # a config stored before the option existed
-    assert AttackOptions.from_dict(stored).gcg_answer_model == "base"
+    assert stored["gcg"]["answer_model"] == "base"
+    # A config stored before the method options were nested, and before this option existed.
+    legacy = {k: v for k, v in stored.items() if k not in ("interactive", "gcg", "reverse", "ps")}
+    assert AttackOptions.from_dict(legacy).gcg.answer_model == "base"
     assert (
-        AttackOptions.from_dict(dict(stored, gcg_answer_model="victim")).gcg_answer_model
+        AttackOptions.from_dict(dict(legacy, gcg_answer_model="victim")).gcg.answer_model
         == "victim"
     )
 
@@ -275,9 +277,9 @@ def test_cli_flag_sets_the_answer_model():
 
     parser = argparse.ArgumentParser()
     add_method_options(parser)
-    assert attack_options(parser.parse_args([])).gcg_answer_model == "base"
+    assert attack_options(parser.parse_args([])).gcg.answer_model == "base"
     assert (
-        attack_options(parser.parse_args(["--gcg-answer-model", "victim"])).gcg_answer_model
+        attack_options(parser.parse_args(["--gcg-answer-model", "victim"])).gcg.answer_model
         == "victim"
     )
     with pytest.raises(SystemExit):
@@ -440,7 +442,7 @@ def test_run_gcg_costs_hold_the_search_passes(model, tok):
     res = run_gcg(
         words_split(),
         ModelSet(victim=base, base=base),
-        AttackOptions(gcg_steps=2, gcg_top_k=8, gcg_search_width=8, seed=0),
+        AttackOptions(seed=0, gcg=GCGOptions(steps=2, top_k=8, search_width=8)),
     )
     solo = gcg_search(
         model,

@@ -14,6 +14,7 @@ from memprobe_core.attacks import (
     run_interactive,
     run_method,
 )
+from memprobe_core.attacks.common import InteractiveOptions
 from memprobe_core.attacks.prompts import INIT_META_PROMPT
 from memprobe_core.data import Snippet, split
 from memprobe_core.metrics import dis
@@ -29,7 +30,9 @@ from tests.helpers.scripted_models import (
 def run(options=None, attacker=None, victim=None, **kw):
     attacker = attacker or question_attacker()
     victim = victim or counting_victim()
-    options = options or AttackOptions(rounds=3, n_candidates=6, seed=3)
+    options = options or AttackOptions(
+        seed=3, interactive=InteractiveOptions(rounds=3, n_candidates=6)
+    )
     return run_interactive(make_split(), ModelSet(victim=victim, attacker=attacker), options, **kw)
 
 
@@ -59,7 +62,10 @@ def test_loop_keeps_best_and_final_objective_is_max_over_trace():
 
 def test_events_arrive_in_order_and_complete():
     events = []
-    result = run(on_event=events.append, options=AttackOptions(rounds=2, n_candidates=4, seed=1))
+    result = run(
+        on_event=events.append,
+        options=AttackOptions(seed=1, interactive=InteractiveOptions(rounds=2, n_candidates=4)),
+    )
     kinds = [(e.kind, getattr(e, "round", None)) for e in events]
     expected = [("round_started", 0), ("candidate_scored", 0), ("round_finished", 0)]
     for r in (1, 2):
@@ -105,7 +111,11 @@ def test_empty_and_duplicate_candidates_are_kept_and_flagged():
         script=["ask number 2", "", "ask number 5", "ask number 5", "ask number 2", '""']
     )
     victim = counting_victim()
-    result = run(attacker=attacker, victim=victim, options=AttackOptions(rounds=1, n_candidates=5))
+    result = run(
+        attacker=attacker,
+        victim=victim,
+        options=AttackOptions(interactive=InteractiveOptions(rounds=1, n_candidates=5)),
+    )
     flags = [c.flags for c in result.trace]
     assert flags == [[], ["empty"], [], ["duplicate"], ["duplicate"], ["empty"]]
     assert [c.n for c in attacker.calls] == [1, 5]  # the script's texts went one per candidate
@@ -122,7 +132,10 @@ def test_empty_candidates_are_never_chosen_even_with_the_top_objective():
     # 'ask number 0' gives a non-matching output with an LCS_P of 0, so every prompt scores <= 0;
     # an empty candidate scores exactly 0 and must still lose to real prompts.
     attacker = question_attacker(script=["ask number 0", "", "ask number 0 bravo"])
-    result = run(attacker=attacker, options=AttackOptions(rounds=1, n_candidates=2, alpha=0.1))
+    result = run(
+        attacker=attacker,
+        options=AttackOptions(alpha=0.1, interactive=InteractiveOptions(rounds=1, n_candidates=2)),
+    )
     assert result.prompt in {"ask number 0", "ask number 0 bravo"}
     assert result.trace[1].flags == ["empty"] and not result.trace[1].is_round_best
     assert [c.n for c in attacker.calls] == [1, 2]
@@ -131,7 +144,9 @@ def test_empty_candidates_are_never_chosen_even_with_the_top_objective():
 def test_one_batched_attacker_and_victim_call_per_round():
     attacker, victim = question_attacker(), counting_victim()
     result = run(
-        attacker=attacker, victim=victim, options=AttackOptions(rounds=3, n_candidates=6, seed=5)
+        attacker=attacker,
+        victim=victim,
+        options=AttackOptions(seed=5, interactive=InteractiveOptions(rounds=3, n_candidates=6)),
     )
     assert attacker.stats.calls == 4  # init + 3 rounds
     assert victim.stats.calls == 4
@@ -147,7 +162,9 @@ def test_one_batched_attacker_and_victim_call_per_round():
 
 def test_unbatched_makes_one_call_per_candidate_with_same_scoring():
     attacker, victim = question_attacker(), counting_victim()
-    options = AttackOptions(rounds=2, n_candidates=5, seed=5, batched=False)
+    options = AttackOptions(
+        seed=5, interactive=InteractiveOptions(rounds=2, n_candidates=5, batched=False)
+    )
     result = run(attacker=attacker, victim=victim, options=options)
     assert attacker.stats.calls == 1 + 2 * 5
     assert victim.stats.calls == victim.stats.sequences == result.costs.victim_queries
@@ -155,9 +172,15 @@ def test_unbatched_makes_one_call_per_candidate_with_same_scoring():
 
 
 def test_deterministic_under_a_seed():
-    a = run(options=AttackOptions(rounds=2, n_candidates=5, seed=9)).to_dict()
-    b = run(options=AttackOptions(rounds=2, n_candidates=5, seed=9)).to_dict()
-    c = run(options=AttackOptions(rounds=2, n_candidates=5, seed=10)).to_dict()
+    a = run(
+        options=AttackOptions(seed=9, interactive=InteractiveOptions(rounds=2, n_candidates=5))
+    ).to_dict()
+    b = run(
+        options=AttackOptions(seed=9, interactive=InteractiveOptions(rounds=2, n_candidates=5))
+    ).to_dict()
+    c = run(
+        options=AttackOptions(seed=10, interactive=InteractiveOptions(rounds=2, n_candidates=5))
+    ).to_dict()
     for d in (a, b, c):
         d.pop("costs")
     assert a == b
@@ -171,7 +194,7 @@ def test_partial_access_shows_only_the_prefix_to_the_init_model():
         run_interactive(
             sp,
             ModelSet(victim=counting_victim(), attacker=attacker, init=init),
-            AttackOptions(rounds=1, n_candidates=2, access=access),
+            AttackOptions(interactive=InteractiveOptions(rounds=1, n_candidates=2, access=access)),
         )
         content = first_requests(init)[0][-1]["content"]
         assert content.startswith(INIT_META_PROMPT)
@@ -183,7 +206,10 @@ def test_partial_access_shows_only_the_prefix_to_the_init_model():
 def test_base_attacker_gets_few_shot_text_and_instruct_a_chat():
     for chat in (False, True):
         attacker = question_attacker(chat=chat)
-        result = run(attacker=attacker, options=AttackOptions(rounds=1, n_candidates=2))
+        result = run(
+            attacker=attacker,
+            options=AttackOptions(interactive=InteractiveOptions(rounds=1, n_candidates=2)),
+        )
         init_req, refine_req = first_requests(attacker)
         if chat:
             assert isinstance(init_req, list) and init_req[0]["role"] == "user"
@@ -200,16 +226,18 @@ def test_alpha_from_the_table_or_the_option():
     res = run_interactive(
         sp,
         ModelSet(victim=counting_victim(), attacker=question_attacker()),
-        AttackOptions(rounds=0),
+        AttackOptions(interactive=InteractiveOptions(rounds=0)),
     )
     assert (res.alpha, res.manifest["alpha_source"]) == (0.2, "paper:llama")
-    res = run(options=AttackOptions(rounds=0, alpha=0.7))
+    res = run(options=AttackOptions(alpha=0.7, interactive=InteractiveOptions(rounds=0)))
     assert (res.alpha, res.manifest["alpha_source"]) == (0.7, "override")
     assert res.objective == pytest.approx(0.7 * res.mem - 0.3 * res.lcs_p)
 
 
 def test_result_has_pii_costs_and_manifest():
-    result = run(options=AttackOptions(rounds=1, n_candidates=3, seed=2))
+    result = run(
+        options=AttackOptions(seed=2, interactive=InteractiveOptions(rounds=1, n_candidates=3))
+    )
     m = result.manifest
     assert m["models"]["victim"]["model_id"] == "test/victim"
     assert m["models"]["init"]["model_id"] == "test/attacker"
@@ -225,7 +253,7 @@ def test_result_has_pii_costs_and_manifest():
     assert len(m["split"]["suffix"].split()) == 12 and m["split"]["prefix"]
     assert m["decoding"]["attacker"]["temperature"] == 1.0
     assert {"torch", "transformers", "memprobe"} <= set(m["versions"])
-    assert m["options"]["n_candidates"] == 3
+    assert m["options"]["interactive"]["n_candidates"] == 3
     assert result.pii["counts"] == {"truth": 0, "copied": 0, "invented": 0}
     # The result survives a round trip through a dict (what the store keeps).
     from memprobe_core.attacks import AttackResult
@@ -243,7 +271,7 @@ def test_missing_attacker_and_unknown_method_say_what_to_do():
         "interactive",
         make_split(),
         ModelSet(victim=counting_victim(), attacker=question_attacker()),
-        AttackOptions(rounds=1, n_candidates=2),
+        AttackOptions(interactive=InteractiveOptions(rounds=1, n_candidates=2)),
     )
     assert res.method == "interactive"
 
@@ -253,7 +281,9 @@ def test_pii_report_of_the_chosen_output_counts_copied_and_invented():
     sp = split(Snippet("p", text), "whitespace", len(text.split()), prefix_ratio=0.4)
     victim = parrot("test/victim", "write to bob@example.com or call 555-123-4567 now")
     res = run_interactive(
-        sp, ModelSet(victim=victim, attacker=question_attacker()), AttackOptions(rounds=0)
+        sp,
+        ModelSet(victim=victim, attacker=question_attacker()),
+        AttackOptions(interactive=InteractiveOptions(rounds=0)),
     )
     assert res.pii["copied"]["email"] == ["bob@example.com"]
     assert res.pii["invented"]["phone"] == ["5551234567"]

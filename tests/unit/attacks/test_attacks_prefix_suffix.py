@@ -13,6 +13,7 @@ from memprobe_core.attacks import (
     run_method,
     run_prefix_suffix,
 )
+from memprobe_core.attacks.common import PrefixSuffixOptions
 from memprobe_core.data import Snippet, split
 from memprobe_core.models.scripted import Ask, ScriptedGenerator
 
@@ -79,7 +80,10 @@ def test_ps_inst_raw_only_when_disabled_or_without_template():
     for chat, opt in ((True, False), (False, True)):
         victim = recorder("victim", chat=chat)
         res = run_method(
-            "ps_inst", sp(), ModelSet(victim=victim), AttackOptions(ps_chat_template=opt)
+            "ps_inst",
+            sp(),
+            ModelSet(victim=victim),
+            AttackOptions(ps=PrefixSuffixOptions(chat_template=opt)),
         )
         assert len(res.trace) == 1 and res.manifest["ps_format"] == "raw"
 

@@ -14,6 +14,7 @@ import threading
 import pytest
 
 from memprobe_core.attacks import METHODS, AttackOptions, ModelSet, run_method
+from memprobe_core.attacks.common import GCGOptions, InteractiveOptions
 from memprobe_core.attacks.events import (
     CandidateScored,
     Finished,
@@ -57,7 +58,9 @@ WORDS = [
 ]
 SNIPPET = Snippet("contract", " ".join(WORDS), "legal")
 OPTIONS = AttackOptions(
-    rounds=2, n_candidates=3, gcg_steps=2, gcg_top_k=8, gcg_search_width=8, seed=3
+    seed=3,
+    interactive=InteractiveOptions(rounds=2, n_candidates=3),
+    gcg=GCGOptions(steps=2, top_k=8, search_width=8),
 )
 MANIFEST_KEYS = {"models", "scoring", "alpha", "alpha_source", "seed", "split", "versions"}
 # SearchStep* (RoundStarted CandidateScored* RoundFinished)+ Finished, one letter per event.
@@ -153,7 +156,7 @@ def test_two_runs_at_once_on_one_model_keep_their_own_costs():
     fake = load("fake", latency_s=0.05)  # slow calls, so the two runs overlap
     models = ModelSet(victim=fake, base=fake, attacker=fake, init=fake)
     piece = split(SNIPPET, fake.tokenizer, 18)
-    options = AttackOptions(rounds=3, n_candidates=8, seed=1)
+    options = AttackOptions(seed=1, interactive=InteractiveOptions(rounds=3, n_candidates=8))
     solo = run_method("interactive", piece, models, options).costs
     results: list = []
     threads = [

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import memprobe_core.models as models_pkg
-from memprobe_core.attacks.common import AttackOptions, ModelSet
+from memprobe_core.attacks.common import AttackOptions, InteractiveOptions, ModelSet
 from memprobe_core.attacks.events import CandidateScored
 from memprobe_core.attacks.result import AttackResult, Candidate
 from memprobe_core.audit import (
@@ -98,7 +98,7 @@ def test_start_audit_records_units_in_order(store):
         snippets(2),
         ["ps_inst", "ps_base"],
         [20, 10],
-        AttackOptions(rounds=1, n_candidates=2),
+        AttackOptions(interactive=InteractiveOptions(rounds=1, n_candidates=2)),
         ModelNames(victim="fake"),
     )
     keys = [u["key"] for u in store.units(run_id)]
@@ -112,7 +112,7 @@ def test_start_audit_records_units_in_order(store):
     config = store.get_run(run_id)["config"]
     assert config["models"]["victim"] == "fake"
     assert config["models"]["base"] and config["models"]["attacker"]  # defaults filled in
-    assert config["options"]["rounds"] == 1
+    assert config["options"]["interactive"]["rounds"] == 1
 
 
 @pytest.mark.parametrize(
@@ -223,7 +223,7 @@ def test_real_methods_on_fake_models(store):
         snippets(1),
         ["ps_inst", "interactive"],
         [21],
-        AttackOptions(rounds=1, n_candidates=2, alpha=0.5),
+        AttackOptions(alpha=0.5, interactive=InteractiveOptions(rounds=1, n_candidates=2)),
     )
     summary = run_audit(store, run_id, models=models())
     assert summary.errors == 0, store.errors_frame(run_id)

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from memprobe_core.attacks.common import AttackOptions
+from memprobe_core.attacks.common import AttackOptions, InteractiveOptions
 from memprobe_core.audit import ModelNames, run_audit, start_audit
 from memprobe_core.audit.executors import LocalExecutor, make_executor
 from memprobe_core.audit.models import models_from_config
@@ -63,7 +63,7 @@ def new_audit(tmp_path, name: str) -> tuple[Store, int]:
         demo_corpus()[:2],
         METHODS,
         [40],
-        AttackOptions(rounds=2, n_candidates=3, seed=7),
+        AttackOptions(seed=7, interactive=InteractiveOptions(rounds=2, n_candidates=3)),
         FAKE,
         split_tokenizer="whitespace",
     )

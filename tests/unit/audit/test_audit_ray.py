@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from memprobe_core.attacks import run_method
-from memprobe_core.attacks.common import AttackOptions
+from memprobe_core.attacks.common import AttackOptions, InteractiveOptions
 from memprobe_core.audit import ModelNames, resume_audit, run_audit, start_audit
 from memprobe_core.audit.executors import LocalExecutor
 from memprobe_core.audit.models import models_from_config
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[3]
 METHODS = ["ps_base", "ps_inst", "interactive"]
-OPTIONS = AttackOptions(rounds=2, n_candidates=3, seed=11)
+OPTIONS = AttackOptions(seed=11, interactive=InteractiveOptions(rounds=2, n_candidates=3))
 
 
 def names(latency_s: float = 0.0) -> ModelNames:

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from memprobe_core.attacks.common import AttackOptions, ModelSet
+from memprobe_core.attacks.common import AttackOptions, InteractiveOptions, ModelSet
 from memprobe_core.attacks.events import CandidateScored, RoundFinished, RoundStarted
 from memprobe_core.attacks.result import AttackResult, Candidate
 from memprobe_core.audit.runs import RunConfig, run_probe, start_probe
@@ -204,7 +204,7 @@ def test_run_config_round_trips_and_reads_the_older_singular_shape():
     config = RunConfig(
         methods=("gcg",),
         lengths=(200, 300),
-        options=AttackOptions(rounds=2),
+        options=AttackOptions(interactive=InteractiveOptions(rounds=2)),
         models={"victim": "v"},
         split=SplitSpec("whitespace", 0.4),
     )
