@@ -7,7 +7,10 @@ import dataclasses
 import streamlit as st
 
 import ui_common as ui
-from memprobe_core.attacks.common import InteractiveOptions
+from memprobe_core.attacks.common import AttackOptions, InteractiveOptions, ModelSet
+from memprobe_core.audit.runs import start_probe
+from memprobe_core.audit.unit import SplitSpec
+from memprobe_core.data import DataError, split
 from ui_common import charts
 from ui_common.job_runner import ProgressSnapshot, recorded_methods_job
 
@@ -104,10 +107,6 @@ def render(snap: ProgressSnapshot) -> None:
 
 def start() -> None:
     """Load models, split the snippet, record the run and start the worker thread."""
-    from memprobe_core.attacks.common import AttackOptions, ModelSet
-    from memprobe_core.audit.runs import start_probe
-    from memprobe_core.audit.unit import SplitSpec
-    from memprobe_core.data import DataError, split
 
     victim = ui.load_model(models["victim"], "victim")
     attacker = ui.load_model(models["attacker"], "attacker")

@@ -6,9 +6,12 @@ import pandas as pd
 import streamlit as st
 
 import ui_common as ui
-from memprobe_core.attacks.common import GCGOptions, InteractiveOptions
+from memprobe_core.attacks.common import AttackOptions, GCGOptions, InteractiveOptions, ModelSet
 from memprobe_core.attacks.result import METHOD_LABELS
-from memprobe_core.audit.runs import comparison_table
+from memprobe_core.audit import roles_needed
+from memprobe_core.audit.runs import comparison_table, start_probe
+from memprobe_core.audit.unit import SplitSpec
+from memprobe_core.data import DataError, split
 from ui_common import charts
 from ui_common.job_runner import ProgressSnapshot, recorded_methods_job
 from ui_common.render import cached_figure
@@ -98,11 +101,6 @@ with st.expander("More options"):
 
 def start() -> None:
     """Load the models the chosen methods need, split, record the run, start the worker."""
-    from memprobe_core.attacks.common import AttackOptions, ModelSet
-    from memprobe_core.audit import roles_needed
-    from memprobe_core.audit.runs import start_probe
-    from memprobe_core.audit.unit import SplitSpec
-    from memprobe_core.data import DataError, split
 
     if store is None or snippet is None:
         return

@@ -6,9 +6,17 @@ import pandas as pd
 import streamlit as st
 
 import ui_common as ui
-from memprobe_core.attacks.common import GCGOptions, InteractiveOptions
+from memprobe_core.attacks.common import AttackOptions, GCGOptions, InteractiveOptions, ModelSet
 from memprobe_core.attacks.events import CandidateScored
 from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.audit import ModelNames, resume_audit, roles_needed, run_audit, start_audit
+from memprobe_core.audit.executors import make_executor
+from memprobe_core.audit.report import report_for_run
+from memprobe_core.config import SELECTIONS
+from memprobe_core.corpus import DOMAINS, demo_corpus, nonmember_summary
+from memprobe_core.data import DataError
+from memprobe_core.errors import UsageError
+from memprobe_core.membership.nonmembers import NONMEMBER_DOMAINS
 from ui_common import charts
 from ui_common.job_runner import Progress, ProgressSnapshot, live_run_ids
 
@@ -33,14 +41,9 @@ if store is None:
 
 def dataset() -> tuple[list, dict]:
     """The snippets to audit and a record of where they came from."""
-    from memprobe_core.corpus import DOMAINS, demo_corpus
 
     source = st.radio("Dataset", ["Built-in corpus", "Upload"], horizontal=True, key="audit_source")
     if source == "Built-in corpus":
-        from memprobe_core.corpus import nonmember_summary
-        from memprobe_core.data import DataError
-        from memprobe_core.membership.nonmembers import NONMEMBER_DOMAINS
-
         labelled = st.checkbox(
             "add generated non-members (labelled audit)",
             key="audit_nonmembers",
@@ -106,8 +109,6 @@ def dataset() -> tuple[list, dict]:
 
 def load_set(methods: list[str]):
     """Load the models the methods need from the sidebar choices (``None`` if one fails)."""
-    from memprobe_core.attacks.common import ModelSet
-    from memprobe_core.audit import roles_needed
 
     loaded = {}
     for role in roles_needed(methods):
@@ -125,8 +126,6 @@ def load_set(methods: list[str]):
 
 def executor_choice():
     """The executor picked in "Where units run" (``None`` and an error shown if it is unusable)."""
-    from memprobe_core.audit.executors import make_executor
-    from memprobe_core.errors import UsageError
 
     with st.expander("Where units run"):
         kind = st.radio(
@@ -165,7 +164,6 @@ def executor_choice():
 
 def audit_job(run_id: int, model_set, *, resume: bool, executor=None):
     """The worker: run (or resume) the audit, feeding progress, ETA and workers to the page."""
-    from memprobe_core.audit import resume_audit, run_audit
 
     def job(progress: Progress, cancel) -> object:
         def on_progress(p) -> None:
@@ -254,9 +252,6 @@ with tab_run:
     busy = ui.job_running(JOB) or executor is None
     ready = bool(snippets and methods and lengths)
     if st.button("Start audit", type="primary", disabled=busy or not ready, key="audit_start"):
-        from memprobe_core.attacks.common import AttackOptions
-        from memprobe_core.audit import ModelNames, start_audit
-
         # On Ray the workers load the models by name; this process needs none.
         on_ray = executor.name == "ray"
         model_set = None if on_ray else load_set(methods)
@@ -335,8 +330,6 @@ with tab_run:
 
 
 def report_view(run_id: int) -> None:
-    from memprobe_core.audit.report import report_for_run
-    from memprobe_core.config import SELECTIONS
 
     select = st.radio(
         "Mem shown",

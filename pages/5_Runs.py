@@ -9,6 +9,7 @@ import streamlit as st
 
 import ui_common as ui
 from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.audit.report import report_for_run
 from memprobe_core.config import ScoringConfig
 from ui_common import charts
 
@@ -77,8 +78,6 @@ with tab_open:
     e1, e2, e3 = st.columns(3)
     with e1:
         if not results.empty:
-            from memprobe_core.audit.report import report_for_run
-
             report = report_for_run(store, run_id)
             ui.csv_download(
                 "Report (Table 1) CSV",

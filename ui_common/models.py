@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from memprobe_core.models import embedded, load
 from ui_common.page import fake_default, keep, md
 
 logger = logging.getLogger("memprobe")
@@ -84,8 +85,6 @@ class ModelChoice:
 def embedded_table() -> pd.DataFrame:
     """The embedded models: name, role kind, package installed, converted cache present."""
     try:
-        from memprobe_core.models import embedded
-
         status = embedded.embedded_status()
     except Exception as exc:  # the models package missing or broken: say so, keep the page up
         return pd.DataFrame([{"model": "(embedded models unavailable)", "description": str(exc)}])
@@ -108,8 +107,6 @@ def embedded_table() -> pd.DataFrame:
 def embedded_names() -> list[str]:
     """Names of the embedded models (the documented defaults when the package is unavailable)."""
     try:
-        from memprobe_core.models import embedded
-
         return list(embedded.embedded_status())
     except Exception:
         return ["gemma-3-270m", "smollm2-135m-instruct"]
@@ -120,8 +117,6 @@ def default_model(role: str) -> str:
     if fake_default():
         return "fake"
     try:
-        from memprobe_core.models import embedded
-
         return {
             "victim": embedded.DEFAULT_VICTIM,
             "base": embedded.DEFAULT_BASE,
@@ -206,7 +201,6 @@ def model_sidebar(
 
 @st.cache_resource(show_spinner="Loading model (first time: up to a minute)…", max_entries=8)
 def _load(name: str, backend: str | None, options_items: tuple[tuple[str, Any], ...]) -> Any:
-    from memprobe_core.models import load
 
     model = load(name, backend=backend, **dict(options_items))
     _freeze_loaded_objects()

@@ -14,6 +14,8 @@ from typing import Any
 import streamlit as st
 
 from memprobe_core.highlight import markdown_escape
+from memprobe_core.paths import default_store_path
+from memprobe_core.store import Store
 from ui_common.job_runner import MODEL_LOCK
 
 FAKE_ENV = "MEMPROBE_UI_FAKE"
@@ -71,14 +73,12 @@ def session_tag() -> str:
 
 @st.cache_resource(show_spinner=False)
 def _store(path: str) -> Any:
-    from memprobe_core.store import Store
 
     return Store(path)
 
 
 def get_store() -> Any | None:
     """The run store (one per process and path), or ``None`` with an error shown."""
-    from memprobe_core.paths import default_store_path
 
     path = str(default_store_path())
     try:

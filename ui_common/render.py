@@ -12,7 +12,12 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from memprobe_core.audit.export import to_safe_csv
+from memprobe_core.audit.html_report import render_html
+from memprobe_core.audit.report import report_for_run
+from memprobe_core.highlight import escape_block, overlap, segments_to_html
 from memprobe_core.membership.options import signals_frame
+from ui_common import charts
 
 
 def candidates_table(frame: pd.DataFrame, *, key: str | None = None, height: int = 320) -> None:
@@ -78,7 +83,6 @@ def overlap_view(
     title: str = "victim output",
 ) -> None:
     """The output and the true suffix side by side, the common subsequence highlighted."""
-    from memprobe_core.highlight import escape_block, overlap, segments_to_html
 
     ov = overlap(output, suffix, scoring, suffix_tokens=suffix_tokens, tokenizer=tokenizer)
     st.caption(
@@ -126,13 +130,7 @@ def pii_view(pii: dict[str, Any] | None) -> None:
 
 def csv_download(label: str, frame: pd.DataFrame, file_name: str, key: str) -> None:
     """A download button for a frame as safe CSV (formula-injection-proof)."""
-    try:
-        from memprobe_core.audit.export import to_safe_csv
-
-        data = to_safe_csv(frame)
-    except ImportError:  # export module not there: never write an unsafe CSV
-        st.warning("CSV export is unavailable (memprobe_core.audit.export is missing).")
-        return
+    data = to_safe_csv(frame)
     st.download_button(label, data=data, file_name=file_name, mime="text/csv", key=key)
 
 
@@ -149,8 +147,6 @@ def html_report_download(store: Any, run_id: int, report: Any = None, *, key: st
     def build() -> str:
         # Runs on Streamlit's download thread when clicked, not on every redraw: the file holds
         # plotly.js (a few MB).
-        from memprobe_core.audit.html_report import render_html
-        from memprobe_core.audit.report import report_for_run
 
         shown = report if report is not None else report_for_run(store, run_id)
         return render_html(shown, store, run_id)
@@ -199,7 +195,6 @@ def probe_view(
             ones), so the charts are rebuilt once per round while the table grows per candidate.
             ``None`` charts every row.
     """
-    from ui_common import charts
 
     candidates_table(frame)
     if frame.empty:
@@ -274,7 +269,6 @@ def signals_view(membership: dict[str, Any] | None) -> None:
 
 
 def _probe_charts(frame: pd.DataFrame, split_info: dict[str, Any], before: int | None) -> None:
-    from ui_common import charts
 
     scatter, rounds = charts.mem_lcs_scatter, charts.best_by_round_figure
     if before is None:  # a finished or replayed run: drawn once, nothing to cache

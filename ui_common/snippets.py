@@ -8,12 +8,22 @@ from typing import Any
 
 import streamlit as st
 
+from memprobe_core import loaders
+from memprobe_core.config import (
+    OUTPUT_WINDOWS,
+    ROUGE_TOKENIZERS,
+    ROUGE_VARIANTS,
+    ScoringConfig,
+    alpha_for,
+    family_of,
+)
+from memprobe_core.corpus import demo_corpus
+from memprobe_core.data import DataError, Snippet
 from ui_common.page import keep, md
 
 
 @st.cache_data(show_spinner="Collecting the built-in corpus…")
 def _corpus() -> list[Any]:
-    from memprobe_core.corpus import demo_corpus
 
     return demo_corpus()
 
@@ -23,23 +33,21 @@ def read_upload(upload: Any, **load_options: Any) -> Any | None:
 
     Files over ``memprobe_core.loaders.MAX_FILE_BYTES`` are refused before they are parsed.
     """
-    from memprobe_core.data import DataError
-    from memprobe_core.loaders import MAX_FILE_BYTES, load_snippets_from_bytes
 
     size = getattr(upload, "size", None)
     if size is None:
         size = len(upload.getvalue())
-    if size > MAX_FILE_BYTES:
+    if size > loaders.MAX_FILE_BYTES:
         st.error(
             md(
                 f"{upload.name} is {size / 2**20:.1f} MiB; uploads are capped at "
-                f"{MAX_FILE_BYTES / 2**20:.0f} MiB. Split the file, or run it with the "
+                f"{loaders.MAX_FILE_BYTES / 2**20:.0f} MiB. Split the file, or run it with the "
                 "`memprobe audit` command, which reads files from disk."
             )
         )
         return None
     try:
-        result = load_snippets_from_bytes(upload.getvalue(), upload.name, **load_options)
+        result = loaders.load_snippets_from_bytes(upload.getvalue(), upload.name, **load_options)
     except DataError as exc:
         st.error(md(str(exc)))
         return None
@@ -58,7 +66,6 @@ def snippet_picker(key: str) -> Any | None:
     Returns:
         A ``Snippet``, or ``None`` (with the reason shown) when none is chosen yet.
     """
-    from memprobe_core.data import Snippet
 
     sources = ["Built-in corpus", "Paste", "Upload"]
     source = st.radio(
@@ -126,7 +133,6 @@ def snippet_picker(key: str) -> Any | None:
 
 def scoring_widgets(key: str) -> Any:
     """ROUGE-L options (defaults: the paper's) as a ``ScoringConfig``."""
-    from memprobe_core.config import OUTPUT_WINDOWS, ROUGE_TOKENIZERS, ROUGE_VARIANTS, ScoringConfig
 
     c1, c2, c3, c4 = st.columns(4)
     variant = c1.selectbox(
@@ -152,7 +158,6 @@ def scoring_widgets(key: str) -> Any:
 
 def alpha_widget(key: str, *, domain: str, length: int, model_name: str) -> float:
     """α pre-filled from the paper's table for (domain, length, family); overridable."""
-    from memprobe_core.config import alpha_for, family_of
 
     alpha, source = alpha_for(domain=domain, length=length, family=family_of(model_name))
     override = st.checkbox(
