@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from memprobe_core import paths
 from memprobe_core.ner.conll import Sentence, write_conll
@@ -490,16 +491,50 @@ def ensure_embedded_ner(
     return target
 
 
-def _train(settings: EmbeddedNerSettings, out: Path, on_progress: ProgressFn | None) -> dict:
-    import torch
-    from transformers import AutoModelForTokenClassification, AutoTokenizer
-
-    started = time.perf_counter()
+def _write_training_data(settings: EmbeddedNerSettings, out: Path) -> list[Sentence]:
+    """Generate the training sentences and write them with the two name lists into ``out``
+    (the model folder keeps what it was trained on, so its audit can be re-checked)."""
     in_names, out_names = embedded_name_lists(settings)
     corpus = generate_corpus(settings)
     write_conll(corpus, out / "train.conll")
     (out / "names_in.txt").write_text("\n".join(in_names) + "\n", encoding="utf-8")
     (out / "names_out.txt").write_text("\n".join(out_names) + "\n", encoding="utf-8")
+    return corpus
+
+
+def _train_step(
+    model: Any,
+    tokenizer: Any,
+    batch: list[dict[str, Any]],
+    device: str,
+    optimizer: Any,
+    schedule: Any,
+) -> float:
+    """One optimizer step on ``batch`` (labels padded with -100, ignored by the loss)."""
+    import torch
+
+    inputs = tokenizer.pad([{"input_ids": f["input_ids"]} for f in batch], return_tensors="pt")
+    width = inputs["input_ids"].shape[1]
+    labels = torch.tensor([f["labels"] + [-100] * (width - len(f["labels"])) for f in batch])
+    loss = model(
+        input_ids=inputs["input_ids"].to(device),
+        attention_mask=inputs["attention_mask"].to(device),
+        labels=labels.to(device),
+    ).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    schedule.step()
+    optimizer.zero_grad()
+    return float(loss.detach().item())
+
+
+def _train(settings: EmbeddedNerSettings, out: Path, on_progress: ProgressFn | None) -> dict:
+    import torch
+    from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+    started = time.perf_counter()
+    corpus = _write_training_data(settings, out)
 
     label2id = {label: i for i, label in enumerate(CONLL_LABELS)}
     base = base_encoder_dir()
@@ -528,25 +563,8 @@ def _train(settings: EmbeddedNerSettings, out: Path, on_progress: ProgressFn | N
             order = torch.randperm(len(corpus), generator=shuffler).tolist()
             for first in range(0, len(order), settings.batch_size):
                 batch = [features[i] for i in order[first : first + settings.batch_size]]
-                inputs = tokenizer.pad(
-                    [{"input_ids": f["input_ids"]} for f in batch], return_tensors="pt"
-                )
-                width = inputs["input_ids"].shape[1]
-                labels = torch.tensor(
-                    [f["labels"] + [-100] * (width - len(f["labels"])) for f in batch]
-                )
-                loss = model(
-                    input_ids=inputs["input_ids"].to(device),
-                    attention_mask=inputs["attention_mask"].to(device),
-                    labels=labels.to(device),
-                ).loss
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                optimizer.step()
-                schedule.step()
-                optimizer.zero_grad()
+                loss_value = _train_step(model, tokenizer, batch, device, optimizer, schedule)
                 step += 1
-                loss_value = loss.detach().item()
                 if on_progress:
                     on_progress(
                         step, total, f"epoch {epoch + 1}/{settings.epochs}, loss {loss_value:.4f}"
