@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memprobe_core.attacks.common import InteractiveOptions
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from memprobe_core.attacks.common import InteractiveOptions  # after the path: run as a script
 
 SHAPES: dict[str, dict[str, Any]] = {
     # Llama-2-7B (victim) and Mistral-7B-v0.1 (attacker) shapes.

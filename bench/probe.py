@@ -27,13 +27,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from memprobe_core.attacks.common import InteractiveOptions
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from _shared import pick_split  # after the environment above: it imports memprobe_core
+
+from memprobe_core.attacks.common import InteractiveOptions
 
 
 def with_loop(gen: Any, loop: str) -> Any:

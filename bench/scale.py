@@ -26,15 +26,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from memprobe_core.attacks.common import InteractiveOptions
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import fleet  # noqa: E402 - bench/fleet.py: the fleet half
 import ray  # noqa: E402
 
-from memprobe_core.attacks.common import AttackOptions  # noqa: E402
+from memprobe_core.attacks.common import AttackOptions, InteractiveOptions  # noqa: E402
 from memprobe_core.audit import AuditProgress, ModelNames, run_audit, start_audit  # noqa: E402
 from memprobe_core.audit.executors import Executor, LocalExecutor  # noqa: E402
 from memprobe_core.audit.ray_executor import RayExecutor, RayOptions  # noqa: E402
