@@ -9,6 +9,11 @@ memory-bandwidth floor — each decoding step must read every weight once, so a 
 ``weight bytes ÷ bandwidth`` (H200: ~4.8 TB/s; ``--bandwidth-tbs``). Random weights almost never
 emit EOS, so every sequence runs to ``max_new_tokens``: the worst case for time.
 
+Then, on the same victim and snippet, the two white-box passes a GPU audit adds: a GCG search
+(``run_gcg`` with the victim as base: ``--gcg-steps`` × ``--gcg-width``, seconds per step) and the
+membership signals (``compute_signals``, cache cleared: seconds, against one plain forward pass of
+the same ids).
+
     python bench/gpu_probe.py                 # on a CUDA GPU (~30 GB of GPU memory)
     python bench/gpu_probe.py --tiny          # tiny shapes on the CPU (what the test runs)
 """
@@ -224,7 +229,68 @@ def run_probe(args: argparse.Namespace) -> dict[str, Any]:
         generated_tokens=result.costs.generated_tokens,
         status=result.status,
     )
+    figures["gcg"] = gcg_pass(victim, sp, args, device)
+    figures["membership"] = membership_pass(victim, sp, device)
     return figures
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def gcg_pass(victim: Any, sp: Any, args: argparse.Namespace, device: str) -> dict[str, Any]:
+    """The product's GCG (``run_gcg``) on the victim as its own base: seconds per search step."""
+    from memprobe_core.attacks import AttackOptions, GCGOptions, ModelSet, run_gcg
+
+    options = AttackOptions(
+        seed=0,
+        gcg=GCGOptions(steps=args.gcg_steps, top_k=args.gcg_topk, search_width=args.gcg_width),
+    )
+    _sync(device)
+    result = run_gcg(sp, ModelSet(victim=victim, base=victim), options)
+    _sync(device)
+    c = result.costs
+    return dict(
+        steps=args.gcg_steps,
+        width=args.gcg_width,
+        top_k=args.gcg_topk,
+        search_seconds=round(c.search_seconds, 3),
+        seconds_per_step=round(c.search_seconds / max(1, args.gcg_steps), 3),
+        forward_passes=c.search_forward_passes,
+        backward_passes=c.search_backward_passes,
+        wall_seconds=round(c.wall_seconds, 3),
+    )
+
+
+def membership_pass(victim: Any, sp: Any, device: str) -> dict[str, Any]:
+    """The membership signals of the snippet (cache cleared) vs one plain forward of its ids."""
+    import torch
+
+    from memprobe_core.membership import MeasureOptions
+    from memprobe_core.membership.signals import clear_cache, compute_signals
+
+    ids = torch.tensor([list(sp.prefix_ids) + list(sp.suffix_ids)], device=device)
+    _sync(device)
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        victim.torch_model(input_ids=ids)
+    _sync(device)
+    forward_s = time.perf_counter() - t0
+    clear_cache()
+    t0 = time.perf_counter()
+    signals = compute_signals(victim, sp, MeasureOptions())
+    _sync(device)
+    signals_s = time.perf_counter() - t0
+    return dict(
+        signals_seconds=round(signals_s, 4),
+        forward_seconds=round(forward_s, 4),
+        x_forward=round(signals_s / forward_s, 2) if forward_s else None,
+        tokens=signals.get("tokens"),
+        loss=signals.get("loss"),
+    )
 
 
 def print_figures(f: dict[str, Any]) -> None:
@@ -254,6 +320,15 @@ def print_figures(f: dict[str, Any]) -> None:
         f"total {f['total_seconds']} s; victim queries {f['victim_queries']}, attacker queries "
         f"{f['attacker_queries']}, generated tokens {f['generated_tokens']}"
     )
+    g, m = f["gcg"], f["membership"]
+    print(
+        f"GCG {g['steps']} steps × width {g['width']}: {g['seconds_per_step']} s/step "
+        f"({g['forward_passes']} forward, {g['backward_passes']} backward passes)"
+    )
+    print(
+        f"membership signals: {m['signals_seconds']} s = {m['x_forward']}× one forward pass "
+        f"({m['forward_seconds']} s) over {m['tokens']} tokens"
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -268,9 +343,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--length", type=int, default=200)
     p.add_argument("--max-prompt-tokens", type=int, default=128)
     p.add_argument("--bandwidth-tbs", type=float, default=4.8, help="memory bandwidth (H200: 4.8)")
+    p.add_argument("--gcg-steps", type=int, default=None, help="GCG steps (default 10; tiny 2)")
+    p.add_argument("--gcg-width", type=int, default=None, help="GCG width (default 128; tiny 8)")
+    p.add_argument("--gcg-topk", type=int, default=None, help="GCG top-k (default 256; tiny 8)")
     p.add_argument("--json", default=None, help="also write the figures to this file")
     args = p.parse_args(argv)
     args.dtype = args.dtype or ("float32" if args.tiny else "bfloat16")
+    args.gcg_steps = args.gcg_steps or (2 if args.tiny else 10)
+    args.gcg_width = args.gcg_width or (8 if args.tiny else 128)
+    args.gcg_topk = args.gcg_topk or (8 if args.tiny else 256)
     figures = run_probe(args)
     print_figures(figures)
     if args.json:

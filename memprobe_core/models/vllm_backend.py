@@ -104,9 +104,17 @@ def load_vllm(name: str, options: LoadOptions) -> VLLMGenerator:
 
     ``name`` is a hub id or local folder, optionally prefixed ``vllm:``. Options: dtype,
     revision, trust_remote_code; extras ``seed``, ``gpu_memory_utilization``,
-    ``max_model_len``, ``tensor_parallel_size``.
+    ``max_model_len``, ``tensor_parallel_size``, ``enable_prefix_caching`` (default on: a round's
+    24 candidates share the attacker's refine request, and every victim prompt the chat
+    template's opening, so their KV blocks are computed once).
     """
-    known = {"seed", "gpu_memory_utilization", "max_model_len", "tensor_parallel_size"}
+    known = {
+        "seed",
+        "gpu_memory_utilization",
+        "max_model_len",
+        "tensor_parallel_size",
+        "enable_prefix_caching",
+    }
     unknown = set(options.extra) - known
     if unknown:
         raise ModelError(
@@ -134,6 +142,7 @@ def load_vllm(name: str, options: LoadOptions) -> VLLMGenerator:
         "dtype": options.dtype or "auto",
         "trust_remote_code": options.trust_remote_code,
         "seed": options.extra.get("seed", 0),
+        "enable_prefix_caching": bool(options.extra.get("enable_prefix_caching", True)),
     }
     if options.revision:
         kwargs["revision"] = options.revision
@@ -146,5 +155,11 @@ def load_vllm(name: str, options: LoadOptions) -> VLLMGenerator:
     except (OSError, ValueError, RuntimeError) as exc:
         raise ModelError(f"vLLM could not load {model!r}: {type(exc).__name__}: {exc}") from exc
     return VLLMGenerator(
-        llm, model_id=model, manifest_extra={"dtype": kwargs["dtype"], "revision": options.revision}
+        llm,
+        model_id=model,
+        manifest_extra={
+            "dtype": kwargs["dtype"],
+            "revision": options.revision,
+            "prefix_caching": kwargs["enable_prefix_caching"],
+        },
     )

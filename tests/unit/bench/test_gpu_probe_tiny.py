@@ -77,4 +77,10 @@ def test_tiny_probe_runs_the_attacker_loop_and_reports_rounds(gpu_probe, tmp_pat
     assert first["attacker_tokens"] > 0 and first["victim_tokens"] > 0
     assert first["floor_s"] > 0 and first["x_floor"] > 1  # nothing beats the bandwidth floor
     assert json.loads(out.read_text()) == figures
-    assert "x_floor" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "x_floor" in printed and "s/step" in printed and "membership signals" in printed
+    # The GPU passes beside the probe: the product's GCG and the membership signals.
+    gcg, signals = figures["gcg"], figures["membership"]
+    assert gcg["steps"] == 2 and gcg["backward_passes"] == 2 and gcg["seconds_per_step"] > 0
+    assert signals["tokens"] == 59 and signals["loss"] > 0  # no BOS: the first token is context
+    assert signals["signals_seconds"] > 0 and signals["forward_seconds"] > 0
