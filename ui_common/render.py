@@ -220,9 +220,7 @@ def probe_view(
         )
     if result is not None:
         st.subheader("PII")
-        pii_view(
-            getattr(result, "pii", None) if not isinstance(result, dict) else result.get("pii")
-        )
+        pii_view(_field(result, "pii"))
         measures_view(result)
 
 

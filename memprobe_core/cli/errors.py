@@ -69,6 +69,8 @@ CLI_FLAGS: dict[str, str] = {
     "n_candidates": "--n",
     "rounds": "--rounds",
     "gcg_steps": "--gcg-steps",
+    "min_k_percent": "--min-k-percent",
+    "extract_k": "--extract-k",
 }
 # `name=` always; a bare name only when it is an identifier no sentence uses (has a `_`).
 _NAMES = "|".join(sorted(CLI_FLAGS, key=len, reverse=True))

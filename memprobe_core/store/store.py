@@ -219,6 +219,11 @@ class Store(StoreFile):
         )
         return [Snippet(id=r[0], domain=r[1], text=r[2], source=r[3], label=r[4]) for r in rows]
 
+    def labels(self, run_id: int) -> dict[str, str | None]:
+        """Each snippet's member / non-member label (``None``: unlabelled), without the texts."""
+        rows = self._read("SELECT snippet_id, label FROM samples WHERE run_id = ?", (run_id,))
+        return {r[0]: r[1] for r in rows}
+
     def add_units(self, run_id: int, units: Iterable[UnitKey]) -> int:
         """Add pending units (their order is the order the audit runs them); returns the count.
 
@@ -413,8 +418,9 @@ class Store(StoreFile):
     def results_frame(self, run_id: int) -> pd.DataFrame:
         """One row per finished unit; see :func:`memprobe_core.store.frames.results_frame`."""
         run = self.get_run(run_id)
-        labels = {s.id: s.label for s in self.samples(run_id)}
-        return store_frames.results_frame(self.units(run_id, status="done"), run["config"], labels)
+        return store_frames.results_frame(
+            self.units(run_id, status="done"), run["config"], self.labels(run_id)
+        )
 
     def errors_frame(self, run_id: int) -> pd.DataFrame:
         """One row per failed unit: snippet_id, method, length, attempts, error."""

@@ -307,14 +307,19 @@ def test_every_finished_unit_stores_its_verbatim_metrics(store):
     assert store.result(run_id, UNIT).membership == {}
 
 
-def test_a_white_box_victim_gets_its_signals_stored_with_the_unit(store):
+def run_on_a_white_box_victim(store: Store, options: AttackOptions):
+    """One P-S-Inst unit on a tiny random HF victim; returns (run id, unit, outcome)."""
     from tests.helpers.tiny_models import tiny_hf_generator
 
-    victim = tiny_hf_generator()
+    models = ModelSet(victim=tiny_hf_generator())
     snippet = Snippet("t", "the quick brown fox jumps over the lazy dog " * 8, "legal")
-    run_id = start_probe(store, snippet, ["ps_inst"], 30, ModelSet(victim=victim), AttackOptions())
+    run_id = start_probe(store, snippet, ["ps_inst"], 30, models, options)
     unit = UnitKey("t", "ps_inst", 30)
-    outcome = run_unit(store, run_id, unit, snippet, ModelSet(victim=victim), AttackOptions())
+    return run_id, unit, run_unit(store, run_id, unit, snippet, models, options)
+
+
+def test_a_white_box_victim_gets_its_signals_stored_with_the_unit(store):
+    run_id, unit, outcome = run_on_a_white_box_victim(store, AttackOptions())
     assert outcome.status == "done"
     stored = store.result(run_id, unit)
     assert stored.membership["tokens"] >= 29 and stored.membership["loss"] > 0
@@ -326,14 +331,10 @@ def test_a_white_box_victim_gets_its_signals_stored_with_the_unit(store):
 
 def test_signals_switched_off_are_not_measured(store):
     from memprobe_core.membership import MeasureOptions
-    from tests.helpers.tiny_models import tiny_hf_generator
 
-    victim = tiny_hf_generator()
-    snippet = Snippet("t", "the quick brown fox jumps over the lazy dog " * 8, "legal")
     options = AttackOptions(measure=MeasureOptions(signals=False))
-    run_id = start_probe(store, snippet, ["ps_inst"], 30, ModelSet(victim=victim), options)
-    unit = UnitKey("t", "ps_inst", 30)
-    run_unit(store, run_id, unit, snippet, ModelSet(victim=victim), options)
+    run_id, unit, outcome = run_on_a_white_box_victim(store, options)
+    assert outcome.status == "done"
     assert store.result(run_id, unit).membership == {}
 
 
