@@ -254,10 +254,16 @@ def signals_view(membership: dict[str, Any] | None) -> None:
     frame = signals_frame(membership)
     if frame.empty:
         st.caption(
-            "No membership signals: they need a white-box victim (local weights) and are "
-            "skipped with --no-signals."
+            "No membership signals: they need a white-box victim (local weights) or a server "
+            "that returns a prompt's log-probs (/completions with echo), and are skipped with "
+            "--no-signals."
         )
         return
+    if (membership or {}).get("scored_by") == "server":
+        st.caption(
+            "Scored by the victim's server (the log-probs it returns for the snippet's tokens); "
+            "Min-K%++ needs the whole next-token distribution and is not measured."
+        )
     st.dataframe(
         frame,
         hide_index=True,

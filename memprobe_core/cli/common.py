@@ -259,8 +259,9 @@ def _add_measure_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--no-signals",
         action="store_true",
-        help="skip the membership signals (one extra forward pass of a white-box victim per "
-        "snippet and length; default: computed)",
+        help="skip the membership signals (per snippet and length: one extra forward pass of "
+        "a white-box victim, or two log-prob requests to a black-box victim's server; "
+        "default: computed)",
     )
     group.add_argument(
         "--min-k-percent",

@@ -110,13 +110,22 @@ class MeasureOptions:
 def signals_frame(membership: dict[str, Any] | None) -> pd.DataFrame:
     """A result's membership signals as rows to show: signal, value, which way means member.
 
-    Empty when nothing was measured; a recorded failure shows as one row with its message.
+    Empty when nothing was measured; a recorded failure, or a black-box victim whose server
+    cannot score a text, shows as one row with its message.
     """
     membership = membership or {}
-    if "error" in membership:
-        return pd.DataFrame(
-            [{"signal": "error", "value": None, "member if": "", "what": str(membership["error"])}]
-        )
+    for why in ("error", "not_measured"):  # a failed pass; a server that cannot score a text
+        if why in membership:
+            return pd.DataFrame(
+                [
+                    {
+                        "signal": why.replace("_", " "),
+                        "value": None,
+                        "member if": "",
+                        "what": str(membership[why]),
+                    }
+                ]
+            )
     rows = [
         {
             "signal": spec.label,

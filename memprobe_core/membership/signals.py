@@ -1,4 +1,5 @@
-"""Membership signals of one snippet, from one batched forward pass of a white-box victim.
+"""Membership signals of one snippet: from one batched forward pass of a white-box victim, or
+from the log-probs a black-box victim's server gives the snippet's tokens.
 
 METHOD.md §8 defines them; :data:`~memprobe_core.membership.options.SIGNALS` names them. With
 ``ℓ_t = log p(x_t | x_<t)`` over the snippet's first ``length`` tokens ``x``:
@@ -25,6 +26,12 @@ Conventions:
   the piece; otherwise (a whitespace split) ``piece.text`` is tokenized again and the suffix
   starts after the tokens of ``piece.prefix`` (an approximate boundary).
 
+Black-box victims (``Generator.scores_text``: an OpenAI-compatible server that answers
+``/completions`` with ``echo`` and ``logprobs``) get every signal but Min-K%++ from two requests
+(x and lower(x)); the server's tokenizer is not ours, so the suffix's tokens are those that
+start at or after the prefix's last character, and the first token is scored when the server
+puts a BOS in front (vLLM does), as in the white-box rule. ``scored_by`` records which way.
+
 Cost: ``x`` and ``lower(x)`` go through the victim together, right-padded with an attention
 mask, in one forward call (one row when lower-casing changes nothing); the reference, when
 given, gets one forward call of its own. Statistics are computed from float32 log-softmax. The
@@ -45,7 +52,7 @@ from typing import Any
 
 from memprobe_core.data import SplitSnippet
 from memprobe_core.membership.options import MeasureOptions
-from memprobe_core.models.base import Generator
+from memprobe_core.models.base import Generator, LogprobsUnavailable
 
 log = logging.getLogger("memprobe")
 
@@ -172,7 +179,8 @@ def signals_from_stats(
     """The membership signals of one text from its token statistics.
 
     Args:
-        stats: the victim's statistics of the text's scored tokens (``calibrate=True``).
+        stats: the victim's statistics of the text's scored tokens (without ``μ``/``σ``, from
+            a server's log-probs, Min-K%++ is ``None``).
         text: the text itself (zlib bits, UTF-8 bytes of the reference ratio).
         suffix_start: index into ``stats`` of the first suffix token.
         min_k_percent: k of Min-K% and Min-K%++.
@@ -196,7 +204,8 @@ def signals_from_stats(
         "zlib": loss / zlib_bits(text),
         "lowercase": loss / lower_loss if lower_loss else None,
         "min_k": mean_lowest(lps, min_k_percent),
-        "min_k_pp": mean_lowest(calibrated(stats), min_k_percent),
+        # Min-K%++ needs the whole next-token distribution: only a forward pass has it.
+        "min_k_pp": mean_lowest(calibrated(stats), min_k_percent) if stats.mu is not None else None,
     }
     if reference_nll is not None:
         n_bytes = len(text.encode("utf-8"))
@@ -286,14 +295,30 @@ def _victim_pass(victim: Generator, piece: SplitSnippet) -> tuple[TokenStats, li
 
 
 def _reference_nll(reference: Generator, text: str) -> float:
-    """The reference model's total NLL of ``text`` (its own tokenizer, same BOS rule)."""
-    white: Any = reference  # checked by _usable
+    """The reference model's total NLL of ``text``: from its weights (its own tokenizer, same
+    BOS rule) or, for a black-box reference, from its server's log-probs."""
+    if not _usable(reference):
+        return -sum(reference.text_logprobs([text])[0].log_probs)
+    white: Any = reference
     tok = white.tokenizer
     row, _ = model_row(tok, tok.encode(text, add_special_tokens=False))
     if len(row) < 2:
         return 0.0
     logits = forward_rows(white.torch_model, [row], pad_id=_pad_id(tok), device=white.device)
     return -sum(row_stats(logits[0], row, calibrate=False).log_probs)
+
+
+def _server_pass(victim: Generator, piece: SplitSnippet) -> tuple[TokenStats, list[float], int]:
+    """x and lower(x) scored by a black-box victim's server: (stats of x without μ/σ, ℓ of
+    lower(x), suffix start). The suffix's tokens are those starting at or after the prefix's
+    length in characters (the server's tokenizer is not ours)."""
+    text, lower_text = piece.text, piece.text.lower()
+    texts = [text] if lower_text == text else [text, lower_text]
+    scored = victim.text_logprobs(texts)
+    boundary = len(piece.prefix)
+    suffix_start = sum(1 for start in scored[0].offsets if start < boundary)
+    lower = scored[-1].log_probs
+    return TokenStats(scored[0].log_probs), list(lower), suffix_start
 
 
 # --- the cache and the entry point ------------------------------------------------------------
@@ -346,19 +371,26 @@ def _model_key(model: Generator | None) -> Any:
     # A weak reference to the torch model: the cache never keeps a model alive, and a new model
     # that reuses a freed one's id() never matches the dead reference (they compare unequal).
     # Variants of one HFGenerator share the torch model and tokenizer, hence their signals.
+    # A black-box model is keyed by the Generator itself (its server does the scoring).
     if model is None:
         return None
-    white: Any = model  # checked by _usable
-    return weakref.ref(white.torch_model)
+    white: Any = model
+    return weakref.ref(white.torch_model if _usable(model) else model)
 
 
 def _usable(model: Generator | None) -> bool:
+    """Whether ``model`` is scored from its weights (a white-box model with its tokenizer)."""
     return (
         model is not None
         and model.white_box
         and getattr(model, "torch_model", None) is not None
         and model.tokenizer is not None
     )
+
+
+def _scorable(model: Generator | None) -> bool:
+    """Whether ``model`` can be scored at all: from its weights or by its server."""
+    return model is not None and (_usable(model) or model.scores_text)
 
 
 def compute_signals(
@@ -370,22 +402,28 @@ def compute_signals(
     """The membership signals of ``piece`` on ``victim`` (METHOD.md §8).
 
     Args:
-        victim: the audited model; only white-box ones (``hf``) are measured.
+        victim: the audited model: a white-box one (``hf``) is scored from one forward pass; a
+            black-box one whose server returns a prompt's log-probs (``openai`` with ``echo``)
+            is scored by its server (every signal but Min-K%++, which needs the whole
+            next-token distribution).
         piece: the snippet cut at its length (by the victim's tokenizer, normally).
         options: ``signals`` on/off and ``min_k_percent``.
-        reference: a second white-box model for ``ref_ratio`` (its tokenizer may differ); a
-            black-box one is skipped with a warning.
+        reference: a second model for ``ref_ratio`` (its tokenizer may differ), scored the same
+            two ways; one that can be scored neither way is skipped with a warning.
 
     Returns:
-        ``{name: value}`` for the names in ``SIGNALS`` (``ref_ratio`` only with a usable
-        reference), plus ``tokens`` (scored tokens) and ``min_k_percent``; ``{}`` when not
-        measured (signals off, a black-box victim, or no token to score).
+        ``{name: value}`` for the names in ``SIGNALS`` (``ref_ratio`` only with a reference),
+        plus ``tokens`` (scored tokens), ``min_k_percent`` and ``scored_by`` (``"forward"`` or
+        ``"server"``); ``{"not_measured": why}`` when the victim's server turned out unable to
+        score a text; ``{}`` when not measured (signals off, a black-box victim with no
+        log-probs, or no token to score).
     """
-    if not options.signals or not _usable(victim):
+    if not options.signals or not _scorable(victim):
         return {}
-    if reference is not None and not _usable(reference):
+    if reference is not None and not _scorable(reference):
         log.warning(
-            "reference model %s is not white-box; the reference ratio is not measured",
+            "reference model %s gives no log-probs (neither weights nor a scoring server); "
+            "the reference ratio is not measured",
             getattr(reference, "model_id", reference),
         )
         reference = None
@@ -393,6 +431,7 @@ def compute_signals(
         _model_key(victim),
         _model_key(reference),
         piece.text,
+        piece.prefix,
         piece.prefix_ids,
         piece.suffix_ids,
         float(options.min_k_percent),
@@ -400,7 +439,11 @@ def compute_signals(
     cached = _CACHE.get(key)
     if cached is not None:
         return cached
-    result = _measure(victim, piece, options, reference)
+    try:
+        result = _measure(victim, piece, options, reference)
+    except LogprobsUnavailable as exc:  # a server that cannot score a text: say so, once
+        log.warning("membership signals of %s not measured: %s", piece.snippet.id, exc)
+        result = {"not_measured": str(exc)}
     if result:
         _CACHE.put(key, result)
     return result
@@ -412,12 +455,13 @@ def _measure(
     import torch
 
     with torch.inference_mode():
-        stats, lower, suffix_start = _victim_pass(victim, piece)
+        white = _usable(victim)
+        stats, lower, suffix_start = (_victim_pass if white else _server_pass)(victim, piece)
         if not stats.log_probs:
             log.warning("snippet %s: no token to score; signals not measured", piece.snippet.id)
             return {}
         ref_nll = _reference_nll(reference, piece.text) if reference is not None else None
-    return signals_from_stats(
+    out = signals_from_stats(
         stats,
         text=piece.text,
         suffix_start=suffix_start,
@@ -425,3 +469,5 @@ def _measure(
         lower_log_probs=lower,
         reference_nll=ref_nll,
     )
+    out["scored_by"] = "forward" if white else "server"
+    return out

@@ -17,9 +17,11 @@ from memprobe_core.models.base import (
     GenerationStats,
     Generator,
     LoadOptions,
+    LogprobsUnavailable,
     Message,
     ModelError,
     Request,
+    TextLogprobs,
     chat_as_text,
 )
 from memprobe_core.models.registry import (
@@ -40,9 +42,11 @@ __all__ = [
     "GenerationStats",
     "Generator",
     "LoadOptions",
+    "LogprobsUnavailable",
     "Message",
     "ModelError",
     "Request",
+    "TextLogprobs",
     "backend_available",
     "backends",
     "cached_models",

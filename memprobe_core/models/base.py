@@ -109,6 +109,25 @@ class ModelError(MemprobeError, RuntimeError):
     """A model could not be loaded or queried; the message says which and what to do."""
 
 
+class LogprobsUnavailable(ModelError):
+    """This model (or the server behind it) does not give the log-probs of a given text."""
+
+
+@dataclass(frozen=True)
+class TextLogprobs:
+    """The log-probs a model gives the tokens of one text it is sent (not a continuation).
+
+    Attributes:
+        log_probs: ``ℓ_t = log p(x_t | x_<t)`` of each scored token, in order. A first token
+            with no context (no BOS in front) has none and is not listed.
+        offsets: character offset in the text at which each scored token starts (tells the
+            prefix's tokens from the suffix's).
+    """
+
+    log_probs: tuple[float, ...]
+    offsets: tuple[int, ...]
+
+
 class Generator(ABC):
     """A text generator behind one of memprobe's backends.
 
@@ -138,9 +157,25 @@ class Generator(ABC):
         """Whether weights and gradients are reachable (needed by GCG)."""
         return False
 
+    @property
+    def scores_text(self) -> bool:
+        """Whether :meth:`text_logprobs` may answer (a black-box model whose server returns the
+        log-probs of a prompt); white-box models are scored from their weights instead."""
+        return False
+
     def manifest(self) -> dict[str, Any]:
         """What identifies this model in a run's manifest (id, revision, backend, dtype, device)."""
         return {"model_id": self.model_id, "backend": self.backend}
+
+    def text_logprobs(self, texts: Sequence[str]) -> list[TextLogprobs]:
+        """The log-probs of each text's own tokens (the membership signals of black-box models).
+
+        Raises:
+            LogprobsUnavailable: the backend, or the server behind it, cannot give them.
+        """
+        raise LogprobsUnavailable(
+            f"the {self.backend} backend does not return log-probs of a given text"
+        )
 
     # --- generation ---------------------------------------------------------------------------
     def generate(

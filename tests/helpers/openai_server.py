@@ -35,6 +35,7 @@ class _Server(ThreadingHTTPServer):
         self.huge_declared: bool = behaviour.get("huge_declared", False)
         self.die_after: int | None = behaviour.get("die_after")
         self.trickle_s: float = behaviour.get("trickle_s", 0.0)
+        self.echo: str = behaviour.get("echo", "vllm")
         self.hits: list[dict[str, Any]] = []
         self.answered = 0  # 200 answers written in full
         self.bytes_sent = 0  # body bytes of huge_body answers written before the client left
@@ -166,6 +167,9 @@ class _Handler(BaseHTTPRequestHandler):
                 404, {"error": {"message": f"model {payload.get('model')!r} does not exist"}}
             )
             return
+        if not chat and payload.get("echo"):
+            self._answer_echo(payload)
+            return
         request = payload["messages"] if chat else payload["prompt"]
         n = 1 if server.ignore_n else int(payload.get("n", 1))
         rows = server.generator.generate(
@@ -199,6 +203,48 @@ class _Handler(BaseHTTPRequestHandler):
             },
         )
 
+    def _answer_echo(self, payload: dict[str, Any]) -> None:
+        """``echo`` + ``logprobs``: the prompt's token log-probs, as the server's ``echo`` style."""
+        style = self.server.echo
+        if style == "reject" or not hasattr(self.server.generator, "torch_model"):
+            self._send(400, {"error": {"message": "echo is not supported with this model"}})
+            return
+        tokens, values, offsets, n_prompt = echo_logprobs(self.server.generator, payload["prompt"])
+        if style == "ignore":  # answers the generated token only (llama.cpp's behaviour)
+            tokens, values, offsets = tokens[n_prompt:], values[n_prompt:], [0]
+        logprobs: dict[str, Any] = {"tokens": tokens, "token_logprobs": values}
+        usage: dict[str, Any] = {"completion_tokens": 1}
+        if style == "vllm":
+            logprobs["text_offset"] = offsets
+            usage["prompt_tokens"] = n_prompt
+        text = payload["prompt"] + tokens[-1]
+        choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": "length"}
+        self._send(200, {"object": "text_completion", "choices": [choice], "usage": usage})
+
+
+def echo_logprobs(generator: Any, text: str) -> tuple[list[str], list[Any], list[int], int]:
+    """What a vLLM server answers for ``echo`` on ``text``, computed with plain transformers.
+
+    BOS in front (``null``, its text counted in the offsets, as vLLM does), each text token's
+    log-prob, then one greedy token. Returns (token texts, log-probs, text offsets, prompt
+    entries).
+    """
+    import torch
+
+    tok, model = generator.tokenizer, generator.torch_model
+    ids = [tok.bos_token_id, *tok.encode(text, add_special_tokens=False)]
+    with torch.no_grad():
+        logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), dim=-1)
+    values: list[Any] = [None] + [float(logp[t - 1, ids[t]]) for t in range(1, len(ids))]
+    nxt = int(logp[-1].argmax())
+    values.append(float(logp[-1, nxt]))
+    tokens = [tok.decode([i]) for i in [*ids, nxt]]
+    offsets, at = [], 0
+    for token in tokens:
+        offsets.append(at)
+        at += len(token)
+    return tokens, values, offsets, len(ids)
+
 
 @contextmanager
 def serve(
@@ -216,7 +262,9 @@ def serve(
             as every 200 body), ``huge_body`` (a 200 body of that many bytes, streamed, with a
             Content-Length when ``huge_declared``), ``trickle_s`` (a body that never ends, one
             byte per that many seconds), ``die_after`` (``kill`` after that many
-            200 answers).
+            200 answers), ``echo`` (how ``/completions`` with ``echo`` is answered when the
+            generator is white-box: ``"vllm"`` with BOS, offsets and usage, ``"bare"``
+            without offsets or usage, ``"ignore"`` the generated token only, ``"reject"`` 400).
     """
     server = _Server(generator, model_name, **behaviour)
     server.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"  # type: ignore[attr-defined]

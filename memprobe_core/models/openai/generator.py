@@ -16,13 +16,23 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from memprobe_core.models.base import Completion, Generator, LoadOptions, ModelError, Request
+from memprobe_core.models.base import (
+    Completion,
+    Generator,
+    LoadOptions,
+    LogprobsUnavailable,
+    ModelError,
+    Request,
+    TextLogprobs,
+)
+from memprobe_core.models.openai.echo import echo_payload, parse_echo
 from memprobe_core.models.openai.fleet import Fleet, Server
 from memprobe_core.models.openai.parse import parse_choices
 from memprobe_core.models.openai.transport import HttpSettings, ServerDown, Transport
@@ -32,6 +42,7 @@ log = logging.getLogger("memprobe")
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MAX_RESPONSE_BYTES = 8 * 2**20
+T = TypeVar("T")
 
 
 class OpenAIGenerator(Generator):
@@ -50,6 +61,9 @@ class OpenAIGenerator(Generator):
         cooloff_s: seconds a server that went down is skipped before it is tried again.
         text_as_chat: send plain-text requests as a one-message chat.
         chat_template: what ``has_chat_template`` reports (the server applies its own template).
+        prompt_logprobs: ask the server for the log-probs of a snippet's own tokens
+            (``/completions`` with ``echo``) so the membership signals are measured; a server
+            that cannot is noticed on the first try and not asked again.
     """
 
     backend = "openai"
@@ -68,6 +82,7 @@ class OpenAIGenerator(Generator):
         cooloff_s: float = 30.0,
         text_as_chat: bool = False,
         chat_template: bool = True,
+        prompt_logprobs: bool = True,
     ) -> None:
         super().__init__()
         if not model:
@@ -85,6 +100,8 @@ class OpenAIGenerator(Generator):
         self.max_concurrency = max_concurrency
         self.text_as_chat = text_as_chat
         self._chat_template = chat_template
+        self.prompt_logprobs = prompt_logprobs
+        self._echo_refusal: str | None = None  # why the server cannot score a text, once known
         self.settings = HttpSettings(
             timeout_s, max_retries, backoff_s, max_response_bytes, api_key_env
         )
@@ -182,8 +199,25 @@ class OpenAIGenerator(Generator):
         return out
 
     def _ask(self, chat: bool, payload: dict[str, Any], max_new_tokens: int) -> list[Completion]:
-        """One request to the fleet: the first server able to answer does, others are tried after."""
-        path = "/chat/completions" if chat else "/completions"
+        """One generation request to the fleet, parsed into completions."""
+
+        def parse(body: dict[str, Any], where: str) -> list[Completion]:
+            got = parse_choices(body, chat, max_new_tokens, where, redact=self.redact)
+            if not got:
+                raise ModelError(
+                    f"{where} returned no choices; check that the model serves this API"
+                )
+            return self._scrub(got)
+
+        return self._post("/chat/completions" if chat else "/completions", payload, parse)
+
+    def _post(
+        self, path: str, payload: dict[str, Any], parse: Callable[[dict[str, Any], str], T]
+    ) -> T:
+        """POST to the fleet: the first server able to answer does, the others are tried after.
+
+        ``parse(body, where)`` turns a 200 body into the result; its errors are the caller's.
+        """
         tried: list[str] = []
         last_error: ServerDown | None = None
         while (server := self.fleet.acquire(exclude=tried)) is not None:
@@ -191,9 +225,6 @@ class OpenAIGenerator(Generator):
             try:
                 body = self._transport.post(
                     server.url + path, payload, self._headers(), self._where(server)
-                )
-                got = parse_choices(
-                    body, chat, max_new_tokens, self._where(server), redact=self.redact
                 )
                 ok = True
             except ServerDown as exc:
@@ -203,17 +234,61 @@ class OpenAIGenerator(Generator):
                 continue
             finally:
                 self.fleet.release(server, ok=ok)
-            if not got:
-                raise ModelError(
-                    f"{self._where(server)} returned no choices; check that the model serves this API"
-                )
-            return self._scrub(got)
+            return parse(body, self._where(server))
         assert last_error is not None  # acquire returns None only once every server was tried
         if len(self.fleet) == 1:
             raise last_error  # its message is already redacted; its cause is the HTTP error
         raise ModelError(
             f"all {len(self.fleet)} servers failed this request; the last said: {last_error}"
         ) from last_error
+
+    # --- log-probs of a given text (black-box membership signals) -----------------------------
+    @property
+    def scores_text(self) -> bool:
+        return self.prompt_logprobs and not self.text_as_chat
+
+    def text_logprobs(self, texts: Sequence[str]) -> list[TextLogprobs]:
+        """The log-probs of each text's tokens, from ``/completions`` with ``echo`` (see
+        :mod:`memprobe_core.models.openai.echo`), one request per text, run concurrently.
+
+        A server that cannot score a text (it refuses ``echo``, or ignores it) is remembered:
+        later calls raise at once instead of asking again for every unit of an audit.
+
+        Raises:
+            LogprobsUnavailable: turned off (``prompt_logprobs=False``, ``text_as_chat``) or
+                not offered by the server; the message says which.
+            ServerDown / ModelError: the server is down, or answered something malformed.
+        """
+        if not self.scores_text:
+            raise LogprobsUnavailable(
+                f"{self.model_id!r} is asked for chats only or with prompt_logprobs off; "
+                "black-box membership signals are not measured"
+            )
+        if self._echo_refusal is not None:
+            raise LogprobsUnavailable(self._echo_refusal)
+
+        def one(text: str) -> TextLogprobs:
+            return self._post(
+                "/completions",
+                echo_payload(self.model_id, text),
+                lambda body, where: parse_echo(body, text, where),
+            )
+
+        try:
+            if len(texts) == 1:
+                return [one(texts[0])]
+            with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(texts))) as pool:
+                return list(pool.map(one, texts))
+        except ServerDown:
+            raise  # the server may come back: nothing learnt about what it offers
+        except ModelError as exc:
+            # Refused (4xx) or ignored echo: it will not change during the run.
+            self._echo_refusal = self.redact(
+                f"the server does not score a given text ({exc}); black-box membership signals "
+                "are not measured (start it with prompt-logprob support, e.g. vLLM, or pass "
+                "prompt_logprobs=False)"
+            )
+            raise LogprobsUnavailable(self._echo_refusal) from exc
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
@@ -314,7 +389,9 @@ def _num(x: float) -> str:
 
 
 # Extras (options outside LoadOptions) the backend accepts.
-_EXTRAS = frozenset({"max_retries", "backoff_s", "cooloff_s", "text_as_chat", "chat_template"})
+_EXTRAS = frozenset(
+    {"max_retries", "backoff_s", "cooloff_s", "text_as_chat", "chat_template", "prompt_logprobs"}
+)
 
 
 def load_openai(name: str, options: LoadOptions) -> OpenAIGenerator:
@@ -322,7 +399,7 @@ def load_openai(name: str, options: LoadOptions) -> OpenAIGenerator:
 
     ``name`` is the model name, optionally prefixed ``openai:``. ``options.base_url`` may list
     several servers (a list, or a comma-separated string). Extras: ``max_retries``,
-    ``backoff_s``, ``cooloff_s``, ``text_as_chat``, ``chat_template``.
+    ``backoff_s``, ``cooloff_s``, ``text_as_chat``, ``chat_template``, ``prompt_logprobs``.
     """
     unknown = set(options.extra) - _EXTRAS
     if unknown:

@@ -132,7 +132,9 @@ def test_hand_computed_signals_with_bos():
     assert set(out) == {s.name for s in SIGNALS if not s.needs_reference} | {
         "tokens",
         "min_k_percent",
+        "scored_by",
     }
+    assert out["scored_by"] == "forward"
     assert out["tokens"] == 5  # BOS in front: all five characters are scored
     assert out["loss"] == pytest.approx(8 / 5 * LN2, rel=1e-6)  # −(−8 ln2)/5
     assert out["ppl"] == pytest.approx(2**1.6, rel=1e-6)  # exp(1.6 ln2)
