@@ -4,7 +4,8 @@ A running job is watched by a small fragment that polls its :class:`ProgressSnap
 draws only the progress bar, the state line and the Cancel button. The page's own view of the
 job (tables, charts) is drawn by a full script run, and a full run happens only when the
 snapshot changed in a way a reader would see (a row scored, a round started, the job ended).
-When nothing changes the poll slows down (0.5 s → 2 s).
+When nothing changes the poll slows down (0.5 s → 2 s); a job queued behind another's model
+lock is polled every 5 s until it starts.
 
 Why: every script run costs the whole process the GIL, and Streamlit used to run a full
 ``gc.collect(2)`` after each one (about 0.45 s with the embedded models loaded). Redrawing a
@@ -29,6 +30,10 @@ from ui_common.page import md, session_tag
 # Poll intervals (seconds) of the status fragment: fast right after a change, slow when quiet.
 FAST_POLL_S = 0.5
 SLOW_POLL_S = 2.0
+# A job queued behind another one's model lock changes only when it starts: its tab polls this
+# slowly from the start (on a 2-core machine, every queued tab's polls take CPU from the job
+# that runs). The start is seen within this many seconds.
+WAITING_POLL_S = 5.0
 # Polls without a change before slowing down (4 × 0.5 s = 2 s of quiet).
 QUIET_POLLS = 4
 # A page is redrawn at most this often while a job runs (a job that reports many small steps,
@@ -72,9 +77,15 @@ class LiveView:
     interval: float = FAST_POLL_S
     quiet: int = 0
 
-    def drew(self, version: tuple[Hashable, ...], now: float) -> None:
-        """Record that a full run drew ``version`` of the job (quiet polls count from here)."""
+    def drew(self, version: tuple[Hashable, ...], now: float, *, waiting: bool = False) -> None:
+        """Record that a full run drew ``version`` of the job (quiet polls count from here).
+
+        ``waiting``: the job waits for the model lock; it is polled at ``WAITING_POLL_S``
+        until it starts (a change of state, which redraws and polls fast again).
+        """
         self.drawn, self.drawn_at, self.quiet = version, now, 0
+        if waiting:
+            self.interval = WAITING_POLL_S
 
     def poll(self, version: tuple[Hashable, ...], *, final: bool, now: float) -> Action:
         """Decide what one poll does.
@@ -190,7 +201,7 @@ def live_job(
         return
     view = live_view(key)
     snap = snap if snap is not None else job.progress.snapshot()
-    view.drew(snapshot_version(snap), time.monotonic())
+    view.drew(snapshot_version(snap), time.monotonic(), waiting=snap.state == "waiting")
     # The interval is fixed when a fragment is declared, so it is declared anew on each full
     # run; Streamlit's client replaces the timer of the same fragment when the interval differs.
     st.fragment(run_every=view.interval)(_job_status)(key)

@@ -10,6 +10,7 @@ from ui_common.jobs import (
     MIN_REDRAW_S,
     QUIET_POLLS,
     SLOW_POLL_S,
+    WAITING_POLL_S,
     LiveView,
     snapshot_version,
 )
@@ -90,3 +91,18 @@ def test_a_new_draw_restarts_the_quiet_count() -> None:
         assert view.poll(("v", 1), final=False, now=1.0 + i) == "none"
     view.drew(("v", 1), now=5.0)  # e.g. the user changed a widget: a full run
     assert view.poll(("v", 1), final=False, now=6.0) == "none"
+
+
+def test_a_queued_job_is_polled_slowly_until_it_starts() -> None:
+    view = LiveView()
+    view.drew(("waiting", 0), now=0.0, waiting=True)
+    assert view.interval == WAITING_POLL_S > SLOW_POLL_S
+    quiet = [
+        view.poll(("waiting", 0), final=False, now=5.0 * (i + 1)) for i in range(3 * QUIET_POLLS)
+    ]
+    assert quiet == ["none"] * (3 * QUIET_POLLS)  # no rerun while it waits, never faster
+    assert view.interval == WAITING_POLL_S
+    assert view.poll(("running", 0), final=False, now=100.0) == "redraw"
+    assert view.interval == FAST_POLL_S
+    view.drew(("running", 0), now=100.5)  # the redraw of a running job keeps the fast poll
+    assert view.interval == FAST_POLL_S
