@@ -6,9 +6,11 @@ snippet, seed 0) runs
 
 - from the CLI: ``python -m memprobe_core.cli probe ...`` (what ``memprobe probe`` runs), and
 - from the dashboard: ``streamlit run app.py`` driven by Debian's chromium through Playwright.
-  With ``T`` tabs, tab 1 starts the measured probe; once it runs, tabs 2..T start probes of
-  their own, which wait for the model lock, so every tab has a live view polling the server
-  (a tab without a job of its own does not poll).
+  With ``T`` tabs, every tab is opened and its options set first; tab 1 then starts the
+  measured probe, and once it runs tabs 2..T start probes of their own, which wait for the
+  model lock, so every tab has a live view polling the server (a tab without a job of its own
+  does not poll). ``--open-during`` opens tabs 2..T while the probe runs instead (the
+  protocol of the first measurements: their page loads then count against the probe).
 
 Both sides record the run in a private store; the figure compared is the probe's own wall time
 (``costs.wall_seconds``: from the job starting to its last score, model loading excluded), and
@@ -23,6 +25,10 @@ Variants of the dashboard (``--sides``, comma list of ``cli``, ``cli@old`` and `
   redraw/poll changes alone.
 - ``freeze``: ``gc.freeze`` only (postScriptGC back on). ``nogc``: postScriptGC off only.
 - ``old``: the tree at ``--baseline REF`` (a temporary git worktree), its CLI for ``cli@old``.
+- ``cli+busy`` (not a dashboard): the CLI while another process keeps ``--busy-share`` of one
+  core busy, as the browser does: on a 2-core machine this alone shows how much of the
+  dashboard's slowdown is the browser sharing the cores (torch's two threads wait for each
+  other whenever one is descheduled).
 
 Sides run in the order given, ``--repeat`` times (interleaved), each with a fresh server and
 store. CPU time is shared with other work, so read the ratios, not the seconds.
@@ -43,6 +49,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,7 +60,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from tests.e2e.browser_fixtures import chromium, serve, start_probe  # noqa: E402 - needs ROOT on sys.path
+from tests.e2e.browser_fixtures import chromium, prepare_probe, serve, start_probe  # noqa: E402 - needs ROOT on sys.path
 
 VARIANTS: dict[str, tuple[list[str], dict[str, str]]] = {
     "new": ([], {}),
@@ -75,6 +83,7 @@ class Outcome:
     objective: float | None = None
     snippet: str = ""
     cpu_s: float | None = None  # CPU seconds of the process doing the probe (see _cpu_seconds)
+    browser_cpu_s: float | None = None  # CPU seconds of chromium's processes over the same span
     load: float = field(default_factory=lambda: os.getloadavg()[0])
 
 
@@ -157,6 +166,25 @@ def _cpu_seconds(pid: int | None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _browser_cpu() -> float | None:
+    """CPU seconds used so far by chromium's processes (this process's descendants), or None
+    without psutil. On 2 cores the browser's rendering competes with the probe for the CPU;
+    the server's own CPU seconds do not show that."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    total = 0.0
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if "chrom" in proc.name().lower():
+                times = proc.cpu_times()
+                total += times.user + times.system
+        except psutil.Error:  # a helper process that ended meanwhile
+            continue
+    return total
+
+
 def _outcome(label: str, run: dict[str, Any] | None, elapsed: float) -> Outcome:
     if run is None:
         return Outcome(label, None, elapsed, 0, "no run")
@@ -184,11 +212,15 @@ def run_dashboard(args: argparse.Namespace, root: Path, variant: str, tabs: int)
         chromium() as context,
     ):
         pages = [context.new_page() for _ in range(tabs)]
-        t0, cpu0 = time.perf_counter(), _cpu_seconds(server.pid)
-        start_probe(pages[0], server.url, length=args.length, rounds=args.rounds, n=args.n)
+        size = {"length": args.length, "rounds": args.rounds, "n": args.n}
+        if not args.open_during:  # every tab open, its options set, before the probe starts
+            for page in pages:
+                prepare_probe(page, server.url, **size)
+        t0, cpu0, browser0 = time.perf_counter(), _cpu_seconds(server.pid), _browser_cpu()
+        _run_probe(pages[0], server.url, size, args.open_during)
         first = _wait_for(lambda: _store_run(server.store), args.timeout, "the probe to start")
         for page in pages[1:]:  # they queue behind the measured probe, their views live
-            start_probe(page, server.url, length=args.length, rounds=args.rounds, n=args.n)
+            _run_probe(page, server.url, size, args.open_during)
         deadline = t0 + args.timeout
         run = first
         while time.perf_counter() < deadline:
@@ -200,7 +232,18 @@ def run_dashboard(args: argparse.Namespace, root: Path, variant: str, tabs: int)
         cpu1 = _cpu_seconds(server.pid)
         # Model loading (first click) and every page run of every tab, from the click to the end.
         outcome.cpu_s = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
+        browser1 = _browser_cpu()
+        if browser0 is not None and browser1 is not None:
+            outcome.browser_cpu_s = browser1 - browser0
         return outcome
+
+
+def _run_probe(page: Any, url: str, size: dict[str, int], open_first: bool) -> None:
+    """Press Run probe in ``page`` (opening the page and setting its options first if asked)."""
+    if open_first:
+        start_probe(page, url, **size)
+    else:
+        page.get_by_role("button", name="Run probe").click()
 
 
 def _wait_for(probe: Any, timeout: float, what: str) -> Any:
@@ -238,6 +281,20 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
         help="run the CLI of the same tree before each dashboard side and once at the "
         "end; each ratio uses the CLI runs on either side of it (load drifts)",
     )
+    p.add_argument(
+        "--open-during",
+        action="store_true",
+        help="open tabs 2..T and set their options while the measured probe runs (their page "
+        "loads then count against it); default: every tab is open before it starts, so "
+        "what is measured is watching, not opening",
+    )
+    p.add_argument(
+        "--busy-share",
+        type=float,
+        default=0.2,
+        help="side cli+busy: the CLI while another process uses this share of one core "
+        "(default 0.2, about what chromium used showing one live tab here)",
+    )
     p.add_argument("--timeout", type=float, default=1800, help="seconds per side")
     p.add_argument("--json", default=None, help="also write the outcomes to this file")
     args = p.parse_args(argv)
@@ -269,10 +326,30 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
     return outcomes
 
 
+@contextmanager
+def _busy(share: float) -> Iterator[None]:
+    """Another process using ``share`` of one core (busy ``share`` of every 20 ms, asleep the
+    rest), as a browser rendering a page does: what that alone does to the probe."""
+    code = (
+        "import time\n"
+        f"busy, idle = 0.02 * {share}, 0.02 * (1 - {share})\n"
+        "while True:\n"
+        "    t = time.perf_counter()\n"
+        "    while time.perf_counter() - t < busy: pass\n"
+        "    time.sleep(idle)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def _interleaved(sides: list[str]) -> list[str]:
     """``new:1,old:3`` -> ``cli,new:1,cli,cli@old,old:3,cli@old`` (a CLI run either side)."""
     out: list[str] = []
-    for side in (s for s in sides if not s.startswith("cli")):
+    for side in (s for s in sides if s not in ("cli", "cli@old")):
         cli = "cli@old" if side.startswith("old:") else "cli"
         if not out or out[-1] != cli:
             out.append(cli)
@@ -281,6 +358,9 @@ def _interleaved(sides: list[str]) -> list[str]:
 
 
 def _run_side(args: argparse.Namespace, side: str, old: Path | None) -> Outcome:
+    if side == "cli+busy":
+        with _busy(args.busy_share):
+            return run_cli(args, ROOT, side)
     if side in ("cli", "cli@old"):
         tree = old if side == "cli@old" else ROOT
         assert tree is not None
@@ -300,6 +380,8 @@ def _line(o: Outcome) -> str:
     probe = f"{o.probe_s:7.1f} s" if o.probe_s is not None else "   (unfinished)"
     objective = f"O {o.objective:.3f}" if o.objective is not None else "O -"
     cpu = f"cpu {o.cpu_s:6.1f} s" if o.cpu_s is not None else "cpu -"
+    if o.browser_cpu_s is not None:
+        cpu += f"  browser cpu {o.browser_cpu_s:6.1f} s"
     # Same snippet, seed and options: the objective should match across sides (same work).
     return (
         f"{o.side:28s} probe {probe}  end-to-end {o.end_to_end_s:7.1f} s  {cpu}  "
@@ -317,7 +399,7 @@ def _report(outcomes: list[Outcome]) -> None:
     print("\ndashboard / CLI of the same tree (goal for probe seconds: <= 1.15)")
     print(f"  {'side':28s} {'probe s':>8s} {'CPU s':>8s}")
     for i, o in enumerate(outcomes):
-        if o.side.startswith("cli"):
+        if o.side in ("cli", "cli@old"):
             continue
         name = "cli@old" if o.side.startswith("dashboard old") else "cli"
         ref = _reference(outcomes, i, name)

@@ -242,6 +242,12 @@ def start_probe(page, url: str, *, length: int, rounds: int, n: int) -> None:  #
     The snippet is the page's default (the first built-in corpus snippet); the other options
     keep their defaults, as ``memprobe probe`` does.
     """
+    prepare_probe(page, url, length=length, rounds=rounds, n=n)
+    page.get_by_role("button", name="Run probe").click()
+
+
+def prepare_probe(page, url: str, *, length: int, rounds: int, n: int) -> None:  # type: ignore[no-untyped-def]
+    """:func:`start_probe` without the click: the page is open with its options set."""
     page.goto(f"{url}/Probe")
     page.get_by_test_id("stSidebar").wait_for(timeout=120_000)
     page.locator("h1").first.wait_for(timeout=120_000)
@@ -255,7 +261,6 @@ def start_probe(page, url: str, *, length: int, rounds: int, n: int) -> None:  #
         box.fill(str(value))
         box.press("Enter")
         wait_idle(page, timeout_s=300)
-    page.get_by_role("button", name="Run probe").click()
 
 
 @contextmanager

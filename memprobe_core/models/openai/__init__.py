@@ -4,7 +4,8 @@ or a fleet of them.
 Black-box only (no tokenizer, no gradients). Modules: ``generator`` (the Generator and its
 fleet-aware request loop), ``transport`` (one POST: bounded read, retries, errors), ``fleet``
 (least-outstanding choice of a server, cool-off of failed ones), ``parse`` (response bodies to
-Completions, every malformed shape a ``ModelError``).
+Completions, every malformed shape a ``ModelError``), ``echo`` (the log-probs of a given text,
+for the membership signals of a black-box victim).
 
 Example:
     >>> from memprobe_core.models import load
