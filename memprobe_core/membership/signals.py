@@ -294,11 +294,16 @@ def _victim_pass(victim: Generator, piece: SplitSnippet) -> tuple[TokenStats, li
     return stats, list(lower), max(n_prefix - first, 0)
 
 
-def _reference_nll(reference: Generator, text: str) -> float:
+def _reference_nll(reference: Generator, text: str) -> float | None:
     """The reference model's total NLL of ``text``: from its weights (its own tokenizer, same
-    BOS rule) or, for a black-box reference, from its server's log-probs."""
+    BOS rule) or, for a black-box reference, from its server's log-probs (``None`` when that
+    server cannot score a text)."""
     if not _usable(reference):
-        return -sum(reference.text_logprobs([text])[0].log_probs)
+        try:
+            return -sum(reference.text_logprobs([text])[0].log_probs)
+        except LogprobsUnavailable as exc:  # the victim's signals stand without the ratio
+            log.warning("reference ratio not measured: %s", exc)
+            return None
     white: Any = reference
     tok = white.tokenizer
     row, _ = model_row(tok, tok.encode(text, add_special_tokens=False))
@@ -441,7 +446,7 @@ def compute_signals(
         return cached
     try:
         result = _measure(victim, piece, options, reference)
-    except LogprobsUnavailable as exc:  # a server that cannot score a text: say so, once
+    except LogprobsUnavailable as exc:  # the victim's server cannot score a text: say why
         log.warning("membership signals of %s not measured: %s", piece.snippet.id, exc)
         result = {"not_measured": str(exc)}
     if result:

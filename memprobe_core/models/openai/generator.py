@@ -251,13 +251,15 @@ class OpenAIGenerator(Generator):
         """The log-probs of each text's tokens, from ``/completions`` with ``echo`` (see
         :mod:`memprobe_core.models.openai.echo`), one request per text, run concurrently.
 
-        A server that cannot score a text (it refuses ``echo``, or ignores it) is remembered:
-        later calls raise at once instead of asking again for every unit of an audit.
+        A server that cannot score a text is remembered: it refused the request (any HTTP
+        error other than a retried 429/5xx/timeout, e.g. 400 "echo not supported", or 401),
+        ignored ``echo``, or answered log-probs of the wrong shape. Later calls raise at once
+        instead of asking again for every unit of an audit.
 
         Raises:
             LogprobsUnavailable: turned off (``prompt_logprobs=False``, ``text_as_chat``) or
-                not offered by the server; the message says which.
-            ServerDown / ModelError: the server is down, or answered something malformed.
+                the server cannot score a text; the message says which and why.
+            ServerDown: the server did not answer (not remembered: it may come back).
         """
         if not self.scores_text:
             raise LogprobsUnavailable(

@@ -126,3 +126,11 @@ def test_a_server_going_down_is_an_error_not_a_refusal(victim):
     with pytest.raises(Exception, match="cannot connect"):
         sig.compute_signals(gen, piece_of(victim), MeasureOptions())
     assert gen._echo_refusal is None
+
+
+def test_a_reference_server_that_cannot_score_leaves_the_victims_signals(victim):
+    piece = piece_of(victim)
+    with serve(tiny_hf_generator(seed=7), "m", echo="reject") as srv:
+        out = sig.compute_signals(victim, piece, MeasureOptions(), client(srv.base_url))
+    assert out["scored_by"] == "forward" and out["loss"] > 0
+    assert "ref_ratio" not in out
