@@ -3,20 +3,24 @@
 vLLM is imported only when this backend is chosen. One ``generate`` call becomes one
 ``LLM.generate`` (plain texts) and/or one ``LLM.chat`` (chats, the engine applies the model's chat
 template) with ``SamplingParams(n=n, …)``, so 24 candidates are one engine call. Black-box for
-memprobe's purposes: GCG needs the ``hf`` backend.
+memprobe's purposes: GCG needs the ``hf`` backend; the membership signals come from the engine's
+prompt log-probs (``text_logprobs``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from memprobe_core.models.base import (
     Completion,
     Generator,
     LoadOptions,
+    LogprobsUnavailable,
     ModelError,
     Request,
+    TextLogprobs,
 )
 
 log = logging.getLogger("memprobe")
@@ -55,6 +59,40 @@ class VLLMGenerator(Generator):
 
     def __repr__(self) -> str:
         return f"VLLMGenerator({self.model_id!r})"
+
+    @property
+    def scores_text(self) -> bool:
+        return True
+
+    def text_logprobs(self, texts: Sequence[str]) -> list[TextLogprobs]:
+        """The log-probs of each text's own tokens: one engine call with
+        ``SamplingParams(prompt_logprobs=0, max_tokens=1)`` (0 = the prompt token's own log-prob
+        only; the one generated token is dropped). The first token, with nothing before it, has
+        none; behind a BOS every text token is scored.
+        """
+        from vllm import SamplingParams
+
+        params = SamplingParams(n=1, temperature=0.0, max_tokens=1, prompt_logprobs=0)
+        outputs = self._llm.generate(list(texts), params, use_tqdm=False)
+        return [self._scored(output) for output in outputs]
+
+    def _scored(self, output: Any) -> TextLogprobs:
+        ids = list(output.prompt_token_ids)
+        values: list[float] = []
+        starts: list[int] = []
+        for i, (token, entry) in enumerate(zip(ids, output.prompt_logprobs or [])):
+            if entry is None:  # the first token: nothing predicts it
+                continue
+            logprob = entry.get(token)
+            if logprob is None:
+                raise ModelError(f"vLLM gave no log-prob for prompt token {i} ({token})")
+            values.append(float(getattr(logprob, "logprob", logprob)))
+            # Where the token starts in the text: the length of what comes before it, decoded
+            # (special tokens such as BOS are not text). Quadratic, but prompts are short.
+            starts.append(len(self._tokenizer.decode(ids[:i], skip_special_tokens=True)))
+        if not values:
+            raise LogprobsUnavailable(f"vLLM returned no prompt log-probs for {self.model_id!r}")
+        return TextLogprobs(tuple(values), tuple(starts))
 
     def _generate(
         self,

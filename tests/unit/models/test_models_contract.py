@@ -10,7 +10,7 @@ import importlib.util
 
 import pytest
 
-from memprobe_core.models import Completion, Generator, clear_cache, load
+from memprobe_core.models import Completion, Generator, LogprobsUnavailable, clear_cache, load
 from tests.helpers.openai_server import serve
 from tests.helpers.tiny_models import tiny_hf_generator
 
@@ -138,3 +138,19 @@ def test_manifest_names_model_and_backend(model):
     manifest = model.manifest()
     assert manifest["model_id"] == model.model_id
     assert manifest["backend"] == model.backend
+
+
+def test_text_logprobs_where_the_backend_scores_text(model):
+    """Black-box backends that can score a given text (openai with echo, vllm's prompt
+    log-probs) return one entry per text; the others say they cannot."""
+    if not model.scores_text:
+        with pytest.raises(LogprobsUnavailable):
+            model.text_logprobs([TEXT])
+        return
+    first, second = model.text_logprobs([TEXT, TEXT.lower()])
+    for scored in (first, second):
+        assert 0 < len(scored.log_probs) == len(scored.offsets)
+        assert all(lp <= 1e-6 for lp in scored.log_probs)
+        assert list(scored.offsets) == sorted(scored.offsets)
+        assert scored.offsets[0] >= 0 and scored.offsets[-1] < len(TEXT)
+    assert first.log_probs != second.log_probs  # two texts, two answers, in order

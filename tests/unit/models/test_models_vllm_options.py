@@ -22,6 +22,30 @@ class _Output:
         ]
 
 
+class _CharTokenizer:
+    """One id per character (its code point), BOS = 1, as a vLLM tokenizer stand-in."""
+
+    chat_template = "{{ messages }}"
+    bos_token_id = 1
+
+    def encode(self, text, add_special_tokens=False):
+        return ([1] if add_special_tokens else []) + [ord(c) for c in text]
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(chr(i) for i in ids if i != 1)
+
+
+def _scored(prompt: str):
+    """What vLLM returns for prompt_logprobs=0: BOS (None), then each character's log-prob,
+    here −0.1 × its position, keyed by the prompt token (the engine also adds top tokens)."""
+    ids = [1, *(ord(c) for c in prompt)]
+    entries = [None] + [
+        {tok: types.SimpleNamespace(logprob=-0.1 * i), 7: types.SimpleNamespace(logprob=-9.0)}
+        for i, tok in enumerate(ids[1:], start=1)
+    ]
+    return types.SimpleNamespace(prompt_token_ids=ids, prompt_logprobs=entries, outputs=[])
+
+
 @pytest.fixture
 def fake_vllm(monkeypatch):
     made: dict = {"engines": [], "calls": []}
@@ -35,10 +59,12 @@ def fake_vllm(monkeypatch):
             made["engines"].append(kwargs)
 
         def get_tokenizer(self):
-            return types.SimpleNamespace(chat_template="{{ messages }}")
+            return _CharTokenizer()
 
         def generate(self, prompts, params, use_tqdm=False):
             made["calls"].append((list(prompts), params.kwargs))
+            if "prompt_logprobs" in params.kwargs:
+                return [_scored(p) for p in prompts]
             return [_Output([f"c{i}" for i in range(params.kwargs["n"])]) for _ in prompts]
 
         def chat(self, chats, params, use_tqdm=False):
@@ -70,3 +96,27 @@ def test_n_sampled_candidates_are_one_engine_call(fake_vllm):
 def test_an_unknown_engine_option_is_refused(fake_vllm):
     with pytest.raises(ModelError, match="does not know option"):
         load_vllm("vllm:some/model", LoadOptions(extra={"prefix_cache": True}))
+
+
+def test_prompt_log_probs_are_one_engine_call_and_give_the_signals(fake_vllm):
+    from memprobe_core.data import Snippet, split
+    from memprobe_core.membership import MeasureOptions
+    from memprobe_core.membership import signals as sig
+
+    gen = load_vllm("vllm:some/model", LoadOptions())
+    assert gen.scores_text
+    scored = gen.text_logprobs(["ab cd", "xy"])
+    prompts, params = fake_vllm["calls"][-1]
+    assert prompts == ["ab cd", "xy"] and len(fake_vllm["calls"]) == 1
+    assert params["prompt_logprobs"] == 0 and params["max_tokens"] == 1
+    assert scored[0].log_probs == pytest.approx((-0.1, -0.2, -0.3, -0.4, -0.5))
+    assert scored[0].offsets == (0, 1, 2, 3, 4)  # BOS is not text: the first char starts at 0
+    sig.clear_cache()
+    piece = split(Snippet("s", "ab cd ef"), gen.tokenizer, 8)  # prefix "ab " (round(8·0.33) = 3)
+    out = sig.compute_signals(gen, piece, MeasureOptions(min_k_percent=50))
+    assert out["scored_by"] == "server" and out["tokens"] == 8
+    assert out["loss"] == pytest.approx(0.45)  # mean of 0.1 … 0.8
+    # The suffix "cd ef" is the tokens starting at char 3 or later: log-probs −0.4 … −0.8.
+    assert out["suffix_loss"] == pytest.approx(0.6)
+    assert out["min_k"] == pytest.approx(-0.65)  # the lowest 4 of 8: −0.8, −0.7, −0.6, −0.5
+    assert out["min_k_pp"] is None
