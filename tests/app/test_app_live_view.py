@@ -101,3 +101,16 @@ def test_the_end_of_the_job_redraws_the_final_page(held_job, monkeypatch) -> Non
     _poll(at)
     assert at.session_state["renders"] == 2
     assert any("state: finished" in c.value for c in at.caption)
+
+
+def test_a_queued_job_is_polled_slowly_and_fast_again_once_it_starts(held_job, monkeypatch):
+    held_job.progress.set(state="waiting", message="waiting for another job to finish")
+    at = _app(held_job, monkeypatch)
+    assert at.session_state["job__live_view"].interval == jobs.WAITING_POLL_S
+    for _ in range(3 * jobs.QUIET_POLLS):  # no rerun while it waits
+        _poll(at)
+    assert at.session_state["renders"] == 1
+    held_job.progress.set(state="running")
+    _poll(at)
+    assert at.session_state["renders"] == 2
+    assert at.session_state["job__live_view"].interval == jobs.FAST_POLL_S
