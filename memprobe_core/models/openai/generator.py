@@ -155,11 +155,15 @@ class OpenAIGenerator(Generator):
         def one(request: Request) -> list[Completion]:
             return self._complete(request, n, max_new_tokens, temperature, top_p, seed)
 
-        if len(requests) == 1:
-            return [one(requests[0])]
-        workers = min(self.max_concurrency * len(self.fleet), len(requests))
+        return self._each(one, requests)
+
+    def _each(self, ask: Callable[[Any], T], items: Sequence[Any]) -> list[T]:
+        """``ask`` for every item, in order: concurrently, as many in flight as the fleet holds."""
+        if len(items) == 1:
+            return [ask(items[0])]
+        workers = min(self.max_concurrency * len(self.fleet), len(items))
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            return list(pool.map(one, requests))
+            return list(pool.map(ask, items))
 
     def _complete(
         self,
@@ -277,10 +281,7 @@ class OpenAIGenerator(Generator):
             )
 
         try:
-            if len(texts) == 1:
-                return [one(texts[0])]
-            with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(texts))) as pool:
-                return list(pool.map(one, texts))
+            return self._each(one, texts)
         except ServerDown:
             raise  # the server may come back: nothing learnt about what it offers
         except ModelError as exc:
