@@ -137,15 +137,12 @@ def test_compare_on_the_embedded_models(real_server, page) -> None:  # noqa: F81
     results = store.results_frame(run["id"]).set_index("method")
     assert set(results.index) == {"ps_base", "ps_inst", "interactive"}
     assert results["mem"].between(0, 1).all() and results["mem"].max() > 0
-    wanted = [f"{mem:.3f}" for mem in results["mem"]]
-    deadline = time.monotonic() + 60  # the table may arrive after its heading on a busy machine
-    while time.monotonic() < deadline:
-        page_text = page.inner_text("body")
-        if all(text in page_text for text in wanted):
-            break
-        page.wait_for_timeout(500)
-    for text in wanted:
-        assert text in page_text
+    from playwright.sync_api import expect  # imported where used, as the fixtures do
+
+    for mem in results["mem"]:  # retried: the table may arrive after its heading when busy
+        expect(page.locator("body")).to_contain_text(
+            f"{mem:.3f}", use_inner_text=True, timeout=60_000
+        )
     shot(page, "compare", readme=True)
 
 
