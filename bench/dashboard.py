@@ -298,6 +298,10 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
     p.add_argument("--timeout", type=float, default=1800, help="seconds per side")
     p.add_argument("--json", default=None, help="also write the outcomes to this file")
     args = p.parse_args(argv)
+    if not 0.0 < args.busy_share < 1.0:
+        p.error(
+            f"--busy-share {args.busy_share}: give a share of one core between 0 and 1, e.g. 0.2"
+        )
     from memprobe_core.corpus import demo_corpus
 
     args.snippet = demo_corpus(domains=["legal"])[0].id  # the Probe page's default snippet

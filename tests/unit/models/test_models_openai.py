@@ -228,6 +228,13 @@ def test_number_options_out_of_range_are_refused(option, value):
         client("http://127.0.0.1:1/v1", **{option: value})
 
 
+@pytest.mark.parametrize("option", ["prompt_logprobs", "text_as_chat", "chat_template"])
+def test_on_off_options_must_be_booleans(option):
+    with pytest.raises(ModelError, match=f"{option}='false' is not an on/off value"):
+        client("http://127.0.0.1:1/v1", **{option: "false"})
+    assert client("http://127.0.0.1:1/v1", **{option: False}).model_id == "m"
+
+
 def test_trickling_body_times_out_instead_of_hanging(echo):
     with serve(echo, "m", trickle_s=0.05) as srv, pytest.raises(ModelError, match="timed out"):
         client(srv.base_url, timeout_s=0.4, max_retries=0).generate(["x"])
