@@ -7,6 +7,8 @@ rows that already ended until the last one ends. This loop instead
 
 - prefills each distinct prompt of the batch once and copies its KV cache to its ``n`` rows;
 - drops rows that emitted a stop token from the batch (cache, mask and positions shrink with it);
+- writes each step's keys and values into memory reserved for the whole run
+  (``hf_kvcache.preallocated_cache``) instead of copying the cache at every step;
 - returns the generated token ids, so nobody re-tokenizes the outputs.
 
 The model calls are the ones ``generate`` makes (left padding, position ids from the attention
@@ -85,7 +87,7 @@ def decode(
     unique: dict[tuple[int, ...], int] = {}
     row_of = [unique.setdefault(tuple(p), len(unique)) for p in prompts]
     device = model.device
-    state = _prefill(model, [list(p) for p in unique], spec.pad_id, device)
+    state = _prefill(model, [list(p) for p in unique], spec, device)
     if len(unique) < len(prompts):
         # Each distinct prompt was run once; its cache rows are copied to every row that asks for it.
         state.select(torch.tensor(row_of, device=device))
@@ -117,19 +119,20 @@ class _State:
         self.rows = self.rows[index]
 
 
-def _prefill(model: Any, prompts: list[list[int]], pad_id: int, device: Any) -> _State:
+def _prefill(model: Any, prompts: list[list[int]], spec: Decoding, device: Any) -> _State:
     import torch
-    from transformers import DynamicCache
+
+    from memprobe_core.models.hf_kvcache import preallocated_cache
 
     width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)  # (B, T), left padded
+    ids = torch.full((len(prompts), width), spec.pad_id, dtype=torch.long)  # (B, T), left padded
     mask = torch.zeros((len(prompts), width), dtype=torch.long)
     for row, prompt in enumerate(prompts):
         ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
         mask[row, width - len(prompt) :] = 1
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)  # (B, T), as generate computes them
-    cache = DynamicCache(config=model.config)
+    cache = preallocated_cache(model.config, capacity=width + spec.max_new_tokens)
     # generate drops an all-ones mask (no padding) for the whole run; do the same so the
     # attention kernels, hence greedy outputs, are the ones generate would use.
     run_mask = None if bool((mask == 1).all()) else mask

@@ -259,8 +259,14 @@ def test_completion_carries_the_token_ids_of_its_text(gen):
     assert stopped.num_tokens == step + 1
 
 
-def test_sliding_window_model_gives_generate_outputs():
-    """Gemma-3 (the embedded victim's family) mixes sliding-window and full attention layers."""
+@pytest.mark.parametrize("window", [6, 44])
+def test_sliding_window_model_gives_generate_outputs(window):
+    """Gemma-3 (the embedded victim's family) mixes sliding-window and full attention layers.
+
+    Window 6: every batch's prompts are longer than the window. Window 44: the padded prompts
+    (38 tokens) fit and the sequence crosses the window while decoding 12 tokens, so the
+    preallocated cache hands its sliding layer over to transformers mid-run.
+    """
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
     from tests.helpers.tiny_models import tiny_tokenizer
@@ -274,7 +280,7 @@ def test_sliding_window_model_gives_generate_outputs():
         num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=16,
-        sliding_window=6,
+        sliding_window=window,
         layer_types=["sliding_attention", "full_attention"],
         max_position_embeddings=256,
         pad_token_id=tokenizer.pad_token_id,
@@ -285,7 +291,7 @@ def test_sliding_window_model_gives_generate_outputs():
         torch.manual_seed(0)
         model = Gemma3ForCausalLM(config).eval()
     gemma = HFGenerator(model, tokenizer, model_id="tiny-gemma3")
-    step, token = _first_fresh_token(gemma, LONG, 2)
+    step, token = _first_fresh_token(gemma, REQUESTS[3], 1)
     for g in (gemma, gemma.variant(stop_token_ids=[token])):
         assert g.generate(REQUESTS, max_new_tokens=12) == _reference(g).generate(
             REQUESTS, max_new_tokens=12
