@@ -13,7 +13,8 @@ rows that already ended until the last one ends. This loop instead
 
 The model calls are the ones ``generate`` makes (left padding, position ids from the attention
 mask, ``logits_to_keep=1``, no mask when nothing is padded), so greedy outputs are the same;
-sampling applies transformers' own temperature and top-p warpers and draws from a
+sampling applies transformers' own temperature and top-p warpers and draws by inverse CDF
+(``draw``: the same distribution as ``torch.multinomial``, a tenth of its cost) from a
 ``torch.Generator`` seeded per call.
 
 ``generate_reference`` is the other path: ``model.generate`` on the left-padded batch (every
@@ -213,10 +214,33 @@ def _picker(spec: Decoding, generator: Any) -> Any:
 
     def sample(logits: Any) -> Any:
         scores = warpers(None, logits)  # type: ignore[arg-type]  # these warpers ignore the ids
-        probs = torch.softmax(scores, dim=-1)
-        return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
+        return draw(torch.softmax(scores.double(), dim=-1), generator)
 
     return sample
+
+
+def draw(probs: Any, generator: Any) -> Any:
+    """One token per row of ``probs`` (A, V; rows sum to ~1, zeros never drawn), by inverse CDF.
+
+    Why not ``torch.multinomial``: for one sample it draws an exponential variate per vocabulary
+    entry, 31 ms for 24 rows of SmolLM2's 49k entries on this CPU, a fifth of an attacker decode
+    step; one uniform per row against the cumulative sum (float64, so the tail's mass is not
+    rounded away) takes 3.6 ms and samples the same distribution. The random stream differs from
+    ``generate``'s, so sampled text differs from ``generation_loop="transformers"`` for one seed.
+    """
+    import torch
+
+    cdf = probs.cumsum(dim=-1)
+    total = cdf[:, -1:]
+    if not bool(torch.isfinite(total).all() and (total > 0).all()):
+        # torch.multinomial refused these too: NaN/inf logits mean the model itself failed.
+        raise ValueError("the model's next-token probabilities are not finite (NaN or inf logits)")
+    u = torch.rand(total.shape, generator=generator, dtype=cdf.dtype, device=cdf.device) * total
+    # The first entry whose cumulative mass exceeds u: a zero-probability entry never does.
+    # u < total always, except when rounding makes them equal: then take the last drawable entry.
+    index = torch.searchsorted(cdf, u, right=True).squeeze(-1)
+    last_drawable = (probs > 0).long().cumsum(dim=-1).argmax(dim=-1)
+    return torch.minimum(index, last_drawable)
 
 
 def _forward_params(model: Any) -> frozenset[str]:
