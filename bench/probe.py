@@ -75,8 +75,9 @@ def ratios(slow: dict[str, Any], fast: dict[str, Any]) -> str:
 def check_victim(victim: Any, trace: list[Any], max_new_tokens: int) -> None:
     """Greedy victim outputs of the last round's prompts through both loops: must be equal.
 
-    The two probe runs sample different attacker prompts (dropping finished rows changes which
-    random numbers each row draws), so their victim outputs cannot be compared directly.
+    The two probe runs sample different attacker prompts (the own loop draws by inverse CDF,
+    ``generate`` by ``torch.multinomial``: same distribution, different random numbers), so their
+    victim outputs cannot be compared directly.
     """
     from memprobe_core.attacks.scoring import victim_request
 

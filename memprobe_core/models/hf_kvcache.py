@@ -17,6 +17,7 @@ transformers' own code with the tokens it would have kept.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 
@@ -33,9 +34,9 @@ def _preallocated(layer: Any, capacity: int) -> Any:
     from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
     if type(layer) is DynamicLayer:
-        return _layer_classes()[0](capacity)
+        return _make_layer_classes()[0](capacity)
     if type(layer) is DynamicSlidingWindowLayer and not layer.record_past:
-        return _layer_classes()[1](capacity, layer.sliding_window)
+        return _make_layer_classes()[1](capacity, layer.sliding_window)
     return layer
 
 
@@ -75,8 +76,9 @@ class _Buffer:
             self.values[:, :, : self.n] = old_values[:, :, : self.n]
 
 
+@functools.cache
 def _make_layer_classes() -> tuple[type, type]:
-    """Defined on first use: importing transformers is slow and optional for most of memprobe."""
+    """Defined once, on first use: importing transformers is slow and most of memprobe needs none."""
     from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
     class PreallocatedLayer(DynamicLayer):
@@ -149,13 +151,3 @@ def _make_layer_classes() -> tuple[type, type]:
             return self.keys, self.values
 
     return PreallocatedLayer, PreallocatedSlidingWindowLayer
-
-
-_CLASSES: tuple[type, type] | None = None
-
-
-def _layer_classes() -> tuple[type, type]:
-    global _CLASSES
-    if _CLASSES is None:
-        _CLASSES = _make_layer_classes()
-    return _CLASSES
