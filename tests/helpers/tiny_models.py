@@ -2,7 +2,8 @@
 
 ``tiny_causal_lm`` trains a byte-level BPE tokenizer on a built-in text (so any text
 round-trips) and builds a 2-layer random Llama around it; ``tiny_hf_generator`` wraps it in the
-``hf`` backend's ``HFGenerator``. Both are deterministic for a given seed and leave torch's global
+``hf`` backend's ``HFGenerator``; ``tiny_gemma3_config`` is a 2-layer Gemma-3 (the embedded
+victim's family: sliding-window and full attention layers). Both are deterministic for a given seed and leave torch's global
 random state untouched.
 """
 
@@ -64,6 +65,30 @@ def tiny_tokenizer(vocab: int = 384, *, chat_template: bool = True) -> Any:
     if chat_template:
         tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer
+
+
+def tiny_gemma3_config(vocab_size: int, *, sliding_window: int, **overrides: Any) -> Any:
+    """A 2-layer Gemma-3 text config (hidden 64, 4 heads of 16, one sliding-window layer then
+    one full layer); ``overrides`` replace any field (``layer_types=None``: Gemma's default)."""
+    from transformers import Gemma3TextConfig
+
+    fields: dict[str, Any] = dict(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=256,
+        sliding_window=sliding_window,
+        layer_types=["sliding_attention", "full_attention"],
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=None,
+    )
+    fields.update(overrides)
+    return Gemma3TextConfig(**fields)
 
 
 def tiny_causal_lm(

@@ -20,6 +20,7 @@ from memprobe_core.attacks.common import GCGOptions
 from memprobe_core.attacks.gcg import round_trips
 from memprobe_core.data import Snippet, split
 from memprobe_core.models.scripted import ScriptedGenerator
+from tests.helpers.tiny_models import tiny_gemma3_config
 
 N_WORDS = 200
 
@@ -149,23 +150,10 @@ def test_candidates_that_do_not_round_trip_are_dropped(model, tok):
 def test_scaled_embeddings_give_the_same_loss_on_both_paths():
     # Gemma-3 multiplies embeddings by sqrt(hidden) inside the embedding layer: the one-hot
     # gradient path must apply it too, or its loss differs from the input_ids path.
-    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+    from transformers import Gemma3ForCausalLM
 
     tok = tiny_tokenizer()
-    cfg = Gemma3TextConfig(
-        vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=1,
-        head_dim=16,
-        max_position_embeddings=256,
-        sliding_window=16,
-        pad_token_id=0,
-        eos_token_id=1,
-        bos_token_id=None,
-    )
+    cfg = tiny_gemma3_config(len(tok), sliding_window=16, layer_types=None)
     torch.manual_seed(0)
     gemma = Gemma3ForCausalLM(cfg).eval()
     prompt, target = [5, 6, 7, 8], [40, 41, 42, 43, 44]
@@ -325,24 +313,10 @@ def test_prefix_cache_gives_the_same_losses_as_recomputing(model, tok):
 def test_prefix_cache_on_sliding_window_layers_longer_than_the_window():
     # Gemma-3 mixes sliding-window (16 here) and full layers; the cached prefix (18 tokens) is
     # longer than the window, so the expanded cache must keep the window's offsets right.
-    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+    from transformers import Gemma3ForCausalLM
 
     tok = tiny_tokenizer()
-    cfg = Gemma3TextConfig(
-        vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=1,
-        head_dim=16,
-        max_position_embeddings=256,
-        sliding_window=16,
-        layer_types=["sliding_attention", "full_attention"],
-        pad_token_id=0,
-        eos_token_id=1,
-        bos_token_id=None,
-    )
+    cfg = tiny_gemma3_config(len(tok), sliding_window=16)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         gemma = Gemma3ForCausalLM(cfg).eval()

@@ -4,26 +4,17 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import DynamicCache, Gemma3TextConfig, LlamaConfig
+from transformers import DynamicCache, LlamaConfig
 from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
 from memprobe_core.models.hf_kvcache import preallocated_cache
+from tests.helpers.tiny_models import tiny_gemma3_config
 
 WINDOW = 7
 
 
-def _config() -> Gemma3TextConfig:
-    return Gemma3TextConfig(
-        vocab_size=32,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=8,
-        sliding_window=WINDOW,
-        layer_types=["sliding_attention", "full_attention"],
-    )
+def _config():
+    return tiny_gemma3_config(32, sliding_window=WINDOW)
 
 
 def _feed(cache, calls, select_at: dict[int, torch.Tensor]):

@@ -267,22 +267,15 @@ def test_sliding_window_model_gives_generate_outputs(window):
     (38 tokens) fit and the sequence crosses the window while decoding 12 tokens, so the
     preallocated cache hands its sliding layer over to transformers mid-run.
     """
-    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+    from transformers import Gemma3ForCausalLM
 
-    from tests.helpers.tiny_models import tiny_tokenizer
+    from tests.helpers.tiny_models import tiny_gemma3_config, tiny_tokenizer
 
     tokenizer = tiny_tokenizer()
-    config = Gemma3TextConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
+    config = tiny_gemma3_config(
+        len(tokenizer),
         sliding_window=window,
-        layer_types=["sliding_attention", "full_attention"],
-        max_position_embeddings=256,
+        num_key_value_heads=2,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
