@@ -237,10 +237,14 @@ def draw(probs: Any, generator: Any) -> Any:
         raise ValueError("the model's next-token probabilities are not finite (NaN or inf logits)")
     u = torch.rand(total.shape, generator=generator, dtype=cdf.dtype, device=cdf.device) * total
     # The first entry whose cumulative mass exceeds u: a zero-probability entry never does.
-    # u < total always, except when rounding makes them equal: then take the last drawable entry.
     index = torch.searchsorted(cdf, u, right=True).squeeze(-1)
-    last_drawable = (probs > 0).long().cumsum(dim=-1).argmax(dim=-1)
-    return torch.minimum(index, last_drawable)
+    # u < total always, except when rounding makes them equal: then no entry exceeds u and the
+    # index is past the end; take the row's last drawable entry (rare: not computed otherwise).
+    past_end = index == probs.shape[-1]
+    if bool(past_end.any()):
+        last_drawable = (probs > 0).long().cumsum(dim=-1).argmax(dim=-1)
+        index = torch.where(past_end, last_drawable, index)
+    return index
 
 
 def _forward_params(model: Any) -> frozenset[str]:
