@@ -233,8 +233,10 @@ def draw(probs: Any, generator: Any) -> Any:
     cdf = probs.cumsum(dim=-1)
     total = cdf[:, -1:]
     if not bool(torch.isfinite(total).all() and (total > 0).all()):
-        # torch.multinomial refused these too: NaN/inf logits mean the model itself failed.
-        raise ValueError("the model's next-token probabilities are not finite (NaN or inf logits)")
+        # torch.multinomial refused these too: such logits mean the model itself failed.
+        raise ValueError(
+            "the model's next-token probabilities are not finite or sum to 0 (NaN or inf logits)"
+        )
     u = torch.rand(total.shape, generator=generator, dtype=cdf.dtype, device=cdf.device) * total
     # The first entry whose cumulative mass exceeds u: a zero-probability entry never does.
     index = torch.searchsorted(cdf, u, right=True).squeeze(-1)

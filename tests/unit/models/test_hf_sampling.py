@@ -67,9 +67,10 @@ def test_a_uniform_rounded_up_to_the_total_still_draws_a_possible_token(monkeypa
     assert draw(PROBS.expand(3, -1), None).tolist() == [5, 5, 5]
 
 
-@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "all zero"])
 def test_broken_probabilities_are_refused(bad):
-    probs = PROBS.clone()
-    probs[2] = bad
+    probs = torch.zeros_like(PROBS) if bad == "all zero" else PROBS.clone()
+    if bad != "all zero":
+        probs[2] = bad
     with pytest.raises(ValueError, match="not finite"):
         draw(probs.expand(2, -1), torch.Generator().manual_seed(0))
