@@ -41,7 +41,7 @@ from typing import Any
 from memprobe_core.data import MEMBER, DataError, Snippet
 from memprobe_core.membership import nonmembers as generated
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 DOMAINS: tuple[str, ...] = ("legal", "code", "docs")
 

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from memprobe_core.data import MEMBER, NONMEMBER, DataError, Snippet
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 # The largest file loaded (the dashboard's upload cap reads this too).
 MAX_FILE_BYTES = 50 * 1024 * 1024

@@ -1,4 +1,4 @@
-"""Compare: one snippet through P-S-Base, P-S-Inst, Reverse-LM, GCG and Ours, side by side."""
+"""Compare: one snippet through every method the loaded models allow, side by side."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import pandas as pd
 import streamlit as st
 
 import ui_common as ui
-from memprobe_core.attacks.common import AttackOptions, GCGOptions, InteractiveOptions, ModelSet
-from memprobe_core.attacks.result import METHOD_LABELS
-from memprobe_core.audit import roles_needed
+from memprobe_core.attacks import registry
+from memprobe_core.attacks.registry import method_label
 from memprobe_core.audit.runs import comparison_table, start_probe
 from memprobe_core.audit.unit import SplitSpec
 from memprobe_core.data import DataError, split
 from ui_common import charts
+from ui_common import methods as methods_ui
 from ui_common.job_runner import ProgressSnapshot, recorded_methods_job
 from ui_common.render import cached_figure
 
@@ -21,10 +21,9 @@ JOB = "compare_job"
 ui.page_setup("Compare")
 st.title("Compare methods on one snippet")
 st.caption(
-    "Prefix–suffix on the base model (P-S-Base) and on the instruct model (P-S-Inst), a reverse "
-    "LM writing a prefix (Reverse-LM), token-gradient search on the base model (GCG, white box "
-    "only) and the attacker loop against the instruct model (Ours), all scored against the same "
-    "true suffix."
+    "Every method on the same snippet, scored against the same true suffix: "
+    + "; ".join(f"{spec.label}: {spec.summary}" for spec in registry.specs())
+    + "."
 )
 
 use_reverse = st.sidebar.checkbox(
@@ -37,7 +36,7 @@ roles = ("instruct", "base", "attacker") + (("reverse",) if use_reverse else ())
 models = ui.model_sidebar(roles)
 # The methods' "victim" is this page's instruct model (P-S-Inst and Ours audit the instruction-
 # tuned model, P-S-Base and GCG its base); the init model is the attacker, as in the paper.
-SLOT_OF_ROLE = {"victim": "instruct", "init": "attacker"}
+SLOT_OF_ROLE = {"victim": "instruct"}
 victim_choice = models["instruct"]
 st.caption(
     ui.md(
@@ -49,54 +48,19 @@ st.caption(
 store = ui.get_store()
 
 snippet = ui.snippet_picker("compare")
-c1, c2, c3, c4 = st.columns(4)
-length = int(
-    c1.number_input(
-        "Length (tokens)",
-        4,
-        4000,
-        200,
-        step=10,
-        key="cmp_length",
-        help="prefix + suffix, split 33/67 (paper: 200, 300, 500)",
-    )
-)
-rounds = int(c2.number_input("Ours: rounds T", 0, 20, 3, key="cmp_rounds"))
-n_cand = int(c3.number_input("Ours: candidates n", 1, 64, 8, key="cmp_n", help="paper: 24"))
-gcg_steps = int(
-    c4.number_input(
-        "GCG steps",
-        1,
-        500,
-        10,
-        key="cmp_gcg_steps",
-        help="paper: 30; each step is a forward and backward pass of the base model, slow on a CPU",
-    )
-)
-
-# GCG needs weights and gradients: endpoints never have them; local models do.
-base_white_box = models["base"].kind in ("embedded", "hub", "fake")
-available = ["ps_base", "ps_inst"] + (["reverse_lm"] if use_reverse else [])
-available += (["gcg"] if base_white_box else []) + ["interactive"]
-if not use_reverse:
-    st.caption("Reverse-LM is offered once a reverse model is set in the sidebar.")
-if not base_white_box:
-    st.caption("GCG is offered only when the base model is local (white box); an endpoint is not.")
-methods = st.multiselect(
-    "Methods",
-    available,
-    default=[m for m in available if m != "gcg"],
-    format_func=lambda m: METHOD_LABELS[m],
-    key="cmp_methods",
-)
+length = ui.length_widget("cmp")
+offered = methods_ui.offered_methods(models, SLOT_OF_ROLE)
+note = methods_ui.unoffered_note(offered)
+if note:
+    st.caption(note)
+default = [s.name for s in registry.specs() if s.default_in_compare]
+methods = methods_ui.method_picker("cmp_methods", offered, default=default)
+widgets = methods_ui.method_option_widgets("cmp", methods)
 alpha = 0.5
 if snippet is not None:
     alpha = ui.alpha_widget(
         "cmp", domain=snippet.domain, length=length, model_name=victim_choice.name
     )
-with st.expander("More options"):
-    scoring = ui.scoring_widgets("cmp_scoring")
-    seed = int(st.number_input("Seed", 0, 2**31 - 1, 0, key="cmp_seed"))
 
 
 def start() -> None:
@@ -104,38 +68,17 @@ def start() -> None:
 
     if store is None or snippet is None:
         return
-    needed = roles_needed(methods)
-    loaded = {}
-    for role in needed:
-        slot = SLOT_OF_ROLE.get(role, role)
-        loaded[role] = ui.load_model(models[slot], slot)
-        if loaded[role] is None:
-            return
-    chosen = list(methods)
-    if "gcg" in chosen and not getattr(loaded.get("base"), "white_box", False):
-        st.warning("GCG skipped: the base model does not expose weights and gradients.")
-        chosen.remove("gcg")
-    tokenizer = ui.split_tokenizer(loaded["victim"])
+    options = methods_ui.build_options(alpha, widgets)
+    model_set = methods_ui.load_model_set(models, methods, SLOT_OF_ROLE)
+    if options is None or model_set is None:
+        return
+    tokenizer = ui.split_tokenizer(model_set.victim)
     try:
         piece = split(snippet, tokenizer, length)
-        options = AttackOptions(
-            alpha=alpha,
-            scoring=scoring,
-            seed=seed,
-            interactive=InteractiveOptions(rounds=rounds, n_candidates=n_cand),
-            gcg=GCGOptions(steps=gcg_steps),
-        )
-    except (DataError, ValueError) as exc:
+    except DataError as exc:
         st.error(ui.md(str(exc)))
         return
-    model_set = ModelSet(
-        victim=loaded["victim"],
-        base=loaded.get("base"),
-        attacker=loaded.get("attacker"),
-        init=loaded.get("attacker"),
-        reverse=loaded.get("reverse"),
-    )
-    ordered = charts.method_order(chosen)
+    ordered = registry.method_order(methods)
     run_id = start_probe(
         store,
         snippet,
@@ -148,7 +91,8 @@ def start() -> None:
         model_names={
             role: models[slot].label
             for role, slot in (
-                (r, SLOT_OF_ROLE.get(r, r)) for r in ("victim", "base", "attacker", "reverse")
+                (r, methods_ui.slot_of(r, SLOT_OF_ROLE))
+                for r in ("victim", "base", "attacker", "reverse")
             )
             if slot in models
         },
@@ -158,7 +102,7 @@ def start() -> None:
     st.session_state["cmp_split"] = {
         "suffix": piece.suffix,
         "suffix_tokens": piece.suffix_tokens,
-        "scoring": scoring,
+        "scoring": options.scoring,
         "tokenizer": None if tokenizer == "whitespace" else tokenizer,
         "run_id": run_id,
         "prefix": piece.prefix,
@@ -179,7 +123,7 @@ def render(snap: ProgressSnapshot) -> None:
     results = snap.data.get("results", {})
     errors = snap.data.get("errors", {})
     for method, message in errors.items():
-        st.error(ui.md(f"{METHOD_LABELS.get(method, method)} failed: {message}"))
+        st.error(ui.md(f"{method_label(method)} failed: {message}"))
     if not results:
         items = pd.DataFrame(snap.items)
         if not items.empty:
@@ -216,15 +160,15 @@ def render(snap: ProgressSnapshot) -> None:
         )
     st.subheader("Prompts")
     cols = st.columns(len(results))
-    for col, method in zip(cols, charts.method_order(results)):
+    for col, method in zip(cols, registry.method_order(results)):
         with col:
-            st.markdown(f"**{METHOD_LABELS.get(method, method)}**")
+            st.markdown(f"**{method_label(method)}**")
             st.code(results[method].prompt, language=None, wrap_lines=True)
     st.subheader("Outputs against the true suffix")
-    for method in charts.method_order(results):
+    for method in registry.method_order(results):
         r = results[method]
         with st.expander(
-            f"{METHOD_LABELS.get(method, method)}: Mem {r.mem:.3f}, LCS_P {r.lcs_p:.3f}",
+            f"{method_label(method)}: Mem {r.mem:.3f}, LCS_P {r.lcs_p:.3f}",
             expanded=method == "interactive",
         ):
             if split_info.get("suffix") is not None:

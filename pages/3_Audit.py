@@ -6,10 +6,9 @@ import pandas as pd
 import streamlit as st
 
 import ui_common as ui
-from memprobe_core.attacks.common import AttackOptions, GCGOptions, InteractiveOptions, ModelSet
+from memprobe_core.attacks import registry
 from memprobe_core.attacks.events import CandidateScored
-from memprobe_core.attacks.result import METHOD_LABELS
-from memprobe_core.audit import ModelNames, resume_audit, roles_needed, run_audit, start_audit
+from memprobe_core.audit import ModelNames, resume_audit, run_audit, start_audit
 from memprobe_core.audit.executors import make_executor
 from memprobe_core.audit.report import report_for_run
 from memprobe_core.config import SELECTIONS
@@ -18,6 +17,7 @@ from memprobe_core.data import DataError
 from memprobe_core.errors import UsageError
 from memprobe_core.membership.nonmembers import NONMEMBER_DOMAINS
 from ui_common import charts
+from ui_common import methods as methods_ui
 from ui_common.job_runner import Progress, ProgressSnapshot, live_run_ids
 
 JOB = "audit_job"
@@ -105,23 +105,6 @@ def dataset() -> tuple[list, dict]:
         return [], {}
     rejected = [{"row": r.row, "reason": r.reason} for r in result.rejected]
     return result.snippets, {"source": result.source, "rejected": rejected[:200]}
-
-
-def load_set(methods: list[str]):
-    """Load the models the methods need from the sidebar choices (``None`` if one fails)."""
-
-    loaded = {}
-    for role in roles_needed(methods):
-        loaded[role] = ui.load_model(models["attacker" if role == "init" else role], role)
-        if loaded[role] is None:
-            return None
-    return ModelSet(
-        victim=loaded["victim"],
-        base=loaded.get("base"),
-        attacker=loaded.get("attacker"),
-        init=loaded.get("attacker"),
-        reverse=loaded.get("reverse"),
-    )
 
 
 def executor_choice():
@@ -212,16 +195,12 @@ tab_run, tab_report = st.tabs(["New audit / resume", "Report"])
 
 with tab_run:
     snippets, record = dataset()
-    reverse_ok = ["reverse_lm"] if use_reverse else []
-    offered = ["ps_base", "ps_inst", *reverse_ok, "gcg", "interactive"]
+    offered = methods_ui.offered_methods(models, {})
     c1, c2 = st.columns(2)
-    methods = c1.multiselect(
-        "Methods",
-        offered,
-        default=["ps_base", "ps_inst", "interactive"],
-        format_func=lambda m: METHOD_LABELS[m],
-        key="audit_methods",
-    )
+    with c1:
+        methods = methods_ui.method_picker(
+            "audit_methods", offered, default=registry.default_audit_methods()
+        )
     lengths = c2.multiselect(
         "Lengths (tokens)",
         [50, 100, 200, 300, 500],
@@ -229,13 +208,11 @@ with tab_run:
         key="audit_lengths",
         help="paper: 200, 300, 500",
     )
+    note = methods_ui.unoffered_note(offered)
+    if note:
+        st.caption(note)
     with st.expander("Method options"):
-        o1, o2, o3, o4 = st.columns(4)
-        rounds = int(o1.number_input("Ours: rounds T", 0, 20, 3, key="audit_rounds"))
-        n_cand = int(o2.number_input("Ours: candidates n", 1, 64, 8, key="audit_n"))
-        gcg_steps = int(o3.number_input("GCG steps", 1, 500, 10, key="audit_gcg"))
-        seed = int(o4.number_input("Seed", 0, 2**31 - 1, 0, key="audit_seed"))
-        scoring = ui.scoring_widgets("audit_scoring")
+        widgets = methods_ui.method_option_widgets("audit", methods, expander=False)
         fixed_alpha = st.checkbox(
             "One α for every snippet (else the paper's table per domain and length)",
             key="audit_fix_alpha",
@@ -254,16 +231,10 @@ with tab_run:
     if st.button("Start audit", type="primary", disabled=busy or not ready, key="audit_start"):
         # On Ray the workers load the models by name; this process needs none.
         on_ray = executor.name == "ray"
-        model_set = None if on_ray else load_set(methods)
-        if model_set is not None or on_ray:
+        model_set = None if on_ray else methods_ui.load_model_set(models, methods, {})
+        options = methods_ui.build_options(alpha, widgets)
+        if options is not None and (model_set is not None or on_ray):
             try:
-                options = AttackOptions(
-                    alpha=alpha,
-                    scoring=scoring,
-                    seed=seed,
-                    interactive=InteractiveOptions(rounds=rounds, n_candidates=n_cand),
-                    gcg=GCGOptions(steps=gcg_steps),
-                )
                 names = ModelNames(
                     **{r: models[r].label for r in ("victim", "base", "attacker")},
                     reverse=models["reverse"].label if use_reverse else None,
@@ -317,7 +288,7 @@ with tab_run:
         if st.button("Resume", disabled=busy, key="audit_resume"):
             methods_of = store.get_run(pick)["config"].get("methods", [])
             on_ray = executor.name == "ray"  # the workers load the run's models by name
-            model_set = None if on_ray else load_set(methods_of)
+            model_set = None if on_ray else methods_ui.load_model_set(models, methods_of, {})
             if model_set is not None or on_ray:
                 st.session_state["audit_run_id"] = pick
                 ui.start_job(

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import ui_common as ui
-from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.attacks.registry import method_label
 from memprobe_core.audit.report import report_for_run
 from memprobe_core.config import ScoringConfig
 from ui_common import charts
@@ -115,7 +115,7 @@ with tab_open:
             [
                 {
                     "snippet": u["snippet_id"],
-                    "method": METHOD_LABELS.get(u["method"], u["method"]),
+                    "method": method_label(u["method"]),
                     "length": u["length"],
                     "status": u["status"],
                     "attempts": u["attempts"],
@@ -134,7 +134,7 @@ with tab_open:
             range(len(keys)),
             key=f"runs_unit_{run_id}",
             format_func=lambda i: (
-                f"{keys[i].snippet_id} · {METHOD_LABELS.get(keys[i].method, keys[i].method)} · {keys[i].length}"
+                f"{keys[i].snippet_id} · {method_label(keys[i].method)} · {keys[i].length}"
             ),
         )
         key = keys[unit or 0]
@@ -188,7 +188,7 @@ with tab_compare:
             summary = both.groupby(["run", "method"], as_index=False)[
                 ["mem", "lcs_p", "dis", "objective"]
             ].mean(numeric_only=True)
-            summary["method"] = summary["method"].map(lambda m: METHOD_LABELS.get(m, m))
+            summary["method"] = summary["method"].map(lambda m: method_label(m))
             st.dataframe(summary, hide_index=True, width="stretch")
             import plotly.express as px
 

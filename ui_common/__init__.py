@@ -46,6 +46,7 @@ from ui_common.render import (
 )
 from ui_common.snippets import (
     alpha_widget,
+    length_widget,
     read_upload,
     scoring_widgets,
     snippet_picker,
@@ -71,6 +72,7 @@ __all__ = [
     "html_report_download",
     "job_running",
     "keep",
+    "length_widget",
     "live_job",
     "load_model",
     "md",

@@ -21,6 +21,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
+from memprobe_core.attacks.registry import method_order
 from memprobe_core.attacks.result import Candidate
 
 # The report's figures and label escaping live in the core (the HTML report draws them too);
@@ -30,11 +31,10 @@ from memprobe_core.audit.figures import (  # noqa: F401 - re-exported for the pa
     SMALL_N_MARK,
     domain_bars,
     escape_label,
-    method_order,
     roc_figure,
 )
 from memprobe_core.audit.figures import escaped as _escaped
-from memprobe_core.audit.figures import method_label as _method_label
+from memprobe_core.audit.figures import escaped_method_label as _method_label
 from memprobe_core.audit.figures import note_small_n as _note_small_n
 from memprobe_core.audit.figures import small_n_marks as _small_n_marks
 

@@ -31,12 +31,13 @@ from memprobe_core.attacks.events import (
     RoundStarted,
     SearchStep,
 )
-from memprobe_core.attacks.result import METHOD_LABELS, AttackResult
+from memprobe_core.attacks.registry import method_label
+from memprobe_core.attacks.result import AttackResult
 from memprobe_core.audit.runs import run_probe
 from memprobe_core.audit.unit import Runner, UnitOutcome
 from memprobe_core.store import Store
 
-logger = logging.getLogger("memprobe")
+logger = logging.getLogger(__name__)
 
 JobState = Literal["waiting", "running", "finished", "cancelled", "failed"]
 FINAL_STATES: frozenset[str] = frozenset({"finished", "cancelled", "failed"})
@@ -374,7 +375,7 @@ def recorded_methods_job(
 
 def _progress_events(progress: Progress, method: str, count: str) -> EventCallback:
     """An event callback that shows one method's events as rows and a status line."""
-    label = METHOD_LABELS.get(method, method)
+    label = method_label(method)
 
     def on_event(event: AttackEvent) -> None:
         if isinstance(event, CandidateScored):

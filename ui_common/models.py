@@ -20,7 +20,7 @@ import streamlit as st
 from memprobe_core.models import embedded, load
 from ui_common.page import fake_default, keep, md
 
-logger = logging.getLogger("memprobe")
+logger = logging.getLogger(__name__)
 # Set to 0 to keep loaded models in the garbage collector's view (bench/dashboard.py compares).
 GC_FREEZE_ENV = "MEMPROBE_UI_GC_FREEZE"
 
@@ -30,6 +30,8 @@ KINDS: dict[str, str] = {
     "openai": "OpenAI-compatible endpoint",
     "fake": "Fake (demo/test)",
 }
+# Kinds loaded in this process with their weights (hf / embedded / the fake backend's tiny model).
+WHITE_BOX_KINDS: tuple[str, ...] = ("embedded", "hub", "fake")
 
 
 # Sidebar titles of the roles (a role without one is shown title-cased).
@@ -65,6 +67,12 @@ class ModelChoice:
     name: str
     base_url: str = ""
     api_key_env: str = "OPENAI_API_KEY"
+
+    @property
+    def white_box(self) -> bool:
+        """Whether the model will expose weights and gradients (a local model does; an endpoint
+        never does). The one rule the pages use to offer white-box methods such as GCG."""
+        return self.kind in WHITE_BOX_KINDS
 
     @property
     def label(self) -> str:

@@ -13,7 +13,6 @@ from memprobe_core.config import (
     OUTPUT_WINDOWS,
     ROUGE_TOKENIZERS,
     ROUGE_VARIANTS,
-    ScoringConfig,
     alpha_for,
     family_of,
 )
@@ -131,8 +130,9 @@ def snippet_picker(key: str) -> Any | None:
     return snippet
 
 
-def scoring_widgets(key: str) -> Any:
-    """ROUGE-L options (defaults: the paper's) as a ``ScoringConfig``."""
+def scoring_widgets(key: str) -> dict[str, Any]:
+    """ROUGE-L options (defaults: the paper's) as ``AttackOptions.scoring`` keywords; the output
+    window is left out unless picked, so the compat mode's own window applies."""
 
     c1, c2, c3, c4 = st.columns(4)
     variant = c1.selectbox(
@@ -146,13 +146,34 @@ def scoring_widgets(key: str) -> Any:
     )
     window = c3.selectbox(
         "Output window",
-        OUTPUT_WINDOWS,
+        [CONVENTIONS_WINDOW, *OUTPUT_WINDOWS],
         key=f"{key}_window",
+        format_func=lambda w: (
+            "the conventions' (first; last in reference mode)" if w == CONVENTIONS_WINDOW else w
+        ),
         help="which len(suffix) tokens of the output are scored",
     )
     stemmer = c4.checkbox("Porter stemmer", value=True, key=f"{key}_stem")
-    return ScoringConfig(
-        variant=variant, stemmer=stemmer, tokenizer=tokenizer, output_window=window
+    chosen = {} if window == CONVENTIONS_WINDOW else {"output_window": window}
+    return {"variant": variant, "stemmer": stemmer, "tokenizer": tokenizer, **chosen}
+
+
+# The output-window choice that leaves the window to the compat mode (AttackOptions resolves it).
+CONVENTIONS_WINDOW = "default"
+
+
+def length_widget(key: str) -> int:
+    """Tokens of prefix + suffix for one snippet (``{key}_length``; paper: 200, 300, 500)."""
+    return int(
+        st.number_input(
+            "Length (tokens)",
+            4,
+            4000,
+            200,
+            step=10,
+            key=f"{key}_length",
+            help="prefix + suffix, split 33/67 (paper: 200, 300, 500)",
+        )
     )
 
 

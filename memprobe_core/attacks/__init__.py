@@ -6,14 +6,13 @@ Every method takes ``(split, models, options, *, on_event=None, cancel=None)`` a
     from memprobe_core.attacks import run_method, ModelSet, AttackOptions
     result = run_method("interactive", split, ModelSet(victim=v, attacker=a), AttackOptions())
 
-``METHODS`` maps the method names of ``METHOD_LABELS`` to their entry functions.
+Each method module registers itself (:mod:`memprobe_core.attacks.registry`); importing this
+package imports them all, so the registry lists every built-in method.
 """
 
 from __future__ import annotations
 
-import functools
 import threading
-from collections.abc import Callable
 
 from memprobe_core.attacks.common import (
     AttackOptions,
@@ -35,8 +34,16 @@ from memprobe_core.attacks.events import (
 from memprobe_core.attacks.gcg import gcg_search, run_gcg
 from memprobe_core.attacks.interactive import run_interactive
 from memprobe_core.attacks.prefix_suffix import run_prefix_suffix
+from memprobe_core.attacks.registry import (
+    MethodSpec,
+    UnknownMethodError,
+    get_method,
+    method_label,
+    method_names,
+    method_order,
+    register,
+)
 from memprobe_core.attacks.result import (
-    METHOD_LABELS,
     AttackResult,
     Cancelled,
     Candidate,
@@ -52,16 +59,6 @@ from memprobe_core.attacks.reverse_lm import (
 from memprobe_core.attacks.scoring import MissingModelError
 from memprobe_core.data import SplitSnippet
 
-MethodFn = Callable[..., AttackResult]
-
-METHODS: dict[str, MethodFn] = {
-    "ps_base": functools.partial(run_prefix_suffix, variant="base"),
-    "ps_inst": functools.partial(run_prefix_suffix, variant="inst"),
-    "reverse_lm": run_reverse_lm,
-    "gcg": run_gcg,
-    "interactive": run_interactive,
-}
-
 
 def run_method(
     method: str,
@@ -75,23 +72,18 @@ def run_method(
     """Run one extraction method by name.
 
     Args:
-        method: one of ``METHODS`` (``ps_base``, ``ps_inst``, ``reverse_lm``, ``gcg``, ``interactive``).
+        method: a registered method name (``registry.method_names()``).
         split / models / options / on_event / cancel: as for each ``run_*`` function.
 
     Raises:
-        ValueError: an unknown method name (the message lists the known ones).
+        UnknownMethodError: an unknown method name (the message lists the known ones).
         MissingModelError: the method needs a model the ModelSet lacks.
     """
-    fn = METHODS.get(method)
-    if fn is None:
-        raise ValueError(f"method {method!r} is unknown; use one of {', '.join(METHODS)}")
-    return fn(split, models, options, on_event=on_event, cancel=cancel)
+    return get_method(method).run(split, models, options, on_event=on_event, cancel=cancel)
 
 
 __all__ = [
     "DEFAULT_REVERSE_MODEL",
-    "METHODS",
-    "METHOD_LABELS",
     "AttackEvent",
     "AttackOptions",
     "AttackResult",
@@ -103,6 +95,7 @@ __all__ = [
     "Finished",
     "GCGOptions",
     "InteractiveOptions",
+    "MethodSpec",
     "MissingModelError",
     "ModelSet",
     "PrefixSuffixOptions",
@@ -110,10 +103,16 @@ __all__ = [
     "RoundFinished",
     "RoundStarted",
     "SearchStep",
+    "UnknownMethodError",
     "check_cancel",
     "flip",
     "gcg_search",
+    "get_method",
+    "method_label",
+    "method_names",
+    "method_order",
     "propose_prefix",
+    "register",
     "run_gcg",
     "run_interactive",
     "run_method",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+from memprobe_core.attacks import registry
 from memprobe_core.config import (
     COMPAT_MODES,
     COMPAT_PRESETS,
@@ -78,6 +80,21 @@ class ModelSet:
     init: Generator | None = None
     reverse: Generator | None = None
     reference: Generator | None = None
+
+    @classmethod
+    def from_roles(cls, loaded: Mapping[str, Generator]) -> ModelSet:
+        """A ModelSet from models keyed by role (``victim`` required; ``init`` falls back to the
+        attacker when left out, as in the paper)."""
+        if "victim" not in loaded:
+            raise ValueError("a ModelSet needs a victim model")
+        return cls(
+            victim=loaded["victim"],
+            base=loaded.get("base"),
+            attacker=loaded.get("attacker"),
+            init=loaded.get("init", loaded.get("attacker")),
+            reverse=loaded.get("reverse"),
+            reference=loaded.get("reference"),
+        )
 
     def manifest(self) -> dict[str, Any]:
         return {
@@ -195,13 +212,9 @@ class PrefixSuffixOptions:
     chat_template: bool = True
 
 
-# Each method's options by the AttackOptions field that holds them.
-METHOD_OPTIONS: dict[str, type] = {
-    "interactive": InteractiveOptions,
-    "gcg": GCGOptions,
-    "reverse": ReverseOptions,
-    "ps": PrefixSuffixOptions,
-}
+# The built-in methods' options sections, each a field of AttackOptions (and the CLI's flags);
+# a method registered beyond them keeps its options in ``AttackOptions.method_options``.
+BUILT_IN_SECTIONS: tuple[str, ...] = ("interactive", "gcg", "reverse", "ps")
 # Configs stored before the options were nested had them flat: flat name → (section, field).
 LEGACY_FLAT_OPTIONS: dict[str, tuple[str, str]] = {
     **{name: ("interactive", name) for name in InteractiveOptions.__dataclass_fields__},
@@ -236,9 +249,12 @@ class AttackOptions:
             reference code does (prefix 65 text tokens + BOS at length 200).
         measure: what is measured beside each result: membership signals, Min-K% k,
             k-extractability's k (:class:`memprobe_core.membership.MeasureOptions`).
-        interactive / gcg / reverse / ps: each method's own options
+        interactive / gcg / reverse / ps: each built-in method's own options
             (:class:`InteractiveOptions`, :class:`GCGOptions`, :class:`ReverseOptions`,
             :class:`PrefixSuffixOptions`); dicts (a stored config) are read into them.
+        method_options: the options of any other registered method, by its spec's
+            ``options_key`` (a dict is read into the spec's ``options_class``; a section left out
+            takes that class's defaults: see :meth:`for_method`).
     """
 
     alpha: float | None = None
@@ -255,16 +271,25 @@ class AttackOptions:
     gcg: GCGOptions = field(default_factory=GCGOptions)
     reverse: ReverseOptions = field(default_factory=ReverseOptions)
     ps: PrefixSuffixOptions = field(default_factory=PrefixSuffixOptions)
+    method_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.measure, MeasureOptions):
             self.measure = MeasureOptions.from_dict(self.measure)
-        for name, cls in METHOD_OPTIONS.items():
-            value = getattr(self, name)
+        self.method_options = dict(self.method_options)
+        for name, cls in registry.option_sections().items():
+            held = name in BUILT_IN_SECTIONS or name in self.method_options
+            if not held:
+                continue
+            value = getattr(self, name) if name in BUILT_IN_SECTIONS else self.method_options[name]
             if isinstance(value, dict):
-                setattr(self, name, cls(**value))
+                value = cls(**value)
             elif not isinstance(value, cls):
                 raise TypeError(f"{name} must be a {cls.__name__}, not {type(value).__name__}")
+            if name in BUILT_IN_SECTIONS:
+                setattr(self, name, value)
+            else:
+                self.method_options[name] = value
         self._resolve_compat()
         if self.alpha is not None and not 0.0 <= self.alpha <= 1.0:
             raise ValueError(f"alpha {self.alpha} is outside [0, 1]")
@@ -295,6 +320,16 @@ class AttackOptions:
                 self.interactive, max_prompt_tokens=preset["max_prompt_tokens"]
             )
 
+    def for_method(self, method: str) -> Any:
+        """The options of a registered method (``None`` for a method without options of its own;
+        the class's defaults when its section was not given)."""
+        spec = registry.get_method(method)
+        if spec.options_key is None or spec.options_class is None:
+            return None
+        if spec.options_key in BUILT_IN_SECTIONS:
+            return getattr(self, spec.options_key)
+        return self.method_options.get(spec.options_key) or spec.options_class()
+
     def with_scoring(self, **changes: Any) -> AttackOptions:
         """A copy with ``scoring`` fields changed (``ScoringConfig`` is frozen)."""
         return replace(self, scoring=replace(self.scoring, **changes))
@@ -308,13 +343,10 @@ class AttackOptions:
         nested (flat ``rounds``, ``gcg_steps`` …, see ``LEGACY_FLAT_OPTIONS``); a field missing
         from an older config keeps its default (e.g. ``gcg_answer_model`` before it existed)."""
         data = dict(data)
-        sections: dict[str, dict[str, Any]] = {
-            name: dict(data.pop(name, None) or {}) for name in METHOD_OPTIONS
+        sections: dict[str, Any] = {
+            name: dict(data.pop(name, None) or {}) for name in BUILT_IN_SECTIONS
         }
         for flat, (section, field_name) in LEGACY_FLAT_OPTIONS.items():
             if flat in data:
                 sections[section].setdefault(field_name, data.pop(flat))
-        nested: dict[str, Any] = {
-            name: METHOD_OPTIONS[name](**fields) for name, fields in sections.items()
-        }
-        return cls(**data, **nested)
+        return cls(**data, **sections)

@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from memprobe_core.attacks.common import AttackOptions, ModelSet
+from memprobe_core.attacks.common import AttackOptions, GCGOptions, ModelSet
 from memprobe_core.attacks.events import (
     CandidateScored,
     EventCallback,
@@ -37,6 +37,7 @@ from memprobe_core.attacks.gcg_core import (  # noqa: F401  (re-exported: the se
     gcg_search,
     round_trips,
 )
+from memprobe_core.attacks.registry import MethodSpec, register
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.attacks.scoring import (
     CostMeter,
@@ -56,7 +57,7 @@ from memprobe_core.data import SplitSnippet
 from memprobe_core.metrics import dis
 from memprobe_core.models.base import Generator, TextTokenizer
 
-logger = logging.getLogger("memprobe")
+logger = logging.getLogger(__name__)
 METHOD = "gcg"
 
 
@@ -255,3 +256,19 @@ def _manifest_extra(
         "scored_model": role,
         "victim_format": "raw text",
     }
+
+
+register(
+    MethodSpec(
+        name=METHOD,
+        label="GCG",
+        run=run_gcg,
+        roles=("base", "victim"),
+        rank=40,
+        options_key="gcg",
+        options_class=GCGOptions,
+        white_box_roles=("base",),
+        default_in_compare=False,
+        summary="token-gradient search for a prompt on the white-box base model",
+    )
+)

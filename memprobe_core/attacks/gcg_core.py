@@ -31,7 +31,7 @@ from typing import Any
 
 from memprobe_core.attacks.result import Cancelled, check_cancel
 
-logger = logging.getLogger("memprobe")
+logger = logging.getLogger(__name__)
 # Budget for one batch of candidate logits (B × target × vocab floats) when no batch size is set:
 # big batches are what make the CPU and GPU efficient, and nanoGCG materialises more than this
 # (logits of every position) for its whole search width at once.

@@ -26,7 +26,7 @@ import threading
 import time
 
 from memprobe_core.attacks import prompts as meta
-from memprobe_core.attacks.common import AttackOptions, ModelSet
+from memprobe_core.attacks.common import AttackOptions, InteractiveOptions, ModelSet
 from memprobe_core.attacks.events import (
     CandidateScored,
     EventCallback,
@@ -35,6 +35,7 @@ from memprobe_core.attacks.events import (
     RoundStarted,
     emit,
 )
+from memprobe_core.attacks.registry import MethodSpec, register
 from memprobe_core.attacks.result import (
     AttackResult,
     Cancelled,
@@ -336,3 +337,18 @@ def _manifest(
             "refine_fallback": fallback,
         },
     )
+
+
+register(
+    MethodSpec(
+        name=METHOD,
+        label="Ours (interactive)",
+        run=run_interactive,
+        roles=("victim", "attacker", "init"),
+        rank=50,
+        options_key="interactive",
+        options_class=InteractiveOptions,
+        default_in_audit=True,
+        summary="an attacker LLM rewrites an instruction prompt over refinement rounds",
+    )
+)

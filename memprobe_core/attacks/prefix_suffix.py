@@ -11,9 +11,9 @@ which (``ps_format``).
 from __future__ import annotations
 
 import threading
-from typing import Literal
+from typing import Any, Literal
 
-from memprobe_core.attacks.common import AttackOptions, ModelSet
+from memprobe_core.attacks.common import AttackOptions, ModelSet, PrefixSuffixOptions
 from memprobe_core.attacks.events import (
     CandidateScored,
     EventCallback,
@@ -22,6 +22,7 @@ from memprobe_core.attacks.events import (
     RoundStarted,
     emit,
 )
+from memprobe_core.attacks.registry import MethodSpec, register
 from memprobe_core.attacks.result import AttackResult, Cancelled, Candidate, check_cancel
 from memprobe_core.attacks.scoring import (
     CostMeter,
@@ -162,3 +163,47 @@ def _ask_and_score(
         cand = make_candidate(0, i, split.prefix, out, sc, extra={"format": fmt})
         trace.append(cand)
         emit(on_event, CandidateScored(round=0, candidate=cand))
+
+
+def run_ps_base(
+    split: SplitSnippet, models: ModelSet, options: AttackOptions, **kw: Any
+) -> AttackResult:
+    """P-S-Base: :func:`run_prefix_suffix` on the base model."""
+    return run_prefix_suffix(split, models, options, variant="base", **kw)
+
+
+def run_ps_inst(
+    split: SplitSnippet, models: ModelSet, options: AttackOptions, **kw: Any
+) -> AttackResult:
+    """P-S-Inst: :func:`run_prefix_suffix` on the instruction-tuned victim."""
+    return run_prefix_suffix(split, models, options, variant="inst", **kw)
+
+
+register(
+    MethodSpec(
+        name="ps_base",
+        label="P-S-Base",
+        run=run_ps_base,
+        roles=("base",),
+        rank=10,
+        options_key="ps",
+        options_class=PrefixSuffixOptions,
+        default_in_audit=True,
+        baseline_rank=2,
+        summary="the true prefix as the prompt, greedy, on the base model",
+    )
+)
+register(
+    MethodSpec(
+        name="ps_inst",
+        label="P-S-Inst",
+        run=run_ps_inst,
+        roles=("victim",),
+        rank=20,
+        options_key="ps",
+        options_class=PrefixSuffixOptions,
+        default_in_audit=True,
+        baseline_rank=1,
+        summary="the true prefix as the prompt, greedy, on the instruction-tuned victim",
+    )
+)

@@ -6,15 +6,6 @@ import threading
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-# Display names, in the order the dashboard and reports list methods (the paper's Table 1 order).
-METHOD_LABELS: dict[str, str] = {
-    "ps_base": "P-S-Base",
-    "ps_inst": "P-S-Inst",
-    "reverse_lm": "Reverse-LM",
-    "gcg": "GCG",
-    "interactive": "Ours (interactive)",
-}
-
 
 @dataclass
 class Candidate:
@@ -67,7 +58,7 @@ class AttackResult:
     """What any method found for one (snippet, length).
 
     Attributes:
-        method: one of ``METHOD_LABELS``.
+        method: a registered method name (:mod:`memprobe_core.attacks.registry`).
         snippet_id / domain / length: what was probed.
         prompt / output: the chosen prompt and the victim's output for it.
         mem / lcs_p / objective: scores of the chosen prompt (see ``memprobe_core.metrics``).

@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from memprobe_core.attacks.common import AttackOptions, ModelSet
+from memprobe_core.attacks.common import AttackOptions, ModelSet, ReverseOptions
 from memprobe_core.attacks.events import (
     CandidateScored,
     EventCallback,
@@ -28,6 +28,7 @@ from memprobe_core.attacks.events import (
     RoundStarted,
     emit,
 )
+from memprobe_core.attacks.registry import MethodSpec, register
 from memprobe_core.attacks.result import AttackResult, Cancelled, Candidate, check_cancel
 from memprobe_core.attacks.scoring import (
     CostMeter,
@@ -211,3 +212,17 @@ def _propose_and_score(
     trace.append(cand)
     emit(on_event, CandidateScored(round=0, candidate=cand))
     emit(on_event, RoundFinished(round=0, best=cand))
+
+
+register(
+    MethodSpec(
+        name=METHOD,
+        label="Reverse-LM",
+        run=run_reverse_lm,
+        roles=("reverse", "victim"),
+        rank=30,
+        options_key="reverse",
+        options_class=ReverseOptions,
+        summary="a reverse LM writes a prefix for the true suffix; the victim answers it",
+    )
+)

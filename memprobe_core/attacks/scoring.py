@@ -27,7 +27,7 @@ from memprobe_core.metrics import score_candidates, window_text
 from memprobe_core.models.base import Completion, Decoding, Generator, Request
 from memprobe_core.pii import pii_report
 
-logger = logging.getLogger("memprobe")
+logger = logging.getLogger(__name__)
 
 
 class MissingModelError(MemprobeError, ValueError):

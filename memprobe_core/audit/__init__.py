@@ -18,18 +18,13 @@ from memprobe_core.audit.audit import (
     start_audit,
 )
 from memprobe_core.audit.models import (
-    METHOD_ROLES,
-    ROLES,
     ModelNames,
     default_model_names,
     load_models,
     models_from_config,
-    roles_needed,
 )
 
 __all__ = [
-    "METHOD_ROLES",
-    "ROLES",
     "AuditBusyError",
     "AuditProgress",
     "AuditSummary",
@@ -41,7 +36,6 @@ __all__ = [
     "load_models",
     "models_from_config",
     "resume_audit",
-    "roles_needed",
     "run_audit",
     "start_audit",
 ]

@@ -28,10 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from memprobe_core import __version__
-from memprobe_core.attacks import run_method
+from memprobe_core.attacks import registry, run_method
 from memprobe_core.attacks.common import AttackOptions, ModelSet
 from memprobe_core.attacks.events import EventCallback
-from memprobe_core.attacks.result import METHOD_LABELS
 from memprobe_core.audit.executors import AuditWork, Executor, LocalExecutor
 from memprobe_core.audit.models import (
     ModelNames,
@@ -45,7 +44,7 @@ from memprobe_core.errors import MemprobeError
 from memprobe_core.store import Store, UnitKey
 from memprobe_core.store.owner import owner_record
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 
 class AuditBusyError(MemprobeError, RuntimeError):
@@ -58,12 +57,7 @@ def check_methods(methods: Sequence[str]) -> list[str]:
     Raises:
         ValueError: no method, or an unknown one (the message lists the known ones).
     """
-    if not methods:
-        raise ValueError(f"no method given; choose from {list(METHOD_LABELS)}")
-    unknown = [m for m in methods if m not in METHOD_LABELS]
-    if unknown:
-        raise ValueError(f"unknown method(s) {unknown}; choose from {list(METHOD_LABELS)}")
-    return list(dict.fromkeys(methods))
+    return list(dict.fromkeys(registry.check_methods(methods)))
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.attacks import registry
+from memprobe_core.attacks.registry import method_order
 from memprobe_core.audit.stats import SMALL_N
 
 SMALL_N_MARK = "†"
@@ -50,16 +51,9 @@ def escaped(values: Iterable[Any]) -> list[str]:
     return [escape_label(v) for v in values]
 
 
-def method_label(method: str) -> str:
+def escaped_method_label(method: str) -> str:
     """The method's display label, escaped for a figure."""
-    return escape_label(METHOD_LABELS.get(method, method))
-
-
-def method_order(methods: Iterable[str]) -> list[str]:
-    """Methods in the paper's Table 1 order (unknown ones last, as given)."""
-    methods = list(dict.fromkeys(methods))
-    known = [m for m in METHOD_LABELS if m in methods]
-    return known + [m for m in methods if m not in METHOD_LABELS]
+    return escape_label(registry.method_label(method))
 
 
 def small_n_marks(frame: pd.DataFrame) -> list[str] | None:
@@ -111,7 +105,7 @@ def domain_bars(frame: pd.DataFrame, metric: str = "mem") -> go.Figure:
             }
         fig.add_trace(
             go.Bar(
-                name=method_label(method),
+                name=escaped_method_label(method),
                 x=escaped(part["domain"]),
                 y=part[metric],
                 error_y=error,

@@ -40,7 +40,7 @@ from memprobe_core.audit.report import Report, report_for_run
 
 __all__ = ["DEFAULT_MAX_EXAMPLES", "html_report_for_run", "render_html", "write_html"]
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 # (snippet, length) groups shown with their prompts and outputs; a large audit's file stays
 # a few MB (the results CSV has every unit).

@@ -20,7 +20,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from markupsafe import Markup
 
-from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.attacks.registry import method_label, method_order
 from memprobe_core.audit import figures
 from memprobe_core.audit.report import Report
 from memprobe_core.audit.report_text import _n_mark, _num, _p, _signed_ci, _with_ci
@@ -28,7 +28,7 @@ from memprobe_core.audit.stats import SMALL_N
 from memprobe_core.config import ScoringConfig
 from memprobe_core.highlight import overlap, segments_to_html
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 # Run-manifest entries left out: the pid and host name of the process that ran it say nothing
 # about the audit and are not the reader's business.
@@ -225,7 +225,7 @@ def table1_section(report: Report, first_figure: int) -> Section:
 def paired_section(report: Report) -> Section:
     columns = {
         "Method": lambda r: r["method_label"],
-        "over": lambda r: METHOD_LABELS.get(r["baseline"], r["baseline"]),
+        "over": lambda r: method_label(r["baseline"]),
         "Length": lambda r: r["length"],
         "pairs": lambda r: _n_mark(r["n_pairs"], r["small_n"]),
         "ΔMem [95 % CI]": lambda r: _signed_ci(r["mean_diff"], r["lo"], r["hi"]),
@@ -316,7 +316,7 @@ def _method_block(unit: dict[str, Any]) -> dict[str, Any]:
     output, suffix = str(unit.get("output") or ""), split.get("suffix")
     scores = f"Mem {_num(unit.get('mem'))} · LCS_P {_num(unit.get('lcs_p'))}"
     block = {
-        "label": METHOD_LABELS.get(unit["method"], unit["method"]),
+        "label": method_label(unit["method"]),
         "prompt": str(unit.get("prompt") or ""),
         "rest": "",
     }
@@ -360,7 +360,7 @@ def _example_groups(
         groups.setdefault((unit["snippet_id"], int(unit["length"])), []).append(unit)
     out = []
     for (snippet_id, length), members in groups.items():
-        order = figures.method_order(u["method"] for u in members)
+        order = method_order(u["method"] for u in members)
         members = sorted(members, key=lambda u: order.index(u["method"]))
         best = max(members, key=lambda u: -1.0 if u.get("mem") is None else float(u["mem"]))
         label = labels.get(snippet_id)
@@ -368,7 +368,7 @@ def _example_groups(
             f"{snippet_id} · {members[0].get('domain', 'unknown')} · length {length}"
             + (f" · {label}" if label else "")
             + f" · best Mem {_num(best.get('mem'))} "
-            f"({METHOD_LABELS.get(best['method'], best['method'])})"
+            f"({method_label(best['method'])})"
         )
         out.append({"summary": summary, "methods": [_method_block(u) for u in members]})
     return out

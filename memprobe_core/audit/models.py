@@ -1,4 +1,4 @@
-"""The models of an audit by name: defaults per role, which roles each method needs, loading.
+"""The models of an audit by name: defaults per role and loading the roles the methods need.
 
 A run records its :class:`ModelNames` (resolved, defaults filled in) in its config, so
 ``memprobe_core.audit.resume_audit`` can load the same models again in a new process through
@@ -15,20 +15,11 @@ from typing import Any
 
 from memprobe_core import models as model_backends
 from memprobe_core.attacks.common import ModelSet
+from memprobe_core.attacks.registry import roles_needed
 from memprobe_core.attacks.reverse_lm import DEFAULT_REVERSE_MODEL
 from memprobe_core.models import embedded
 
-log = logging.getLogger("memprobe")
-
-# Which model roles each method needs (the victim is always loaded: its tokenizer cuts snippets).
-METHOD_ROLES: dict[str, tuple[str, ...]] = {
-    "ps_base": ("base",),
-    "ps_inst": ("victim",),
-    "reverse_lm": ("reverse", "victim"),
-    "gcg": ("base", "victim"),
-    "interactive": ("victim", "attacker", "init"),
-}
-ROLES: tuple[str, ...] = ("victim", "base", "attacker", "init", "reverse", "reference")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -87,15 +78,6 @@ def default_model_names() -> tuple[str, str, str]:
     return embedded.DEFAULT_VICTIM, embedded.DEFAULT_ATTACKER, DEFAULT_REVERSE_MODEL
 
 
-def roles_needed(methods: Iterable[str], *, reference: bool = False) -> list[str]:
-    """Model roles the given methods need, in ``ROLES`` order (always includes the victim;
-    ``reference``: a reference model is named, for the membership signals)."""
-    needed = {"victim", "reference"} if reference else {"victim"}
-    for method in methods:
-        needed.update(METHOD_ROLES.get(method, ()))
-    return [role for role in ROLES if role in needed]
-
-
 def load_models(names: ModelNames, methods: Iterable[str]) -> ModelSet:
     """Load the models the methods need (and no other) through ``memprobe_core.models.load``.
 
@@ -113,15 +95,7 @@ def load_models(names: ModelNames, methods: Iterable[str]) -> ModelSet:
         return cache[name]
 
     needed = roles_needed(methods, reference=names.reference is not None)
-    loaded = {role: get(role) for role in needed}
-    return ModelSet(
-        victim=loaded["victim"],
-        base=loaded.get("base"),
-        attacker=loaded.get("attacker"),
-        init=loaded.get("init"),
-        reverse=loaded.get("reverse"),
-        reference=loaded.get("reference"),
-    )
+    return ModelSet.from_roles({role: get(role) for role in needed})
 
 
 def models_from_config(config: dict[str, Any]) -> ModelSet:

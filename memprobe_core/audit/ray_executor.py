@@ -49,7 +49,7 @@ from memprobe_core.errors import UsageError
 from memprobe_core.models.base import ModelError
 from memprobe_core.store import Store, UnitKey
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 RAY_REQUIREMENT = "ray==2.60.0"
 INSTALL_HINT = f'pip install "{RAY_REQUIREMENT}"'

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.attacks.registry import baseline_methods, method_label, method_rank
 from memprobe_core.audit.report_text import SMALL_N_MARK, render_text
 from memprobe_core.audit.select import apply_selection
 from memprobe_core.audit.stats import (
@@ -52,7 +52,6 @@ from memprobe_core.membership.evaluate import (
 )
 
 __all__ = [
-    "BASELINES",
     "DEFAULT_RESAMPLES",
     "MEMBERSHIP_COLUMNS",
     "ROC_COLUMNS",
@@ -70,7 +69,6 @@ __all__ = [
     "table1",
 ]
 
-BASELINES: tuple[str, ...] = ("ps_inst", "ps_base")
 
 TABLE1_COLUMNS = [
     "method",
@@ -168,15 +166,10 @@ def bootstrap_ci(
     return bca_interval(values, resamples=resamples, seed=seed)
 
 
-def _method_order(method: str) -> int:
-    order = list(METHOD_LABELS)
-    return order.index(method) if method in order else len(order)
-
-
 def _sorted(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     if frame.empty:
         return frame.reset_index(drop=True)
-    frame = frame.assign(_order=frame["method"].map(_method_order))
+    frame = frame.assign(_order=frame["method"].map(method_rank))
     return (
         frame.sort_values(["_order", *keys], kind="stable")
         .drop(columns="_order")
@@ -196,7 +189,7 @@ def _table1_row(
 ) -> dict[str, Any]:
     row: dict[str, Any] = {
         "method": method,
-        "method_label": METHOD_LABELS.get(method, method),
+        "method_label": method_label(method),
         "domain": domain,
         "length": int(length),
         "n": len(group),
@@ -253,7 +246,7 @@ def _paired_row(
     test = paired_test(diff, seed=seed)
     return {
         "method": method,
-        "method_label": METHOD_LABELS.get(method, method),
+        "method_label": method_label(method),
         "baseline": baseline,
         "metric": metric,
         "length": int(length),
@@ -294,7 +287,7 @@ def paired_improvement(
     results: pd.DataFrame,
     *,
     metric: str = "mem",
-    baselines: tuple[str, ...] = BASELINES,
+    baselines: tuple[str, ...] | None = None,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
 ) -> pd.DataFrame:
@@ -308,11 +301,12 @@ def paired_improvement(
         ValueError: ``resamples`` outside [100, 100000].
     """
     resamples = validate_resamples(resamples)
+    baselines = baseline_methods() if baselines is None else baselines
     if results.empty:
         return pd.DataFrame(columns=PAIRED_COLUMNS)
     keyed = results.set_index(["method", "snippet_id", "length"])[metric].astype(float)
     keyed = keyed[~keyed.index.duplicated(keep="last")]
-    methods = sorted(results["method"].unique(), key=_method_order)
+    methods = sorted(results["method"].unique(), key=method_rank)
     rows = []
     for baseline in (b for b in baselines if b in methods):
         base = keyed.xs(baseline, level="method")
@@ -340,7 +334,7 @@ def _sums_by_method(results: pd.DataFrame, **sums: str) -> pd.DataFrame:
     grouped = (
         results.groupby("method").agg(units=("snippet_id", "size"), **aggregations).reset_index()
     )
-    grouped["method_label"] = grouped["method"].map(lambda m: METHOD_LABELS.get(m, m))
+    grouped["method_label"] = grouped["method"].map(lambda m: method_label(m))
     return grouped
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.attacks.registry import method_label
 from memprobe_core.audit.stats import DEFAULT_RESAMPLES, SMALL_N
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def _paired_lines(p: pd.DataFrame) -> list[str]:
     table = pd.DataFrame(
         {
             "Method": p["method_label"],
-            "over": p["baseline"].map(lambda b: METHOD_LABELS.get(b, b)),
+            "over": p["baseline"].map(lambda b: method_label(b)),
             "Length": p["length"],
             "pairs": [_n_mark(n, s) for n, s in zip(p["n_pairs"], p["small_n"])],
             "ΔMem [95 % CI]": [_signed_ci(*r) for r in zip(p["mean_diff"], p["lo"], p["hi"])],

@@ -18,7 +18,8 @@ import pandas as pd
 from memprobe_core.attacks import run_method
 from memprobe_core.attacks.common import AttackOptions, ModelSet
 from memprobe_core.attacks.events import EventCallback
-from memprobe_core.attacks.result import METHOD_LABELS, AttackResult
+from memprobe_core.attacks.registry import method_label, method_order
+from memprobe_core.attacks.result import AttackResult
 from memprobe_core.audit.unit import DEFAULT_SPLIT, Runner, SplitSpec, UnitOutcome, run_unit
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.data import Snippet
@@ -192,16 +193,13 @@ COMPARISON_COLUMNS: list[str] = [
 def comparison_table(results: dict[str, AttackResult]) -> pd.DataFrame:
     """One row per method of a comparison, in Table 1's method order: scores, costs, PII counts."""
     rows = []
-    for method in sorted(
-        results,
-        key=lambda m: list(METHOD_LABELS).index(m) if m in METHOD_LABELS else len(METHOD_LABELS),
-    ):
+    for method in method_order(results):
         r = results[method]
         counts = r.pii.get("counts") or {}
         rows.append(
             {
                 "method": method,
-                "label": METHOD_LABELS.get(method, method),
+                "label": method_label(method),
                 "mem": r.mem,
                 "lcs_p": r.lcs_p,
                 "dis": r.dis,

@@ -39,7 +39,7 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 DEFAULT_RESAMPLES = 5000
 MIN_RESAMPLES = 100

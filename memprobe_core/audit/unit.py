@@ -37,7 +37,7 @@ from memprobe_core.membership.measure import measure_result
 from memprobe_core.secrets import redact_secrets
 from memprobe_core.store import Store, UnitKey
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 Runner = Callable[..., AttackResult]
 UnitStatus = Literal["done", "error", "cancelled", "pending"]

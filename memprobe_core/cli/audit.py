@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from memprobe_core.attacks import registry
 from memprobe_core.attacks.common import ModelSet
-from memprobe_core.attacks.result import METHOD_LABELS
 from memprobe_core.audit import load_models, resume_audit, run_audit, start_audit
 from memprobe_core.audit.executors import EXECUTORS, Executor, make_executor
 from memprobe_core.audit.ray_executor import INSTALL_HINT
@@ -21,8 +21,6 @@ from memprobe_core.data import Snippet
 from memprobe_core.errors import UsageError
 from memprobe_core.loaders import load_snippets
 from memprobe_core.store import Store
-
-DEFAULT_AUDIT_METHODS = ["ps_base", "ps_inst", "interactive"]
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -62,8 +60,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     audit.add_argument(
         "--methods",
         nargs="+",
-        choices=list(METHOD_LABELS),
-        default=DEFAULT_AUDIT_METHODS,
+        choices=registry.method_names(),
+        default=registry.default_audit_methods(),
         help="methods to run",
     )
     audit.add_argument(

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, cast, get_args
 from urllib.parse import urlsplit
 
+from memprobe_core.attacks import registry
 from memprobe_core.attacks.common import (
     ANSWER_MODELS,
     MAX_LENGTH,
@@ -18,7 +19,6 @@ from memprobe_core.attacks.common import (
     PrefixSuffixOptions,
     check_size,
 )
-from memprobe_core.attacks.result import METHOD_LABELS
 from memprobe_core.audit.models import ModelNames
 from memprobe_core.audit.unit import SplitSpec
 from memprobe_core.cli.errors import EPILOG_EXIT_CODES
@@ -78,7 +78,7 @@ EPILOG = (
 models: embedded short names (gemma-3-270m, smollm2-135m-instruct), hub ids, local folders or
 GGUF files, or fake / fake:<mode> (deterministic test backend).
 methods: """
-    + ", ".join(f"{k} ({v})" for k, v in METHOD_LABELS.items())
+    + ", ".join(f"{s.name} ({s.label})" for s in registry.specs())
 )
 
 

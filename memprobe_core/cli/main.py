@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
+from memprobe_core import LOGGER_ROOT
 from memprobe_core.cli import audit, common, corpus, ner, probe, report, runs
 from memprobe_core.cli.errors import (
     EXIT_INTERRUPTED,
@@ -29,7 +30,7 @@ from memprobe_core.cli.errors import (
 )
 from memprobe_core.paths import default_store_path
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,11 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"memprobe: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    if args.verbose and not log.handlers:
+    # -v: INFO lines of every memprobe_core module (each logs below LOGGER_ROOT).
+    package_log = logging.getLogger(LOGGER_ROOT)
+    if args.verbose and not package_log.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)
+        package_log.addHandler(handler)
+        package_log.setLevel(logging.INFO)
     try:
         with _sigterm_as_interrupt():
             return int(args.handler(args))

@@ -18,7 +18,8 @@ from memprobe_core.attacks.events import (
     RoundStarted,
     SearchStep,
 )
-from memprobe_core.attacks.result import METHOD_LABELS, AttackResult
+from memprobe_core.attacks.registry import method_label
+from memprobe_core.attacks.result import AttackResult
 from memprobe_core.data import Snippet
 
 
@@ -122,7 +123,7 @@ def print_result(run_id: int, result: AttackResult, out: TextIO | None = None) -
     dis = "–" if result.dis is None else f"{result.dis:.3f}"
     c = result.costs
     lines = [
-        f"\nrun {run_id} · {METHOD_LABELS.get(result.method, result.method)} on "
+        f"\nrun {run_id} · {method_label(result.method)} on "
         f"{result.snippet_id} ({result.domain}, length {result.length}, α {result.alpha})",
         f"Mem {result.mem:.3f} · LCS_P {result.lcs_p:.3f} · Dis {dis} · objective "
         f"{result.objective:.3f}",

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.attacks import registry
 from memprobe_core.audit.models import load_models
 from memprobe_core.audit.runs import run_probe, start_probe
 from memprobe_core.cli import common
@@ -34,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     probe.add_argument("--corpus-id", help="a snippet of the built-in corpus (`memprobe corpus`)")
     probe.add_argument("--domain", default="unknown", help="domain of a text/file snippet; picks α")
     probe.add_argument(
-        "--method", choices=list(METHOD_LABELS), default="interactive", help="extraction method"
+        "--method", choices=registry.method_names(), default="interactive", help="extraction method"
     )
     probe.add_argument("--length", type=int, default=200, help="tokens of prefix + suffix")
     probe.add_argument(

@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.attacks.registry import method_label, method_rank
 from memprobe_core.data import MEMBER, NONMEMBER
 from memprobe_core.membership.options import SIGNALS
 
@@ -295,11 +295,6 @@ def _score_rows(
     return row, curve
 
 
-def _method_order(method: str) -> int:
-    order = list(METHOD_LABELS)
-    return order.index(method) if method in order else len(order)
-
-
 def membership_table(
     results: pd.DataFrame, *, resamples: int, seed: int
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -326,9 +321,9 @@ def membership_table(
             (spec.name, spec.label, "signal", signals.get(spec.column), signals["label"])
             for spec in SIGNALS
         ]
-        for method in sorted(at["method"].unique(), key=_method_order):
+        for method in sorted(at["method"].unique(), key=method_rank):
             mine = _method_scores(at, method)
-            label = METHOD_LABELS.get(method, method)
+            label = method_label(method)
             scored.append((method, label, "method", mine["score"], mine["label"]))
         for name, label, kind, scores, labels in scored:
             if scores is None:  # a results frame without this signal's column

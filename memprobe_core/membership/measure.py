@@ -18,7 +18,7 @@ from memprobe_core.membership.signals import compute_signals
 from memprobe_core.membership.verbatim import verbatim_metrics
 from memprobe_core.secrets import redact_secrets
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 
 def measure_result(

@@ -39,7 +39,7 @@ from memprobe_core import paths
 from memprobe_core.data import NONMEMBER, DataError, Snippet
 from memprobe_core.membership import _nonmember_code, _nonmember_legal
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 GENERATOR = "memprobe.membership.nonmembers"
 # Bump when a template or word list changes: the same seed then gives other texts.

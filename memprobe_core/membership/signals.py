@@ -54,7 +54,7 @@ from memprobe_core.data import SplitSnippet
 from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.models.base import Generator, LogprobsUnavailable
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 # Positions whose (T, V) float32 temporaries are alive at once: bounds the memory of the
 # statistics on a large vocabulary (Gemma-3: 262k entries, ~1 MiB per position and temporary).

@@ -36,7 +36,7 @@ from memprobe_core import paths
 from memprobe_core.models.base import LoadOptions, ModelError
 from memprobe_core.models.hf import load_hf
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 MARKER = "memprobe-cache.json"
 CACHE_FORMAT = 1

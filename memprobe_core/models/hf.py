@@ -36,7 +36,7 @@ from memprobe_core.models.hf_decode import (
     supports_own_loop,
 )
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 _DTYPES = ("bfloat16", "float16", "float32")
 GenerationLoop = Literal["memprobe", "transformers"]

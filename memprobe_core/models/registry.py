@@ -24,7 +24,7 @@ from memprobe_core.models.base import Generator, LoadOptions, ModelError
 from memprobe_core.models.embedded import EMBEDDED
 from memprobe_core.models.hf import HubOfflineError
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 Factory = Callable[[str, LoadOptions], Generator]
 

@@ -23,7 +23,7 @@ from memprobe_core.models.base import (
     TextLogprobs,
 )
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 
 class VLLMGenerator(Generator):

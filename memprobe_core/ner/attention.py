@@ -20,7 +20,7 @@ from memprobe_core.ner.model import NameAttention, NerModel
 from memprobe_core.ner.names import NamePair
 from memprobe_core.ner.prompts import fill
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 NAME_LABEL = "[NAME]"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from memprobe_core.errors import MemprobeError
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 # File names of the usual CoNLL-2003 distributions, per split.
 SPLIT_FILES: dict[str, tuple[str, ...]] = {

@@ -37,7 +37,7 @@ from memprobe_core.ner.conll import Sentence, write_conll
 from memprobe_core.ner.labels import CONLL_LABELS
 from memprobe_core.ner.model import NerModel
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int, str], None]
 MARKER = "COMPLETE"

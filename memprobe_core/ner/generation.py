@@ -25,7 +25,7 @@ from memprobe_core.ner.prompts import (
     prompt_length,
 )
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int, str], None]
 

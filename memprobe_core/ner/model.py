@@ -32,7 +32,7 @@ from memprobe_core.errors import MemprobeError
 from memprobe_core.ner.labels import PerLabels, find_per_labels
 from memprobe_core.ner.prompts import Prompt, check_prompts, fill
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[int, int, str], None]
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe_core.attacks.result import METHOD_LABELS
+from memprobe_core.attacks.registry import method_label
 from memprobe_core.membership.options import SIGNALS
 
 # Verbatim-extraction columns (``AttackResult.verbatim``), in the order shown.
@@ -178,7 +178,7 @@ def result_row(
         "snippet_id": result["snippet_id"],
         "domain": result.get("domain", "unknown"),
         "method": result["method"],
-        "method_label": METHOD_LABELS.get(result["method"], result["method"]),
+        "method_label": method_label(result["method"]),
         "length": int(result["length"]),
         "mem": result.get("mem"),
         "lcs_p": result.get("lcs_p"),

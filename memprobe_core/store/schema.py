@@ -24,7 +24,7 @@ from memprobe_core.attacks.result import AttackResult, Candidate, Costs
 from memprobe_core.errors import MemprobeError
 from memprobe_core.paths import default_store_path
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 RUN_KINDS: tuple[str, ...] = ("probe", "audit", "compare")
 RUN_STATUSES: tuple[str, ...] = ("running", "finished", "interrupted", "cancelled", "failed")

@@ -23,7 +23,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
-SCREENSHOTS = ROOT / "docs" / "screenshots"
+# The browser tests write their screenshots to ARTIFACTS (ignored by git) only. The README's
+# pictures in the tracked docs/screenshots/ are refreshed on purpose by scripts/screenshots.sh,
+# which sets this variable to that folder (relative to the repository root, or absolute).
+SCREENSHOTS_ENV = "MEMPROBE_SCREENSHOTS_DIR"
 CHROMIUM = os.environ.get("MEMPROBE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
@@ -59,6 +62,20 @@ def require_chromium() -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"browser tests cannot run under CI=true: {reason}")
         pytest.skip(reason)
+
+
+def publish_screenshot(path: Path) -> Path | None:
+    """Copy the screenshot ``path`` into ``$MEMPROBE_SCREENSHOTS_DIR``, under the same name.
+
+    Returns the copy, or None when the variable is unset or empty (a plain test run: nothing
+    outside test-artifacts/ is written).
+    """
+    folder = os.environ.get(SCREENSHOTS_ENV, "").strip()
+    if not folder:
+        return None
+    target = ROOT / folder  # an absolute folder stays as it is
+    target.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copy(path, target / path.name))
 
 
 def _free_port() -> int:

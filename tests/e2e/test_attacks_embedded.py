@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from memprobe_core.attacks import METHOD_LABELS, AttackOptions, ModelSet, run_method
+from memprobe_core.attacks import AttackOptions, ModelSet, method_label, method_names, run_method
 from memprobe_core.attacks.common import GCGOptions, InteractiveOptions
 from memprobe_core.metrics import objective
 from tests.unit.attacks.test_attacks_reverse_lm import train_reversed, word_tokenizer
@@ -103,8 +103,8 @@ def test_interactive(setup):
 
 def test_result_table(setup, capsys):
     sp, _ = setup
-    results = {method: run(method, setup) for method in METHOD_LABELS}
-    assert [r.method for r in results.values()] == list(METHOD_LABELS)
+    results = {method: run(method, setup) for method in method_names()}
+    assert [r.method for r in results.values()] == method_names()
     with capsys.disabled():
         print(
             f"\nsnippet {sp.snippet.id}, length {sp.length} ({len(sp.prefix_ids)}+{sp.suffix_tokens}),"
@@ -117,6 +117,6 @@ def test_result_table(setup, capsys):
             c = r.costs
             dis = "-" if r.dis is None else f"{r.dis:.3f}"
             print(
-                f"{METHOD_LABELS[method]:<20} {r.mem:6.3f} {r.lcs_p:6.3f} {dis:>6} {r.objective:7.3f} "
+                f"{method_label(method):<20} {r.mem:6.3f} {r.lcs_p:6.3f} {dis:>6} {r.objective:7.3f} "
                 f"{c.victim_queries:>4} {c.attacker_queries:>4} {c.wall_seconds:8.1f}"
             )

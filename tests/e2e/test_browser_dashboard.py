@@ -1,8 +1,9 @@
 """The dashboard in a real browser: a live probe on the embedded models, CSV export, escaping, screenshots.
 
 Runs `streamlit run app.py` on 127.0.0.1 and drives Debian's chromium with Playwright. Each test
-saves screenshots under ``test-artifacts/``; the Probe-live, Compare and NER ones are also copied
-to ``docs/screenshots/`` for the README.
+saves screenshots under ``test-artifacts/`` only; the Probe-live, Compare and NER ones are the
+README's, copied to ``docs/screenshots/`` only by ``scripts/screenshots.sh``
+(``MEMPROBE_SCREENSHOTS_DIR``, :func:`tests.e2e.browser_fixtures.publish_screenshot`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-import shutil
 import time
 from pathlib import Path
 
@@ -21,10 +21,10 @@ from memprobe_core.data import Snippet
 from memprobe_core.store import Store, UnitKey
 from tests.e2e.browser_fixtures import (  # noqa: F401 - fixtures used by name
     ARTIFACTS,
-    SCREENSHOTS,
     browser_context,
     fake_server,
     page,
+    publish_screenshot,
     real_server,
     wait_idle,
 )
@@ -46,9 +46,8 @@ def shot(page, name: str, *, readme: bool = False) -> None:  # noqa: F811
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
-    if readme:
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, SCREENSHOTS / f"{name}.png")
+    if readme:  # into docs/screenshots/ only from scripts/screenshots.sh
+        publish_screenshot(path)
 
 
 def open_page(page, server, name: str) -> None:  # noqa: F811

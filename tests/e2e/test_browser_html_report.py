@@ -3,13 +3,13 @@
 Every http(s) request is aborted and recorded: the report must not try one. The plotly charts
 must draw from the embedded plotly.js, and a snippet holding ``<script>window.__pwned=1</script>``
 must show as text without running. The first test saves the README's screenshot
-(``docs/screenshots/html-report.png``); the second downloads the report from the Runs page of
-``streamlit run`` first.
+(``test-artifacts/html-report.png``; ``scripts/screenshots.sh`` also copies it to
+``docs/screenshots/``); the second downloads the report from the Runs page of ``streamlit run``
+first.
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -19,10 +19,10 @@ from memprobe_core.audit.report import report_for_run
 from memprobe_core.store import Store
 from tests.e2e.browser_fixtures import (  # noqa: F401 - fixtures used by name
     ARTIFACTS,
-    SCREENSHOTS,
     browser_context,
     fake_server,
     page,
+    publish_screenshot,
     wait_idle,
 )
 from tests.helpers.labelled_run import PWN, SCRIPT, labelled_run, with_membership
@@ -86,8 +86,7 @@ def test_report_opens_offline_draws_charts_and_shows_markup_as_text(
     page.locator("#table1").scroll_into_view_if_needed()
     page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=str(ARTIFACTS / "html-report.png"))
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    shutil.copy(ARTIFACTS / "html-report.png", SCREENSHOTS / "html-report.png")
+    publish_screenshot(ARTIFACTS / "html-report.png")  # docs/screenshots/: scripts/screenshots.sh
 
 
 def test_runs_page_download_opens_offline(fake_server, page, tmp_path) -> None:  # noqa: F811

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 # How often a thread waiting for a free slot looks again at the clock, so a server whose
 # cool-off ends while all others are busy is picked up without anyone calling release().

@@ -38,7 +38,7 @@ from memprobe_core.models.openai.parse import parse_choices
 from memprobe_core.models.openai.transport import HttpSettings, ServerDown, Transport
 from memprobe_core.secrets import redact_secrets
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MAX_RESPONSE_BYTES = 8 * 2**20

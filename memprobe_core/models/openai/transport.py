@@ -22,7 +22,7 @@ import httpx
 from memprobe_core.models.base import ModelError
 from memprobe_core.models.openai.parse import decode_json
 
-log = logging.getLogger("memprobe")
+log = logging.getLogger(__name__)
 
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_BACKOFF_S = 8.0

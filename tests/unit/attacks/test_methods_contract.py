@@ -1,6 +1,6 @@
 """One contract, run over every registered extraction method (garak's plugin-contract habit).
 
-Every method in ``METHODS`` must: emit events in the documented grammar, with the same payload
+Every registered method must: emit events in the documented grammar, with the same payload
 types; put exactly the candidates it announced into its trace; return a complete result whose
 objective is consistent with its scores; count its costs; write the manifest keys reports need;
 and honour a cancel set before it starts (a cancelled result, ``Finished`` still emitted).
@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from memprobe_core.attacks import METHODS, AttackOptions, ModelSet, run_method
+from memprobe_core.attacks import AttackOptions, ModelSet, method_names, run_method
 from memprobe_core.attacks.common import GCGOptions, InteractiveOptions
 from memprobe_core.attacks.events import (
     CandidateScored,
@@ -96,7 +96,7 @@ def run(method: str, tiny, cancel: threading.Event | None = None):
     return piece, result, events
 
 
-@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("method", method_names())
 def test_events_follow_the_grammar_and_match_the_trace(method, tiny):
     _, result, events = run(method, tiny)
     assert GRAMMAR.fullmatch("".join(LETTER[type(e)] for e in events)), [e.kind for e in events]
@@ -113,7 +113,7 @@ def test_events_follow_the_grammar_and_match_the_trace(method, tiny):
             assert event.round == event.candidate.round
 
 
-@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("method", method_names())
 def test_result_is_complete_and_consistent(method, tiny):
     piece, result, _ = run(method, tiny)
     assert (result.method, result.snippet_id, result.length, result.status) == (
@@ -142,7 +142,7 @@ def test_result_is_complete_and_consistent(method, tiny):
     }
 
 
-@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("method", method_names())
 def test_a_cancel_before_the_start_returns_a_cancelled_result(method, tiny):
     cancel = threading.Event()
     cancel.set()

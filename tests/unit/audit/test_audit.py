@@ -9,12 +9,12 @@ import pytest
 import memprobe_core.models as models_pkg
 from memprobe_core.attacks.common import AttackOptions, InteractiveOptions, ModelSet
 from memprobe_core.attacks.events import CandidateScored
+from memprobe_core.attacks.registry import roles_needed
 from memprobe_core.attacks.result import AttackResult, Candidate
 from memprobe_core.audit import (
     ModelNames,
     load_models,
     resume_audit,
-    roles_needed,
     run_audit,
     start_audit,
 )

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from memprobe_core import LOGGER_ROOT
 from memprobe_core.corpus import demo_corpus, normalize_text
 from memprobe_core.data import NONMEMBER, DataError, token_count
 from memprobe_core.membership import _nonmember_code, _nonmember_legal
@@ -154,7 +155,7 @@ def test_build_without_a_seed_draws_a_fresh_one(home):
 
 
 def test_missing_file_is_built_on_use_and_logged(home, caplog):
-    caplog.set_level("INFO", logger="memprobe")
+    caplog.set_level("INFO", logger=LOGGER_ROOT)
     made = nm.ensure()
     assert (home / nm.FILE_NAME).is_file() and len(made.snippets) == 2 * nm.DEFAULT_PER_DOMAIN
     assert "is missing" in caplog.text

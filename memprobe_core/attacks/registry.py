@@ -1,0 +1,204 @@
+"""The method registry: each extraction method declares itself beside its code.
+
+A method module ends with one :func:`register` call giving its :class:`MethodSpec`: its name,
+display label, the model roles it needs, the section of :class:`AttackOptions` that holds its
+options and the class of those options, which roles must be white-box, and its entry function.
+Every list of methods in memprobe — the CLI's choices, the methods a page offers for the models
+it has, the report's order and labels, the roles an audit loads — is derived from here, so a new
+method is one module (plus its tests) and nothing else::
+
+    register(MethodSpec(name="mine", label="Mine", run=run_mine, roles=("victim",), rank=60))
+
+Importing any part of :mod:`memprobe_core.attacks` imports the built-in method modules, so the
+registry is complete whenever it is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from memprobe_core.errors import UsageError
+
+# (split, models, options, *, on_event=None, cancel=None) -> AttackResult
+MethodFn = Callable[..., Any]
+
+# Every model role a method can ask for, in the order they are loaded and listed. The victim is
+# always loaded (its tokenizer cuts the snippets); "init" falls back to the attacker and
+# "reference" is the optional second model of the reference-ratio membership signal.
+ROLES: tuple[str, ...] = ("victim", "base", "attacker", "init", "reverse", "reference")
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """What memprobe needs to know about one extraction method.
+
+    Attributes:
+        name: the id stored with results and typed on the command line (``ps_base``).
+        label: the display name in tables, charts and pages (``P-S-Base``).
+        run: the entry function ``(split, models, options, *, on_event, cancel) -> AttackResult``.
+        roles: the model roles it uses (from ``ROLES``; the victim is always loaded).
+        rank: its position in reports and lists (the paper's Table 1 order: lower first).
+        options_key: the :class:`AttackOptions` section holding its options (``None``: it has
+            none of its own); two methods may share one (P-S-Base and P-S-Inst share ``ps``).
+        options_class: the frozen dataclass of those options (defaults: its field defaults).
+        white_box_roles: roles whose model must expose weights and gradients (GCG: ``base``).
+        default_in_audit: run by an audit when no method is named.
+        default_in_compare: ticked on the Compare page when offered (GCG is not: each step is a
+            forward and backward pass of the base model, slow on a CPU).
+        baseline_rank: a report measures paired gains over it, baselines in this order
+            (``None``: not a baseline).
+        summary: one line for help texts.
+    """
+
+    name: str
+    label: str
+    run: MethodFn
+    roles: tuple[str, ...]
+    rank: int
+    options_key: str | None = None
+    options_class: type | None = None
+    white_box_roles: tuple[str, ...] = ()
+    default_in_audit: bool = False
+    default_in_compare: bool = True
+    baseline_rank: int | None = None
+    summary: str = ""
+
+    def __post_init__(self) -> None:
+        unknown = [r for r in (*self.roles, *self.white_box_roles) if r not in ROLES]
+        if unknown:
+            raise ValueError(f"method {self.name!r}: unknown role(s) {unknown}; use {ROLES}")
+        if (self.options_key is None) != (self.options_class is None):
+            raise ValueError(f"method {self.name!r}: give options_key and options_class together")
+
+
+class UnknownMethodError(UsageError, ValueError):
+    """A method name that no module registered (the message lists the known ones)."""
+
+
+_REGISTRY: dict[str, MethodSpec] = {}
+
+
+def register(spec: MethodSpec) -> MethodSpec:
+    """Add a method (a second spec under a taken name is refused; the same spec again is fine)."""
+    taken = _REGISTRY.get(spec.name)
+    if taken is not None and taken != spec:
+        raise ValueError(f"method {spec.name!r} is registered already (label {taken.label!r})")
+    for other in _REGISTRY.values():
+        shares_section = spec.options_key is not None and other.options_key == spec.options_key
+        if shares_section and other.name != spec.name and other.options_class != spec.options_class:
+            raise ValueError(
+                f"method {spec.name!r}: options section {spec.options_key!r} already holds "
+                f"{other.name!r}'s {other.options_class}"
+            )
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def unregister(name: str) -> None:
+    """Remove a method (tests that register a toy method clean up with this)."""
+    _REGISTRY.pop(name, None)
+
+
+def specs() -> list[MethodSpec]:
+    """Every registered method, in report order (rank, then name)."""
+    return sorted(_REGISTRY.values(), key=lambda s: (s.rank, s.name))
+
+
+def method_names() -> list[str]:
+    """Every registered method name, in report order."""
+    return [s.name for s in specs()]
+
+
+def get_method(name: str) -> MethodSpec:
+    """The spec of ``name``.
+
+    Raises:
+        UnknownMethodError: no method of that name (the message lists the known ones).
+    """
+    spec = _REGISTRY.get(name)
+    if spec is None:
+        raise UnknownMethodError(
+            f"method {name!r} is unknown; use one of {', '.join(method_names())}"
+        )
+    return spec
+
+
+def check_methods(methods: Iterable[str]) -> list[str]:
+    """``methods`` as a list, each checked to be registered.
+
+    Raises:
+        UnknownMethodError: none given, or one that is not registered.
+    """
+    methods = list(methods)
+    if not methods:
+        raise UnknownMethodError(f"no method given; choose from {', '.join(method_names())}")
+    unknown = [m for m in methods if m not in _REGISTRY]
+    if unknown:
+        raise UnknownMethodError(
+            f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(method_names())}"
+        )
+    return methods
+
+
+def method_label(name: str) -> str:
+    """The display label (a method stored by another version keeps its bare name)."""
+    spec = _REGISTRY.get(name)
+    return spec.label if spec is not None else name
+
+
+def method_rank(name: str) -> int:
+    """Sort key of a method name in report order (an unregistered name sorts last)."""
+    spec = _REGISTRY.get(name)
+    return spec.rank if spec is not None else UNREGISTERED_RANK
+
+
+# Past every registered rank: a method stored by another version sorts after the known ones.
+UNREGISTERED_RANK = 10**9
+
+
+def method_order(methods: Iterable[str]) -> list[str]:
+    """The distinct ``methods`` in report order (unregistered ones last, as given)."""
+    return sorted(dict.fromkeys(methods), key=method_rank)
+
+
+def default_audit_methods() -> list[str]:
+    """What an audit runs when no method is named."""
+    return [s.name for s in specs() if s.default_in_audit]
+
+
+def baseline_methods() -> tuple[str, ...]:
+    """The methods a report measures paired gains over (the prefix-suffix baselines), in order."""
+    ranked = [s for s in specs() if s.baseline_rank is not None]
+    return tuple(s.name for s in sorted(ranked, key=lambda s: (s.baseline_rank, s.name)))
+
+
+def roles_needed(methods: Iterable[str], *, reference: bool = False) -> list[str]:
+    """Model roles the given methods need, in ``ROLES`` order (always the victim; ``reference``:
+    a reference model is named, for the membership signals). Unregistered names add nothing."""
+    needed = {"victim", "reference"} if reference else {"victim"}
+    for name in methods:
+        spec = _REGISTRY.get(name)
+        if spec is not None:
+            needed.update(spec.roles)
+    return [role for role in ROLES if role in needed]
+
+
+def offered_methods(available: Iterable[str], white_box: Iterable[str]) -> list[str]:
+    """The methods that can run with the models at hand, in report order.
+
+    Args:
+        available: roles that have a model (``init`` counts as present when the attacker is).
+        white_box: roles whose model exposes weights and gradients.
+    """
+    have = set(available)
+    if "attacker" in have:
+        have.add("init")
+    open_box = set(white_box)
+    return [s.name for s in specs() if set(s.roles) <= have and set(s.white_box_roles) <= open_box]
+
+
+def option_sections() -> dict[str, type]:
+    """Each options section of :class:`AttackOptions` and the class it holds."""
+    return {s.options_key: s.options_class for s in specs() if s.options_key and s.options_class}

@@ -1,0 +1,93 @@
+"""The method registry: what each built-in method declares, and the lists derived from it."""
+
+from __future__ import annotations
+
+import pytest
+
+from memprobe_core.attacks import registry
+from memprobe_core.attacks.common import AttackOptions, GCGOptions
+from memprobe_core.errors import UsageError
+
+
+def test_built_in_methods_in_table_1_order_with_their_labels() -> None:
+    assert registry.method_names() == ["ps_base", "ps_inst", "reverse_lm", "gcg", "interactive"]
+    assert [registry.method_label(m) for m in registry.method_names()] == [
+        "P-S-Base",
+        "P-S-Inst",
+        "Reverse-LM",
+        "GCG",
+        "Ours (interactive)",
+    ]
+    assert registry.default_audit_methods() == ["ps_base", "ps_inst", "interactive"]
+    # Paired gains are reported over P-S-Inst first, then P-S-Base.
+    assert registry.baseline_methods() == ("ps_inst", "ps_base")
+
+
+def test_order_puts_unregistered_names_last_and_drops_repeats() -> None:
+    assert registry.method_order(["old_method", "interactive", "ps_base", "interactive"]) == [
+        "ps_base",
+        "interactive",
+        "old_method",
+    ]
+    assert registry.method_label("old_method") == "old_method"
+
+
+def test_offered_methods_follow_the_roles_and_the_white_box_rule() -> None:
+    everything = ("victim", "base", "attacker", "reverse")
+    assert registry.offered_methods(everything, white_box=("base",)) == registry.method_names()
+    # An endpoint as the base model: no gradients, so no GCG.
+    assert "gcg" not in registry.offered_methods(everything, white_box=())
+    # No reverse model: no Reverse-LM; no attacker: no interactive (its init model is the attacker).
+    assert registry.offered_methods(("victim", "base"), white_box=("base",)) == [
+        "ps_base",
+        "ps_inst",
+        "gcg",
+    ]
+
+
+def test_roles_needed_in_load_order() -> None:
+    assert registry.roles_needed(["ps_inst"]) == ["victim"]
+    assert registry.roles_needed(["gcg"]) == ["victim", "base"]
+    assert registry.roles_needed(["interactive"], reference=True) == [
+        "victim",
+        "attacker",
+        "init",
+        "reference",
+    ]
+
+
+def test_unknown_methods_are_refused_naming_them_and_the_known_ones() -> None:
+    with pytest.raises(UsageError, match=r"unknown method\(s\) nope; choose from ps_base"):
+        registry.check_methods(["ps_base", "nope"])
+    with pytest.raises(UsageError, match="no method given"):
+        registry.check_methods([])
+    with pytest.raises(ValueError, match="method 'nope' is unknown"):
+        registry.get_method("nope")
+
+
+def test_a_spec_with_an_unknown_role_or_half_an_options_pair_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown role"):
+        registry.MethodSpec(name="x", label="X", run=print, roles=("judge",), rank=1)
+    with pytest.raises(ValueError, match="together"):
+        registry.MethodSpec(name="x", label="X", run=print, roles=(), rank=1, options_key="x")
+
+
+def test_a_second_options_class_cannot_take_a_section() -> None:
+    spec = registry.MethodSpec(
+        name="gcg_twin",
+        label="Twin",
+        run=print,
+        roles=("base",),
+        rank=41,
+        options_key="gcg",
+        options_class=dict,
+    )
+    with pytest.raises(ValueError, match="options section 'gcg' already holds"):
+        registry.register(spec)
+    assert "gcg_twin" not in registry.method_names()
+
+
+def test_options_for_a_method_come_from_its_section() -> None:
+    options = AttackOptions(gcg=GCGOptions(steps=7))
+    assert options.for_method("gcg") == GCGOptions(steps=7)
+    assert options.for_method("ps_base") is options.for_method("ps_inst") is options.ps

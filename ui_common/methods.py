@@ -1,0 +1,191 @@
+"""The method widgets the Probe, Compare and Audit pages share.
+
+Which methods a page offers for the models in its sidebar, their options (one widget set, the
+dashboard's lighter CPU presets named once here), and loading the models the chosen methods need.
+Everything about a method itself — its label, roles, white-box needs, defaults — comes from the
+core's registry (:mod:`memprobe_core.attacks.registry`); the widgets here are those of the
+built-in options sections (``interactive``, ``gcg``) of :class:`AttackOptions`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import streamlit as st
+
+from memprobe_core.attacks import registry
+from memprobe_core.attacks.common import AttackOptions, GCGOptions, InteractiveOptions, ModelSet
+from memprobe_core.config import COMPAT_MODES
+from ui_common.models import ModelChoice, load_model
+from ui_common.page import md
+from ui_common.snippets import scoring_widgets
+
+# The dashboard's presets for a CPU: the core's defaults are the paper's (3 rounds × 24
+# candidates, 30 GCG steps); a live page on a laptop starts lighter and the user can raise them.
+DASHBOARD_INTERACTIVE = InteractiveOptions(n_candidates=8)
+DASHBOARD_GCG = GCGOptions(steps=10)
+
+# Where a method role's model comes from on a page: the sidebar slot of that name, unless mapped.
+# The init model is the attacker, as in the paper; Compare's victim is its "instruct" slot.
+DEFAULT_SLOTS: dict[str, str] = {"init": "attacker"}
+
+
+def slot_of(role: str, slots: Mapping[str, str]) -> str:
+    """The sidebar slot holding ``role``'s model."""
+    return slots.get(role, DEFAULT_SLOTS.get(role, role))
+
+
+def offered_methods(models: Mapping[str, ModelChoice], slots: Mapping[str, str]) -> list[str]:
+    """The registered methods whose roles all have a model in the sidebar, and whose white-box
+    roles have a local model (an endpoint exposes no weights or gradients)."""
+    roles = [r for r in registry.ROLES if slot_of(r, slots) in models]
+    set_roles = [r for r in roles if models[slot_of(r, slots)].name]
+    white_box = [r for r in set_roles if models[slot_of(r, slots)].white_box]
+    return registry.offered_methods(set_roles, white_box)
+
+
+def unoffered_note(offered: list[str]) -> str | None:
+    """A caption naming the registered methods that the sidebar's models cannot run, and why."""
+    missing = [s for s in registry.specs() if s.name not in offered]
+    if not missing:
+        return None
+    parts = []
+    for spec in missing:
+        needs = ", ".join(spec.roles)
+        box = f"; white box: {', '.join(spec.white_box_roles)}" if spec.white_box_roles else ""
+        parts.append(f"{spec.label} (needs {needs}{box})")
+    return "Not offered with these models: " + "; ".join(parts) + "."
+
+
+def method_picker(key: str, offered: list[str], *, default: list[str]) -> list[str]:
+    """The methods multiselect (labels from the registry), ``default`` kept to the offered ones."""
+    return st.multiselect(
+        "Methods",
+        offered,
+        default=[m for m in default if m in offered],
+        format_func=registry.method_label,
+        key=key,
+    )
+
+
+def method_option_widgets(
+    prefix: str, methods: list[str], *, advanced: bool = False, expander: bool = True
+) -> dict[str, Any]:
+    """The options of the chosen methods as :class:`AttackOptions` keywords (all but α).
+
+    Widgets: rounds and candidates when the interactive method is chosen, GCG steps when GCG is,
+    the seed; under "More options" (inline when ``expander`` is False: Streamlit nests no
+    expanders) the scoring, and with ``advanced`` the attacker's access, the conventions (compat
+    mode) and the prompt-token cap. Keys are ``{prefix}_rounds``,
+    ``{prefix}_n``, ``{prefix}_gcg_steps``, ``{prefix}_seed``, ``{prefix}_access``,
+    ``{prefix}_compat``, ``{prefix}_mpt`` and ``{prefix}_scoring_*``.
+    """
+    # The options sections of the chosen methods (two methods may share one).
+    chosen = {registry.get_method(m).options_key for m in methods}
+    cols = iter(st.columns(4))
+    interactive: dict[str, Any] = {}
+    if "interactive" in chosen:
+        interactive["rounds"] = int(
+            next(cols).number_input(
+                "Ours: rounds T",
+                0,
+                20,
+                DASHBOARD_INTERACTIVE.rounds,
+                key=f"{prefix}_rounds",
+                help=f"paper: {InteractiveOptions.rounds}",
+            )
+        )
+        interactive["n_candidates"] = int(
+            next(cols).number_input(
+                "Ours: candidates n",
+                1,
+                64,
+                DASHBOARD_INTERACTIVE.n_candidates,
+                key=f"{prefix}_n",
+                help=f"paper: {InteractiveOptions.n_candidates}; fewer run faster on a CPU",
+            )
+        )
+    gcg: dict[str, Any] = {}
+    if "gcg" in chosen:
+        gcg["steps"] = int(
+            next(cols).number_input(
+                "GCG steps",
+                1,
+                500,
+                DASHBOARD_GCG.steps,
+                key=f"{prefix}_gcg_steps",
+                help=f"paper: {GCGOptions.steps}; each step is a forward and backward pass of "
+                "the base model, slow on a CPU",
+            )
+        )
+    seed = int(next(cols).number_input("Seed", 0, 2**31 - 1, 0, key=f"{prefix}_seed"))
+    compat = "paper"
+    with st.expander("More options") if expander else st.container():
+        scoring = scoring_widgets(f"{prefix}_scoring")
+        if advanced:
+            compat, extra = _advanced_widgets(prefix)
+            interactive.update(extra)
+    options: dict[str, Any] = {"scoring": scoring, "seed": seed, "compat": compat}
+    if interactive:
+        options["interactive"] = InteractiveOptions(**interactive)
+    if gcg:
+        options["gcg"] = GCGOptions(**gcg)
+    return options
+
+
+def _advanced_widgets(prefix: str) -> tuple[str, dict[str, Any]]:
+    """Access, conventions and the prompt-token cap (the Probe page's extra options)."""
+    o1, o2, o3 = st.columns(3)
+    access = o1.radio(
+        "Attacker sees",
+        ["full", "partial"],
+        horizontal=True,
+        key=f"{prefix}_access",
+        help="partial: the prefix only (paper §5.3); Mem is still against the suffix",
+    )
+    compat = o2.radio(
+        "Conventions",
+        list(COMPAT_MODES),
+        horizontal=True,
+        key=f"{prefix}_compat",
+        help="reference: the paper's reference code (victim writes the whole length, the last "
+        "len(suffix) tokens scored; its meta-prompts; best_rougeL; BOS in the prefix). "
+        "See docs/method.md and --compat in docs/options.md.",
+    )
+    cap = int(
+        o3.number_input(
+            "Max prompt tokens",
+            0,
+            8192,
+            0,
+            key=f"{prefix}_mpt",
+            help="tokens the attacker writes per prompt; 0: the conventions' default (256, "
+            "reference 500)",
+        )
+    )
+    return compat, {"access": access, "max_prompt_tokens": cap or None}
+
+
+def build_options(alpha: float | None, widgets: dict[str, Any]) -> AttackOptions | None:
+    """:class:`AttackOptions` from the widgets (``None`` with the error shown if refused)."""
+    try:
+        return AttackOptions(alpha=alpha, **widgets)
+    except ValueError as exc:
+        st.error(md(str(exc)))
+        return None
+
+
+def load_model_set(
+    models: Mapping[str, ModelChoice], methods: list[str], slots: Mapping[str, str]
+) -> ModelSet | None:
+    """Load (cached) the models the methods need from the sidebar's choices (``None`` with the
+    error shown when one fails)."""
+    loaded = {}
+    for role in registry.roles_needed(methods):
+        slot = slot_of(role, slots)
+        model = load_model(models[slot], slot)
+        if model is None:
+            return None
+        loaded[role] = model
+    return ModelSet.from_roles(loaded)
