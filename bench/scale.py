@@ -34,9 +34,10 @@ import ray  # noqa: E402
 
 from memprobe_core.attacks.common import AttackOptions, InteractiveOptions  # noqa: E402
 from memprobe_core.audit import AuditProgress, ModelNames, run_audit, start_audit  # noqa: E402
-from memprobe_core.audit.executors import Executor, LocalExecutor  # noqa: E402
-from memprobe_core.audit.ray_executor import RayExecutor, RayOptions  # noqa: E402
 from memprobe_core.corpus import demo_corpus  # noqa: E402
+from memprobe_core.executors.base import Executor  # noqa: E402
+from memprobe_core.executors.local import LocalExecutor  # noqa: E402
+from memprobe_core.executors.ray import RayExecutor, RayOptions  # noqa: E402
 from memprobe_core.store import Store  # noqa: E402
 
 METHODS = ["ps_inst", "interactive"]

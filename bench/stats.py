@@ -10,7 +10,7 @@ counts how often each interval holds the true mean:
   when a method often recovers nothing.
 
 Intervals: the former ``percentile-1000`` (percentile bootstrap, 1,000 resamples) and the report's
-``BCa-5000`` (``memprobe_core.audit.stats.bca_interval``). A sample with no interval (all values
+``BCa-5000`` (``memprobe_core.report.stats.bca_interval``). A sample with no interval (all values
 equal, which the zero-inflated case can draw at n = 5) counts as a miss and is listed in
 ``none``. ``±`` is the Monte-Carlo standard error of a coverage, ``width`` the mean width.
 """
@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memprobe_core.audit.stats import bca_interval, percentile_interval
+from memprobe_core.report.stats import bca_interval, percentile_interval
 
 Sampler = Callable[[np.random.Generator, int], np.ndarray]
 SIZES = (5, 10, 30)

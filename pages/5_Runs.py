@@ -9,8 +9,8 @@ import streamlit as st
 
 import ui_common as ui
 from memprobe_core.attacks.registry import method_label
-from memprobe_core.audit.report import report_for_run
 from memprobe_core.config import ScoringConfig
+from memprobe_core.report.build import report_for_run
 from ui_common import charts
 
 ui.page_setup("Runs")

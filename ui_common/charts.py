@@ -4,7 +4,7 @@ Plotly renders a subset of HTML in every label, title, legend entry and hover (`
 ``<b>``, ``<br>`` …), so a domain, model name, method label, snippet id or prompt from user data
 could draw a link or reshape the chart. Every such string goes through :func:`escape_label`
 (HTML entities, which plotly shows as the typed characters; defined with the report's figures in
-:mod:`memprobe_core.audit.figures`). Prompts and outputs themselves are never put in figures:
+:mod:`memprobe_core.report.figures`). Prompts and outputs themselves are never put in figures:
 the pages show them in escaped widgets.
 
 Charts of means mark cells with fewer than ``SMALL_N`` values with ``†`` and a note, as the report's
@@ -26,17 +26,17 @@ from memprobe_core.attacks.result import Candidate
 
 # The report's figures and label escaping live in the core (the HTML report draws them too);
 # re-exported here for the pages.
-from memprobe_core.audit.figures import (  # noqa: F401 - re-exported for the pages
+from memprobe_core.report.figures import (  # noqa: F401 - re-exported for the pages
     METRIC_LABELS,
     SMALL_N_MARK,
     domain_bars,
     escape_label,
     roc_figure,
 )
-from memprobe_core.audit.figures import escaped as _escaped
-from memprobe_core.audit.figures import escaped_method_label as _method_label
-from memprobe_core.audit.figures import note_small_n as _note_small_n
-from memprobe_core.audit.figures import small_n_marks as _small_n_marks
+from memprobe_core.report.figures import escaped as _escaped
+from memprobe_core.report.figures import escaped_method_label as _method_label
+from memprobe_core.report.figures import note_small_n as _note_small_n
+from memprobe_core.report.figures import small_n_marks as _small_n_marks
 
 CANDIDATE_COLUMNS: list[str] = [
     "round",

@@ -33,8 +33,8 @@ from memprobe_core.attacks.events import (
 )
 from memprobe_core.attacks.registry import method_label
 from memprobe_core.attacks.result import AttackResult
-from memprobe_core.audit.runs import run_probe
-from memprobe_core.audit.unit import Runner, UnitOutcome
+from memprobe_core.runs.probe import run_probe
+from memprobe_core.runs.unit import Runner, UnitOutcome
 from memprobe_core.store import Store
 
 logger = logging.getLogger(__name__)

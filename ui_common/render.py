@@ -12,11 +12,11 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from memprobe_core.audit.export import to_safe_csv
-from memprobe_core.audit.html_report import render_html
-from memprobe_core.audit.report import report_for_run
 from memprobe_core.highlight import escape_block, overlap, segments_to_html
 from memprobe_core.membership.options import signals_frame
+from memprobe_core.report.build import report_for_run
+from memprobe_core.report.export import to_safe_csv
+from memprobe_core.report.html import render_html
 from ui_common import charts
 
 

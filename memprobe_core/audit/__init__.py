@@ -1,9 +1,9 @@
-"""Audits: a dataset × methods × lengths, run unit by unit against the store, then reported.
+"""Audits: a dataset × methods × lengths, run unit by unit against the store (start, run, resume).
 
-- :mod:`.models`: which models each method needs (roles) and loading them by name.
-- :mod:`.audit`: start, run and resume an audit.
-- :mod:`.report`: Table 1 with intervals, paired gains, PII and cost summaries.
-- :mod:`.export`: formula-safe CSV.
+The layers below it: :mod:`memprobe_core.runs` (the unit runner, probes, model roles) and
+:mod:`memprobe_core.executors` (where units run); :mod:`memprobe_core.report` turns a run's
+units into tables, text, HTML and CSV. The model-role names are re-exported here because an
+audit is where a user names its models.
 """
 
 from memprobe_core.audit.audit import (
@@ -17,7 +17,7 @@ from memprobe_core.audit.audit import (
     run_audit,
     start_audit,
 )
-from memprobe_core.audit.models import (
+from memprobe_core.runs.roles import (
     ModelNames,
     default_model_names,
     load_models,

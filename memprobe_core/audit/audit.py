@@ -13,7 +13,7 @@ one still ``running``; resuming redoes it (its partial candidates dropped) and s
 with its error and the audit goes on. Ctrl-C (``KeyboardInterrupt``) or the ``cancel`` event stops
 after putting the unit in flight back to ``pending`` and marking the run ``interrupted``.
 
-Model names, defaults and loading live in :mod:`memprobe_core.audit.models` (re-exported here).
+Model names, defaults and loading live in :mod:`memprobe_core.runs.roles` (re-exported here).
 """
 
 from __future__ import annotations
@@ -31,16 +31,17 @@ from memprobe_core import __version__
 from memprobe_core.attacks import registry, run_method
 from memprobe_core.attacks.common import AttackOptions, ModelSet
 from memprobe_core.attacks.events import EventCallback
-from memprobe_core.audit.executors import AuditWork, Executor, LocalExecutor
-from memprobe_core.audit.models import (
-    ModelNames,
-    models_from_config,
-)
-from memprobe_core.audit.runs import RunConfig
-from memprobe_core.audit.unit import Runner, SplitSpec, UnitOutcome, snippets_by_id
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.data import Snippet
 from memprobe_core.errors import MemprobeError
+from memprobe_core.executors.base import AuditWork, Executor
+from memprobe_core.executors.local import LocalExecutor
+from memprobe_core.runs.probe import RunConfig
+from memprobe_core.runs.roles import (
+    ModelNames,
+    models_from_config,
+)
+from memprobe_core.runs.unit import Runner, SplitSpec, UnitOutcome, snippets_by_id
 from memprobe_core.store import Store, UnitKey
 from memprobe_core.store.owner import owner_record
 
@@ -232,7 +233,7 @@ def run_audit(
         cancel: set it to stop after the current candidate; the run is marked interrupted.
         runner: the method entry point (default ``memprobe_core.attacks.run_method``).
         executor: where the units run (default: one at a time in this process; see
-            :mod:`memprobe_core.audit.executors`). A Ray executor loads the models on its
+            :mod:`memprobe_core.executors.base`). A Ray executor loads the models on its
             workers with ``models_factory``; ``models`` is then ignored.
 
     Returns:

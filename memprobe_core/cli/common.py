@@ -19,8 +19,6 @@ from memprobe_core.attacks.common import (
     PrefixSuffixOptions,
     check_size,
 )
-from memprobe_core.audit.models import ModelNames
-from memprobe_core.audit.unit import SplitSpec
 from memprobe_core.cli.errors import EPILOG_EXIT_CODES
 from memprobe_core.config import (
     COMPAT_MODES,
@@ -35,6 +33,8 @@ from memprobe_core.config import (
 from memprobe_core.errors import UsageError
 from memprobe_core.loaders import MAX_FILE_BYTES, TxtMode
 from memprobe_core.membership import DEFAULT_EXTRACT_K, DEFAULT_MIN_K_PERCENT, MeasureOptions
+from memprobe_core.runs.roles import ModelNames
+from memprobe_core.runs.unit import SplitSpec
 from memprobe_core.store import Store
 
 TXT_MODES: tuple[str, ...] = get_args(TxtMode)

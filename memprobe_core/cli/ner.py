@@ -23,12 +23,12 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe_core.audit.export import write_safe_csv
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_OK
 from memprobe_core.ner.audit import NerAuditConfig, run_ner_audit
 from memprobe_core.ner.registry import EMBEDDED
 from memprobe_core.ner.scoring import METRICS
+from memprobe_core.report.export import write_safe_csv
 
 EXAMPLES = __doc__.split("Examples::")[1].split("Progress")[0]
 

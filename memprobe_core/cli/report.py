@@ -8,16 +8,16 @@ import json
 import sys
 from pathlib import Path
 
-from memprobe_core.audit.export import write_safe_csv
-from memprobe_core.audit.report import (
-    DEFAULT_RESAMPLES,
-    render_text,
-    report_for_run,
-    report_to_dict,
-)
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_OK
 from memprobe_core.config import SELECTIONS
+from memprobe_core.report.build import (
+    DEFAULT_RESAMPLES,
+    report_for_run,
+    report_to_dict,
+)
+from memprobe_core.report.export import write_safe_csv
+from memprobe_core.report.text import render_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
             written.append(write_safe_csv(frame(), path))
     if args.html is not None:
         # Imported here: plotly's figures and Jinja2 cost every other command's start-up.
-        from memprobe_core.audit.html_report import render_html, write_html
+        from memprobe_core.report.html import render_html, write_html
 
         written.append(write_html(render_html(report, store, args.run), args.html))
     if args.json:

@@ -1,6 +1,6 @@
 """Measure one unit's result beside its Mem: verbatim metrics and the snippet's signals.
 
-:func:`memprobe_core.audit.unit.run_unit` calls :func:`measure_result` on every result it
+:func:`memprobe_core.runs.unit.run_unit` calls :func:`measure_result` on every result it
 records (finished or cancelled), so every way of running a method — probe, compare, audit,
 Ray worker — stores the same measurements.
 """

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import memprobe_core.audit.report as report_module
+import memprobe_core.report.build as report_module
 from memprobe_core.store import Store
 from tests.app.conftest import open_page
 from tests.helpers.labelled_run import SCRIPT, labelled_run, with_membership

@@ -36,9 +36,10 @@ from memprobe_core.attacks.scoring import (
     victim_decoding,
 )
 from memprobe_core.audit import ModelNames, run_audit, start_audit
-from memprobe_core.audit.report import report_for_run, render_text
 from memprobe_core.cli.main import build_parser
 from memprobe_core.data import Snippet, SplitSnippet
+from memprobe_core.report.build import report_for_run
+from memprobe_core.report.text import render_text
 from memprobe_core.store import Store, UnitKey
 from tests.app.conftest import open_page
 

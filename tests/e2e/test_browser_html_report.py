@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from memprobe_core.audit.html_report import render_html
-from memprobe_core.audit.report import report_for_run
+from memprobe_core.report.build import report_for_run
+from memprobe_core.report.html import render_html
 from memprobe_core.store import Store
 from tests.e2e.browser_fixtures import (  # noqa: F401 - fixtures used by name
     ARTIFACTS,

@@ -135,10 +135,10 @@ def test_recorded_methods_job_stores_every_candidate_and_survives_a_failing_meth
     tmp_path,
 ) -> None:
     from memprobe_core.attacks.common import AttackOptions, ModelSet
-    from memprobe_core.audit.runs import start_probe
-    from memprobe_core.audit.unit import SplitSpec
     from memprobe_core.data import Snippet
     from memprobe_core.models import load
+    from memprobe_core.runs.probe import start_probe
+    from memprobe_core.runs.unit import SplitSpec
     from memprobe_core.store import Store
     from ui_common.job_runner import recorded_methods_job
 

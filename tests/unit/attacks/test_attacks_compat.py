@@ -368,7 +368,7 @@ def test_manifest_names_versions_wording_compat_answer_model_and_generation():
 
 @pytest.mark.parametrize("compat, prefix_words", [("paper", 6), ("reference", 5)])
 def test_run_unit_cuts_the_split_with_the_compat_modes_convention(tmp_path, compat, prefix_words):
-    from memprobe_core.audit.unit import run_unit
+    from memprobe_core.runs.unit import run_unit
     from memprobe_core.store import Store, UnitKey
 
     seen = []

@@ -8,15 +8,15 @@ import math
 import pandas as pd
 import pytest
 
-from memprobe_core.audit.report import (
+from memprobe_core.report.build import (
     MEMBERSHIP_COLUMNS,
     ROC_COLUMNS,
     TABLE1_COLUMNS,
     build_report,
-    render_text,
     report_to_dict,
     table1,
 )
+from memprobe_core.report.text import render_text
 from memprobe_core.store import RESULT_COLUMNS
 
 # Members m0..m2, non-members n0..n3 (unlabelled u0); loss lower for members (1 / 12 overlap).

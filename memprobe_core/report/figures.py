@@ -1,7 +1,7 @@
 """Plotly figures of an audit report, shared by the dashboard's pages and the HTML report.
 
 No Streamlit here: :mod:`ui_common.charts` re-exports these for the pages, and
-:mod:`memprobe_core.audit.html_report` embeds them in a self-contained file.
+:mod:`memprobe_core.report.html` embeds them in a self-contained file.
 
 Plotly renders a subset of HTML in every label, title, legend entry and hover (``<a href>``,
 ``<b>``, ``<br>`` …), so a domain, model name, method label or snippet id from user data could
@@ -23,9 +23,8 @@ import plotly.graph_objects as go
 
 from memprobe_core.attacks import registry
 from memprobe_core.attacks.registry import method_order
-from memprobe_core.audit.stats import SMALL_N
-
-SMALL_N_MARK = "†"
+from memprobe_core.report.formatting import SMALL_N_MARK
+from memprobe_core.report.stats import SMALL_N
 
 METRIC_LABELS: dict[str, str] = {
     "mem": "Mem",
@@ -142,7 +141,7 @@ def roc_figure(
     """ROC curves of every score at one length, with the chance diagonal.
 
     Args:
-        roc: ``Report.roc`` (:data:`memprobe_core.audit.report.ROC_COLUMNS`, one row per point).
+        roc: ``Report.roc`` (:data:`memprobe_core.report.build.ROC_COLUMNS`, one row per point).
         length: the snippet length whose curves are drawn.
         membership: ``Report.membership``; when given, each legend entry carries its AUROC.
         log_axes: both axes logarithmic from 0.1 %: the low-FPR corner is where a membership

@@ -3,7 +3,7 @@
 ``memprobe probe``, the dashboard's Probe page (one method) and its Compare page (several) all
 record their run with :func:`start_probe` and run it with :func:`run_probe`; audits use
 :mod:`memprobe_core.audit.audit`. Both run every unit through
-:func:`memprobe_core.audit.unit.run_unit`.
+:func:`memprobe_core.runs.unit.run_unit`.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from memprobe_core.attacks.common import AttackOptions, ModelSet
 from memprobe_core.attacks.events import EventCallback
 from memprobe_core.attacks.registry import method_label, method_order
 from memprobe_core.attacks.result import AttackResult
-from memprobe_core.audit.unit import DEFAULT_SPLIT, Runner, SplitSpec, UnitOutcome, run_unit
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.data import Snippet
+from memprobe_core.runs.unit import DEFAULT_SPLIT, Runner, SplitSpec, UnitOutcome, run_unit
 from memprobe_core.store import Store, UnitKey
 from memprobe_core.store.owner import owner_record
 

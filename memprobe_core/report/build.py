@@ -13,13 +13,13 @@ From ``Store.results_frame`` (one row per finished unit) this builds:
   p-value Holm-adjusted across every comparison in the report. Pairing removes the
   snippet-to-snippet spread, which dwarfs method differences.
 
-The statistical rules (degenerate samples, ties, why Holm) are in :mod:`memprobe_core.audit.stats`.
+The statistical rules (degenerate samples, ties, why Holm) are in :mod:`memprobe_core.report.stats`.
 - **PII**: items in the true suffixes, copied into outputs, invented by outputs, per method.
 - **Cost** per method: victim and attacker queries, generated tokens, seconds (total and per unit).
 - **Membership** (labelled audits only): AUROC and TPR at 1 % / 0.1 % FPR with intervals, and ROC
   curves, per membership signal and per method (:mod:`memprobe_core.membership.evaluate`).
 
-``render_text`` (in :mod:`memprobe_core.audit.report_text`, re-exported here) draws it for a
+``render_text`` (in :mod:`memprobe_core.report.text`) draws it for a
 terminal; ``report_to_dict`` gives JSON-ready records.
 """
 
@@ -33,9 +33,14 @@ import numpy as np
 import pandas as pd
 
 from memprobe_core.attacks.registry import baseline_methods, method_label, method_rank
-from memprobe_core.audit.report_text import SMALL_N_MARK, render_text
-from memprobe_core.audit.select import apply_selection
-from memprobe_core.audit.stats import (
+from memprobe_core.membership.evaluate import (
+    MEMBERSHIP_COLUMNS,
+    ROC_COLUMNS,
+    membership_meta,
+    membership_table,
+)
+from memprobe_core.report.select import apply_selection
+from memprobe_core.report.stats import (
     DEFAULT_RESAMPLES,
     SMALL_N,
     TIE_TOLERANCE,
@@ -44,26 +49,18 @@ from memprobe_core.audit.stats import (
     paired_test,
     validate_resamples,
 )
-from memprobe_core.membership.evaluate import (
-    MEMBERSHIP_COLUMNS,
-    ROC_COLUMNS,
-    membership_meta,
-    membership_table,
-)
 
 __all__ = [
     "DEFAULT_RESAMPLES",
     "MEMBERSHIP_COLUMNS",
     "ROC_COLUMNS",
     "SMALL_N",
-    "SMALL_N_MARK",
     "Report",
     "bootstrap_ci",
     "build_report",
     "cost_per_method",
     "paired_improvement",
     "pii_totals",
-    "render_text",
     "report_for_run",
     "report_to_dict",
     "table1",
@@ -388,7 +385,7 @@ def build_report(
             ``resamples`` from 100 to 100000.
         meta: extra facts to carry (run id, title …).
         select: which Mem the tables show (``objective``, ``max_mem``, ``reference``; see
-            :mod:`memprobe_core.audit.select`); named in ``meta["selection_label"]``.
+            :mod:`memprobe_core.report.select`); named in ``meta["selection_label"]``.
 
     Raises:
         ValueError: ``resamples`` out of range (the message says what to give).

@@ -1,4 +1,4 @@
-"""Plain-text rendering of a :class:`memprobe_core.audit.report.Report` for a terminal.
+"""Plain-text rendering of a :class:`memprobe_core.report.build.Report` for a terminal.
 
 Fixed-width tables with intervals in brackets; counts below ``SMALL_N`` carry ``†`` and a footnote,
 paired gains show the test used, its p-value and the Holm-adjusted p-value. Table 1 shows the
@@ -9,47 +9,14 @@ table (AUROC, TPR at 1 % / 0.1 % FPR) with what its FPRs mean for the audit's no
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from memprobe_core.attacks.registry import method_label
-from memprobe_core.audit.stats import DEFAULT_RESAMPLES, SMALL_N
-
-if TYPE_CHECKING:
-    from memprobe_core.audit.report import Report
-
-SMALL_N_MARK = "†"
-
-
-def _num(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    return f"{value:.{digits}f}"
-
-
-def _with_ci(mean: Any, lo: Any, hi: Any) -> str:
-    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
-        return "–"
-    if isinstance(lo, float) and math.isnan(lo):
-        return _num(mean)
-    return f"{_num(mean)} [{_num(lo)}, {_num(hi)}]"
-
-
-def _signed_ci(mean: float, lo: float, hi: float) -> str:
-    if math.isnan(lo):
-        return f"{mean:+.3f}"
-    return f"{mean:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-
-
-def _n_mark(n: Any, small: Any) -> str:
-    return f"{n}{SMALL_N_MARK}" if bool(small) else str(n)
-
-
-def _p(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
+from memprobe_core.report.build import Report
+from memprobe_core.report.formatting import SMALL_N_MARK, n_mark, num, p_text, signed_ci, with_ci
+from memprobe_core.report.stats import DEFAULT_RESAMPLES, SMALL_N
 
 
 def _header_lines(meta: dict[str, Any]) -> list[str]:
@@ -75,8 +42,8 @@ def _verbatim_columns(t1: pd.DataFrame, extract_k: Any) -> dict[str, list[str]]:
         return {}
     k = f"k={extract_k}" if extract_k else "k"
     return {
-        f"Extractable ({k})": [_num(v) for v in t1.get("extractable", [math.nan] * len(t1))],
-        "Span (tokens)": [_num(v, 1) for v in t1.get("span_tokens", [math.nan] * len(t1))],
+        f"Extractable ({k})": [num(v) for v in t1.get("extractable", [math.nan] * len(t1))],
+        "Span (tokens)": [num(v, 1) for v in t1.get("span_tokens", [math.nan] * len(t1))],
     }
 
 
@@ -88,11 +55,11 @@ def _table1_lines(
             "Method": t1["method_label"],
             "Domain": t1["domain"],
             "Length": t1["length"],
-            "n": [_n_mark(n, s) for n, s in zip(t1["n"], t1["small_n"])],
-            "Mem": [_with_ci(*r) for r in zip(t1["mem"], t1["mem_lo"], t1["mem_hi"])],
-            "LCS_P": [_with_ci(*r) for r in zip(t1["lcs_p"], t1["lcs_p_lo"], t1["lcs_p_hi"])],
-            "Dis": [_with_ci(*r) for r in zip(t1["dis"], t1["dis_lo"], t1["dis_hi"])],
-            "Objective": [_num(v) for v in t1["objective"]],
+            "n": [n_mark(n, s) for n, s in zip(t1["n"], t1["small_n"])],
+            "Mem": [with_ci(*r) for r in zip(t1["mem"], t1["mem_lo"], t1["mem_hi"])],
+            "LCS_P": [with_ci(*r) for r in zip(t1["lcs_p"], t1["lcs_p_lo"], t1["lcs_p_hi"])],
+            "Dis": [with_ci(*r) for r in zip(t1["dis"], t1["dis_lo"], t1["dis_hi"])],
+            "Objective": [num(v) for v in t1["objective"]],
             **_verbatim_columns(t1, extract_k),
         }
     )
@@ -111,12 +78,12 @@ def _paired_lines(p: pd.DataFrame) -> list[str]:
             "Method": p["method_label"],
             "over": p["baseline"].map(lambda b: method_label(b)),
             "Length": p["length"],
-            "pairs": [_n_mark(n, s) for n, s in zip(p["n_pairs"], p["small_n"])],
-            "ΔMem [95 % CI]": [_signed_ci(*r) for r in zip(p["mean_diff"], p["lo"], p["hi"])],
+            "pairs": [n_mark(n, s) for n, s in zip(p["n_pairs"], p["small_n"])],
+            "ΔMem [95 % CI]": [signed_ci(*r) for r in zip(p["mean_diff"], p["lo"], p["hi"])],
             "W/T/L": [f"{w}/{t}/{l_}" for w, t, l_ in zip(p["wins"], p["ties"], p["losses"])],
             "test": p["test"],
-            "p": [_p(v) for v in p["p_value"]],
-            "p Holm": [_p(v) for v in p["p_holm"]],
+            "p": [p_text(v) for v in p["p_value"]],
+            "p Holm": [p_text(v) for v in p["p_holm"]],
         }
     )
     return [
@@ -168,12 +135,10 @@ def _membership_lines(m: pd.DataFrame, meta: dict[str, Any], resamples: Any) -> 
             "Score": m["score_label"],
             "Kind": m["kind"],
             "Length": m["length"],
-            "AUROC": [_with_ci(*r) for r in zip(m["auroc"], m["auroc_lo"], m["auroc_hi"])],
-            "TPR@1%": [
-                _with_ci(*r) for r in zip(m["tpr_at_1"], m["tpr_at_1_lo"], m["tpr_at_1_hi"])
-            ],
+            "AUROC": [with_ci(*r) for r in zip(m["auroc"], m["auroc_lo"], m["auroc_hi"])],
+            "TPR@1%": [with_ci(*r) for r in zip(m["tpr_at_1"], m["tpr_at_1_lo"], m["tpr_at_1_hi"])],
             "TPR@0.1%": [
-                _with_ci(*r) for r in zip(m["tpr_at_01"], m["tpr_at_01_lo"], m["tpr_at_01_hi"])
+                with_ci(*r) for r in zip(m["tpr_at_01"], m["tpr_at_01_lo"], m["tpr_at_01_hi"])
             ],
             "n (member/non)": [f"{a}/{b}" for a, b in zip(m["n_members"], m["n_nonmembers"])],
         }

@@ -14,9 +14,11 @@ import pytest
 
 from memprobe_core.attacks.common import AttackOptions, InteractiveOptions
 from memprobe_core.audit import ModelNames, run_audit, start_audit
-from memprobe_core.audit.executors import LocalExecutor, make_executor
-from memprobe_core.audit.models import models_from_config
-from memprobe_core.audit.ray_executor import (
+from memprobe_core.cli.main import main
+from memprobe_core.corpus import demo_corpus
+from memprobe_core.errors import UsageError
+from memprobe_core.executors import LocalExecutor, make_executor
+from memprobe_core.executors.ray import (
     INSTALL_HINT,
     RayOptions,
     UnitWorker,
@@ -24,13 +26,11 @@ from memprobe_core.audit.ray_executor import (
     record_report,
     worker_count,
 )
-from memprobe_core.audit.runs import RunConfig
-from memprobe_core.audit.unit import SplitSpec, snippets_by_id
-from memprobe_core.cli.main import main
-from memprobe_core.corpus import demo_corpus
-from memprobe_core.errors import UsageError
 from memprobe_core.models import load
 from memprobe_core.models.base import ModelError
+from memprobe_core.runs.probe import RunConfig
+from memprobe_core.runs.roles import models_from_config
+from memprobe_core.runs.unit import SplitSpec, snippets_by_id
 from memprobe_core.store import Store
 
 METHODS = ["ps_base", "ps_inst", "interactive"]
@@ -185,7 +185,7 @@ def test_fake_latency_option():
 def test_trace_of_flags_each_rounds_best_as_the_live_recorder_does():
     from memprobe_core.attacks.events import CandidateScored, RoundFinished
     from memprobe_core.attacks.result import Candidate
-    from memprobe_core.audit.ray_executor import trace_of
+    from memprobe_core.executors.ray import trace_of
 
     cands = [
         Candidate(

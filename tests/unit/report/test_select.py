@@ -5,13 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from memprobe_core.audit.select import (
+from memprobe_core.config import SELECTIONS
+from memprobe_core.errors import UsageError
+from memprobe_core.report.select import (
     SELECTION_COLUMNS,
     SELECTION_LABELS,
     apply_selection,
 )
-from memprobe_core.config import SELECTIONS
-from memprobe_core.errors import UsageError
 
 
 def frame() -> pd.DataFrame:

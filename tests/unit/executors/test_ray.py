@@ -20,13 +20,13 @@ import pytest
 from memprobe_core.attacks import run_method
 from memprobe_core.attacks.common import AttackOptions, InteractiveOptions
 from memprobe_core.audit import ModelNames, resume_audit, run_audit, start_audit
-from memprobe_core.audit.executors import LocalExecutor
-from memprobe_core.audit.models import models_from_config
-from memprobe_core.audit.ray_executor import RayExecutor, RayOptions
 from memprobe_core.corpus import demo_corpus
+from memprobe_core.executors.local import LocalExecutor
+from memprobe_core.executors.ray import RayExecutor, RayOptions
 from memprobe_core.models.base import ModelError
+from memprobe_core.runs.roles import models_from_config
 from memprobe_core.store import Store
-from tests.unit.audit.test_audit_executors import comparable
+from tests.unit.executors.test_executors import comparable
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
@@ -215,7 +215,7 @@ def test_no_worker_can_load_is_a_model_error(cluster, tmp_path):
 DRIVER = r"""
 import sys
 from memprobe_core.audit import run_audit
-from memprobe_core.audit.ray_executor import RayExecutor, RayOptions
+from memprobe_core.executors.ray import RayExecutor, RayOptions
 from memprobe_core.store import Store
 summary = run_audit(Store(sys.argv[1]), int(sys.argv[2]),
                     executor=RayExecutor(RayOptions(address=sys.argv[3], workers=2)))

@@ -10,15 +10,15 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from memprobe_core.audit.report import (
-    SMALL_N_MARK,
+from memprobe_core.report.build import (
     bootstrap_ci,
     build_report,
     paired_improvement,
-    render_text,
     report_to_dict,
     table1,
 )
+from memprobe_core.report.formatting import SMALL_N_MARK
+from memprobe_core.report.text import render_text
 from memprobe_core.store import RESULT_COLUMNS
 
 MEM = {  # method -> mem per snippet s0..s3 (legal s0, s1; code s2, s3)

@@ -13,11 +13,11 @@ import plotly.graph_objects as go
 import pytest
 from plotly.offline import get_plotlyjs
 
-from memprobe_core.audit.export import ExportError
-from memprobe_core.audit.figures import escape_label
-from memprobe_core.audit.html_report import html_report_for_run, render_html, write_html
-from memprobe_core.audit.html_sections import _figure
-from memprobe_core.audit.report import build_report, report_for_run
+from memprobe_core.report.build import build_report, report_for_run
+from memprobe_core.report.export import ExportError
+from memprobe_core.report.figures import escape_label
+from memprobe_core.report.html import html_report_for_run, render_html, write_html
+from memprobe_core.report.html_sections import _figure
 from tests.helpers.labelled_run import CLOSER, PWN, SCRIPT, labelled_run, with_membership
 
 

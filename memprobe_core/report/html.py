@@ -1,6 +1,6 @@
 """The audit report as ONE self-contained HTML file an auditor can hand over and open offline.
 
-:func:`render_html` draws a :class:`~memprobe_core.audit.report.Report` (and, given the store,
+:func:`render_html` draws a :class:`~memprobe_core.report.build.Report` (and, given the store,
 the run's manifest and per-unit prompts and outputs) as a page with: the manifest (models,
 options, seed, versions, status), Table 1 with intervals, per-domain charts, paired gains with
 their tests, the membership AUROC / TPR table and ROC curves (labelled runs), PII, costs, failed
@@ -12,7 +12,7 @@ Safety, because snippets, outputs, ids and model names are anyone's text:
 - Every text goes through Jinja2 with autoescaping; the only markup passed through is built by
   :func:`memprobe_core.highlight.segments_to_html` (which escapes every piece of text) or is
   plotly's own JavaScript.
-- Figure labels go through :func:`~memprobe_core.audit.figures.escape_label`; each figure's JSON
+- Figure labels go through :func:`~memprobe_core.report.figures.escape_label`; each figure's JSON
   sits in a ``<script type="application/json">`` data block, and plotly's encoder writes ``<``,
   ``>`` and ``/`` as ``\\u`` escapes, so a snippet holding ``</script>`` cannot close the block.
 - A Content-Security-Policy ``<meta>`` lets only the two scripts of the report run (by their
@@ -32,11 +32,11 @@ import pandas as pd
 from jinja2 import Environment
 from markupsafe import Markup
 
-from memprobe_core.audit import html_sections as parts
-from memprobe_core.audit.export import ExportError
-from memprobe_core.audit.html_sections import Section
-from memprobe_core.audit.html_template import LOADER_JS, STYLE, TEMPLATE
-from memprobe_core.audit.report import Report, report_for_run
+from memprobe_core.report import html_sections as parts
+from memprobe_core.report.build import Report, report_for_run
+from memprobe_core.report.export import ExportError
+from memprobe_core.report.html_sections import Section
+from memprobe_core.report.html_template import LOADER_JS, STYLE, TEMPLATE
 
 __all__ = ["DEFAULT_MAX_EXAMPLES", "html_report_for_run", "render_html", "write_html"]
 
@@ -107,7 +107,7 @@ def render_html(
     """The report as one self-contained HTML page (plotly's JS embedded once; no network).
 
     Args:
-        report: from :func:`~memprobe_core.audit.report.report_for_run` (or ``build_report``).
+        report: from :func:`~memprobe_core.report.build.report_for_run` (or ``build_report``).
         store: a ``memprobe_core.store.Store``; with it the page also shows the run's manifest
             and each method's prompt and output per (snippet, length). ``None``: tables and
             charts only.

@@ -50,7 +50,7 @@ class UnitStore(Protocol):
     :class:`~memprobe_core.store.Store` is the one used everywhere on the machine that owns the
     SQLite file; a Ray worker passes an in-memory recorder instead and sends what it recorded
     back to the driver, which writes it with the real store
-    (:mod:`memprobe_core.audit.ray_executor`).
+    (:mod:`memprobe_core.executors.ray`).
     """
 
     def mark_unit_running(self, run_id: int, unit: UnitKey) -> None: ...

@@ -9,7 +9,7 @@ import os
 import pandas as pd
 import pytest
 
-from memprobe_core.audit.export import (
+from memprobe_core.report.export import (
     ExportError,
     neutralize_cell,
     read_safe_csv,

@@ -2,7 +2,7 @@
 
 Each worker is a Ray actor that loads its model set once (``models_factory(config)``, the same
 loading as the local path) and runs the units it is given through the one unit runner
-(:func:`memprobe_core.audit.unit.run_unit`) against a :class:`RecordingStore`: an in-memory
+(:func:`memprobe_core.runs.unit.run_unit`) against a :class:`RecordingStore`: an in-memory
 recorder, because the SQLite store lives on the driver and only the driver writes it. A unit's
 scored candidates and its outcome come back to the driver when the unit ends, and the driver
 records them with the real store: candidates first, then the unit's end, so a unit is ``done``
@@ -42,11 +42,11 @@ from memprobe_core.attacks.events import (
     RoundFinished,
 )
 from memprobe_core.attacks.result import AttackResult, Candidate
-from memprobe_core.audit.executors import AuditWork
-from memprobe_core.audit.unit import SplitSpec, UnitOutcome, error_text, run_unit
 from memprobe_core.data import Snippet
 from memprobe_core.errors import UsageError
+from memprobe_core.executors.base import AuditWork
 from memprobe_core.models.base import ModelError
+from memprobe_core.runs.unit import SplitSpec, UnitOutcome, error_text, run_unit
 from memprobe_core.store import Store, UnitKey
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ def import_ray() -> Any:
 
 
 class RecordingStore:
-    """A :class:`~memprobe_core.audit.unit.UnitStore` that keeps a unit's record in memory.
+    """A :class:`~memprobe_core.runs.unit.UnitStore` that keeps a unit's record in memory.
 
     A worker runs :func:`run_unit` against it; the events it kept (scored candidates and round
     bests, in order) go back to the driver with the unit's outcome. The unit's state changes are

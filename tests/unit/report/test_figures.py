@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from memprobe_core.audit.figures import escape_label, roc_figure
-from memprobe_core.audit.report import MEMBERSHIP_COLUMNS, ROC_COLUMNS
+from memprobe_core.report.build import MEMBERSHIP_COLUMNS, ROC_COLUMNS
+from memprobe_core.report.figures import escape_label, roc_figure
 
 
 def _roc() -> pd.DataFrame:

@@ -9,10 +9,10 @@ import pytest
 from memprobe_core.attacks.common import AttackOptions, InteractiveOptions, ModelSet
 from memprobe_core.attacks.events import CandidateScored, RoundFinished, RoundStarted
 from memprobe_core.attacks.result import AttackResult, Candidate
-from memprobe_core.audit.runs import RunConfig, run_probe, start_probe
-from memprobe_core.audit.unit import SplitSpec, run_unit
 from memprobe_core.data import Snippet
 from memprobe_core.models import load
+from memprobe_core.runs.probe import RunConfig, run_probe, start_probe
+from memprobe_core.runs.unit import SplitSpec, run_unit
 from memprobe_core.store import Store, UnitKey
 
 SNIPPET = Snippet("s", " ".join(f"w{i}" for i in range(60)), "legal")
@@ -221,7 +221,7 @@ def test_run_creation_is_atomic(store):
 
 def test_comparison_table_lists_methods_in_table_1_order_with_costs_and_pii():
     from memprobe_core.attacks.result import Costs
-    from memprobe_core.audit.runs import comparison_table
+    from memprobe_core.runs.probe import comparison_table
 
     def result(method, mem):
         return AttackResult(

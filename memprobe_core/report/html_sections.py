@@ -1,9 +1,9 @@
 """The parts of the HTML audit report: tables, figures and prompt/output blocks, per section.
 
-Each ``*_section`` turns one part of a :class:`~memprobe_core.audit.report.Report` (or the run's
+Each ``*_section`` turns one part of a :class:`~memprobe_core.report.build.Report` (or the run's
 stored units) into a :class:`Section` of plain data — texts, never markup, except the highlighted
 outputs built by :func:`memprobe_core.highlight.segments_to_html` (every piece of text escaped)
-and the figures' JSON. :mod:`memprobe_core.audit.html_report` renders them with autoescaping.
+and the figures' JSON. :mod:`memprobe_core.report.html` renders them with autoescaping.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ import plotly.graph_objects as go
 from markupsafe import Markup
 
 from memprobe_core.attacks.registry import method_label, method_order
-from memprobe_core.audit import figures
-from memprobe_core.audit.report import Report
-from memprobe_core.audit.report_text import _n_mark, _num, _p, _signed_ci, _with_ci
-from memprobe_core.audit.stats import SMALL_N
 from memprobe_core.config import ScoringConfig
 from memprobe_core.highlight import overlap, segments_to_html
+from memprobe_core.report import figures
+from memprobe_core.report.build import Report
+from memprobe_core.report.formatting import n_mark, num, p_text, signed_ci, with_ci
+from memprobe_core.report.stats import SMALL_N
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def _text(value: Any) -> str:
 
 
 def _ci(prefix: str) -> Any:
-    return lambda r: _with_ci(r[prefix], r.get(f"{prefix}_lo"), r.get(f"{prefix}_hi"))
+    return lambda r: with_ci(r[prefix], r.get(f"{prefix}_lo"), r.get(f"{prefix}_hi"))
 
 
 # --- manifest -------------------------------------------------------------------------------
@@ -197,11 +197,11 @@ def table1_section(report: Report, first_figure: int) -> Section:
         "Method": lambda r: r["method_label"],
         "Domain": lambda r: r["domain"],
         "Length": lambda r: r["length"],
-        "n": lambda r: _n_mark(r["n"], r["small_n"]),
+        "n": lambda r: n_mark(r["n"], r["small_n"]),
         "Mem [95 % CI]": _ci("mem"),
         "LCS_P [95 % CI]": _ci("lcs_p"),
         "Dis [95 % CI]": _ci("dis"),
-        "Objective": lambda r: _num(r["objective"]),
+        "Objective": lambda r: num(r["objective"]),
     }
     columns.update(_verbatim_columns(t1, report.meta.get("extract_k")))
     notes = [
@@ -227,12 +227,12 @@ def paired_section(report: Report) -> Section:
         "Method": lambda r: r["method_label"],
         "over": lambda r: method_label(r["baseline"]),
         "Length": lambda r: r["length"],
-        "pairs": lambda r: _n_mark(r["n_pairs"], r["small_n"]),
-        "ΔMem [95 % CI]": lambda r: _signed_ci(r["mean_diff"], r["lo"], r["hi"]),
+        "pairs": lambda r: n_mark(r["n_pairs"], r["small_n"]),
+        "ΔMem [95 % CI]": lambda r: signed_ci(r["mean_diff"], r["lo"], r["hi"]),
         "W/T/L": lambda r: f"{r['wins']}/{r['ties']}/{r['losses']}",
         "test": lambda r: r["test"],
-        "p": lambda r: _p(r["p_value"]),
-        "p Holm": lambda r: _p(r["p_holm"]),
+        "p": lambda r: p_text(r["p_value"]),
+        "p Holm": lambda r: p_text(r["p_holm"]),
     }
     notes = [
         "Per snippet and length: method − baseline. Tests two-sided: wilcoxon = signed-rank on "
@@ -314,7 +314,7 @@ def _method_block(unit: dict[str, Any]) -> dict[str, Any]:
     split = (unit.get("manifest") or {}).get("split") or {}
     scoring = (unit.get("manifest") or {}).get("scoring")
     output, suffix = str(unit.get("output") or ""), split.get("suffix")
-    scores = f"Mem {_num(unit.get('mem'))} · LCS_P {_num(unit.get('lcs_p'))}"
+    scores = f"Mem {num(unit.get('mem'))} · LCS_P {num(unit.get('lcs_p'))}"
     block = {
         "label": method_label(unit["method"]),
         "prompt": str(unit.get("prompt") or ""),
@@ -367,7 +367,7 @@ def _example_groups(
         summary = (
             f"{snippet_id} · {members[0].get('domain', 'unknown')} · length {length}"
             + (f" · {label}" if label else "")
-            + f" · best Mem {_num(best.get('mem'))} "
+            + f" · best Mem {num(best.get('mem'))} "
             f"({method_label(best['method'])})"
         )
         out.append({"summary": summary, "methods": [_method_block(u) for u in members]})
