@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from memprobe_core.corpus import demo_corpus
-from memprobe_core.data import DataError, split
+from memprobe_core.snippets.corpus import demo_corpus
+from memprobe_core.snippets.split import DataError, split
 
 
 def pick_split(victim: Any, length: int, domain: str) -> Any:

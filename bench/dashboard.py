@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
         p.error(
             f"--busy-share {args.busy_share}: give a share of one core between 0 and 1, e.g. 0.2"
         )
-    from memprobe_core.corpus import demo_corpus
+    from memprobe_core.snippets.corpus import demo_corpus
 
     args.snippet = demo_corpus(domains=["legal"])[0].id  # the Probe page's default snippet
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]

@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memprobe_core.attacks.common import InteractiveOptions  # after the path: run as a script
+from memprobe_core.attacks.options import InteractiveOptions
 
 SHAPES: dict[str, dict[str, Any]] = {
     # Llama-2-7B (victim) and Mistral-7B-v0.1 (attacker) shapes.
@@ -135,8 +135,8 @@ def run_probe(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from memprobe_core.attacks import AttackOptions, ModelSet, run_interactive
-    from memprobe_core.data import Snippet, split
     from memprobe_core.models.hf import HFGenerator
+    from memprobe_core.snippets.split import Snippet, split
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = getattr(torch, args.dtype)

@@ -28,8 +28,8 @@ import zlib
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from memprobe_core.corpus import demo_corpus
 from memprobe_core.models import embedded
+from memprobe_core.snippets.corpus import demo_corpus
 
 
 def auroc(pos: list[float], neg: list[float]) -> float:

@@ -33,7 +33,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from _shared import pick_split  # after the environment above: it imports memprobe_core
 
-from memprobe_core.attacks.common import InteractiveOptions
+from memprobe_core.attacks.options import InteractiveOptions
 
 
 def with_loop(gen: Any, loop: str) -> Any:
@@ -79,7 +79,7 @@ def check_victim(victim: Any, trace: list[Any], max_new_tokens: int) -> None:
     ``generate`` by ``torch.multinomial``: same distribution, different random numbers), so their
     victim outputs cannot be compared directly.
     """
-    from memprobe_core.attacks.scoring import victim_request
+    from memprobe_core.attacks.victim import victim_request
 
     last = max(c.round for c in trace)
     prompts = list(dict.fromkeys(c.prompt for c in trace if c.round == last and c.prompt))

@@ -32,12 +32,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 import fleet  # noqa: E402 - bench/fleet.py: the fleet half
 import ray  # noqa: E402
 
-from memprobe_core.attacks.common import AttackOptions, InteractiveOptions  # noqa: E402
+from memprobe_core.attacks.options import AttackOptions, InteractiveOptions  # noqa: E402
 from memprobe_core.audit import AuditProgress, ModelNames, run_audit, start_audit  # noqa: E402
-from memprobe_core.corpus import demo_corpus  # noqa: E402
 from memprobe_core.executors.base import Executor  # noqa: E402
 from memprobe_core.executors.local import LocalExecutor  # noqa: E402
 from memprobe_core.executors.ray import RayExecutor, RayOptions  # noqa: E402
+from memprobe_core.snippets.corpus import demo_corpus  # noqa: E402
 from memprobe_core.store import Store  # noqa: E402
 
 METHODS = ["ps_inst", "interactive"]

@@ -17,7 +17,7 @@ ROUGE_VARIANTS: tuple[str, ...] = ("recall", "precision", "f1")
 ROUGE_TOKENIZERS: tuple[str, ...] = ("rouge", "unicode")
 OUTPUT_WINDOWS: tuple[str, ...] = ("first", "last")
 
-# Conventions of a run (METHOD.md §2): ``paper`` follows the paper's text, ``reference`` the
+# Conventions of a run (docs/method.md §2): ``paper`` follows the paper's text, ``reference`` the
 # paper's reference code (Alymostafa/Instruction_based_attack). See COMPAT_PRESETS.
 Compat = Literal["paper", "reference"]
 COMPAT_MODES: tuple[str, ...] = ("paper", "reference")

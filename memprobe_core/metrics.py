@@ -1,4 +1,4 @@
-"""Scores of the extraction method: ROUGE-L, Mem, LCS_P, Dis and the objective (METHOD.md §2).
+"""Scores of the extraction method: ROUGE-L, Mem, LCS_P, Dis and the objective (docs/method.md §2).
 
 ``rouge_l`` gives bit-identical numbers to ``rouge_score.rouge_scorer.RougeScorer(['rougeL'])``
 (rouge-score 0.1.2) for the ``rouge`` tokenizer, but is much faster: rouge-score fills a

@@ -1,4 +1,4 @@
-"""PII in extracted text: regex detectors, and which items were copied or invented (METHOD.md §4).
+"""PII in extracted text: regex detectors, and which items were copied or invented (docs/method.md §4).
 
 Like the paper (§5.1), detection is by regular expressions; it finds *PII-shaped* strings, not
 verified personal data. Kinds, what each needs, and how items are normalized for comparison:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 import ui_common as ui
-from memprobe_core.data import DataError, split
 from memprobe_core.runs.probe import start_probe
 from memprobe_core.runs.unit import SplitSpec
+from memprobe_core.snippets.split import DataError, split
 from ui_common import charts
 from ui_common import methods as methods_ui
 from ui_common.job_runner import ProgressSnapshot, recorded_methods_job

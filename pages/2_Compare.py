@@ -8,9 +8,9 @@ import streamlit as st
 import ui_common as ui
 from memprobe_core.attacks import registry
 from memprobe_core.attacks.registry import method_label
-from memprobe_core.data import DataError, split
 from memprobe_core.runs.probe import comparison_table, start_probe
 from memprobe_core.runs.unit import SplitSpec
+from memprobe_core.snippets.split import DataError, split
 from ui_common import charts
 from ui_common import methods as methods_ui
 from ui_common.job_runner import ProgressSnapshot, recorded_methods_job

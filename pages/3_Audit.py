@@ -10,12 +10,12 @@ from memprobe_core.attacks import registry
 from memprobe_core.attacks.events import CandidateScored
 from memprobe_core.audit import ModelNames, resume_audit, run_audit, start_audit
 from memprobe_core.config import SELECTIONS
-from memprobe_core.corpus import DOMAINS, demo_corpus, nonmember_summary
-from memprobe_core.data import DataError
 from memprobe_core.errors import UsageError
 from memprobe_core.executors import make_executor
-from memprobe_core.membership.nonmembers import NONMEMBER_DOMAINS
 from memprobe_core.report.build import report_for_run
+from memprobe_core.snippets.corpus import DOMAINS, demo_corpus, nonmember_summary
+from memprobe_core.snippets.nonmembers import NONMEMBER_DOMAINS
+from memprobe_core.snippets.split import DataError
 from ui_common import charts
 from ui_common import methods as methods_ui
 from ui_common.job_runner import Progress, ProgressSnapshot, live_run_ids

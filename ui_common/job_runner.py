@@ -23,7 +23,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from memprobe_core.attacks import run_method
-from memprobe_core.attacks.common import ModelSet
 from memprobe_core.attacks.events import (
     AttackEvent,
     CandidateScored,
@@ -31,6 +30,7 @@ from memprobe_core.attacks.events import (
     RoundStarted,
     SearchStep,
 )
+from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.attacks.registry import method_label
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.runs.probe import run_probe

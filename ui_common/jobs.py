@@ -11,7 +11,7 @@ Why: every script run costs the whole process the GIL, and Streamlit used to run
 ``gc.collect(2)`` after each one (about 0.45 s with the embedded models loaded). Redrawing a
 probe's table and charts every 0.5 s in every open tab left the generation thread a small
 share of the CPU, so a probe watched in the browser ran many times slower than from the CLI
-(see ``bench/dashboard.py`` and issue 15). The policy lives in :class:`LiveView`, which knows
+(see ``bench/dashboard.py``). The policy lives in :class:`LiveView`, which knows
 nothing of Streamlit and is unit-tested.
 """
 

@@ -15,7 +15,8 @@ from typing import Any
 import streamlit as st
 
 from memprobe_core.attacks import registry
-from memprobe_core.attacks.common import AttackOptions, GCGOptions, InteractiveOptions, ModelSet
+from memprobe_core.attacks.model_set import ModelSet
+from memprobe_core.attacks.options import AttackOptions, GCGOptions, InteractiveOptions
 from memprobe_core.config import COMPAT_MODES
 from ui_common.models import ModelChoice, load_model
 from ui_common.page import md
@@ -85,10 +86,12 @@ def method_option_widgets(
     chosen = {registry.get_method(m).options_key for m in methods}
     cols = iter(st.columns(4))
     interactive: dict[str, Any] = {}
+    # Beside other methods the attacker loop's options say whose they are.
+    alone = chosen == {"interactive"}
     if "interactive" in chosen:
         interactive["rounds"] = int(
             next(cols).number_input(
-                "Ours: rounds T",
+                "Rounds T" if alone else "Ours: rounds T",
                 0,
                 20,
                 DASHBOARD_INTERACTIVE.rounds,
@@ -98,7 +101,7 @@ def method_option_widgets(
         )
         interactive["n_candidates"] = int(
             next(cols).number_input(
-                "Ours: candidates n",
+                "Candidates per round n" if alone else "Ours: candidates n",
                 1,
                 64,
                 DASHBOARD_INTERACTIVE.n_candidates,

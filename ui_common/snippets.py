@@ -8,7 +8,6 @@ from typing import Any
 
 import streamlit as st
 
-from memprobe_core import loaders
 from memprobe_core.config import (
     OUTPUT_WINDOWS,
     ROUGE_TOKENIZERS,
@@ -16,8 +15,9 @@ from memprobe_core.config import (
     alpha_for,
     family_of,
 )
-from memprobe_core.corpus import demo_corpus
-from memprobe_core.data import DataError, Snippet
+from memprobe_core.snippets import loaders
+from memprobe_core.snippets.corpus import demo_corpus
+from memprobe_core.snippets.split import DataError, Snippet
 from ui_common.page import keep, md
 
 
@@ -30,7 +30,7 @@ def _corpus() -> list[Any]:
 def read_upload(upload: Any, **load_options: Any) -> Any | None:
     """Snippets of an uploaded file (``LoadResult``), or ``None`` with the problem shown.
 
-    Files over ``memprobe_core.loaders.MAX_FILE_BYTES`` are refused before they are parsed.
+    Files over ``memprobe_core.snippets.loaders.MAX_FILE_BYTES`` are refused before they are parsed.
     """
 
     size = getattr(upload, "size", None)

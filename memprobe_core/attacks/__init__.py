@@ -1,4 +1,4 @@
-"""Extraction methods (METHOD.md §3), one entry function each, one result type.
+"""Extraction methods (docs/method.md §3), one entry function each, one result type.
 
 Every method takes ``(split, models, options, *, on_event=None, cancel=None)`` and returns an
 :class:`AttackResult`::
@@ -14,14 +14,7 @@ from __future__ import annotations
 
 import threading
 
-from memprobe_core.attacks.common import (
-    AttackOptions,
-    GCGOptions,
-    InteractiveOptions,
-    ModelSet,
-    PrefixSuffixOptions,
-    ReverseOptions,
-)
+from memprobe_core.attacks.costs import Costs
 from memprobe_core.attacks.events import (
     AttackEvent,
     CandidateScored,
@@ -33,6 +26,14 @@ from memprobe_core.attacks.events import (
 )
 from memprobe_core.attacks.gcg import gcg_search, run_gcg
 from memprobe_core.attacks.interactive import run_interactive
+from memprobe_core.attacks.model_set import MissingModelError, ModelSet
+from memprobe_core.attacks.options import (
+    AttackOptions,
+    GCGOptions,
+    InteractiveOptions,
+    PrefixSuffixOptions,
+    ReverseOptions,
+)
 from memprobe_core.attacks.prefix_suffix import run_prefix_suffix
 from memprobe_core.attacks.registry import (
     MethodSpec,
@@ -43,21 +44,14 @@ from memprobe_core.attacks.registry import (
     method_order,
     register,
 )
-from memprobe_core.attacks.result import (
-    AttackResult,
-    Cancelled,
-    Candidate,
-    Costs,
-    check_cancel,
-)
+from memprobe_core.attacks.result import AttackResult, Cancelled, Candidate, check_cancel
 from memprobe_core.attacks.reverse_lm import (
     DEFAULT_REVERSE_MODEL,
     flip,
     propose_prefix,
     run_reverse_lm,
 )
-from memprobe_core.attacks.scoring import MissingModelError
-from memprobe_core.data import SplitSnippet
+from memprobe_core.snippets.split import SplitSnippet
 
 
 def run_method(

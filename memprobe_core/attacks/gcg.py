@@ -1,6 +1,6 @@
 """GCG toward the true suffix: white-box token search on the base model, then one answer.
 
-Why not nanogcg (METHOD.md §7): 0.3.0 pins ``transformers<=4.47.1``, with transformers ≥ 5 pip
+Why not nanogcg (docs/method.md §7): 0.3.0 pins ``transformers<=4.47.1``, with transformers ≥ 5 pip
 silently picks 0.2.3 whose prefix cache breaks (``'DynamicCache' object is not subscriptable``),
 and it targets a fixed jailbreak string, not the true suffix. ``bench/gcg.py`` runs both side by
 side; the search itself is in :mod:`memprobe_core.attacks.gcg_core`.
@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from memprobe_core.attacks.common import AttackOptions, GCGOptions, ModelSet
+from memprobe_core.attacks.costs import CostMeter
 from memprobe_core.attacks.events import (
     CandidateScored,
     EventCallback,
@@ -37,25 +37,21 @@ from memprobe_core.attacks.gcg_core import (  # noqa: F401  (re-exported: the se
     gcg_search,
     round_trips,
 )
+from memprobe_core.attacks.manifest import build_manifest
+from memprobe_core.attacks.model_set import MissingModelError, ModelSet, require
+from memprobe_core.attacks.options import AttackOptions, GCGOptions
 from memprobe_core.attacks.registry import MethodSpec, register
-from memprobe_core.attacks.result import AttackResult
-from memprobe_core.attacks.scoring import (
-    CostMeter,
-    MissingModelError,
+from memprobe_core.attacks.result import AttackResult, build_result
+from memprobe_core.attacks.scoring import make_candidate, resolve_alpha, score
+from memprobe_core.attacks.victim import (
     VictimAnswer,
     answer_requests,
-    build_manifest,
-    build_result,
     generation_record,
-    make_candidate,
-    require,
-    resolve_alpha,
-    score,
     victim_decoding,
 )
-from memprobe_core.data import SplitSnippet
 from memprobe_core.metrics import dis
 from memprobe_core.models.base import Generator, TextTokenizer
+from memprobe_core.snippets.split import SplitSnippet
 
 logger = logging.getLogger(__name__)
 METHOD = "gcg"

@@ -26,7 +26,7 @@ import threading
 import time
 
 from memprobe_core.attacks import prompts as meta
-from memprobe_core.attacks.common import AttackOptions, InteractiveOptions, ModelSet
+from memprobe_core.attacks.costs import CostMeter
 from memprobe_core.attacks.events import (
     CandidateScored,
     EventCallback,
@@ -35,31 +35,29 @@ from memprobe_core.attacks.events import (
     RoundStarted,
     emit,
 )
+from memprobe_core.attacks.manifest import build_manifest
+from memprobe_core.attacks.model_set import ModelSet, require
+from memprobe_core.attacks.options import AttackOptions, InteractiveOptions
 from memprobe_core.attacks.registry import MethodSpec, register
 from memprobe_core.attacks.result import (
     AttackResult,
     Cancelled,
     Candidate,
+    best_of,
+    build_result,
     check_cancel,
+    reference_mem,
 )
-from memprobe_core.attacks.scoring import (
-    CostMeter,
+from memprobe_core.attacks.scoring import make_candidate, resolve_alpha, score
+from memprobe_core.attacks.victim import (
     VictimAnswer,
     answer_victim,
-    best_of,
-    build_manifest,
-    build_result,
     generation_record,
-    make_candidate,
-    reference_mem,
-    require,
-    resolve_alpha,
-    score,
     victim_decoding,
 )
-from memprobe_core.data import SplitSnippet
 from memprobe_core.metrics import dis
 from memprobe_core.models.base import Completion, Decoding
+from memprobe_core.snippets.split import SplitSnippet
 
 METHOD = "interactive"
 _NO_ANSWER = VictimAnswer("", "", "none")  # an empty prompt is never sent to the victim

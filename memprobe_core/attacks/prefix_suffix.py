@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Literal
 
-from memprobe_core.attacks.common import AttackOptions, ModelSet, PrefixSuffixOptions
+from memprobe_core.attacks.costs import CostMeter
 from memprobe_core.attacks.events import (
     CandidateScored,
     EventCallback,
@@ -22,24 +22,27 @@ from memprobe_core.attacks.events import (
     RoundStarted,
     emit,
 )
+from memprobe_core.attacks.manifest import build_manifest
+from memprobe_core.attacks.model_set import ModelSet, require
+from memprobe_core.attacks.options import AttackOptions, PrefixSuffixOptions
 from memprobe_core.attacks.registry import MethodSpec, register
-from memprobe_core.attacks.result import AttackResult, Cancelled, Candidate, check_cancel
-from memprobe_core.attacks.scoring import (
-    CostMeter,
+from memprobe_core.attacks.result import (
+    AttackResult,
+    Cancelled,
+    Candidate,
+    best_of,
+    build_result,
+    check_cancel,
+)
+from memprobe_core.attacks.scoring import make_candidate, resolve_alpha, score
+from memprobe_core.attacks.victim import (
     VictimAnswer,
     answer_requests,
-    best_of,
-    build_manifest,
-    build_result,
     generation_record,
-    make_candidate,
-    require,
-    resolve_alpha,
-    score,
     victim_decoding,
 )
-from memprobe_core.data import SplitSnippet
 from memprobe_core.models.base import Generator, Request
+from memprobe_core.snippets.split import SplitSnippet
 
 
 def run_prefix_suffix(

@@ -1,10 +1,16 @@
-"""The one result type every extraction method returns, its trace rows, costs and events."""
+"""The one result type every extraction method returns, its trace rows, and how it is built from
+the chosen candidate (the selection rules' Mem values too)."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+from memprobe_core.attacks.costs import CostMeter, Costs
+from memprobe_core.pii import pii_report
+from memprobe_core.snippets.split import SplitSnippet
 
 
 @dataclass
@@ -26,31 +32,6 @@ class Candidate:
     flags: list[str] = field(default_factory=list)
     is_round_best: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Costs:
-    """What a method spent: queries, generated tokens and seconds (wall and per part).
-
-    The ``search_*`` counters are GCG's white-box passes on the base model: forward calls,
-    backward (gradient) passes, sequences and token positions run forward (a cached prefix
-    counts once); ``search_seconds`` is the whole search. ``measure_seconds``: the verbatim
-    metrics and membership signals measured after the method (not part of ``wall_seconds``).
-    """
-
-    victim_queries: int = 0
-    attacker_queries: int = 0
-    generated_tokens: int = 0
-    wall_seconds: float = 0.0
-    victim_seconds: float = 0.0
-    attacker_seconds: float = 0.0
-    scoring_seconds: float = 0.0
-    search_seconds: float = 0.0
-    search_forward_passes: int = 0
-    search_backward_passes: int = 0
-    search_sequences: int = 0
-    search_tokens: int = 0
-    measure_seconds: float = 0.0
 
 
 @dataclass
@@ -123,3 +104,78 @@ class Cancelled(Exception):
 def check_cancel(cancel: threading.Event | None) -> None:
     if cancel is not None and cancel.is_set():
         raise Cancelled()
+
+
+def reference_mem(trace: Sequence[Candidate]) -> float | None:
+    """The reference code's ``best_rougeL``: ``max(Mem(p_init), Mem(p*_rounds))``.
+
+    ``p*_rounds`` is the argmax of the objective over the refinement rounds (round ≥ 1): the
+    reference picks its optimized prompt among the iterations' best, then compares its Mem with
+    the initial prompt's (run.py: ``max(rougel_init, opt_rougeL)``). ``None`` without p_init.
+    """
+    init = [c for c in trace if c.round == 0 and "empty" not in c.flags]
+    if not init:
+        return None
+    best_round = best_of([c for c in trace if c.round >= 1])
+    return max(init[0].mem, best_round.mem) if best_round is not None else init[0].mem
+
+
+def best_mem(trace: Sequence[Candidate]) -> float | None:
+    """The highest Mem among the trace's scored (non-empty) candidates."""
+    mems = [c.mem for c in trace if "empty" not in c.flags]
+    return max(mems) if mems else None
+
+
+def best_of(candidates: Sequence[Candidate]) -> Candidate | None:
+    """Highest objective among eligible candidates (not ``empty``); the first wins ties."""
+    best = None
+    for cand in candidates:
+        if "empty" in cand.flags:
+            continue
+        if best is None or cand.objective > best.objective:
+            best = cand
+    return best
+
+
+def build_result(
+    method: str,
+    split: SplitSnippet,
+    *,
+    chosen: Candidate | None,
+    trace: list[Candidate],
+    alpha: float,
+    dis: float | None,
+    meter: CostMeter,
+    manifest: dict[str, Any],
+    status: str = "finished",
+    mem_init: float | None = None,
+    mem_reference: float | None = None,
+) -> AttackResult:
+    """An AttackResult from the chosen candidate (``None``: cancelled before anything was scored).
+
+    ``mem_best`` is filled from the trace; ``mem_init`` / ``mem_reference`` only by methods with
+    an initial prompt of their own. PII is counted in the scored window of the output.
+    """
+    output = chosen.output if chosen else ""
+    scored = chosen.extra.get("scored_output", output) if chosen else ""
+    return AttackResult(
+        method=method,
+        snippet_id=split.snippet.id,
+        domain=split.snippet.domain,
+        length=split.length,
+        prompt=chosen.prompt if chosen else "",
+        output=output,
+        mem=chosen.mem if chosen else 0.0,
+        lcs_p=chosen.lcs_p if chosen else 0.0,
+        objective=chosen.objective if chosen else 0.0,
+        alpha=alpha,
+        dis=dis,
+        trace=trace,
+        pii=pii_report(split.suffix, scored).to_dict(),
+        costs=meter.finish(),
+        manifest=manifest,
+        status=status,
+        mem_init=mem_init,
+        mem_best=best_mem(trace),
+        mem_reference=mem_reference,
+    )

@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from memprobe_core.attacks.common import AttackOptions, ModelSet, ReverseOptions
+from memprobe_core.attacks.costs import CostMeter
 from memprobe_core.attacks.events import (
     CandidateScored,
     EventCallback,
@@ -28,25 +28,27 @@ from memprobe_core.attacks.events import (
     RoundStarted,
     emit,
 )
+from memprobe_core.attacks.manifest import build_manifest
+from memprobe_core.attacks.model_set import MissingModelError, ModelSet, require
+from memprobe_core.attacks.options import AttackOptions, ReverseOptions
 from memprobe_core.attacks.registry import MethodSpec, register
-from memprobe_core.attacks.result import AttackResult, Cancelled, Candidate, check_cancel
-from memprobe_core.attacks.scoring import (
-    CostMeter,
-    MissingModelError,
+from memprobe_core.attacks.result import (
+    AttackResult,
+    Cancelled,
+    Candidate,
+    build_result,
+    check_cancel,
+)
+from memprobe_core.attacks.scoring import make_candidate, resolve_alpha, score
+from memprobe_core.attacks.victim import (
     VictimAnswer,
     answer_victim,
-    build_manifest,
-    build_result,
     generation_record,
-    make_candidate,
-    require,
-    resolve_alpha,
-    score,
     victim_decoding,
 )
-from memprobe_core.data import SplitSnippet
 from memprobe_core.metrics import dis
 from memprobe_core.models.base import Decoding, Generator
+from memprobe_core.snippets.split import SplitSnippet
 
 METHOD = "reverse_lm"
 DEFAULT_REVERSE_MODEL = "afterless/reverse-pythia-160m"

@@ -29,10 +29,10 @@ from typing import Any
 
 from memprobe_core import __version__
 from memprobe_core.attacks import registry, run_method
-from memprobe_core.attacks.common import AttackOptions, ModelSet
 from memprobe_core.attacks.events import EventCallback
+from memprobe_core.attacks.model_set import ModelSet
+from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
-from memprobe_core.data import Snippet
 from memprobe_core.errors import MemprobeError
 from memprobe_core.executors.base import AuditWork, Executor
 from memprobe_core.executors.local import LocalExecutor
@@ -42,6 +42,7 @@ from memprobe_core.runs.roles import (
     models_from_config,
 )
 from memprobe_core.runs.unit import Runner, SplitSpec, UnitOutcome, snippets_by_id
+from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import Store, UnitKey
 from memprobe_core.store.owner import owner_record
 

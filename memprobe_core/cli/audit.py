@@ -8,19 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from memprobe_core.attacks import registry
-from memprobe_core.attacks.common import ModelSet
+from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.audit import load_models, resume_audit, run_audit, start_audit
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNITS_FAILED
 from memprobe_core.cli.output import ProgressBar
-from memprobe_core.corpus import demo_corpus, nonmember_summary
-from memprobe_core.data import Snippet
 from memprobe_core.errors import UsageError
 from memprobe_core.executors import EXECUTORS, Executor, make_executor
 from memprobe_core.executors.ray import INSTALL_HINT
-from memprobe_core.loaders import load_snippets
 from memprobe_core.report.build import report_for_run
 from memprobe_core.report.text import render_text
+from memprobe_core.snippets.corpus import demo_corpus, nonmember_summary
+from memprobe_core.snippets.loaders import load_snippets
+from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import Store
 
 

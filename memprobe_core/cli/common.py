@@ -8,7 +8,7 @@ from typing import Any, cast, get_args
 from urllib.parse import urlsplit
 
 from memprobe_core.attacks import registry
-from memprobe_core.attacks.common import (
+from memprobe_core.attacks.options import (
     ANSWER_MODELS,
     MAX_LENGTH,
     MAX_SNIPPETS,
@@ -31,10 +31,10 @@ from memprobe_core.config import (
     ScoringConfig,
 )
 from memprobe_core.errors import UsageError
-from memprobe_core.loaders import MAX_FILE_BYTES, TxtMode
 from memprobe_core.membership import DEFAULT_EXTRACT_K, DEFAULT_MIN_K_PERCENT, MeasureOptions
 from memprobe_core.runs.roles import ModelNames
 from memprobe_core.runs.unit import SplitSpec
+from memprobe_core.snippets.loaders import MAX_FILE_BYTES, TxtMode
 from memprobe_core.store import Store
 
 TXT_MODES: tuple[str, ...] = get_args(TxtMode)

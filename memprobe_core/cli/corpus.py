@@ -13,10 +13,10 @@ import sys
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_OK
 from memprobe_core.cli.output import print_corpus, short
-from memprobe_core.corpus import corpus_summary, demo_corpus, nonmember_summary
-from memprobe_core.data import Snippet
 from memprobe_core.errors import UsageError
-from memprobe_core.membership import nonmembers as generated
+from memprobe_core.snippets import nonmembers as generated
+from memprobe_core.snippets.corpus import corpus_summary, demo_corpus, nonmember_summary
+from memprobe_core.snippets.split import Snippet
 
 # A build larger than this is a typo, not a use (each text is ~5 kB).
 MAX_BUILD_PER_DOMAIN = 10_000

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import sqlite3
 
-from memprobe_core.attacks.scoring import MissingModelError
+from memprobe_core.attacks.model_set import MissingModelError
 from memprobe_core.errors import MemprobeError
 from memprobe_core.models.base import ModelError
 from memprobe_core.ner.labels import LabelError

@@ -20,7 +20,7 @@ from memprobe_core.attacks.events import (
 )
 from memprobe_core.attacks.registry import method_label
 from memprobe_core.attacks.result import AttackResult
-from memprobe_core.data import Snippet
+from memprobe_core.snippets.split import Snippet
 
 
 def duration(seconds: float) -> str:

@@ -11,12 +11,12 @@ from memprobe_core.attacks import registry
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK
 from memprobe_core.cli.output import LiveTable, print_result
-from memprobe_core.corpus import demo_corpus
-from memprobe_core.data import Snippet
 from memprobe_core.errors import UsageError
-from memprobe_core.loaders import load_snippets
 from memprobe_core.runs.probe import run_probe, start_probe
 from memprobe_core.runs.roles import load_models
+from memprobe_core.snippets.corpus import demo_corpus
+from memprobe_core.snippets.loaders import load_snippets
+from memprobe_core.snippets.split import Snippet
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from memprobe_core.attacks.common import ModelSet
 from memprobe_core.attacks.events import EventCallback
-from memprobe_core.data import Snippet
+from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.runs.probe import RunConfig
 from memprobe_core.runs.unit import Runner, UnitOutcome
+from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import Store, UnitKey
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memprobe_core.attacks.common import ModelSet
+from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.executors.base import AuditWork
 from memprobe_core.runs.unit import run_unit
 

@@ -34,19 +34,20 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from memprobe_core.attacks.common import AttackOptions, ModelSet
 from memprobe_core.attacks.events import (
     AttackEvent,
     CandidateScored,
     EventCallback,
     RoundFinished,
 )
+from memprobe_core.attacks.model_set import ModelSet
+from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.attacks.result import AttackResult, Candidate
-from memprobe_core.data import Snippet
 from memprobe_core.errors import UsageError
 from memprobe_core.executors.base import AuditWork
 from memprobe_core.models.base import ModelError
 from memprobe_core.runs.unit import SplitSpec, UnitOutcome, error_text, run_unit
+from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import Store, UnitKey
 
 log = logging.getLogger(__name__)

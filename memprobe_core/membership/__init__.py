@@ -1,11 +1,13 @@
-"""Membership inference and verbatim extraction beside the extraction methods (issue 13).
+"""Membership inference and verbatim extraction beside the extraction methods.
 
+- :mod:`.measure`: what the unit runner measures beside each result (verbatim metrics, signals).
 - :mod:`.options`: what is measured (``MeasureOptions``) and the one list of signals (``SIGNALS``).
 - :mod:`.signals`: loss, perplexity, zlib, lowercase, Min-K%, Min-K%++ and reference ratio of a
   snippet, from one batched forward pass of a white-box victim.
 - :mod:`.verbatim`: k-extractability and the longest verbatim span of an output.
 - :mod:`.evaluate`: AUROC and TPR at fixed FPR, with bootstrap intervals, on labelled audits.
-- :mod:`.nonmembers`: the generated non-member corpus (text no model can have seen).
+- the generated non-member corpus (text no model can have seen) is in
+  :mod:`memprobe_core.snippets.nonmembers`, beside the other snippet sources.
 """
 
 from memprobe_core.membership.options import (

@@ -49,8 +49,8 @@ import pandas as pd
 from scipy import stats
 
 from memprobe_core.attacks.registry import method_label, method_rank
-from memprobe_core.data import MEMBER, NONMEMBER
 from memprobe_core.membership.options import SIGNALS
+from memprobe_core.snippets.split import MEMBER, NONMEMBER
 
 CONFIDENCE = 0.95
 # MEMBERSHIP_COLUMNS' TPR columns and the FPR each one targets.

@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 import time
 
-from memprobe_core.attacks.common import ModelSet
+from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.attacks.result import AttackResult
-from memprobe_core.data import SplitSnippet
 from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.membership.signals import compute_signals
 from memprobe_core.membership.verbatim import verbatim_metrics
 from memprobe_core.secrets import redact_secrets
+from memprobe_core.snippets.split import SplitSnippet
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ Every unit (one snippet, method and length) gets, besides Mem:
   how the model scores the text itself, computed from one batched forward pass.
 
 :data:`SIGNALS` is the single place that names each signal, says which way points to "member"
-and how it is shown; reports, CSV columns and pages read it from here (METHOD.md §8).
+and how it is shown; reports, CSV columns and pages read it from here (docs/method.md §8).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Membership signals of one snippet: from one batched forward pass of a white-box victim, or
 from the log-probs a black-box victim's server gives the snippet's tokens.
 
-METHOD.md §8 defines them; :data:`~memprobe_core.membership.options.SIGNALS` names them. With
+docs/method.md §8 defines them; :data:`~memprobe_core.membership.options.SIGNALS` names them. With
 ``ℓ_t = log p(x_t | x_<t)`` over the snippet's first ``length`` tokens ``x``:
 
 - ``loss`` ``= −mean ℓ_t``; ``ppl = exp(loss)``; ``suffix_loss``: ``−mean ℓ_t`` over the suffix
@@ -50,9 +50,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memprobe_core.data import SplitSnippet
 from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.models.base import Generator, LogprobsUnavailable
+from memprobe_core.snippets.split import SplitSnippet
 
 log = logging.getLogger(__name__)
 
@@ -404,7 +404,7 @@ def compute_signals(
     options: MeasureOptions,
     reference: Generator | None = None,
 ) -> dict[str, Any]:
-    """The membership signals of ``piece`` on ``victim`` (METHOD.md §8).
+    """The membership signals of ``piece`` on ``victim`` (docs/method.md §8).
 
     Args:
         victim: the audited model: a white-box one (``hf``) is scored from one forward pass; a

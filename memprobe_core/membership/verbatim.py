@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from difflib import SequenceMatcher
 from typing import Any
 
-from memprobe_core.data import WhitespaceTokenizer
 from memprobe_core.models.base import TextTokenizer
+from memprobe_core.snippets.split import WhitespaceTokenizer
 
 
 def longest_common_span(a: Sequence[Any], b: Sequence[Any]) -> int:

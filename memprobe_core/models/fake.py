@@ -28,8 +28,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from memprobe_core.corpus import demo_corpus
-from memprobe_core.data import WhitespaceTokenizer
 from memprobe_core.models.base import (
     Completion,
     Generator,
@@ -39,6 +37,8 @@ from memprobe_core.models.base import (
     chat_as_text,
 )
 from memprobe_core.models.scripted import load_scripted
+from memprobe_core.snippets.corpus import demo_corpus
+from memprobe_core.snippets.split import WhitespaceTokenizer
 
 MODES = ("auto", "victim", "attacker", "echo", "copy")
 # Words of the longest shared run that make the fake victim reproduce its continuation fully.

@@ -28,7 +28,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from memprobe_core.data import WhitespaceTokenizer
 from memprobe_core.models.base import (
     Completion,
     Generator,
@@ -37,6 +36,7 @@ from memprobe_core.models.base import (
     TextTokenizer,
     chat_as_text,
 )
+from memprobe_core.snippets.split import WhitespaceTokenizer
 
 
 @dataclass(frozen=True)

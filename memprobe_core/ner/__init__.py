@@ -1,4 +1,4 @@
-"""NER memorization audits (METHOD.md §5): does a token classifier recognise names it was trained
+"""NER memorization audits (docs/method.md §5): does a token classifier recognise names it was trained
 on more confidently than names it never saw, and which prompts reveal it best?
 
 Modules:

@@ -1,6 +1,6 @@
 """Finding a token classifier's person (PER) labels in ``config.id2label``.
 
-Label ids are never hard-coded (METHOD.md §5): each hub model numbers its labels its own way.
+Label ids are never hard-coded (docs/method.md §5): each hub model numbers its labels its own way.
 Two schemes are recognised:
 
 * **BIO / IOB1 / BIOES**: ``B-PER``, ``I-PER`` (and ``S-PER``/``E-PER`` if present);

@@ -1,7 +1,7 @@
 """A token-classification model wrapped for NER memorization audits.
 
 ``NerModel`` loads any Hugging Face token classifier (hub id or local folder) and computes the
-paper's name confidence (METHOD.md §5)::
+paper's name confidence (docs/method.md §5)::
 
     C(name | prompt) = mean over the name's sub-tokens of max(P(B-PER), P(I-PER))
 

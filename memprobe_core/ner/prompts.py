@@ -3,7 +3,7 @@
 A prompt is a sentence with exactly one slot, written ``{name}`` (the literal six characters; other
 braces in the text are left alone, the slot is replaced with ``str.replace``, never ``format``):
 ``"Yesterday {name} opened the new library."``. Filling the slot returns the character span of the
-name so the scorer can find its tokens by offsets (METHOD.md §5).
+name so the scorer can find its tokens by offsets (docs/method.md §5).
 
 Prompt properties analysed (paper Figure 3): the **type** (declarative, exclamatory, imperative,
 interrogative), the **length** in words and the **name position** (start, middle, end).

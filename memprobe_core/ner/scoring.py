@@ -1,6 +1,6 @@
 """M-MEM: how often a prompt makes the model more confident on in-train than out-of-train names.
 
-Two definitions (METHOD.md §5), both returned as a **fraction in [0, 1]** (the paper prints
+Two definitions (docs/method.md §5), both returned as a **fraction in [0, 1]** (the paper prints
 percentages: multiply by 100):
 
 * ``pairwise`` (the paper's definition): the share of pairs ``(in_k, out_k)`` with

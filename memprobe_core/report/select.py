@@ -1,4 +1,4 @@
-"""Which Mem a report shows for each result: the selection rule, named (METHOD.md §2).
+"""Which Mem a report shows for each result: the selection rule, named (docs/method.md §2).
 
 Every stored result keeps three figures besides Mem(p*):
 

@@ -1,6 +1,6 @@
 """Statistics behind the report: BCa intervals, paired tests and Holm's correction.
 
-Why these choices (METHOD.md, "Statistics for reports"): audits often have 5–30 snippets per cell
+Why these choices (docs/method.md, "Statistics for reports"): audits often have 5–30 snippets per cell
 and Mem scores on [0, 1] are skewed (many near 0). On Beta(0.5, 3) samples (``bench/stats.py``,
 2,000 samples per n) the former percentile bootstrap with 1,000 resamples covered the mean
 0.78 / 0.86 / 0.93 of the time at n = 5 / 10 / 30; the bias-corrected and accelerated (BCa)

@@ -16,13 +16,14 @@ from typing import Any, Literal
 import pandas as pd
 
 from memprobe_core.attacks import run_method
-from memprobe_core.attacks.common import AttackOptions, ModelSet
 from memprobe_core.attacks.events import EventCallback
+from memprobe_core.attacks.model_set import ModelSet
+from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.attacks.registry import method_label, method_order
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
-from memprobe_core.data import Snippet
 from memprobe_core.runs.unit import DEFAULT_SPLIT, Runner, SplitSpec, UnitOutcome, run_unit
+from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import Store, UnitKey
 from memprobe_core.store.owner import owner_record
 

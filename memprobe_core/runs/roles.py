@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from memprobe_core import models as model_backends
-from memprobe_core.attacks.common import ModelSet
+from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.attacks.registry import roles_needed
 from memprobe_core.attacks.reverse_lm import DEFAULT_REVERSE_MODEL
 from memprobe_core.models import embedded

@@ -28,13 +28,14 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from memprobe_core.attacks import run_method
-from memprobe_core.attacks.common import AttackOptions, ModelSet
 from memprobe_core.attacks.events import AttackEvent, EventCallback
+from memprobe_core.attacks.model_set import ModelSet
+from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
-from memprobe_core.data import Snippet, SplitSnippet, split
 from memprobe_core.membership.measure import measure_result
 from memprobe_core.secrets import redact_secrets
+from memprobe_core.snippets.split import Snippet, SplitSnippet, split
 from memprobe_core.store import Store, UnitKey
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ class UnitStore(Protocol):
 
 @dataclass(frozen=True)
 class SplitSpec:
-    """How snippets are cut into prefix and suffix (METHOD.md §1).
+    """How snippets are cut into prefix and suffix (docs/method.md §1).
 
     Attributes:
         tokenizer: ``model`` (the victim's tokenizer, as the paper) or ``whitespace``.

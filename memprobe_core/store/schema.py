@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from memprobe_core.attacks.result import AttackResult, Candidate, Costs
+from memprobe_core.attacks.costs import Costs
+from memprobe_core.attacks.result import AttackResult, Candidate
 from memprobe_core.errors import MemprobeError
 from memprobe_core.paths import default_store_path
 

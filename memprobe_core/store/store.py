@@ -32,8 +32,8 @@ from memprobe_core.attacks.events import (
     RoundFinished,
 )
 from memprobe_core.attacks.result import AttackResult, Candidate
-from memprobe_core.data import Snippet
 from memprobe_core.errors import UnknownRunError, UsageError
+from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import frames as store_frames
 from memprobe_core.store.owner import owner_is_dead
 from memprobe_core.store.schema import (

@@ -126,9 +126,9 @@ def test_audit_runs_and_reports() -> None:
 def test_audit_resumes_an_interrupted_run() -> None:
     import os
 
-    from memprobe_core.attacks.common import AttackOptions
+    from memprobe_core.attacks.options import AttackOptions
     from memprobe_core.audit import ModelNames, start_audit
-    from memprobe_core.corpus import demo_corpus
+    from memprobe_core.snippets.corpus import demo_corpus
 
     store = Store(os.environ["MEMPROBE_STORE"])
     run_id = start_audit(

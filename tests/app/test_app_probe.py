@@ -142,7 +142,7 @@ def test_cancel_keeps_what_was_scored(fake_ui, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_upload_over_the_cap_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    import memprobe_core.loaders as loaders
+    import memprobe_core.snippets.loaders as loaders
 
     monkeypatch.setattr(loaders, "MAX_FILE_BYTES", 1000)
     at = open_page(PAGE)

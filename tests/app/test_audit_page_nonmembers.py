@@ -33,7 +33,7 @@ def test_labelled_audit_from_the_checkbox() -> None:
 
 
 def test_damaged_nonmember_file_is_an_error_not_a_crash() -> None:
-    from memprobe_core.membership import nonmembers
+    from memprobe_core.snippets import nonmembers
 
     nonmembers.default_path().write_text("{broken", "utf-8")
     at = open_page("pages/3_Audit.py")

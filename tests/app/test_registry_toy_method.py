@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pytest
 
 from memprobe_core.attacks import registry
-from memprobe_core.attacks.common import AttackOptions, ModelSet
+from memprobe_core.attacks.costs import CostMeter
 from memprobe_core.attacks.events import (
     CandidateScored,
     EventCallback,
@@ -24,22 +24,17 @@ from memprobe_core.attacks.events import (
     RoundStarted,
     emit,
 )
-from memprobe_core.attacks.result import AttackResult
-from memprobe_core.attacks.scoring import (
-    CostMeter,
-    answer_requests,
-    build_manifest,
-    build_result,
-    make_candidate,
-    resolve_alpha,
-    score,
-    victim_decoding,
-)
+from memprobe_core.attacks.manifest import build_manifest
+from memprobe_core.attacks.model_set import ModelSet
+from memprobe_core.attacks.options import AttackOptions
+from memprobe_core.attacks.result import AttackResult, build_result
+from memprobe_core.attacks.scoring import make_candidate, resolve_alpha, score
+from memprobe_core.attacks.victim import answer_requests, victim_decoding
 from memprobe_core.audit import ModelNames, run_audit, start_audit
 from memprobe_core.cli.main import build_parser
-from memprobe_core.data import Snippet, SplitSnippet
 from memprobe_core.report.build import report_for_run
 from memprobe_core.report.text import render_text
+from memprobe_core.snippets.split import Snippet, SplitSnippet
 from memprobe_core.store import Store, UnitKey
 from tests.app.conftest import open_page
 

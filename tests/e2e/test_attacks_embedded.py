@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from memprobe_core.attacks import AttackOptions, ModelSet, method_label, method_names, run_method
-from memprobe_core.attacks.common import GCGOptions, InteractiveOptions
+from memprobe_core.attacks.options import GCGOptions, InteractiveOptions
 from memprobe_core.metrics import objective
 from tests.unit.attacks.test_attacks_reverse_lm import train_reversed, word_tokenizer
 
@@ -22,10 +22,10 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def setup():
-    from memprobe_core.corpus import demo_corpus
-    from memprobe_core.data import DataError, split
     from memprobe_core.models import load
     from memprobe_core.models.hf import HFGenerator
+    from memprobe_core.snippets.corpus import demo_corpus
+    from memprobe_core.snippets.split import DataError, split
 
     victim = load("gemma-3-270m")
     attacker = load("smollm2-135m-instruct")

@@ -15,9 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from memprobe_core.attacks.common import AttackOptions, InteractiveOptions
+from memprobe_core.attacks.options import AttackOptions, InteractiveOptions
 from memprobe_core.audit import ModelNames, start_audit
-from memprobe_core.data import Snippet
+from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import Store
 from memprobe_core.store.schema import RESULT_COLUMNS_SQL
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 WORKER = r"""
 import sys
-from memprobe_core.attacks.common import ModelSet
+from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.audit import resume_audit
 from memprobe_core.models.scripted import ScriptedGenerator
 from memprobe_core.store import Store

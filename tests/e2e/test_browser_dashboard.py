@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from memprobe_core.attacks.result import AttackResult, Candidate
-from memprobe_core.data import Snippet
+from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import Store, UnitKey
 from tests.e2e.browser_fixtures import (  # noqa: F401 - fixtures used by name
     ARTIFACTS,

@@ -1,4 +1,4 @@
-"""Watching a probe in three tabs must not stall it (issue 15): the probe keeps scoring.
+"""Watching a probe in three tabs must not stall it: the probe keeps scoring.
 
 Three tabs of one chromium on the Probe page, each with a live job: tab 1 runs a small probe on
 the embedded models, tabs 2 and 3 start probes of their own, which wait for the model lock (a

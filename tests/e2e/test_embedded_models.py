@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from memprobe_core.data import Snippet, split
 from memprobe_core.metrics import rouge_l
 from memprobe_core.models import clear_cache, embedded, load
+from memprobe_core.snippets.split import Snippet, split
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +39,7 @@ def _needs(name: str) -> None:
 def licence_snippets() -> list[Snippet]:
     """The MIT licences of the demo corpus, from their permission grant on (built-in if absent)."""
     try:
-        from memprobe_core.corpus import demo_corpus
+        from memprobe_core.snippets.corpus import demo_corpus
 
         found = [
             Snippet(s.id, s.text[s.text.index(GRANT) :], s.domain, s.source)

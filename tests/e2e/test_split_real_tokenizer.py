@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from memprobe_core.corpus import demo_corpus
-from memprobe_core.data import DataError, Snippet, split
+from memprobe_core.snippets.corpus import demo_corpus
+from memprobe_core.snippets.split import DataError, Snippet, split
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from memprobe_core.attacks.common import AttackOptions
+from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.cli import main
 from memprobe_core.cli.errors import cli_text
 from memprobe_core.models import clear_cache, load

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from memprobe_core.attacks.result import Costs
+from memprobe_core.attacks.costs import Costs
 from memprobe_core.cli import main
 from memprobe_core.models import fake
 from memprobe_core.store import Store

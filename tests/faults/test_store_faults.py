@@ -11,7 +11,7 @@ import pytest
 
 from memprobe_core.attacks.result import AttackResult, Candidate
 from memprobe_core.cli import main
-from memprobe_core.data import Snippet
+from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import SCHEMA_VERSION, Store, UnitKey
 from memprobe_core.store.store import MAX_STORED_TEXT, clip_text
 from tests.faults.helpers import one_line_error

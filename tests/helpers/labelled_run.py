@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from memprobe_core.attacks.result import AttackResult, Costs
-from memprobe_core.data import Snippet
+from memprobe_core.attacks.costs import Costs
+from memprobe_core.attacks.result import AttackResult
 from memprobe_core.report.build import MEMBERSHIP_COLUMNS, ROC_COLUMNS, Report
+from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import Store, UnitKey
 
 SCRIPT = "<script>alert(1)</script>"

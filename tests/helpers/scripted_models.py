@@ -7,9 +7,9 @@ K scores better and a loop that keeps its best candidate must end on a large K.
 
 from __future__ import annotations
 
-from memprobe_core.data import Snippet, SplitSnippet, split
 from memprobe_core.models.base import Request
 from memprobe_core.models.scripted import Ask, ScriptedGenerator
+from memprobe_core.snippets.split import Snippet, SplitSnippet, split
 
 SUFFIX_WORDS = [
     "alpha",

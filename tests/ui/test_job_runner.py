@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from memprobe_core.attacks.common import InteractiveOptions
+from memprobe_core.attacks.options import InteractiveOptions
 from ui_common.job_runner import Job, ModelLock, Progress
 
 
@@ -134,11 +134,12 @@ def test_unknown_progress_field_is_refused() -> None:
 def test_recorded_methods_job_stores_every_candidate_and_survives_a_failing_method(
     tmp_path,
 ) -> None:
-    from memprobe_core.attacks.common import AttackOptions, ModelSet
-    from memprobe_core.data import Snippet
+    from memprobe_core.attacks.model_set import ModelSet
+    from memprobe_core.attacks.options import AttackOptions
     from memprobe_core.models import load
     from memprobe_core.runs.probe import start_probe
     from memprobe_core.runs.unit import SplitSpec
+    from memprobe_core.snippets.split import Snippet
     from memprobe_core.store import Store
     from ui_common.job_runner import recorded_methods_job
 

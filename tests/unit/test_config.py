@@ -1,4 +1,4 @@
-"""α table lookups (METHOD.md §3, paper Appendix A) and ScoringConfig validation."""
+"""α table lookups (docs/method.md §3, paper Appendix A) and ScoringConfig validation."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from memprobe_core.config import DEFAULT_ALPHA, ScoringConfig, alpha_for, family_of
 
-# Every cell of METHOD.md §3's Llama-family table: (length, domain, α).
+# Every cell of docs/method.md §3's Llama-family table: (length, domain, α).
 LLAMA_TABLE = [
     (200, "c4", 0.4),
     (200, "cc", 0.4),

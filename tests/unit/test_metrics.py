@@ -8,7 +8,6 @@ import pytest
 from rouge_score.rouge_scorer import RougeScorer
 
 from memprobe_core.config import ScoringConfig
-from memprobe_core.data import WhitespaceTokenizer
 from memprobe_core.metrics import (
     Scores,
     apply_output_window,
@@ -21,6 +20,7 @@ from memprobe_core.metrics import (
     rouge_tokens,
     score_candidates,
 )
+from memprobe_core.snippets.split import WhitespaceTokenizer
 
 # Words chosen to exercise the tokenizer: stems (running/runs/ran), short words (not stemmed),
 # digits, mixed case, non-ASCII (dropped or split by the rouge tokenizer), punctuation glued to

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memprobe_core.attacks.common import (
+from memprobe_core.attacks.options import (
     LEGACY_FLAT_OPTIONS,
     AttackOptions,
     GCGOptions,

@@ -1,5 +1,5 @@
 """Paper vs reference-code conventions: output window and budget, selection rule, meta-prompt
-wordings, BOS in the split, and what the manifest records (issue 11, items 2-5 and 9)."""
+wordings, BOS in the split, and what the manifest records."""
 
 from __future__ import annotations
 
@@ -9,15 +9,14 @@ import pytest
 
 from memprobe_core.attacks import AttackOptions, ModelSet, run_interactive, run_method
 from memprobe_core.attacks import prompts as meta
-from memprobe_core.attacks.common import InteractiveOptions
-from memprobe_core.attacks.result import Candidate
-from memprobe_core.attacks.scoring import reference_mem
+from memprobe_core.attacks.options import InteractiveOptions
+from memprobe_core.attacks.result import Candidate, reference_mem
 from memprobe_core.cli import common
 from memprobe_core.config import ScoringConfig
-from memprobe_core.data import Snippet, split
 from memprobe_core.errors import UsageError
 from memprobe_core.models.base import Completion
 from memprobe_core.models.scripted import Ask, ScriptedGenerator
+from memprobe_core.snippets.split import Snippet, split
 from tests.helpers.scripted_models import (
     PREFIX_WORDS,
     SUFFIX_WORDS,

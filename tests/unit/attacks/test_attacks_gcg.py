@@ -16,10 +16,10 @@ from memprobe_core.attacks import (
     gcg_search,
     run_gcg,
 )
-from memprobe_core.attacks.common import GCGOptions
 from memprobe_core.attacks.gcg import round_trips
-from memprobe_core.data import Snippet, split
+from memprobe_core.attacks.options import GCGOptions
 from memprobe_core.models.scripted import ScriptedGenerator
+from memprobe_core.snippets.split import Snippet, split
 from tests.helpers.tiny_models import tiny_gemma3_config
 
 N_WORDS = 200

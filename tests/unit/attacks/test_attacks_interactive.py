@@ -14,10 +14,10 @@ from memprobe_core.attacks import (
     run_interactive,
     run_method,
 )
-from memprobe_core.attacks.common import InteractiveOptions
+from memprobe_core.attacks.options import InteractiveOptions
 from memprobe_core.attacks.prompts import INIT_META_PROMPT
-from memprobe_core.data import Snippet, split
 from memprobe_core.metrics import dis
+from memprobe_core.snippets.split import Snippet, split
 from tests.helpers.scripted_models import (
     counting_victim,
     first_requests,

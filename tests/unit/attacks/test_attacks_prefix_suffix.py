@@ -13,9 +13,9 @@ from memprobe_core.attacks import (
     run_method,
     run_prefix_suffix,
 )
-from memprobe_core.attacks.common import PrefixSuffixOptions
-from memprobe_core.data import Snippet, split
+from memprobe_core.attacks.options import PrefixSuffixOptions
 from memprobe_core.models.scripted import Ask, ScriptedGenerator
+from memprobe_core.snippets.split import Snippet, split
 
 WORDS = ["one", "two", "three", "alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
 

@@ -13,8 +13,8 @@ from memprobe_core.attacks import (
     propose_prefix,
     run_reverse_lm,
 )
-from memprobe_core.data import Snippet, split
 from memprobe_core.models.scripted import ScriptedGenerator
+from memprobe_core.snippets.split import Snippet, split
 from tests.unit.attacks.test_attacks_gcg import TinyHF, tiny_llama
 
 SENTENCES = [

@@ -14,7 +14,6 @@ import threading
 import pytest
 
 from memprobe_core.attacks import AttackOptions, ModelSet, method_names, run_method
-from memprobe_core.attacks.common import GCGOptions, InteractiveOptions
 from memprobe_core.attacks.events import (
     CandidateScored,
     Finished,
@@ -22,8 +21,9 @@ from memprobe_core.attacks.events import (
     RoundStarted,
     SearchStep,
 )
-from memprobe_core.data import Snippet, split
+from memprobe_core.attacks.options import GCGOptions, InteractiveOptions
 from memprobe_core.models import load
+from memprobe_core.snippets.split import Snippet, split
 from tests.helpers.tiny_models import tiny_hf_generator
 
 WORDS = [

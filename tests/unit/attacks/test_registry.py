@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memprobe_core.attacks import registry
-from memprobe_core.attacks.common import AttackOptions, GCGOptions
+from memprobe_core.attacks.options import AttackOptions, GCGOptions
 from memprobe_core.errors import UsageError
 
 

@@ -7,8 +7,9 @@ import threading
 import pytest
 
 import memprobe_core.models as models_pkg
-from memprobe_core.attacks.common import AttackOptions, InteractiveOptions, ModelSet
 from memprobe_core.attacks.events import CandidateScored
+from memprobe_core.attacks.model_set import ModelSet
+from memprobe_core.attacks.options import AttackOptions, InteractiveOptions
 from memprobe_core.attacks.registry import roles_needed
 from memprobe_core.attacks.result import AttackResult, Candidate
 from memprobe_core.audit import (
@@ -18,7 +19,7 @@ from memprobe_core.audit import (
     run_audit,
     start_audit,
 )
-from memprobe_core.data import Snippet
+from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import Store, UnitKey
 from tests.helpers.scripted_models import parrot
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from memprobe_core.cli import main
-from memprobe_core.membership import nonmembers as nm
+from memprobe_core.snippets import nonmembers as nm
 from memprobe_core.store import Store
 from tests.unit.cli.test_cli import MODELS, WORDS, fake_models  # noqa: F401 (a fixture)
 

@@ -8,9 +8,9 @@ import pytest
 
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.cli import main
-from memprobe_core.data import Snippet
 from memprobe_core.report.build import MEMBERSHIP_COLUMNS, ROC_COLUMNS
 from memprobe_core.report.export import read_safe_csv
+from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import Store, UnitKey
 
 # snippet -> (label, loss): members have the lower loss except m1 against n1.

@@ -12,10 +12,9 @@ import sys
 
 import pytest
 
-from memprobe_core.attacks.common import AttackOptions, InteractiveOptions
+from memprobe_core.attacks.options import AttackOptions, InteractiveOptions
 from memprobe_core.audit import ModelNames, run_audit, start_audit
 from memprobe_core.cli.main import main
-from memprobe_core.corpus import demo_corpus
 from memprobe_core.errors import UsageError
 from memprobe_core.executors import LocalExecutor, make_executor
 from memprobe_core.executors.ray import (
@@ -31,6 +30,7 @@ from memprobe_core.models.base import ModelError
 from memprobe_core.runs.probe import RunConfig
 from memprobe_core.runs.roles import models_from_config
 from memprobe_core.runs.unit import SplitSpec, snippets_by_id
+from memprobe_core.snippets.corpus import demo_corpus
 from memprobe_core.store import Store
 
 METHODS = ["ps_base", "ps_inst", "interactive"]

@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 from memprobe_core.attacks import run_method
-from memprobe_core.attacks.common import AttackOptions, InteractiveOptions
+from memprobe_core.attacks.options import AttackOptions, InteractiveOptions
 from memprobe_core.audit import ModelNames, resume_audit, run_audit, start_audit
-from memprobe_core.corpus import demo_corpus
 from memprobe_core.executors.local import LocalExecutor
 from memprobe_core.executors.ray import RayExecutor, RayOptions
 from memprobe_core.models.base import ModelError
 from memprobe_core.runs.roles import models_from_config
+from memprobe_core.snippets.corpus import demo_corpus
 from memprobe_core.store import Store
 from tests.unit.executors.test_executors import comparable
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memprobe_core.attacks.common import AttackOptions
+from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.errors import UsageError
 from memprobe_core.membership import SIGNALS, MeasureOptions
 from memprobe_core.membership.options import signals_frame

@@ -1,4 +1,4 @@
-"""Membership signals (METHOD.md §8): hand-computed cases on a bigram model with known log-probs,
+"""Membership signals (docs/method.md §8): hand-computed cases on a bigram model with known log-probs,
 an independent check against transformers' own loss on a tiny random Llama, padding invariance,
 the one-forward cost and the cache."""
 
@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import torch
 
-from memprobe_core.data import Snippet, split
 from memprobe_core.membership import SIGNALS, MeasureOptions
 from memprobe_core.membership import signals as sig
 from memprobe_core.models import load
 from memprobe_core.models.base import Generator
+from memprobe_core.snippets.split import Snippet, split
 from tests.helpers.tiny_models import tiny_hf_generator
 
 LN2 = math.log(2.0)

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from memprobe_core.data import Snippet, split
 from memprobe_core.membership import MeasureOptions
 from memprobe_core.membership import signals as sig
 from memprobe_core.membership.options import signals_frame
 from memprobe_core.models.openai import OpenAIGenerator
+from memprobe_core.snippets.split import Snippet, split
 from tests.helpers.openai_server import serve
 from tests.helpers.tiny_models import tiny_hf_generator
 

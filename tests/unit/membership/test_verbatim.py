@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from memprobe_core.data import WhitespaceTokenizer
 from memprobe_core.membership.verbatim import k_extractable, longest_common_span, verbatim_metrics
+from memprobe_core.snippets.split import WhitespaceTokenizer
 
 
 def test_k_extractable_needs_the_first_k_tokens_exactly():

@@ -44,7 +44,7 @@ def test_victim_is_deterministic_and_respects_max_tokens(victim):
 
 
 def test_victim_defaults_to_demo_corpus():
-    from memprobe_core.corpus import demo_corpus
+    from memprobe_core.snippets.corpus import demo_corpus
 
     snippet = demo_corpus(domains="legal")[0].text.split()
     out = load("fake:victim").generate([" ".join(snippet[:40])], max_new_tokens=15)[0][0]

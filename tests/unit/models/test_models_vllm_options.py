@@ -99,9 +99,9 @@ def test_an_unknown_engine_option_is_refused(fake_vllm):
 
 
 def test_prompt_log_probs_are_one_engine_call_and_give_the_signals(fake_vllm):
-    from memprobe_core.data import Snippet, split
     from memprobe_core.membership import MeasureOptions
     from memprobe_core.membership import signals as sig
+    from memprobe_core.snippets.split import Snippet, split
 
     gen = load_vllm("vllm:some/model", LoadOptions())
     assert gen.scores_text

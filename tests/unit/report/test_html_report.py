@@ -188,7 +188,7 @@ def test_without_a_store_or_labels_the_page_still_renders(run) -> None:
 
 
 def test_a_run_with_no_finished_unit_has_no_script_at_all(tmp_path) -> None:
-    from memprobe_core.data import Snippet
+    from memprobe_core.snippets.split import Snippet
     from memprobe_core.store import Store, UnitKey
 
     store = Store(tmp_path / "r.sqlite")
@@ -244,7 +244,7 @@ def test_a_labelled_run_without_a_table_says_why(run) -> None:
 
 def test_unreadable_scoring_options_fall_back_to_the_defaults(tmp_path) -> None:
     from memprobe_core.attacks.result import AttackResult
-    from memprobe_core.data import Snippet
+    from memprobe_core.snippets.split import Snippet
     from memprobe_core.store import Store, UnitKey
 
     store = Store(tmp_path / "r.sqlite")

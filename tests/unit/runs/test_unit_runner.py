@@ -6,13 +6,14 @@ import threading
 
 import pytest
 
-from memprobe_core.attacks.common import AttackOptions, InteractiveOptions, ModelSet
 from memprobe_core.attacks.events import CandidateScored, RoundFinished, RoundStarted
+from memprobe_core.attacks.model_set import ModelSet
+from memprobe_core.attacks.options import AttackOptions, InteractiveOptions
 from memprobe_core.attacks.result import AttackResult, Candidate
-from memprobe_core.data import Snippet
 from memprobe_core.models import load
 from memprobe_core.runs.probe import RunConfig, run_probe, start_probe
 from memprobe_core.runs.unit import SplitSpec, run_unit
+from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import Store, UnitKey
 
 SNIPPET = Snippet("s", " ".join(f"w{i}" for i in range(60)), "legal")
@@ -220,7 +221,7 @@ def test_run_creation_is_atomic(store):
 
 
 def test_comparison_table_lists_methods_in_table_1_order_with_costs_and_pii():
-    from memprobe_core.attacks.result import Costs
+    from memprobe_core.attacks.costs import Costs
     from memprobe_core.runs.probe import comparison_table
 
     def result(method, mem):

@@ -9,10 +9,11 @@ import time
 
 import pytest
 
+from memprobe_core.attacks.costs import Costs
 from memprobe_core.attacks.events import CandidateScored, RoundFinished, RoundStarted, SearchStep
-from memprobe_core.attacks.result import AttackResult, Candidate, Costs
-from memprobe_core.data import DataError, Snippet
+from memprobe_core.attacks.result import AttackResult, Candidate
 from memprobe_core.errors import UnknownRunError, UsageError
+from memprobe_core.snippets.split import DataError, Snippet
 from memprobe_core.store import (
     RESULT_COLUMNS,
     SCHEMA_VERSION,

@@ -1,7 +1,7 @@
 """Random names, places, dates, numbers and words for the generated non-member texts.
 
 Hand-written short lists rather than a fake-data library: a set must be reproducible from its
-seed and :data:`~memprobe_core.membership.nonmembers.GENERATOR_VERSION` alone, not from the
+seed and :data:`~memprobe_core.snippets.nonmembers.GENERATOR_VERSION` alone, not from the
 version of a third-party word list.
 
 Every name is made of ordinary words (``Ashbrook Ledger GmbH``, ``stale_invoice_count``), not

@@ -36,11 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from memprobe_core import paths
-from memprobe_core.data import NONMEMBER, DataError, Snippet
-from memprobe_core.membership import _nonmember_code, _nonmember_legal
+from memprobe_core.snippets import _nonmember_code, _nonmember_legal
+from memprobe_core.snippets.split import NONMEMBER, DataError, Snippet
 
 log = logging.getLogger(__name__)
 
+# The generator's name is part of every text's random seed and of the set file: kept as it was
+# first written (the module has moved since), so a seed still gives the same texts.
 GENERATOR = "memprobe.membership.nonmembers"
 # Bump when a template or word list changes: the same seed then gives other texts.
 GENERATOR_VERSION = 1

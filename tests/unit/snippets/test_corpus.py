@@ -6,8 +6,8 @@ import importlib.metadata
 
 import pytest
 
-from memprobe_core import corpus
-from memprobe_core.corpus import (
+from memprobe_core.snippets import corpus
+from memprobe_core.snippets.corpus import (
     DOMAINS,
     MAX_CHUNK_CHARS,
     MIN_WORDS,
@@ -18,7 +18,7 @@ from memprobe_core.corpus import (
     normalize_text,
     split_docstring,
 )
-from memprobe_core.data import DataError
+from memprobe_core.snippets.split import DataError
 
 
 def test_non_empty_with_three_domains() -> None:
@@ -163,7 +163,7 @@ def test_split_docstring() -> None:
 @pytest.fixture
 def nonmember_file(tmp_path, monkeypatch):
     """A small non-member set (seed 11) in a private memprobe home."""
-    from memprobe_core.membership import nonmembers
+    from memprobe_core.snippets import nonmembers
 
     monkeypatch.setenv("MEMPROBE_HOME", str(tmp_path))
     nonmembers.build(seed=11, per_domain=3)
@@ -175,7 +175,7 @@ def test_unlabelled_by_default() -> None:
 
 
 def test_labelled_selection_is_balanced_and_interleaved(nonmember_file) -> None:
-    from memprobe_core.membership import nonmembers
+    from memprobe_core.snippets import nonmembers
 
     chosen = demo_corpus(limit_per_domain=2, nonmembers=True)
     assert [(s.domain, s.label) for s in chosen] == [
@@ -210,7 +210,7 @@ def test_labelled_selection_refuses_docs(nonmember_file) -> None:
 
 
 def test_labelled_selection_builds_a_missing_set(tmp_path, monkeypatch) -> None:
-    from memprobe_core.corpus import nonmember_summary
+    from memprobe_core.snippets.corpus import nonmember_summary
 
     monkeypatch.setenv("MEMPROBE_HOME", str(tmp_path))
     assert nonmember_summary() is None  # listing never builds

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from memprobe_core.membership import _nonmember_words as words
+from memprobe_core.snippets import _nonmember_words as words
 
 # Words a whole text should reach: ~1.3 Gemma tokens per word gives > 600 tokens with margin.
 TARGET_WORDS = 640

@@ -1,7 +1,7 @@
 """Snippets: the text we probe for, and how it is split into prefix and suffix.
 
-Loaders for files live in ``memprobe_core.loaders``; the built-in demo corpus in
-``memprobe_core.corpus``.
+Loaders for files live in ``memprobe_core.snippets.loaders``; the built-in demo corpus in
+``memprobe_core.snippets.corpus``.
 """
 
 from __future__ import annotations

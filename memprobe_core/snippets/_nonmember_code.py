@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from memprobe_core.membership import _nonmember_words as words
+from memprobe_core.snippets import _nonmember_words as words
 
 # Whitespace words a whole text should reach: code runs ~2 Gemma tokens per word (identifiers,
 # operators and indentation split), so this gives > 600 tokens with margin.

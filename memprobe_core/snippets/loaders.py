@@ -2,9 +2,9 @@
 
 One code path serves files on disk (:func:`load_snippets`) and dashboard uploads
 (:func:`load_snippets_from_bytes`). Nothing is silently dropped: every record of the file either
-becomes a :class:`~memprobe_core.data.Snippet` or is listed in :attr:`LoadResult.rejected` with
+becomes a :class:`~memprobe_core.snippets.split.Snippet` or is listed in :attr:`LoadResult.rejected` with
 its row number and the reason. Problems with the file as a whole (unknown format, too big, bytes
-that do not decode, a column that does not exist) raise :class:`~memprobe_core.data.DataError`
+that do not decode, a column that does not exist) raise :class:`~memprobe_core.snippets.split.DataError`
 naming the file and what to do.
 
 Rows are numbered from 1 in file order and count records only (a CSV header and blank lines are
@@ -15,7 +15,7 @@ Labels (for labelled audits: AUROC and TPR at low FPR of membership signals and 
 from a ``label`` column (``member`` / ``nonmember``, any case) or, failing that, a ``member``
 column (``true``/``false``, ``1``/``0``, ``yes``/``no``); ``label_column=`` names another column
 (either vocabulary). In a labelled file every kept row must carry an allowed value: anything else
-raises :class:`~memprobe_core.data.DataError` naming the file, row and value, since a silently
+raises :class:`~memprobe_core.snippets.split.DataError` naming the file, row and value, since a silently
 unlabelled row would bias the evaluation.
 """
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from memprobe_core.data import MEMBER, NONMEMBER, DataError, Snippet
+from memprobe_core.snippets.split import MEMBER, NONMEMBER, DataError, Snippet
 
 log = logging.getLogger(__name__)
 

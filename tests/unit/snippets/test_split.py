@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memprobe_core.data import (
+from memprobe_core.snippets.split import (
     DataError,
     Snippet,
     WhitespaceTokenizer,

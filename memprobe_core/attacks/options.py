@@ -1,8 +1,7 @@
-"""What every extraction method takes: the models in play and the shared options."""
+"""The options of the extraction methods: the shared ones, each method's own, and their bounds."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -18,10 +17,11 @@ from memprobe_core.config import (
     Selection,
 )
 from memprobe_core.membership.options import MeasureOptions
-from memprobe_core.models.base import Generator
 
 Access = Literal["full", "partial"]
+
 AnswerModel = Literal["base", "victim"]
+
 ANSWER_MODELS: tuple[str, ...] = ("base", "victim")
 
 # Sane maxima of the size options: far above any useful setting, low enough that a typo
@@ -37,9 +37,11 @@ SIZE_LIMITS: tuple[tuple[str, int, int], ...] = (
     ("gcg_batch_size", 1, 16_384),
     ("reverse_max_new_tokens", 1, 8192),
 )
+
 # Tokens of prefix + suffix of one split, and snippets taken from a dataset (--limit,
 # --per-domain): the same kind of guard for the sizes that are not method options.
 MAX_LENGTH = 8192
+
 MAX_SNIPPETS = 10_000_000
 
 
@@ -58,56 +60,6 @@ def check_size(name: str, value: int | None, low: int, high: int) -> None:
 def check_length(length: int) -> None:
     """Refuse a split length (tokens of prefix + suffix) outside ``[2, MAX_LENGTH]``."""
     check_size("length", length, 2, MAX_LENGTH)
-
-
-@dataclass
-class ModelSet:
-    """The models of one probe. Methods use the ones they need and say so when one is missing.
-
-    Attributes:
-        victim: the audited model (instruction-tuned in the paper's setting).
-        base: its pre-instruction-tuning parent (P-S-Base, GCG).
-        attacker: proposes candidate prompts (interactive method).
-        init: writes the initial prompt (interactive method; defaults to the attacker).
-        reverse: a reverse LM (Reverse-LM method).
-        reference: a second model for the reference-ratio membership signal (optional; its
-            tokenizer may differ from the victim's).
-    """
-
-    victim: Generator
-    base: Generator | None = None
-    attacker: Generator | None = None
-    init: Generator | None = None
-    reverse: Generator | None = None
-    reference: Generator | None = None
-
-    @classmethod
-    def from_roles(cls, loaded: Mapping[str, Generator]) -> ModelSet:
-        """A ModelSet from models keyed by role (``victim`` required; ``init`` falls back to the
-        attacker when left out, as in the paper)."""
-        if "victim" not in loaded:
-            raise ValueError("a ModelSet needs a victim model")
-        return cls(
-            victim=loaded["victim"],
-            base=loaded.get("base"),
-            attacker=loaded.get("attacker"),
-            init=loaded.get("init", loaded.get("attacker")),
-            reverse=loaded.get("reverse"),
-            reference=loaded.get("reference"),
-        )
-
-    def manifest(self) -> dict[str, Any]:
-        return {
-            role: (model.manifest() if model is not None else None)
-            for role, model in (
-                ("victim", self.victim),
-                ("base", self.base),
-                ("attacker", self.attacker),
-                ("init", self.init or self.attacker),
-                ("reverse", self.reverse),
-                ("reference", self.reference),
-            )
-        }
 
 
 def _check_sizes(options: Any, limits: dict[str, tuple[str, int, int]]) -> None:
@@ -215,6 +167,7 @@ class PrefixSuffixOptions:
 # The built-in methods' options sections, each a field of AttackOptions (and the CLI's flags);
 # a method registered beyond them keeps its options in ``AttackOptions.method_options``.
 BUILT_IN_SECTIONS: tuple[str, ...] = ("interactive", "gcg", "reverse", "ps")
+
 # Configs stored before the options were nested had them flat: flat name → (section, field).
 LEGACY_FLAT_OPTIONS: dict[str, tuple[str, str]] = {
     **{name: ("interactive", name) for name in InteractiveOptions.__dataclass_fields__},

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from memprobe_core.data import DataError, Snippet
-from memprobe_core.loaders import (
+from memprobe_core.snippets.loaders import (
     MAX_FILE_BYTES,
     LoadResult,
     Rejection,
     load_snippets,
     load_snippets_from_bytes,
 )
+from memprobe_core.snippets.split import DataError, Snippet
 
 ROWS = [
     {"uid": "a", "body": "First snippet text.\nWith two lines.", "kind": "legal"},

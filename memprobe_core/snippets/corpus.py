@@ -17,7 +17,7 @@ every call and on every machine with the same packages.
 
 These texts are the *members* of a labelled audit. ``demo_corpus(nonmembers=True)`` labels them
 ``member`` and adds, per domain, as many texts of the generated non-member set
-(:mod:`memprobe_core.membership.nonmembers`, domains ``legal`` and ``code``) labelled
+(:mod:`memprobe_core.snippets.nonmembers`, domains ``legal`` and ``code``) labelled
 ``nonmember``.
 """
 
@@ -38,8 +38,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from memprobe_core.data import MEMBER, DataError, Snippet
-from memprobe_core.membership import nonmembers as generated
+from memprobe_core.snippets import nonmembers as generated
+from memprobe_core.snippets.split import MEMBER, DataError, Snippet
 
 log = logging.getLogger(__name__)
 
@@ -465,7 +465,7 @@ def _domain_order(domain: str) -> int:
 def nonmember_summary(path: Path | None = None) -> dict[str, Any] | None:
     """The generated non-member set as ``memprobe corpus`` lists it (None: not built yet).
 
-    Keys: those of :meth:`~memprobe_core.membership.nonmembers.NonmemberSet.describe` plus
+    Keys: those of :meth:`~memprobe_core.snippets.nonmembers.NonmemberSet.describe` plus
     ``counts`` (texts per domain). Reading never builds the set.
 
     Raises:

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from memprobe_core import LOGGER_ROOT
-from memprobe_core.corpus import demo_corpus, normalize_text
-from memprobe_core.data import NONMEMBER, DataError, token_count
-from memprobe_core.membership import _nonmember_code, _nonmember_legal
-from memprobe_core.membership import nonmembers as nm
 from memprobe_core.models import embedded
+from memprobe_core.snippets import _nonmember_code, _nonmember_legal
+from memprobe_core.snippets import nonmembers as nm
+from memprobe_core.snippets.corpus import demo_corpus, normalize_text
+from memprobe_core.snippets.split import NONMEMBER, DataError, token_count
 
 ROOT = Path(__file__).resolve().parents[3]
 # A shared 13-word run is the usual test for text copied from another corpus (GPT-3's

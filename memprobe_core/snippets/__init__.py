@@ -1,0 +1,7 @@
+"""Snippets: the texts an audit probes for, where they come from, and how each is cut.
+
+- :mod:`.split`: :class:`~.split.Snippet`, the prefix/suffix split by tokens (``split``).
+- :mod:`.loaders`: snippets from a user's file (.txt, .jsonl, .csv, .parquet), bounded and checked.
+- :mod:`.corpus`: the built-in demo corpus assembled from what installed packages ship.
+- :mod:`.nonmembers`: the generated non-member set of a labelled audit (made on this machine).
+"""
