@@ -7,27 +7,27 @@ so the README's option table, the CLI and the dashboard read one source.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 RougeVariant = Literal["recall", "precision", "f1"]
 RougeTokenizer = Literal["rouge", "unicode"]
 OutputWindow = Literal["first", "last"]
 
-ROUGE_VARIANTS: tuple[str, ...] = ("recall", "precision", "f1")
-ROUGE_TOKENIZERS: tuple[str, ...] = ("rouge", "unicode")
-OUTPUT_WINDOWS: tuple[str, ...] = ("first", "last")
+ROUGE_VARIANTS: tuple[str, ...] = get_args(RougeVariant)
+ROUGE_TOKENIZERS: tuple[str, ...] = get_args(RougeTokenizer)
+OUTPUT_WINDOWS: tuple[str, ...] = get_args(OutputWindow)
 
 # Conventions of a run (docs/method.md §2): ``paper`` follows the paper's text, ``reference`` the
 # paper's reference code (Alymostafa/Instruction_based_attack). See COMPAT_PRESETS.
 Compat = Literal["paper", "reference"]
-COMPAT_MODES: tuple[str, ...] = ("paper", "reference")
+COMPAT_MODES: tuple[str, ...] = get_args(Compat)
 # Named meta-prompt wordings (memprobe_core.attacks.prompts.WORDINGS holds the texts).
 MetaPrompts = Literal["paper", "paper+reply-only", "reference"]
-META_PROMPT_WORDINGS: tuple[str, ...] = ("paper", "paper+reply-only", "reference")
+META_PROMPT_WORDINGS: tuple[str, ...] = get_args(MetaPrompts)
 # Which Mem a report shows for a result: Mem(p*) with p* = argmax O (Algorithm 1), the highest
 # Mem in the trace, or the reference code's best_rougeL = max(Mem_init, Mem(p*_rounds)).
 Selection = Literal["objective", "max_mem", "reference"]
-SELECTIONS: tuple[str, ...] = ("objective", "max_mem", "reference")
+SELECTIONS: tuple[str, ...] = get_args(Selection)
 
 # What each compat mode sets when the option is not given explicitly.
 COMPAT_PRESETS: dict[str, dict[str, Any]] = {

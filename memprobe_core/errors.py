@@ -20,5 +20,22 @@ class UsageError(MemprobeError, ValueError):
     """Bad usage or input found after the command line was parsed (which input, what to do)."""
 
 
+class OptionError(UsageError):
+    """An option given a value it does not allow.
+
+    The message names the option as the library knows it (``max_pairs=0: give a whole number
+    from 1 to 1,000,000``); ``option``, ``value`` and ``problem`` let a front end name its own
+    control instead (the CLI shows ``--pairs 0: give a whole number …``).
+    """
+
+    def __init__(self, option: str, value: object, problem: str) -> None:
+        super().__init__(f"{option}={value!r}: {problem}")
+        self.option, self.value, self.problem = option, value, problem
+
+    def __reduce__(self) -> tuple[type, tuple[str, object, str]]:
+        # Errors cross process boundaries (Ray workers pickle them): rebuild from the parts.
+        return (type(self), (self.option, self.value, self.problem))
+
+
 class UnknownRunError(MemprobeError, LookupError):
     """No run with that id in the store (the message says how to list the runs)."""

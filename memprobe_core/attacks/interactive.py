@@ -40,6 +40,9 @@ from memprobe_core.attacks.model_set import ModelSet, require
 from memprobe_core.attacks.options import AttackOptions, InteractiveOptions
 from memprobe_core.attacks.registry import MethodSpec, register
 from memprobe_core.attacks.result import (
+    DUPLICATE,
+    EMPTY,
+    TRUNCATED,
     AttackResult,
     Cancelled,
     Candidate,
@@ -157,14 +160,14 @@ class _Loop:
         fresh: list[str] = []  # prompts the victim must answer, in order, each once
         for p in prompts:
             if not p:
-                flags.append(["empty"])
+                flags.append([EMPTY])
             elif p in self.seen or p in fresh:
-                flags.append(["duplicate"])
+                flags.append([DUPLICATE])
             else:
                 flags.append([])
                 fresh.append(p)
             if p in self.truncated:
-                flags[-1].append("truncated")
+                flags[-1].append(TRUNCATED)
         answers = self.answers
         scores = None
         if self.options.interactive.batched:
@@ -271,7 +274,7 @@ def run_interactive(
     t0 = time.perf_counter()
     dis_value = dis(p_init, chosen.prompt) if (chosen is not None and p_init) else None
     loop.meter.add_seconds("scoring", time.perf_counter() - t0)
-    init = loop.trace[0] if loop.trace and "empty" not in loop.trace[0].flags else None
+    init = loop.trace[0] if loop.trace and EMPTY not in loop.trace[0].flags else None
     result = build_result(
         METHOD,
         split,

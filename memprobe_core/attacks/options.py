@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from memprobe_core.attacks import registry
 from memprobe_core.config import (
@@ -16,13 +16,14 @@ from memprobe_core.config import (
     ScoringConfig,
     Selection,
 )
+from memprobe_core.errors import OptionError
 from memprobe_core.membership.options import MeasureOptions
 
 Access = Literal["full", "partial"]
 
 AnswerModel = Literal["base", "victim"]
 
-ANSWER_MODELS: tuple[str, ...] = ("base", "victim")
+ANSWER_MODELS: tuple[str, ...] = get_args(AnswerModel)
 
 # Sane maxima of the size options: far above any useful setting, low enough that a typo
 # (`--n 1000000000`) is refused at once instead of slowly eating memory. Each entry is
@@ -49,12 +50,12 @@ def check_size(name: str, value: int | None, low: int, high: int) -> None:
     """Refuse a size option outside ``[low, high]`` with a message naming it (``None`` passes).
 
     Raises:
-        ValueError: ``"name=value: give a whole number from low to high"``.
+        OptionError: ``"name=value: give a whole number from low to high"``.
     """
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ValueError(f"{name}={value!r}: give a whole number from {low} to {high:,}")
+        raise OptionError(name, value, f"give a whole number from {low} to {high:,}")
 
 
 def check_length(length: int) -> None:
@@ -102,7 +103,7 @@ class InteractiveOptions:
     def __post_init__(self) -> None:
         sizes = ("rounds", "n_candidates", "max_prompt_tokens")
         _check_sizes(self, {name: _LIMITS[name] for name in sizes})
-        if self.access not in ("full", "partial"):
+        if self.access not in get_args(Access):
             raise ValueError(f"access {self.access!r} is unknown; use 'full' or 'partial'")
         if self.attacker_temperature < 0:
             raise ValueError(

@@ -12,14 +12,22 @@ from memprobe_core.attacks.costs import CostMeter, Costs
 from memprobe_core.pii import pii_report
 from memprobe_core.snippets.split import SplitSnippet
 
+# Candidate flags, one meaning each. A flagged candidate stays in the trace.
+EMPTY = "empty"  # the attacker returned nothing usable: never sent to the victim, never chosen
+DUPLICATE = "duplicate"  # the same prompt as an earlier candidate of the run
+TRUNCATED = "truncated"  # the attacker hit max_prompt_tokens while writing the prompt
+CLIPPED = "clipped"  # the store cut its prompt or output to MAX_STORED_TEXT (scores are whole)
+CANDIDATE_FLAGS: tuple[str, ...] = (EMPTY, DUPLICATE, TRUNCATED, CLIPPED)
+
 
 @dataclass
 class Candidate:
     """One scored prompt of a method's search (round 0 is the initial prompt).
 
-    ``flags`` marks candidates kept in the trace but worth a look: ``"empty"`` (the attacker
-    returned nothing usable), ``"duplicate"`` (same prompt as an earlier candidate),
-    ``"truncated"`` (the attacker hit ``max_prompt_tokens`` while writing it).
+    ``flags`` marks candidates kept in the trace but worth a look (``CANDIDATE_FLAGS``):
+    ``"empty"`` (the attacker returned nothing usable), ``"duplicate"`` (same prompt as an
+    earlier candidate), ``"truncated"`` (the attacker hit ``max_prompt_tokens`` while writing
+    it), ``"clipped"`` (set by the store: it cut the stored prompt or output).
     """
 
     round: int
@@ -113,7 +121,7 @@ def reference_mem(trace: Sequence[Candidate]) -> float | None:
     reference picks its optimized prompt among the iterations' best, then compares its Mem with
     the initial prompt's (run.py: ``max(rougel_init, opt_rougeL)``). ``None`` without p_init.
     """
-    init = [c for c in trace if c.round == 0 and "empty" not in c.flags]
+    init = [c for c in trace if c.round == 0 and EMPTY not in c.flags]
     if not init:
         return None
     best_round = best_of([c for c in trace if c.round >= 1])
@@ -122,7 +130,7 @@ def reference_mem(trace: Sequence[Candidate]) -> float | None:
 
 def best_mem(trace: Sequence[Candidate]) -> float | None:
     """The highest Mem among the trace's scored (non-empty) candidates."""
-    mems = [c.mem for c in trace if "empty" not in c.flags]
+    mems = [c.mem for c in trace if EMPTY not in c.flags]
     return max(mems) if mems else None
 
 
@@ -130,7 +138,7 @@ def best_of(candidates: Sequence[Candidate]) -> Candidate | None:
     """Highest objective among eligible candidates (not ``empty``); the first wins ties."""
     best = None
     for cand in candidates:
-        if "empty" in cand.flags:
+        if EMPTY in cand.flags:
             continue
         if best is None or cand.objective > best.objective:
             best = cand

@@ -43,7 +43,7 @@ from memprobe_core.runs.roles import (
 )
 from memprobe_core.runs.unit import Runner, SplitSpec, UnitOutcome, snippets_by_id
 from memprobe_core.snippets.split import Snippet
-from memprobe_core.store import Store, UnitKey
+from memprobe_core.store import RunRecord, Store, UnitKey
 from memprobe_core.store.owner import owner_record
 
 log = logging.getLogger(__name__)
@@ -326,7 +326,7 @@ class _Tally:
 
 
 def _record_manifest(
-    store: Store, run_id: int, run: dict[str, Any], loaded: dict[str, Any], executor: str
+    store: Store, run_id: int, run: RunRecord, loaded: dict[str, Any], executor: str
 ) -> None:
     """Keep the loaded models' manifest; note each session (a resumed run lists several)."""
     manifest = dict(run.get("manifest") or {})
@@ -341,7 +341,7 @@ def _record_manifest(
     store.update_run(run_id, manifest=manifest)
 
 
-def _check_not_running_elsewhere(run: dict[str, Any]) -> None:
+def _check_not_running_elsewhere(run: RunRecord) -> None:
     """Refuse to run an audit that a live process on this machine is still running.
 
     Two processes working through one run would compute the same units twice. The owner's pid

@@ -13,6 +13,7 @@ from memprobe_core.attacks.options import (
     MAX_LENGTH,
     MAX_SNIPPETS,
     SIZE_LIMITS,
+    Access,
     AttackOptions,
     GCGOptions,
     InteractiveOptions,
@@ -23,17 +24,16 @@ from memprobe_core.cli.errors import EPILOG_EXIT_CODES
 from memprobe_core.config import (
     COMPAT_MODES,
     COMPAT_PRESETS,
-    DEFAULT_PREFIX_RATIO,
     OUTPUT_WINDOWS,
     ROUGE_TOKENIZERS,
     ROUGE_VARIANTS,
-    Compat,
     ScoringConfig,
 )
 from memprobe_core.errors import UsageError
-from memprobe_core.membership import DEFAULT_EXTRACT_K, DEFAULT_MIN_K_PERCENT, MeasureOptions
+from memprobe_core.membership import MeasureOptions
+from memprobe_core.ner.audit import NER_BOUNDS
 from memprobe_core.runs.roles import ModelNames
-from memprobe_core.runs.unit import SplitSpec
+from memprobe_core.runs.unit import SplitSpec, SplitTokenizer
 from memprobe_core.snippets.loaders import MAX_FILE_BYTES, TxtMode
 from memprobe_core.store import Store
 
@@ -52,10 +52,11 @@ CLI_SIZE_LIMITS: dict[str, tuple[str, int, int]] = {
     "limit": ("--limit", 1, MAX_SNIPPETS),
     "per_domain": ("--per-domain", 1, MAX_SNIPPETS),
     "max_bytes": ("--max-bytes", 1, 4 * MAX_FILE_BYTES),
-    # `memprobe ner` (its options live in memprobe_core.cli.ner)
-    "batch_size": ("--batch-size", 1, 4096),
-    "pairs": ("--pairs", 1, 1_000_000),
-    "templates": ("--templates", 1, 100_000),
+    # `memprobe ner` (its options live in memprobe_core.cli.ner; bounds: NerAuditConfig's)
+    "batch_size": ("--batch-size", *NER_BOUNDS["batch_size"]),
+    "pairs": ("--pairs", *NER_BOUNDS["max_pairs"]),
+    "templates": ("--templates", *NER_BOUNDS["templates"]),
+    "min_words": ("--min-words", *NER_BOUNDS["min_words"]),
 }
 
 
@@ -175,7 +176,14 @@ def file_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"txt_mode": args.txt_mode, "encoding": args.encoding, "max_bytes": args.max_bytes}
 
 
+def given(**values: Any) -> dict[str, Any]:
+    """The keywords a user gave: flags default to ``None`` and then the core's option class
+    supplies its own default (one home for every default)."""
+    return {name: value for name, value in values.items() if value is not None}
+
+
 def add_method_options(parser: argparse.ArgumentParser) -> None:
+    """The method options; every default shown is the core option class's own."""
     group = parser.add_argument_group("method options")
     group.add_argument(
         "--alpha",
@@ -183,21 +191,33 @@ def add_method_options(parser: argparse.ArgumentParser) -> None:
         help="weight of Mem in the objective, 0..1 "
         "(default: the paper's table by domain and length, 0.5 otherwise)",
     )
-    group.add_argument("--rounds", type=int, default=3, help="refinement rounds T (interactive)")
-    group.add_argument("--n", type=int, default=24, help="candidates per round (interactive)")
-    group.add_argument("--seed", type=int, default=0, help="seed of every sampled generation")
+    group.add_argument(
+        "--rounds",
+        type=int,
+        help=f"refinement rounds T (interactive; default: {InteractiveOptions.rounds})",
+    )
+    group.add_argument(
+        "--n",
+        type=int,
+        help=f"candidates per round (interactive; default: {InteractiveOptions.n_candidates})",
+    )
+    group.add_argument(
+        "--seed", type=int, help=f"seed of every sampled generation (default: {AttackOptions.seed})"
+    )
     group.add_argument(
         "--access",
-        choices=("full", "partial"),
-        default="full",
-        help="attacker sees the whole snippet or only the prefix",
+        choices=get_args(Access),
+        help="attacker sees the whole snippet or only the prefix "
+        f"(default: {InteractiveOptions.access})",
     )
-    group.add_argument("--gcg-steps", type=int, default=30, help="GCG optimisation steps")
+    group.add_argument(
+        "--gcg-steps", type=int, help=f"GCG optimisation steps (default: {GCGOptions.steps})"
+    )
     group.add_argument(
         "--gcg-answer-model",
         choices=ANSWER_MODELS,
-        default="base",
-        help="who answers GCG's found prompt: base (paper) or victim",
+        help="who answers GCG's found prompt: base (paper) or victim "
+        f"(default: {GCGOptions.answer_model})",
     )
     group.add_argument(
         "--no-chat-template",
@@ -207,38 +227,36 @@ def add_method_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--compat",
         choices=COMPAT_MODES,
-        default="paper",
         help="conventions: paper, or the paper's reference code (last window "
         "with a length-token budget, best_rougeL selection, its refine "
-        "meta-prompt, 500-token prompts, BOS counted in the prefix)",
+        f"meta-prompt, 500-token prompts, BOS counted in the prefix; default: {AttackOptions.compat})",
     )
     _add_scoring_options(parser.add_argument_group("scoring (Mem, LCS_P)"))
     _add_measure_options(parser.add_argument_group("measured beside Mem"))
     group = parser.add_argument_group("split")
     group.add_argument(
         "--split-tokenizer",
-        choices=("model", "whitespace"),
-        default="model",
-        help="cut snippets by the victim's tokens or by whitespace words",
+        choices=get_args(SplitTokenizer),
+        help=f"cut snippets by the victim's tokens or by whitespace words (default: {SplitSpec.tokenizer})",
     )
     group.add_argument(
         "--prefix-ratio",
         type=float,
-        default=DEFAULT_PREFIX_RATIO,
-        help="prefix share of each split",
+        help=f"prefix share of each split (default: {SplitSpec.prefix_ratio})",
     )
 
 
 def _add_scoring_options(group: argparse._ArgumentGroup) -> None:
     """How Mem and LCS_P are computed (ROUGE-L variant, tokenizer, stemmer, output window)."""
     group.add_argument(
-        "--rouge-variant", choices=ROUGE_VARIANTS, default="recall", help="ROUGE-L component scored"
+        "--rouge-variant",
+        choices=ROUGE_VARIANTS,
+        help=f"ROUGE-L component scored (default: {ScoringConfig.variant})",
     )
     group.add_argument(
         "--rouge-tokenizer",
         choices=ROUGE_TOKENIZERS,
-        default="rouge",
-        help="rouge (paper; drops non-ASCII) or unicode",
+        help=f"rouge (paper; drops non-ASCII) or unicode (default: {ScoringConfig.tokenizer})",
     )
     group.add_argument(
         "--no-stemmer",
@@ -249,8 +267,9 @@ def _add_scoring_options(group: argparse._ArgumentGroup) -> None:
         "--output-window",
         choices=OUTPUT_WINDOWS,
         help="which len(suffix) tokens of the output are scored; last also lets "
-        "the victim write the whole length (default: first; last with "
-        "--compat reference)",
+        "the victim write the whole length (default: the --compat mode's: "
+        + ", ".join(f"{mode} {preset['output_window']}" for mode, preset in COMPAT_PRESETS.items())
+        + ")",
     )
 
 
@@ -266,52 +285,52 @@ def _add_measure_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument(
         "--min-k-percent",
         type=float,
-        default=DEFAULT_MIN_K_PERCENT,
-        help="k of the Min-K%% and Min-K%%++ signals, in percent of the text's tokens",
+        help="k of the Min-K%% and Min-K%%++ signals, in percent of the text's tokens "
+        f"(default: {MeasureOptions.min_k_percent})",
     )
     group.add_argument(
         "--extract-k",
         type=int,
-        default=DEFAULT_EXTRACT_K,
-        help="k of k-extractability: the output's first k tokens must equal the suffix's",
+        help="k of k-extractability: the output's first k tokens must equal the suffix's "
+        f"(default: {MeasureOptions.extract_k})",
     )
 
 
 def attack_options(args: argparse.Namespace) -> AttackOptions:
-    """The method options given on the command line (validated)."""
+    """The method options given on the command line (validated); what was not given keeps the
+    option classes' defaults (the compat mode's, for those it sets)."""
     try:
-        compat = cast(Compat, getattr(args, "compat", "paper"))
-        window = args.output_window or COMPAT_PRESETS[compat]["output_window"]
-        scoring = ScoringConfig(
+        scoring = given(
             variant=args.rouge_variant,
-            stemmer=not args.no_stemmer,
             tokenizer=args.rouge_tokenizer,
-            output_window=window,
+            output_window=args.output_window,
+            stemmer=False if args.no_stemmer else None,
         )
+        measure = given(
+            signals=False if args.no_signals else None,
+            min_k_percent=args.min_k_percent,
+            extract_k=args.extract_k,
+        )
+        interactive = given(rounds=args.rounds, n_candidates=args.n, access=args.access)
+        gcg = given(steps=args.gcg_steps, answer_model=args.gcg_answer_model)
         return AttackOptions(
             alpha=args.alpha,
-            scoring=scoring,
-            seed=args.seed,
-            compat=compat,
-            measure=MeasureOptions(
-                signals=not args.no_signals,
-                min_k_percent=args.min_k_percent,
-                extract_k=args.extract_k,
-            ),
-            interactive=InteractiveOptions(
-                rounds=args.rounds, n_candidates=args.n, access=args.access
-            ),
-            gcg=GCGOptions(steps=args.gcg_steps, answer_model=args.gcg_answer_model),
+            scoring=cast(ScoringConfig, scoring),  # a dict: AttackOptions fills the window
+            measure=MeasureOptions(**measure),
+            interactive=InteractiveOptions(**interactive),
+            gcg=GCGOptions(**gcg),
             ps=PrefixSuffixOptions(chat_template=not args.no_chat_template),
+            **given(seed=args.seed, compat=args.compat),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
 
 
 def split_spec(args: argparse.Namespace) -> SplitSpec:
-    if not 0 < args.prefix_ratio < 1:
+    """The split the flags ask for (``--split-tokenizer``, ``--prefix-ratio``)."""
+    if args.prefix_ratio is not None and not 0 < args.prefix_ratio < 1:
         raise UsageError(f"--prefix-ratio {args.prefix_ratio}: give a share between 0 and 1")
-    return SplitSpec(tokenizer=args.split_tokenizer, prefix_ratio=args.prefix_ratio)
+    return SplitSpec(**given(tokenizer=args.split_tokenizer, prefix_ratio=args.prefix_ratio))
 
 
 def model_names(args: argparse.Namespace) -> ModelNames:

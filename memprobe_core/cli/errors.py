@@ -15,10 +15,11 @@ import re
 import sqlite3
 
 from memprobe_core.attacks.model_set import MissingModelError
-from memprobe_core.errors import MemprobeError
+from memprobe_core.errors import MemprobeError, OptionError
 from memprobe_core.models.base import ModelError
 from memprobe_core.ner.labels import LabelError
 from memprobe_core.ner.model import NerModelError
+from memprobe_core.store.schema import StoreError
 
 EXIT_OK, EXIT_UNITS_FAILED, EXIT_USAGE, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -71,6 +72,23 @@ CLI_FLAGS: dict[str, str] = {
     "gcg_steps": "--gcg-steps",
     "min_k_percent": "--min-k-percent",
     "extract_k": "--extract-k",
+    "select": "--select",
+    "executor": "--executor",
+    # `memprobe audit --executor ray`
+    "address": "--ray-address",
+    "workers": "--workers",
+    "gpus_per_worker": "--gpus-per-worker",
+    "cpus_per_worker": "--cpus-per-worker",
+    "max_attempts": "--max-attempts",
+    # `memprobe ner`
+    "max_pairs": "--pairs",
+    "min_words": "--min-words",
+    "batch_size": "--batch-size",
+    "templates": "--templates",
+    "dev_fraction": "--dev-fraction",
+    "in_names": "--in-names",
+    "in_conll": "--in-conll",
+    "out_names": "--out-names",
 }
 # `name=` always; a bare name only when it is an identifier no sentence uses (has a `_`).
 _NAMES = "|".join(sorted(CLI_FLAGS, key=len, reverse=True))
@@ -78,6 +96,18 @@ _LIBRARY_NAME = re.compile(rf"(?<![\w.-])(?:({_NAMES})=|(\w+_\w+)(?!\w))")
 
 # The endpoint backend names the variable it read the key from; the CLI adds how to change it.
 _KEY_VARIABLE = re.compile(r"in the environment variable \w+")
+
+
+def cli_message(exc: BaseException) -> str:
+    """How the ``memprobe`` command shows an error: an option error names the flag a user types
+    (``--pairs 0: give …``), a store error says how to pick another store; any other message has
+    its library argument names replaced by flags (:func:`cli_text`)."""
+    if isinstance(exc, OptionError) and exc.option in CLI_FLAGS:
+        return f"{CLI_FLAGS[exc.option]} {exc.value!r}: {cli_text(exc.problem)}"
+    text = cli_text(" ".join(str(exc).split()) or type(exc).__name__)
+    if isinstance(exc, StoreError):
+        text += " (pick it with --store PATH)"
+    return text
 
 
 def cli_text(message: str) -> str:

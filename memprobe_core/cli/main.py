@@ -25,7 +25,7 @@ from memprobe_core.cli.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
-    cli_text,
+    cli_message,
     exit_code_for,
 )
 from memprobe_core.paths import default_store_path
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose:
             log.exception("memprobe %s failed", args.command)
         print(
-            f"memprobe: {label}: {cli_text(_one_line(exc))}{_store_hint(exc, args)}",
+            f"memprobe: {label}: {cli_message(exc)}{_store_hint(exc, args)}",
             file=sys.stderr,
         )
         return code
@@ -137,7 +137,3 @@ def _store_hint(exc: BaseException, args: argparse.Namespace) -> str:
         f" (store {path}: check that it is writable, that the disk has room and that the "
         "file is not damaged, or pass another --store)"
     )
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__

@@ -46,7 +46,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "local folder, or 'embedded' (MiniLM fine-tuned here, trained on first use)",
     )
     model.add_argument("--device", help="cuda or cpu (default: cuda when present)")
-    model.add_argument("--batch-size", type=int, default=64, help="filled prompts per forward pass")
+    model.add_argument(
+        "--batch-size",
+        type=int,
+        help=f"filled prompts per forward pass (default: {NerAuditConfig.batch_size})",
+    )
     names = parser.add_argument_group("names (default with --model embedded: its own lists)")
     names.add_argument("--in-names", type=Path, help="in-train names: .txt (one per line) or .csv")
     names.add_argument(
@@ -56,14 +60,21 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "of a CoNLL-2003 file or folder (its train split)",
     )
     names.add_argument("--out-names", type=Path, help="out-of-train names: .txt or .csv")
-    names.add_argument("--pairs", type=int, default=100, help="at most this many (in, out) pairs")
-    names.add_argument("--min-words", type=int, default=1, help="drop names with fewer words")
+    names.add_argument(
+        "--pairs",
+        type=int,
+        help=f"at most this many (in, out) pairs (default: {NerAuditConfig.max_pairs})",
+    )
+    names.add_argument(
+        "--min-words",
+        type=int,
+        help=f"drop names with fewer words (default: {NerAuditConfig.min_words})",
+    )
     names.add_argument(
         "--dev-fraction",
         type=float,
-        default=0.0,
-        help="split pairs into dev and "
-        "test (e.g. 0.5) and report dev-vs-test Kendall tau and ensembles; 0: no split",
+        help="split pairs into dev and test (e.g. 0.5) and report dev-vs-test Kendall tau and "
+        f"ensembles; 0: no split (default: {NerAuditConfig.dev_fraction})",
     )
     prompts = parser.add_argument_group("prompts")
     prompts.add_argument(
@@ -75,17 +86,20 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     prompts.add_argument(
         "--templates",
         type=int,
-        default=40,
-        help="without --prompts: this many template prompts, balanced over the four sentence types",
+        help="without --prompts: this many template prompts, balanced over the four sentence "
+        f"types (default: {NerAuditConfig.templates})",
     )
     parser.add_argument(
         "--metric",
         choices=METRICS,
-        default="pairwise",
-        help="M-MEM definition: "
-        "pairwise (paper) or all_pairs (reference code, AUC, ties count 1/2)",
+        help="M-MEM definition: pairwise (paper) or all_pairs (reference code, AUC, ties count "
+        f"1/2) (default: {NerAuditConfig.metric})",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of pair shuffling and templates")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        help=f"seed of pair shuffling and templates (default: {NerAuditConfig.seed})",
+    )
     parser.add_argument("--top", type=int, default=5, help="best and worst prompts to print")
     output = parser.add_argument_group("output")
     output.add_argument("--csv", type=Path, help="write prompt scores as formula-safe CSV")
@@ -123,17 +137,20 @@ def config_from_args(args: argparse.Namespace) -> NerAuditConfig:
         in_names=args.in_names,
         out_names=args.out_names,
         in_conll=args.in_conll,
-        max_pairs=args.pairs,
-        min_words=args.min_words,
         prompts=args.prompts,
-        templates=args.templates,
-        metric=args.metric,
-        seed=args.seed,
-        dev_fraction=args.dev_fraction,
-        batch_size=args.batch_size,
         device=args.device,
         importance_steps=0,
         attention_pairs=0,  # the CLI reports numbers, not heatmaps
+        # What was not given keeps NerAuditConfig's default.
+        **common.given(
+            max_pairs=args.pairs,
+            min_words=args.min_words,
+            templates=args.templates,
+            metric=args.metric,
+            seed=args.seed,
+            dev_fraction=args.dev_fraction,
+            batch_size=args.batch_size,
+        ),
     )
 
 

@@ -21,6 +21,7 @@ from memprobe_core.attacks.events import (
 from memprobe_core.attacks.registry import method_label
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.snippets.split import Snippet
+from memprobe_core.store import RunRecord
 
 
 def duration(seconds: float) -> str:
@@ -135,7 +136,7 @@ def print_result(run_id: int, result: AttackResult, out: TextIO | None = None) -
     print("\n".join(lines), file=out)
 
 
-def print_runs(runs: list[dict[str, Any]], out: TextIO | None = None) -> None:
+def print_runs(runs: list[RunRecord], out: TextIO | None = None) -> None:
     """The run list as a table: id, kind, status, units done/total, failed, updated, title."""
     print(
         f"{'id':>4}  {'kind':<7} {'status':<11} {'units':>9} {'failed':>6}  {'updated':<16}  title",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memprobe_core.errors import UsageError
+from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.executors.base import AuditWork, Executor
 from memprobe_core.executors.local import LocalExecutor
 from memprobe_core.executors.ray import RayExecutor, RayOptions, import_ray
@@ -34,10 +34,11 @@ def make_executor(name: str = "local", **ray_options: Any) -> Executor:
     if name == "local":
         given = [k for k, v in ray_options.items() if v is not None]
         if given:
-            flags = ", ".join(
-                "--" + ("ray-address" if k == "address" else k.replace("_", "-")) for k in given
+            raise OptionError(
+                given[0],
+                ray_options[given[0]],
+                "applies to executor='ray' only; choose that executor or drop the option",
             )
-            raise UsageError(f"{flags} only apply with --executor ray; add it or drop them")
         return LocalExecutor()
     if name == "ray":
         import_ray()  # fail now, before an audit is recorded that could not run

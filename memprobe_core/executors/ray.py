@@ -43,12 +43,12 @@ from memprobe_core.attacks.events import (
 from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.attacks.result import AttackResult, Candidate
-from memprobe_core.errors import UsageError
+from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.executors.base import AuditWork
 from memprobe_core.models.base import ModelError
 from memprobe_core.runs.unit import SplitSpec, UnitOutcome, error_text, run_unit
 from memprobe_core.snippets.split import Snippet
-from memprobe_core.store import Store, UnitKey
+from memprobe_core.store import Store, UnitKey, UnitStatus
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +78,12 @@ class RayOptions:
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.workers < 1:
-            raise UsageError(f"--workers {self.workers}: give 1 or more")
-        if self.gpus_per_worker < 0 or self.cpus_per_worker < 0:
-            raise UsageError("--gpus-per-worker and --cpus-per-worker must be 0 or more")
+            raise OptionError("workers", self.workers, "give 1 or more")
+        for name in ("gpus_per_worker", "cpus_per_worker"):
+            if getattr(self, name) < 0:
+                raise OptionError(name, getattr(self, name), "give 0 or more")
         if self.max_attempts < 1:
-            raise UsageError(f"--max-attempts {self.max_attempts}: give 1 or more")
+            raise OptionError("max_attempts", self.max_attempts, "give 1 or more")
 
 
 def import_ray() -> Any:
@@ -91,8 +92,8 @@ def import_ray() -> Any:
         import ray
     except ImportError as exc:
         raise UsageError(
-            f"--executor ray needs Ray, which is not installed: {INSTALL_HINT} "
-            "(or run without --executor ray)"
+            f"the ray executor needs Ray, which is not installed: {INSTALL_HINT} "
+            "(or use the local executor)"
         ) from exc
     return ray
 
@@ -144,7 +145,7 @@ class UnitReport:
     """
 
     unit: UnitKey
-    status: str
+    status: UnitStatus
     result: AttackResult | None = None
     error: str | None = None
     events: list[AttackEvent] = field(default_factory=list)
@@ -246,7 +247,7 @@ def record_report(
             store.finish_unit(run_id, unit, report.result)
         else:
             store.cancel_unit(run_id, unit, report.result)
-        return UnitOutcome(unit, report.status, report.result)  # type: ignore[arg-type]
+        return UnitOutcome(unit, report.status, report.result)
     if report.status == "error":
         log.warning("run %d: unit %s failed on %s: %s", run_id, unit, report.worker, report.error)
         store.fail_unit(run_id, unit, report.error or "unknown error")
@@ -330,9 +331,10 @@ def _connect(ray: Any, options: RayOptions) -> bool:
         try:
             ray.init(address=options.address, log_to_driver=False)
         except ConnectionError as exc:
-            raise UsageError(
-                f"--ray-address {options.address}: no Ray cluster answers there "
-                f"({exc}); start one with `ray start --head`"
+            raise OptionError(
+                "address",
+                options.address,
+                f"no Ray cluster answers there ({exc}); start one with `ray start --head`",
             ) from exc
         return False
     log.info("starting a local Ray instance on 127.0.0.1")

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from memprobe_core.attacks.result import Cancelled, check_cancel
+from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.ner import analyses
 from memprobe_core.ner.attention import AttentionComparison, compare_attention
 from memprobe_core.ner.conll import conll_person_names
@@ -56,10 +57,24 @@ __all__ = [
 ]
 MAX_PAIRS = 1_000_000  # sane bounds: a typo like --pairs 1e9 is refused, not slowly run
 MAX_BATCH = 4096
+# Each size option's (lowest, highest): checked by NerAuditConfig, and by the CLI right after
+# parsing (so a typo is refused before any name list is read).
+NER_BOUNDS: dict[str, tuple[int, int]] = {
+    "max_pairs": (1, MAX_PAIRS),
+    "min_words": (1, 20),
+    "batch_size": (1, MAX_BATCH),
+    "templates": (1, 100_000),
+    "importance_pairs": (1, MAX_PAIRS),
+    "attention_pairs": (0, MAX_PAIRS),
+}
 
 
-class NerConfigError(ValueError):
+class NerConfigError(UsageError):
     """An audit option is out of range or two options conflict; the message names the option."""
+
+
+class NerOptionError(OptionError, NerConfigError):
+    """One NER audit option outside its range (``option``, ``value``, ``problem``)."""
 
 
 @dataclass(frozen=True)
@@ -123,35 +138,25 @@ class NerAuditConfig:
 
 def _check_config(c: NerAuditConfig) -> None:
     """Raise :class:`NerConfigError` naming the first bad option."""
-    # (option, its CLI flag, value, lowest, highest): messages name both, for library and CLI users.
-    ranges = [
-        ("max_pairs", "--pairs", c.max_pairs, 1, MAX_PAIRS),
-        ("min_words", "--min-words", c.min_words, 1, 20),
-        ("batch_size", "--batch-size", c.batch_size, 1, MAX_BATCH),
-        ("templates", "--templates", c.templates, 1, 100_000),
-        ("importance_pairs", "", c.importance_pairs, 1, MAX_PAIRS),
-        ("attention_pairs", "", c.attention_pairs, 0, MAX_PAIRS),
-    ]
-    for option, flag, value, low, high in ranges:
+    for option, (low, high) in NER_BOUNDS.items():
+        value = getattr(c, option)
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise NerConfigError(
-                f"{option}={value!r}{f' ({flag})' if flag else ''} must be a "
-                f"whole number from {low} to {high}"
-            )
+            raise NerOptionError(option, value, f"give a whole number from {low} to {high:,}")
     if not c.models:
         raise NerConfigError("no NER model given: name at least one (e.g. 'embedded')")
     if c.metric not in METRICS:
         raise NerConfigError(f"metric={c.metric!r} is unknown; use one of {list(METRICS)}")
     if not 0 <= c.dev_fraction < 1:
-        raise NerConfigError(
-            f"dev_fraction={c.dev_fraction} (--dev-fraction) must be at least 0 "
-            "and below 1 (e.g. 0.5; 0 for no dev/test split)"
+        raise NerOptionError(
+            "dev_fraction",
+            c.dev_fraction,
+            "give a share from 0 up to (not including) 1 (e.g. 0.5; 0 for no dev/test split)",
         )
     if c.importance_steps is not None and c.importance_steps < 0:
-        raise NerConfigError(f"importance_steps={c.importance_steps} must be 0 or more")
+        raise NerOptionError("importance_steps", c.importance_steps, "give 0 or more")
     if c.in_names is not None and c.in_conll is not None:
         raise NerConfigError(
-            "give in-train names (--in-names) or a CoNLL corpus (--in-conll), not both"
+            "give in-train names (in_names) or a CoNLL corpus (in_conll), not both"
         )
     unknown = set(c.prompt_types) - set(PROMPT_TYPES)
     if c.prompts is None and (not c.prompt_types or unknown):
@@ -327,7 +332,7 @@ def _names(config: NerAuditConfig) -> tuple[list[str], list[str]]:
     if not in_names or not out_names:
         raise NerConfigError(
             f"model {', '.join(map(repr, config.models))} has no built-in name lists: give in-train "
-            "names (CLI: --in-names or --in-conll) and out-of-train names (--out-names)"
+            "names (in_names or in_conll) and out-of-train names (out_names)"
         )
     return in_names, out_names
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import pandas as pd
 
 from memprobe_core.config import SELECTIONS
-from memprobe_core.errors import UsageError
+from memprobe_core.errors import OptionError
 
 # The column each rule reads; ``None``: the stored ``mem`` itself.
 SELECTION_COLUMNS: dict[str, str | None] = {
@@ -53,7 +53,7 @@ def apply_selection(results: pd.DataFrame, select: str = "objective") -> pd.Data
         UsageError: an unknown ``select``.
     """
     if select not in SELECTION_COLUMNS:
-        raise UsageError(f"--select {select!r} is unknown; use one of {SELECTIONS}")
+        raise OptionError("select", select, f"unknown; use one of {', '.join(SELECTIONS)}")
     frame = results.copy()
     frame["mem_objective"] = frame["mem"]
     column = SELECTION_COLUMNS[select]

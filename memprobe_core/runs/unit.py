@@ -36,12 +36,12 @@ from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.membership.measure import measure_result
 from memprobe_core.secrets import redact_secrets
 from memprobe_core.snippets.split import Snippet, SplitSnippet, split
-from memprobe_core.store import Store, UnitKey
+from memprobe_core.store import Store, UnitKey, UnitStatus
 
 log = logging.getLogger(__name__)
 
 Runner = Callable[..., AttackResult]
-UnitStatus = Literal["done", "error", "cancelled", "pending"]
+
 OnCancel = Literal["keep", "requeue"]
 
 
@@ -67,6 +67,10 @@ class UnitStore(Protocol):
     def reset_unit(self, run_id: int, unit: UnitKey, *, if_status: str | None = None) -> None: ...
 
 
+# How snippets are cut: by the victim's tokens (the paper) or by whitespace words.
+SplitTokenizer = Literal["model", "whitespace"]
+
+
 @dataclass(frozen=True)
 class SplitSpec:
     """How snippets are cut into prefix and suffix (docs/method.md §1).
@@ -76,7 +80,7 @@ class SplitSpec:
         prefix_ratio: the prefix's share of each length.
     """
 
-    tokenizer: Literal["model", "whitespace"] = "model"
+    tokenizer: SplitTokenizer = "model"
     prefix_ratio: float = DEFAULT_PREFIX_RATIO
 
     def cut(

@@ -1,21 +1,29 @@
 """The run store: one SQLite file holding every run, sample, unit, scored candidate and result.
 
-- :mod:`.schema`: tables, ordered migrations, connections (``StoreFile``), ``UnitKey``.
+- :mod:`.records`: the typed records it returns (run, unit, candidate), ``UnitKey``, statuses.
+- :mod:`.schema`: tables, ordered migrations, connections (``StoreFile``).
 - :mod:`.store`: ``Store``, the read/write API everything else uses.
 - :mod:`.frames`: rows → pandas frames for reports and CSV exports.
 """
 
 from memprobe_core.store.frames import RESULT_COLUMNS, pii_counts, result_row
+from memprobe_core.store.records import (
+    RUN_KINDS,
+    RUN_STATUSES,
+    UNIT_STATUSES,
+    CandidateRecord,
+    RunRecord,
+    RunStatus,
+    UnitKey,
+    UnitRecord,
+    UnitStatus,
+)
 from memprobe_core.store.schema import (
     BUSY_TIMEOUT_MS,
     MIGRATIONS,
-    RUN_KINDS,
-    RUN_STATUSES,
     SCHEMA_VERSION,
-    UNIT_STATUSES,
     StoreError,
     StoreFile,
-    UnitKey,
 )
 from memprobe_core.store.store import Store
 
@@ -27,10 +35,15 @@ __all__ = [
     "RUN_STATUSES",
     "SCHEMA_VERSION",
     "UNIT_STATUSES",
+    "CandidateRecord",
+    "RunRecord",
+    "RunStatus",
     "Store",
     "StoreError",
     "StoreFile",
     "UnitKey",
+    "UnitRecord",
+    "UnitStatus",
     "pii_counts",
     "result_row",
 ]

@@ -8,12 +8,14 @@ has to know the column layout.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
 from memprobe_core.attacks.registry import method_label
 from memprobe_core.membership.options import SIGNALS
+from memprobe_core.store.records import CandidateRecord, UnitRecord
 
 # Verbatim-extraction columns (``AttackResult.verbatim``), in the order shown.
 VERBATIM_COLUMNS: list[str] = ["extract_k", "extractable", "span_tokens", "span_chars"]
@@ -86,7 +88,7 @@ ERROR_COLUMNS: list[str] = ["snippet_id", "method", "length", "attempts", "error
 
 
 def results_frame(
-    units: list[dict[str, Any]],
+    units: list[UnitRecord],
     config: dict[str, Any],
     labels: dict[str, str | None] | None = None,
 ) -> pd.DataFrame:
@@ -107,12 +109,14 @@ def results_frame(
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
-def errors_frame(units: list[dict[str, Any]]) -> pd.DataFrame:
+def errors_frame(units: list[UnitRecord]) -> pd.DataFrame:
     """One row per failed unit (``unit_dict`` rows): snippet_id, method, length, attempts, error."""
-    return pd.DataFrame([{k: u[k] for k in ERROR_COLUMNS} for u in units], columns=ERROR_COLUMNS)
+    return pd.DataFrame(
+        [{k: u.get(k) for k in ERROR_COLUMNS} for u in units], columns=ERROR_COLUMNS
+    )
 
 
-def candidates_frame(candidates: list[dict[str, Any]]) -> pd.DataFrame:
+def candidates_frame(candidates: list[CandidateRecord]) -> pd.DataFrame:
     """``candidate_dict`` rows as a frame, in scoring order; flags comma-joined."""
     frame = pd.DataFrame(candidates, columns=CANDIDATE_COLUMNS)
     frame["flags"] = frame["flags"].map(lambda f: ",".join(f) if isinstance(f, list) else f)
@@ -165,7 +169,7 @@ def pii_counts(pii: dict[str, Any]) -> tuple[int, int, int]:
 
 
 def result_row(
-    run_id: int, result: dict[str, Any], config: dict[str, Any], *, label: str | None = None
+    run_id: int, result: Mapping[str, Any], config: dict[str, Any], *, label: str | None = None
 ) -> dict[str, Any]:
     """Flatten one finished unit (a ``unit_dict`` or an ``AttackResult`` dict) into a row."""
     costs = result.get("costs") or {}

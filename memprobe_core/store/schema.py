@@ -16,22 +16,23 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from memprobe_core.attacks.costs import Costs
 from memprobe_core.attacks.result import AttackResult, Candidate
 from memprobe_core.errors import MemprobeError
 from memprobe_core.paths import default_store_path
+from memprobe_core.store.records import (
+    CandidateRecord,
+    RunRecord,
+    UnitKey,
+    UnitRecord,
+)
 
 log = logging.getLogger(__name__)
 
-RUN_KINDS: tuple[str, ...] = ("probe", "audit", "compare")
-RUN_STATUSES: tuple[str, ...] = ("running", "finished", "interrupted", "cancelled", "failed")
-# ``cancelled``: stopped by the user in a probe or comparison; its partial best is kept for
-# display but never counted as finished (an audit's cancelled unit goes back to ``pending``).
-UNIT_STATUSES: tuple[str, ...] = ("pending", "running", "done", "error", "cancelled")
 
 # How long a writer waits for another process's write lock before giving up (ms).
 BUSY_TIMEOUT_MS = 30_000
@@ -39,18 +40,6 @@ BUSY_TIMEOUT_MS = 30_000
 
 class StoreError(MemprobeError, RuntimeError):
     """The store file cannot be used; the message says which file and what to do."""
-
-
-@dataclass(frozen=True, order=True)
-class UnitKey:
-    """Identifies one unit of work of a run: a snippet probed by one method at one length."""
-
-    snippet_id: str
-    method: str
-    length: int
-
-    def __str__(self) -> str:
-        return f"{self.snippet_id}/{self.method}/{self.length}"
 
 
 # --- schema ---------------------------------------------------------------------------------------
@@ -221,7 +210,7 @@ def migrate(conn: sqlite3.Connection, path: Path, write_lock: threading.Lock) ->
             raise StoreError(
                 f"store {path} has schema version {version}, made by a newer memprobe "
                 f"(this one knows up to {SCHEMA_VERSION}); upgrade memprobe or use another "
-                "--store"
+                "store file"
             )
         if version == SCHEMA_VERSION:
             _check_tables(conn, path)
@@ -235,7 +224,7 @@ def migrate(conn: sqlite3.Connection, path: Path, write_lock: threading.Lock) ->
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
                 if version == 0 and _has_foreign_tables(conn):
                     raise StoreError(
-                        f"{path} is an SQLite file but not a memprobe store; pass another --store"
+                        f"{path} is an SQLite file but not a memprobe store; use another store file"
                     )
                 for step in range(version, SCHEMA_VERSION):
                     migration = MIGRATIONS[step]
@@ -253,7 +242,7 @@ def migrate(conn: sqlite3.Connection, path: Path, write_lock: threading.Lock) ->
             conn.execute("COMMIT")
     except sqlite3.DatabaseError as exc:
         raise StoreError(
-            f"{path} is not a usable memprobe store ({exc}); pass another --store"
+            f"{path} is not a usable memprobe store ({exc}); use another store file"
         ) from exc
 
 
@@ -284,7 +273,7 @@ def _check_tables(conn: sqlite3.Connection, path: Path) -> None:
     missing = {"runs", "samples", "units", "candidates"} - names
     if missing:
         raise StoreError(
-            f"store {path} lacks tables {sorted(missing)}; it is damaged — pass another --store"
+            f"store {path} lacks tables {sorted(missing)}; it is damaged — use another store file"
         )
 
 
@@ -304,31 +293,31 @@ def key_params(unit: UnitKey) -> tuple[str, str, int]:
     return (unit.snippet_id, unit.method, int(unit.length))
 
 
-def run_dict(row: sqlite3.Row) -> dict[str, Any]:
-    """A ``runs`` row (with unit counts) as a dict, config and manifest decoded."""
+def run_dict(row: sqlite3.Row) -> RunRecord:
+    """A ``runs`` row (with unit counts) as a record, config and manifest decoded."""
     data = dict(row)
     data["config"] = loads(data.get("config"), {})
     data["manifest"] = loads(data.get("manifest"), {})
-    return data
+    return cast(RunRecord, data)
 
 
-def unit_dict(row: sqlite3.Row) -> dict[str, Any]:
-    """A ``units`` row as a dict with its ``UnitKey`` under ``key`` and JSON columns decoded."""
+def unit_dict(row: sqlite3.Row) -> UnitRecord:
+    """A ``units`` row as a record with its ``UnitKey`` under ``key`` and JSON columns decoded."""
     data = dict(row)
     data["key"] = UnitKey(data["snippet_id"], data["method"], int(data["length"]))
     for column in JSON_RESULT_COLUMNS:
         data[column] = loads(data.get(column), {})
-    return data
+    return cast(UnitRecord, data)
 
 
-def candidate_dict(row: sqlite3.Row) -> dict[str, Any]:
-    """A ``candidates`` row as a dict (``idx`` renamed ``index``, JSON columns decoded)."""
+def candidate_dict(row: sqlite3.Row) -> CandidateRecord:
+    """A ``candidates`` row as a record (``idx`` renamed ``index``, JSON columns decoded)."""
     data = dict(row)
     data["index"] = data.pop("idx")
     data["flags"] = loads(data.get("flags"), [])
     data["extra"] = loads(data.get("extra"), {})
     data["is_round_best"] = bool(data["is_round_best"])
-    return data
+    return cast(CandidateRecord, data)
 
 
 class StoreFile:
@@ -350,7 +339,7 @@ class StoreFile:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(
-                f"cannot create the folder of store {self.path}: {exc}; pass another --store"
+                f"cannot create the folder of store {self.path}: {exc}; use another store file"
             ) from exc
         self._local = threading.local()
         self._write_lock = threading.Lock()
@@ -372,7 +361,7 @@ class StoreFile:
                 conn.execute("PRAGMA foreign_keys = ON")
             except sqlite3.Error as exc:
                 raise StoreError(
-                    f"cannot open store {self.path}: {exc}; check the path or pass another --store"
+                    f"cannot open store {self.path}: {exc}; check the path or use another store file"
                 ) from exc
             self._local.conn = conn
             with self._connections_lock:
@@ -439,12 +428,20 @@ def result_columns(result: AttackResult) -> dict[str, Any]:
     return {c: dumps(data[c]) if c in JSON_RESULT_COLUMNS else data[c] for c in RESULT_COLUMNS_SQL}
 
 
-def candidate_from_row(row: dict[str, Any]) -> Candidate:
+def candidate_from_row(row: CandidateRecord) -> Candidate:
     """A ``candidate_dict`` back as the ``Candidate`` the method scored."""
-    return Candidate(**{f.name: row[f.name] for f in fields(Candidate)})
+    values = cast(dict[str, Any], row)
+    return Candidate(**{f.name: values[f.name] for f in fields(Candidate)})
 
 
-def result_from_row(unit: dict[str, Any], trace: list[Candidate]) -> AttackResult:
+def _score(unit: UnitRecord, column: str) -> float:
+    """A score column of an ended unit, as stored. A row migrated from an old schema may hold
+    ``None`` where its version did not store the value; it is passed on as it is (the report
+    leaves such cells empty), not made up."""
+    return cast(float, cast(dict[str, Any], unit)[column])
+
+
+def result_from_row(unit: UnitRecord, trace: list[Candidate]) -> AttackResult:
     """A ``unit_dict`` of a finished or cancelled unit and its candidates as an ``AttackResult``."""
     return AttackResult(
         method=unit["method"],
@@ -453,10 +450,10 @@ def result_from_row(unit: dict[str, Any], trace: list[Candidate]) -> AttackResul
         length=int(unit["length"]),
         prompt=unit["prompt"] or "",
         output=unit["output"] or "",
-        mem=unit["mem"],
-        lcs_p=unit["lcs_p"],
-        objective=unit["objective"],
-        alpha=unit["alpha"],
+        mem=_score(unit, "mem"),
+        lcs_p=_score(unit, "lcs_p"),
+        objective=_score(unit, "objective"),
+        alpha=_score(unit, "alpha"),
         dis=unit["dis"],
         trace=trace,
         pii=unit["pii"],

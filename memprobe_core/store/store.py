@@ -31,19 +31,24 @@ from memprobe_core.attacks.events import (
     EventCallback,
     RoundFinished,
 )
-from memprobe_core.attacks.result import AttackResult, Candidate
+from memprobe_core.attacks.result import CLIPPED, AttackResult, Candidate
 from memprobe_core.errors import UnknownRunError, UsageError
 from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import frames as store_frames
 from memprobe_core.store.owner import owner_is_dead
-from memprobe_core.store.schema import (
-    RESULT_COLUMNS_SQL,
+from memprobe_core.store.records import (
     RUN_KINDS,
-    RUN_LIST_SQL,
     RUN_STATUSES,
     UNIT_STATUSES,
-    StoreFile,
+    CandidateRecord,
+    RunRecord,
     UnitKey,
+    UnitRecord,
+)
+from memprobe_core.store.schema import (
+    RESULT_COLUMNS_SQL,
+    RUN_LIST_SQL,
+    StoreFile,
     candidate_dict,
     candidate_from_row,
     dumps,
@@ -60,10 +65,9 @@ _CLEAR_RESULT = ", ".join(f"{column} = NULL" for column in RESULT_COLUMNS_SQL)
 # The longest prompt, output or error text stored (characters). An endpoint that answers with a
 # 200 MB completion must not grow the store by 200 MB a candidate (nor hit SQLite's size limit
 # and leave the unit half-recorded): the text is cut here and the cut is recorded, as the
-# candidate flag ``"truncated"`` and as ``manifest["truncated"]`` (the cut columns) of a unit.
+# candidate flag ``"clipped"`` and as ``manifest["clipped"]`` (the cut columns) of a unit.
 # Scores are computed before storing, on the whole text.
 MAX_STORED_TEXT = 64 * 1024
-TRUNCATED = "truncated"
 _CUT_MARK = " […truncated by memprobe]"
 
 
@@ -162,7 +166,7 @@ class Store(StoreFile):
                 conn.execute("UPDATE runs SET title = ? WHERE id = ?", (title, run_id))
             self._touch(conn, run_id)
 
-    def get_run(self, run_id: int) -> dict[str, Any]:
+    def get_run(self, run_id: int) -> RunRecord:
         """One run with its config, manifest and unit counts.
 
         Raises:
@@ -175,9 +179,7 @@ class Store(StoreFile):
             )
         return _live_status(run_dict(rows[0]))
 
-    def list_runs(
-        self, *, kind: str | None = None, limit: int | None = None
-    ) -> list[dict[str, Any]]:
+    def list_runs(self, *, kind: str | None = None, limit: int | None = None) -> list[RunRecord]:
         """Runs, newest first, each with unit counts (``units_total``, ``units_done``, ...)."""
         sql = RUN_LIST_SQL
         params: list[Any] = []
@@ -189,6 +191,18 @@ class Store(StoreFile):
             sql += " LIMIT ?"
             params.append(int(limit))
         return [_live_status(run_dict(row)) for row in self._read(sql, params)]
+
+    def resumable_audits(self, *, exclude: Iterable[int] = ()) -> list[RunRecord]:
+        """Audits that stopped with units left to run (``interrupted``, or ``running`` with no
+        live owner), newest first; ``exclude``: ids this process is running itself."""
+        skip = set(exclude)
+        return [
+            r
+            for r in self.list_runs(kind="audit")
+            if r["status"] in ("interrupted", "running")
+            and r["id"] not in skip
+            and r.get("units_pending", 0) + r.get("units_running", 0) > 0
+        ]
 
     def delete_run(self, run_id: int) -> None:
         """Remove a run and everything recorded for it."""
@@ -235,7 +249,7 @@ class Store(StoreFile):
             self._touch(conn, run_id)
             return added
 
-    def units(self, run_id: int, *, status: str | None = None) -> list[dict[str, Any]]:
+    def units(self, run_id: int, *, status: str | None = None) -> list[UnitRecord]:
         """Units of a run in run order: key fields, status, error, attempts, timings, result."""
         sql = "SELECT * FROM units WHERE run_id = ?"
         params: list[Any] = [run_id]
@@ -385,7 +399,7 @@ class Store(StoreFile):
 
     def candidates(
         self, run_id: int, unit: UnitKey | None = None, *, since_id: int = 0
-    ) -> list[dict[str, Any]]:
+    ) -> list[CandidateRecord]:
         """Candidates of a run (or of one unit), in scoring order.
 
         Args:
@@ -483,8 +497,8 @@ class Store(StoreFile):
         for c in candidates:
             (prompt, cut_prompt), (output, cut_output) = clip_text(c.prompt), clip_text(c.output)
             flags = list(c.flags)
-            if (cut_prompt or cut_output) and TRUNCATED not in flags:
-                flags.append(TRUNCATED)
+            if (cut_prompt or cut_output) and CLIPPED not in flags:
+                flags.append(CLIPPED)
             rows.append(
                 (
                     run_id,
@@ -544,7 +558,7 @@ class Store(StoreFile):
             raise ValueError(f"{what} status {status!r} is unknown; use one of {allowed}")
 
 
-def _live_status(run: dict[str, Any]) -> dict[str, Any]:
+def _live_status(run: RunRecord) -> RunRecord:
     """A ``running`` run whose owner process died on this host reads as ``interrupted``.
 
     Computed on read (nothing is written): a SIGKILLed probe or audit cannot mark its own run,
@@ -558,7 +572,7 @@ def _live_status(run: dict[str, Any]) -> dict[str, Any]:
 def _clipped_result_columns(result: AttackResult) -> dict[str, Any]:
     """A unit's result columns with its prompt and output cut to ``MAX_STORED_TEXT``.
 
-    The cut columns are listed under ``truncated`` in the unit's manifest column, so a report
+    The cut columns are listed under ``clipped`` in the unit's manifest column, so a report
     can tell a cut output from a short one.
     """
     values = result_columns(result)
@@ -568,5 +582,5 @@ def _clipped_result_columns(result: AttackResult) -> dict[str, Any]:
         if was_cut:
             cut.append(column)
     if cut:
-        values["manifest"] = dumps({**(result.manifest or {}), TRUNCATED: cut})
+        values["manifest"] = dumps({**(result.manifest or {}), CLIPPED: cut})
     return values

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ import pytest
 
 from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.cli import main
-from memprobe_core.cli.errors import cli_text
+from memprobe_core.cli.errors import cli_message, cli_text
 from memprobe_core.models import clear_cache, load
 from memprobe_core.store import Store
 from tests.faults.helpers import CLI_DRIVER, ROOT, one_line_error
@@ -210,3 +211,22 @@ def test_base_url_with_a_password_is_refused(tmp_path, capsys):
     )
     line = one_line_error(capsys.readouterr().err)
     assert "--api-key-env" in line and "hunter2" not in line
+
+
+def test_option_errors_name_the_flag_on_the_command_line_and_the_option_in_the_library():
+    from memprobe_core.errors import OptionError
+    from memprobe_core.ner.audit import NerAuditConfig
+    from memprobe_core.store.schema import StoreError
+
+    with pytest.raises(OptionError) as caught:
+        NerAuditConfig(max_pairs=0)
+    assert str(caught.value) == "max_pairs=0: give a whole number from 1 to 1,000,000"
+    assert cli_message(caught.value) == "--pairs 0: give a whole number from 1 to 1,000,000"
+    # An option the CLI has no flag for keeps its library name.
+    assert cli_message(OptionError("attention_pairs", -1, "give 0 or more")).startswith(
+        "attention_pairs=-1"
+    )
+    # Pickled across processes (Ray workers), the parts survive.
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert (again.option, again.value, again.problem) == ("max_pairs", 0, caught.value.problem)
+    assert cli_message(StoreError("store x is damaged")).endswith("(pick it with --store PATH)")

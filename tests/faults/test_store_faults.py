@@ -51,7 +51,7 @@ def test_huge_candidate_texts_are_stored_cut_and_flagged(tmp_path):
         huge, short = store.candidates(run_id, UNIT)
     assert len(huge["prompt"]) == len(huge["output"]) == MAX_STORED_TEXT
     assert huge["output"].endswith("truncated by memprobe]")
-    assert huge["flags"] == ["truncated"]
+    assert huge["flags"] == ["clipped"]
     assert short["output"] == "short" and short["flags"] == []
 
 
@@ -78,7 +78,7 @@ def test_huge_unit_result_and_error_are_stored_cut(tmp_path):
         )
         (unit,) = store.units(run_id)
         assert len(unit["output"]) == MAX_STORED_TEXT and unit["prompt"] == "p"
-        assert unit["manifest"] == {"victim": "v", "truncated": ["output"]}
+        assert unit["manifest"] == {"victim": "v", "clipped": ["output"]}
         store.fail_unit(run_id, UNIT, "ModelError: " + HUGE)
         assert len(store.units(run_id)[0]["error"]) == MAX_STORED_TEXT
 

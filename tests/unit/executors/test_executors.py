@@ -15,7 +15,7 @@ import pytest
 from memprobe_core.attacks.options import AttackOptions, InteractiveOptions
 from memprobe_core.audit import ModelNames, run_audit, start_audit
 from memprobe_core.cli.main import main
-from memprobe_core.errors import UsageError
+from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.executors import LocalExecutor, make_executor
 from memprobe_core.executors.ray import (
     INSTALL_HINT,
@@ -118,10 +118,14 @@ def test_worker_count_fits_the_cluster():
 
 
 def test_ray_options_reject_bad_values():
-    with pytest.raises(UsageError, match="--workers"):
+    # Library names in the message; the CLI shows its flags (test_cli_ray_flags_…).
+    with pytest.raises(OptionError, match="workers=0: give 1 or more") as caught:
         RayOptions(workers=0)
-    with pytest.raises(UsageError, match="--max-attempts"):
+    assert (caught.value.option, caught.value.value) == ("workers", 0)
+    with pytest.raises(OptionError, match="max_attempts=0"):
         RayOptions(max_attempts=0)
+    with pytest.raises(OptionError, match="cpus_per_worker=-1"):
+        RayOptions(cpus_per_worker=-1)
 
 
 def test_without_ray_installed_the_flag_says_how_to_install(monkeypatch):
@@ -167,7 +171,8 @@ def test_cli_ray_without_ray_is_a_usage_error(monkeypatch, tmp_path, capsys):
 def test_cli_ray_flags_need_the_ray_executor(tmp_path, capsys):
     code = main(["--store", str(tmp_path / "runs.sqlite"), "resume", "1", "--workers", "4"])
     assert code == 2
-    assert "--executor ray" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--workers 4: applies to --executor 'ray' only" in err
 
 
 def test_unknown_executor_is_a_usage_error():

@@ -154,9 +154,9 @@ def test_name_uploads_are_read_like_files(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"batch_size": 0}, r"batch_size=0 \(--batch-size\)"),
-        ({"max_pairs": 10**9}, r"max_pairs=1000000000 \(--pairs\)"),
-        ({"dev_fraction": 1.0}, r"dev_fraction=1.0 \(--dev-fraction\)"),
+        ({"batch_size": 0}, r"batch_size=0: give a whole number from 1 to 4,096"),
+        ({"max_pairs": 10**9}, r"max_pairs=1000000000: give a whole number from 1 to 1,000,000"),
+        ({"dev_fraction": 1.0}, r"dev_fraction=1.0: give a share from 0 up to"),
         ({"dev_fraction": -0.1}, "dev_fraction"),
         ({"metric": "auc"}, "metric='auc'"),
         ({"models": ("", " ")}, "no NER model"),

@@ -46,7 +46,7 @@ def test_apply_selection_leaves_its_input_alone_and_refuses_unknown_rules():
     original = frame()
     apply_selection(original, "max_mem")
     assert original["mem"].tolist() == [0.4, 0.3, 0.5]
-    with pytest.raises(UsageError, match="--select 'best'"):
+    with pytest.raises(UsageError, match="select='best': unknown; use one of objective"):
         apply_selection(original, "best")
     assert set(SELECTION_COLUMNS) == set(SELECTIONS) == set(SELECTION_LABELS)
 

@@ -104,7 +104,9 @@ def test_store_from_newer_schema_is_refused(tmp_path):
     conn = sqlite3.connect(path)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
-    with pytest.raises(StoreError, match="newer memprobe.*upgrade memprobe or use another --store"):
+    with pytest.raises(
+        StoreError, match="newer memprobe.*upgrade memprobe or use another store file"
+    ):
         Store(path)
 
 
@@ -413,3 +415,16 @@ def test_labels_metrics_and_signals_round_trip_through_the_store(store):
 def test_a_snippet_label_outside_member_nonmember_is_refused():
     with pytest.raises(DataError, match="label 'yes'"):
         Snippet("a", "text", label="yes")
+
+
+def test_resumable_audits_have_work_left_and_no_live_owner(store):
+    snippet = Snippet(id="s", text="a b c d e f", domain="legal")
+    pending = [UnitKey("s", "ps_base", 4)]
+    stopped = store.create_run("audit", status="interrupted", snippets=[snippet], units=pending)
+    mine = store.create_run("audit", status="interrupted", snippets=[snippet], units=pending)
+    finished = store.create_run("audit", status="finished", snippets=[snippet], units=pending)
+    done = store.create_run("audit", status="interrupted", snippets=[snippet], units=pending)
+    store.finish_unit(done, pending[0], result_for(pending[0], [cand(0, 0, 0.1)]))
+    store.create_run("probe", status="interrupted", snippets=[snippet], units=pending)
+    assert [r["id"] for r in store.resumable_audits(exclude={mine})] == [stopped]
+    assert finished not in [r["id"] for r in store.resumable_audits()]
