@@ -141,7 +141,9 @@ def start_audit(
     """
     methods = check_methods(methods)
     if not snippets:
-        raise ValueError("the dataset has no usable snippet; check the file or the --corpus filter")
+        raise ValueError(
+            "the dataset has no usable snippet; check the file, or the corpus domains and limit"
+        )
     lengths = list(dict.fromkeys(int(n) for n in lengths))
     if not lengths or min(lengths) < 2:
         raise ValueError(f"lengths {lengths}: give one or more lengths of at least 2 tokens")

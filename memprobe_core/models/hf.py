@@ -28,8 +28,8 @@ from memprobe_core.models.base import (
     chat_as_text,
 )
 from memprobe_core.models.hf_decode import (
+    BatchDecoding,
     Decoded,
-    Decoding,
     decode,
     generate_reference,
     seeded,
@@ -288,7 +288,7 @@ class HFGenerator(Generator):
         """Generate for one batch of prompt rows (equal rows share one prefill in the own loop)."""
         import torch
 
-        spec = Decoding(
+        spec = BatchDecoding(
             max_new_tokens=plan.max_new_tokens,
             temperature=plan.temperature,
             top_p=plan.top_p,

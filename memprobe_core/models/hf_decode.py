@@ -31,8 +31,9 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class Decoding:
-    """How to decode one batch.
+class BatchDecoding:
+    """How this loop decodes one batch: the caller's ``models.base.Decoding`` resolved to the
+    tokenizer's stop and pad ids.
 
     Attributes:
         max_new_tokens: cap on generated tokens per row.
@@ -70,7 +71,7 @@ def supports_own_loop(model: Any) -> bool:
 
 
 def decode(
-    model: Any, prompts: list[list[int]], spec: Decoding, generator: Any = None
+    model: Any, prompts: list[list[int]], spec: BatchDecoding, generator: Any = None
 ) -> list[Decoded]:
     """Generate for every prompt row (rows may repeat a prompt: it is prefilled once).
 
@@ -120,7 +121,7 @@ class _State:
         self.rows = self.rows[index]
 
 
-def _prefill(model: Any, prompts: list[list[int]], spec: Decoding, device: Any) -> _State:
+def _prefill(model: Any, prompts: list[list[int]], spec: BatchDecoding, device: Any) -> _State:
     import torch
 
     from memprobe_core.models.hf_kvcache import preallocated_cache
@@ -156,7 +157,9 @@ def _forward(model: Any, ids: Any, mask: Any, positions: Any, cache: Any) -> Any
     return out.logits[:, -1].to(copy=True, dtype=_float32())
 
 
-def _loop(model: Any, state: _State, spec: Decoding, generator: Any, n_rows: int) -> list[Decoded]:
+def _loop(
+    model: Any, state: _State, spec: BatchDecoding, generator: Any, n_rows: int
+) -> list[Decoded]:
     import torch
 
     pick = _picker(spec, generator)
@@ -195,7 +198,7 @@ def _step(model: Any, state: _State, tokens: Any) -> None:
     state.positions = state.positions + 1
 
 
-def _picker(spec: Decoding, generator: Any) -> Any:
+def _picker(spec: BatchDecoding, generator: Any) -> Any:
     """A function from logits (A, V) to the chosen token per row (A,)."""
     import torch
 
@@ -269,7 +272,7 @@ def _float32() -> Any:
 
 
 def generate_reference(
-    model: Any, prompts: list[list[int]], spec: Decoding, *, compile_: bool = False
+    model: Any, prompts: list[list[int]], spec: BatchDecoding, *, compile_: bool = False
 ) -> list[Decoded]:
     """``model.generate`` on the left-padded rows (seeded through torch's global generator)."""
     import torch
@@ -297,7 +300,7 @@ def generate_reference(
     return rows
 
 
-def generation_config(model: Any, spec: Decoding, *, compile_: bool = False) -> Any:
+def generation_config(model: Any, spec: BatchDecoding, *, compile_: bool = False) -> Any:
     """The ``GenerationConfig`` for ``spec``, every knob set explicitly.
 
     Unset fields would be filled from the checkpoint's generation_config.json (top_k=64,

@@ -6,7 +6,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from memprobe_core.models.hf_decode import Decoding, _picker, draw
+from memprobe_core.models.hf_decode import BatchDecoding, _picker, draw
 
 PROBS = torch.tensor([0.5, 0.2, 0.15, 0.1, 0.04, 0.01, 0.0, 0.0], dtype=torch.float64)
 
@@ -32,7 +32,7 @@ def test_frequencies_follow_the_probabilities():
 
 def test_same_distribution_as_torch_multinomial_through_the_picker():
     """Temperature and top-p (transformers' warpers), then the draw: frequencies as multinomial's."""
-    spec = Decoding(max_new_tokens=1, temperature=0.7, top_p=0.9, stop_ids=(), pad_id=0)
+    spec = BatchDecoding(max_new_tokens=1, temperature=0.7, top_p=0.9, stop_ids=(), pad_id=0)
     logits = torch.log(PROBS.float().clamp_min(1e-12))
     ours = _counts(
         lambda p: _picker(spec, torch.Generator().manual_seed(1))(logits.expand(400, -1))

@@ -333,13 +333,13 @@ def test_load_hf_options_reach_the_generator(tmp_path):
 
 
 def test_compile_option_asks_generate_for_a_static_cache(gen):
-    from memprobe_core.models.hf_decode import Decoding, generation_config
+    from memprobe_core.models.hf_decode import BatchDecoding, generation_config
 
     compiled = gen.variant(compile=True)
     assert (
         compiled.manifest()["generation_loop"] == "transformers" and compiled.manifest()["compile"]
     )
-    spec = Decoding(max_new_tokens=8, temperature=0.0, top_p=1.0, stop_ids=(2,), pad_id=0)
+    spec = BatchDecoding(max_new_tokens=8, temperature=0.0, top_p=1.0, stop_ids=(2,), pad_id=0)
     config = generation_config(gen.torch_model, spec, compile_=True)
     assert config.cache_implementation == "static" and config.compile_config is not None
     assert generation_config(gen.torch_model, spec).cache_implementation is None
