@@ -8,6 +8,16 @@ Every method takes ``(split, models, options, *, on_event=None, cancel=None)`` a
 
 Each method module registers itself (:mod:`memprobe_core.attacks.registry`); importing this
 package imports them all, so the registry lists every built-in method.
+
+- :mod:`.registry`: ``MethodSpec`` and every list of methods derived from it.
+- :mod:`.options`: ``AttackOptions`` and each method's options, with their bounds.
+- :mod:`.model_set`: ``ModelSet`` (the models by role) and ``MissingModelError``.
+- :mod:`.events`: the typed events a method emits; :mod:`.result`: ``AttackResult``, its trace
+  rows and flags, and how it is built.
+- shared by the methods: :mod:`.victim` (its requests, budget, answers), :mod:`.scoring`
+  (α, Mem / LCS_P / objective), :mod:`.costs`, :mod:`.manifest`, :mod:`.prompts` (meta-prompts).
+- the methods: :mod:`.prefix_suffix` (P-S-Base, P-S-Inst), :mod:`.reverse_lm`, :mod:`.gcg` (with
+  the search engine in :mod:`.gcg_core`), :mod:`.interactive`.
 """
 
 from __future__ import annotations
