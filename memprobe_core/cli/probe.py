@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from memprobe_core.attacks import registry
+from memprobe_core.attacks.interactive import METHOD as ATTACKER_LOOP
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK
 from memprobe_core.cli.output import LiveTable, print_result
@@ -34,7 +35,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     probe.add_argument("--corpus-id", help="a snippet of the built-in corpus (`memprobe corpus`)")
     probe.add_argument("--domain", default="unknown", help="domain of a text/file snippet; picks α")
     probe.add_argument(
-        "--method", choices=registry.method_names(), default="interactive", help="extraction method"
+        "--method",
+        choices=registry.method_names(),
+        default=ATTACKER_LOOP,
+        help=f"extraction method (default: {ATTACKER_LOOP}, the paper's attacker loop)",
     )
     probe.add_argument("--length", type=int, default=200, help="tokens of prefix + suffix")
     probe.add_argument(
