@@ -5,3 +5,9 @@
 - :mod:`.corpus`: the built-in demo corpus assembled from what installed packages ship.
 - :mod:`.nonmembers`: the generated non-member set of a labelled audit (made on this machine).
 """
+
+from memprobe_core.snippets.corpus import demo_corpus
+from memprobe_core.snippets.loaders import load_snippets
+from memprobe_core.snippets.split import DataError, Snippet, SplitSnippet, split
+
+__all__ = ["DataError", "Snippet", "SplitSnippet", "demo_corpus", "load_snippets", "split"]
