@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 import ui_common as ui
 from memprobe_core.attacks import registry
-from memprobe_core.attacks.registry import method_label
-from memprobe_core.runs.probe import comparison_table, start_probe
+from memprobe_core.runs.probe import start_probe
 from memprobe_core.runs.unit import SplitSpec
 from memprobe_core.snippets.split import DataError, split
-from ui_common import charts
+from ui_common import compare_view
 from ui_common import methods as methods_ui
-from ui_common.job_runner import ProgressSnapshot, recorded_methods_job
-from ui_common.render import cached_figure
+from ui_common.job_runner import recorded_methods_job
 
 JOB = "compare_job"
 
@@ -118,72 +115,6 @@ def start() -> None:
     job.progress.set(total=len(ordered))
 
 
-def render(snap: ProgressSnapshot) -> None:
-    """Live: the scores of the methods done so far and the candidates of the one in flight."""
-    results = snap.data.get("results", {})
-    errors = snap.data.get("errors", {})
-    for method, message in errors.items():
-        st.error(ui.md(f"{method_label(method)} failed: {message}"))
-    if not results:
-        items = pd.DataFrame(snap.items)
-        if not items.empty:
-            ui.candidates_table(
-                charts.candidate_rows(snap.items).assign(method=items["method"]), height=240
-            )
-        return
-    split_info = st.session_state.get("cmp_split") or {}
-    table = comparison_table(results)
-    st.subheader("Scores")
-    st.dataframe(
-        table.drop(columns=["method"]).rename(columns={"label": "method"}),
-        hide_index=True,
-        width="stretch",
-        column_config={
-            c: st.column_config.NumberColumn(format="%.3f")
-            for c in ("mem", "lcs_p", "dis", "objective")
-        },
-    )
-    # One snippet and length: its signals are the same under every method; show them once.
-    st.subheader("Membership signals of the snippet")
-    ui.signals_view(next(iter(results.values())).membership)
-    # Built once per finished method: the page is redrawn for every candidate of the one in flight.
-    version = (split_info.get("run_id"), tuple(results))
-    left, right = st.columns(2)
-    with left:
-        st.plotly_chart(
-            cached_figure("cmp_methods", version, lambda: charts.method_bars(table)),
-            width="stretch",
-        )
-    with right:
-        st.plotly_chart(
-            cached_figure("cmp_costs", version, lambda: charts.cost_bars(table)), width="stretch"
-        )
-    st.subheader("Prompts")
-    cols = st.columns(len(results))
-    for col, method in zip(cols, registry.method_order(results)):
-        with col:
-            st.markdown(f"**{method_label(method)}**")
-            st.code(results[method].prompt, language=None, wrap_lines=True)
-    st.subheader("Outputs against the true suffix")
-    for method in registry.method_order(results):
-        r = results[method]
-        with st.expander(
-            f"{method_label(method)}: Mem {r.mem:.3f}, LCS_P {r.lcs_p:.3f}",
-            expanded=method == "interactive",
-        ):
-            if split_info.get("suffix") is not None:
-                ui.overlap_view(
-                    r.output,
-                    split_info["suffix"],
-                    split_info.get("scoring"),
-                    suffix_tokens=split_info.get("suffix_tokens"),
-                    tokenizer=split_info.get("tokenizer"),
-                )
-            st.markdown("PII in this output (copied from the suffix / invented):")
-            ui.pii_view(r.pii)
-            st.markdown(ui.verbatim_caption(r.verbatim))
-
-
 running = ui.job_running(JOB)
 if st.button(
     "Run comparison",
@@ -193,7 +124,7 @@ if st.button(
 ):
     start()
 
-snap = ui.show_job(JOB, render)
+snap = ui.show_job(JOB, compare_view.render)
 if snap is not None and snap.is_final:
     run_id = (st.session_state.get("cmp_split") or {}).get("run_id")
     if run_id is not None:

@@ -9,6 +9,11 @@ import this package (``import ui_common as ui``); the helpers live in:
 - :mod:`ui_common.snippets`: snippet chooser and upload, scoring and α widgets.
 - :mod:`ui_common.jobs`: starting, redrawing and cancelling live jobs.
 - :mod:`ui_common.render`: candidate table, overlap view, PII, CSV download, probe view.
+- :mod:`ui_common.methods`: method picker, option widgets, model-set loader (Probe, Compare,
+  Audit).
+- :mod:`ui_common.compare_view`, :mod:`ui_common.audit_view`, :mod:`ui_common.ner_view`,
+  :mod:`ui_common.runs_view`: the views of one page each (imported by that page).
+- :mod:`ui_common.charts`: the plotly figures (no Streamlit), labels escaped.
 
 Safety rule kept by every helper: text a user (or a model) wrote is only ever shown through
 widgets that render plain text (``st.text``, ``st.code``, ``st.dataframe``, widget option

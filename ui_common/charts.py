@@ -13,7 +13,7 @@ tables do.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
@@ -52,7 +52,7 @@ CANDIDATE_COLUMNS: list[str] = [
 ]
 
 
-def candidate_rows(candidates: Iterable[Candidate | dict[str, Any]]) -> pd.DataFrame:
+def candidate_rows(candidates: Iterable[Candidate | Mapping[str, Any]]) -> pd.DataFrame:
     """Candidates (live ``Candidate`` objects or store rows) as one frame, in scoring order.
 
     Columns: :data:`CANDIDATE_COLUMNS`. ``is_best`` marks the best objective so far over the
@@ -353,4 +353,23 @@ def tau_heatmap(tau: pd.DataFrame, *, title: str = "Kendall τ of prompt ranking
         height=120 + 50 * len(tau),
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
     )
+    return fig
+
+
+# --- run history ----------------------------------------------------------------------------------
+
+
+def run_comparison_bars(
+    summary: pd.DataFrame, *, title: str = "Mean Mem by method, run A vs run B"
+) -> go.Figure:
+    """Grouped bars of mean Mem per method, one colour per run (the Runs page's comparison).
+
+    ``summary`` has ``run``, ``method`` (a display label) and ``mem`` columns; run names and
+    method labels are escaped.
+    """
+    frame = summary.assign(method=_escaped(summary["method"]), run=_escaped(summary["run"]))
+    fig = px.bar(
+        frame, x="method", y="mem", color="run", barmode="group", title=escape_label(title)
+    )
+    fig.update_layout(height=360)
     return fig

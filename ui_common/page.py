@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
 
 from memprobe_core.highlight import markdown_escape
 from memprobe_core.paths import default_store_path
@@ -21,6 +22,8 @@ from ui_common.job_runner import MODEL_LOCK
 FAKE_ENV = "MEMPROBE_UI_FAKE"
 # Widget values kept across page switches (see the module docstring).
 _PERSIST_PREFIXES = ("model_", "snip_")
+# Set by the first page run of a browser session (see _leave_legacy_navigation).
+_FIRST_RUN_DONE = "_memprobe_first_run_done"
 
 
 def md(text: Any) -> str:
@@ -52,6 +55,7 @@ def fake_default() -> bool:
 
 def page_setup(title: str) -> None:
     """Page config, persisted widget state and the sidebar's model-lock line."""
+    _leave_legacy_navigation()
     st.set_page_config(page_title=f"memprobe · {title}", page_icon="🔎", layout="wide")
     for key in list(st.session_state.keys()):
         if isinstance(key, str) and key.startswith(_PERSIST_PREFIXES):
@@ -64,6 +68,26 @@ def page_setup(title: str) -> None:
             st.caption("Models free: a job you start runs at once.")
 
 
+def _leave_legacy_navigation() -> None:
+    """Rerun a page that Streamlit ran without app.py, so app.py's ``st.navigation`` holds.
+
+    A server whose entry point has a ``pages/`` folder starts in the legacy navigation
+    (``PagesManager.uses_pages_directory``) until a script calls ``st.navigation``: a first visit
+    straight to ``/Compare`` would run that page alone, under a sidebar listing "app". The rerun
+    runs app.py, whose navigation then serves the same page (its URL path, so its page hash, is
+    the same in both schemes); from then on the server stays on ``st.navigation``.
+
+    Only a session's first run is rerun: it has no click a rerun would drop, and once any run
+    has called ``st.navigation`` the server never falls back again. (AppTest restores the legacy
+    flag before each of its runs; its later runs keep running a switched-to page alone.)
+    """
+    first_run = _FIRST_RUN_DONE not in st.session_state
+    st.session_state[_FIRST_RUN_DONE] = True
+    if first_run and PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def session_tag() -> str:
     """A short id of this browser session (names jobs, so others see whom they wait for)."""
     if "_memprobe_session" not in st.session_state:
@@ -72,12 +96,12 @@ def session_tag() -> str:
 
 
 @st.cache_resource(show_spinner=False)
-def _store(path: str) -> Any:
+def _store(path: str) -> Store:
 
     return Store(path)
 
 
-def get_store() -> Any | None:
+def get_store() -> Store | None:
     """The run store (one per process and path), or ``None`` with an error shown."""
 
     path = str(default_store_path())

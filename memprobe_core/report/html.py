@@ -138,7 +138,7 @@ def render_html(
     page = env.from_string(TEMPLATE).render(
         title=title,
         version=__version__,
-        generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        generated=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         csp=_csp([plotly_js, LOADER_JS] if has_figures else []),
         style=Markup(STYLE),
         plotly_js=Markup(plotly_js),

@@ -108,7 +108,7 @@ def _flat(prefix: str, value: Any) -> Iterable[tuple[str, Any]]:
 def _when(timestamp: float | None) -> str | None:
     if not timestamp:
         return None
-    return dt.datetime.fromtimestamp(timestamp, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _manifest_rows(run: dict[str, Any], units: list[dict[str, Any]]) -> list[tuple[str, Any]]:

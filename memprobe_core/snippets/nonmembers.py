@@ -31,7 +31,7 @@ import os
 import random
 import secrets
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -163,7 +163,7 @@ def generate(seed: int, per_domain: int = DEFAULT_PER_DOMAIN) -> NonmemberSet:
     snippets = [
         make_snippet(domain, seed, i) for domain in NONMEMBER_DOMAINS for i in range(per_domain)
     ]
-    created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    created = datetime.now(UTC).isoformat(timespec="seconds")
     return NonmemberSet(seed, GENERATOR_VERSION, created, per_domain, None, snippets)
 
 

@@ -26,6 +26,7 @@ from tests.e2e.browser_fixtures import (  # noqa: F401 - fixtures used by name
     page,
     publish_screenshot,
     real_server,
+    serve,
     wait_idle,
 )
 
@@ -229,3 +230,32 @@ def test_every_page_renders(fake_server, page, name: str) -> None:  # noqa: F811
     no_exception(page)
     assert page.get_by_test_id("stSidebar").count() == 1
     shot(page, f"page-{name.lower()}")
+
+
+def nav_titles(page) -> list[str]:  # noqa: F811
+    """The sidebar navigation's entries: each is an icon (a Material Symbols ligature, its name
+    as text) and the page title."""
+    links = page.get_by_test_id("stSidebarNav").get_by_test_id("stSidebarNavLink")
+    return [links.nth(i).inner_text().split("\n")[-1].strip() for i in range(links.count())]
+
+
+def test_sidebar_navigation_lists_home_first_and_keeps_the_url_paths(fake_server, page) -> None:  # noqa: F811
+    open_page(page, fake_server, "Compare")
+    assert nav_titles(page) == list(PAGES)
+    links = page.get_by_test_id("stSidebarNav").get_by_test_id("stSidebarNavLink")
+    hrefs = [links.nth(i).get_attribute("href") or "" for i in range(links.count())]
+    assert [href.rstrip("/").rsplit("/", 1)[-1] for href in hrefs[1:]] == list(PAGES.values())[1:]
+    links.first.click()
+    page.wait_for_url(f"{fake_server.url}/")
+    page.get_by_role("heading", name="memprobe").first.wait_for(timeout=60_000)
+    no_exception(page)
+
+
+def test_a_first_visit_to_a_page_url_gets_the_titled_navigation(tmp_path, page) -> None:  # noqa: F811
+    """A fresh server's first request is a deep link (no script has called st.navigation yet:
+    Streamlit would run the page alone, under a legacy sidebar listing "app")."""
+    with serve("deeplink", {"MEMPROBE_UI_FAKE": "1"}, tmp_path) as server:
+        open_page(page, server, "Compare")
+        assert page.locator("h1").first.inner_text() == "Compare methods on one snippet"
+        assert nav_titles(page) == list(PAGES)
+        no_exception(page)

@@ -163,3 +163,14 @@ def test_ner_charts_escape_types_ids_groups_models_and_titles() -> None:
     assert "<a href" not in box and "<b>m1" not in box and "&lt;b&gt;m1&lt;/b&gt;" in box
     heat = charts.attention_heatmap({"z": np.zeros((1, 1)), "x": ["0:x"], "y": [EVIL]}, title=EVIL)
     assert "<a href" not in _json(heat)
+
+
+def test_run_comparison_bars_escape_method_labels_and_run_names() -> None:
+    summary = pd.DataFrame(
+        {"run": ["#1", "<b>#2</b>"], "method": [EVIL, "P-S-Base"], "mem": [0.4, 0.6]}
+    )
+    fig = charts.run_comparison_bars(summary)
+    text = _json(fig)
+    assert EVIL_ESCAPED in text and "<a href" not in text and "<b>#2" not in text
+    assert {trace.name for trace in fig.data} == {"#1", "&lt;b&gt;#2&lt;/b&gt;"}
+    assert fig.layout.title.text == "Mean Mem by method, run A vs run B"

@@ -1,0 +1,306 @@
+"""The Audit page's views: the dataset chooser, where units run, the live job and the report.
+
+The audit itself (recording, running, resuming, the report's statistics) is the core's
+(:mod:`memprobe_core.audit`, :mod:`memprobe_core.report`); these helpers read widgets into its
+arguments and draw what it returns.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from memprobe_core.attacks.events import CandidateScored
+from memprobe_core.attacks.model_set import ModelSet
+from memprobe_core.audit import resume_audit, run_audit
+from memprobe_core.config import SELECTIONS
+from memprobe_core.errors import UsageError
+from memprobe_core.executors import Executor, make_executor
+from memprobe_core.report import build as report_build
+from memprobe_core.report.build import Report
+from memprobe_core.report.stats import DEFAULT_RESAMPLES
+from memprobe_core.snippets.corpus import DOMAINS, demo_corpus, nonmember_summary
+from memprobe_core.snippets.nonmembers import NONMEMBER_DOMAINS
+from memprobe_core.snippets.split import DataError, Snippet
+from memprobe_core.store import Store
+from ui_common import charts
+from ui_common.job_runner import JobFunction, Progress, ProgressSnapshot
+from ui_common.page import md
+from ui_common.render import csv_download, html_report_download
+from ui_common.snippets import read_upload
+
+EXECUTOR_LABELS = {
+    "local": "This process (one unit at a time)",
+    "ray": "Ray cluster (units in parallel on worker actors)",
+}
+
+
+def dataset() -> tuple[list[Snippet], dict[str, Any]]:
+    """The snippets to audit and a record of where they came from (empty: none chosen yet)."""
+    source = st.radio("Dataset", ["Built-in corpus", "Upload"], horizontal=True, key="audit_source")
+    if source == "Built-in corpus":
+        return _builtin_dataset()
+    return _uploaded_dataset()
+
+
+def _builtin_dataset() -> tuple[list[Snippet], dict[str, Any]]:
+    labelled = st.checkbox(
+        "add generated non-members (labelled audit)",
+        key="audit_nonmembers",
+        help="Label the corpus snippets 'member' and add as many texts generated on this "
+        "machine (that no model can have seen) per domain, labelled 'non-member'; the "
+        "report then gives AUROC and TPR at low FPR. Legal and code domains only.",
+    )
+    offered = list(NONMEMBER_DOMAINS if labelled else DOMAINS)
+    c1, c2 = st.columns(2)
+    domains = c1.multiselect(  # one widget per choice: each keeps its own selection
+        "Domains",
+        offered,
+        default=offered,
+        key="audit_domains_labelled" if labelled else "audit_domains",
+    )
+    limit = int(c2.number_input("Snippets per domain", 1, 10_000, 2, key="audit_limit"))
+    if not domains:
+        st.info("Pick at least one domain.")
+        return [], {}
+    try:  # a damaged non-member file: say how to rebuild it, do not crash the page
+        snippets = demo_corpus(domains=domains, limit_per_domain=limit, nonmembers=labelled)
+        made = nonmember_summary() if labelled else None
+    except DataError as exc:
+        st.error(str(exc))
+        return [], {}
+    info: dict[str, Any] = {"source": "built-in corpus", "domains": domains, "limit": limit}
+    if made is not None:
+        info["nonmembers"] = made
+        st.caption(
+            f"{len(snippets)} snippets: {len(snippets) // 2} members from the built-in corpus, "
+            f"as many generated non-members (seed {made['seed']})."
+        )
+    else:
+        st.caption(f"{len(snippets)} snippets from the built-in corpus.")
+    return snippets, info
+
+
+def _uploaded_dataset() -> tuple[list[Snippet], dict[str, Any]]:
+    upload = st.file_uploader(
+        "A .txt, .jsonl, .csv or .parquet file",
+        type=["txt", "jsonl", "ndjson", "csv", "parquet"],
+        key="upload_audit",
+    )
+    c1, c2, c3, c4 = st.columns(4)
+    text_column = c1.text_input("Text column", "text", key="audit_textcol")
+    id_column = c2.text_input("Id column (optional)", "", key="audit_idcol")
+    domain_column = c3.text_input("Domain column (optional)", "", key="audit_domcol")
+    domain = c4.text_input("Domain of rows without one", "unknown", key="audit_domain")
+    txt_blocks = st.checkbox(".txt: one snippet per blank-line-separated block", key="audit_blocks")
+    if upload is None:
+        st.info("Upload a file, or use the built-in corpus.")
+        return [], {}
+    result = read_upload(
+        upload,
+        text_column=text_column or "text",
+        id_column=id_column or None,
+        domain_column=domain_column or None,
+        domain=domain or None,
+        txt_mode="blocks" if txt_blocks else "file",
+    )
+    if result is None:
+        return [], {}
+    rejected = [{"row": r.row, "reason": r.reason} for r in result.rejected]
+    return result.snippets, {"source": result.source, "rejected": rejected[:200]}
+
+
+def executor_choice() -> Executor | None:
+    """The executor picked in "Where units run" (``None`` and an error shown if it is unusable)."""
+    with st.expander("Where units run"):
+        kind = st.radio(
+            "Executor",
+            list(EXECUTOR_LABELS),
+            horizontal=True,
+            key="audit_executor",
+            format_func=EXECUTOR_LABELS.__getitem__,
+            help="Ray: each worker loads the models by name and runs whole units; "
+            "this page writes the results.",
+        )
+        if kind == "local":
+            return make_executor("local")
+        r1, r2, r3 = st.columns(3)
+        address = r1.text_input(
+            "Ray address",
+            "",
+            key="audit_ray_address",
+            help="auto, HOST:PORT of the head, or empty: a local Ray on 127.0.0.1",
+        )
+        workers = int(
+            r2.number_input("Workers (0: as many as fit)", 0, 1024, 0, key="audit_ray_workers")
+        )
+        gpus = float(r3.number_input("GPUs per worker", 0.0, 8.0, 0.0, 0.25, key="audit_ray_gpus"))
+    try:
+        return make_executor(
+            "ray", address=address.strip() or None, workers=workers or None, gpus_per_worker=gpus
+        )
+    except UsageError as exc:
+        st.error(md(str(exc)))
+        return None
+
+
+def audit_job(
+    store: Store,
+    run_id: int,
+    model_set: ModelSet | None,
+    *,
+    resume: bool,
+    executor: Executor | None = None,
+) -> JobFunction:
+    """The worker: run (or resume) the audit, feeding progress, ETA and workers to the page."""
+
+    def job(progress: Progress, cancel: threading.Event) -> object:
+        def on_progress(p: Any) -> None:
+            current = f"running {p.current}" if p.current is not None else "between units"
+            progress.set(
+                done=p.done,
+                total=p.total,
+                rate=p.rate or None,
+                eta=p.eta_s,
+                message=f"{p.done}/{p.total} units, {p.errors} failed · {current}",
+            )
+            _report_workers(progress, executor)
+
+        def on_event(event: object) -> None:
+            if isinstance(event, CandidateScored):
+                progress.update_data(last_prompt=event.candidate.prompt)
+
+        run = resume_audit if resume else run_audit
+        summary = run(
+            store,
+            run_id,
+            models=model_set,
+            on_progress=on_progress,
+            on_event=on_event,
+            cancel=cancel,
+            executor=executor,
+        )
+        _report_workers(progress, executor)
+        return summary
+
+    return job
+
+
+def _report_workers(progress: Progress, executor: Executor | None) -> None:
+    """Ray: one row per worker actor in the live data (other executors have none)."""
+    worker_states = getattr(executor, "worker_states", None)
+    if worker_states is not None:
+        progress.update_data(workers=worker_states())
+
+
+def render_live(snap: ProgressSnapshot) -> None:
+    """Below the progress bar: the Ray workers and the last prompt scored."""
+    if snap.data.get("workers"):
+        st.caption("Ray workers (units ended and units per minute since each started):")
+        st.dataframe(pd.DataFrame(snap.data["workers"]), hide_index=True)
+    if snap.data.get("last_prompt"):
+        st.caption("Last prompt scored:")
+        st.text(str(snap.data["last_prompt"])[:500])
+
+
+def report_tab(store: Store) -> None:
+    """The audit chooser (the one just started first) and its report."""
+    audits = store.list_runs(kind="audit")
+    if not audits:
+        st.info("No audit in the store yet: start one in the first tab.")
+        return
+    ids = [r["id"] for r in audits]
+    labels = {r["id"]: f"#{r['id']} · {r['title']} · {r['status']}" for r in audits}
+    default = st.session_state.get("audit_run_id")
+    chosen = st.selectbox(
+        "Audit",
+        ids,
+        index=ids.index(default) if default in ids else 0,
+        key="audit_report_pick",
+        format_func=labels.__getitem__,
+    )
+    report_view(store, chosen)
+
+
+def report_view(store: Store, run_id: int) -> None:
+    """Table 1 with its downloads, Mem and LCS_P by domain, membership, paired gains, costs."""
+    select = st.radio(
+        "Mem shown",
+        SELECTIONS,
+        horizontal=True,
+        key="audit_select",
+        help="objective: Mem of p* = argmax O (Algorithm 1, default); max_mem: the "
+        "highest Mem in the trace (an upper bound); reference: the reference "
+        "code's best_rougeL",
+    )
+    report = report_build.report_for_run(store, run_id, select=select)
+    st.caption(md(f"Mem = {report.meta['selection_label']}"))
+    if report.table1.empty:
+        st.info("No finished unit in this audit yet: the report fills in as units finish.")
+        return
+    resamples = int(report.meta.get("resamples", DEFAULT_RESAMPLES))
+    st.caption(
+        f"Means with 95 % BCa bootstrap intervals ({resamples:,} resamples, seeded); 'all' pools "
+        "domains. † marks n < 10: intervals and tests there are rough. Paired gains carry "
+        "a Wilcoxon signed-rank (or exact sign) test, Holm-adjusted across the report."
+    )
+    t1 = report.table1.drop(columns=["method"]).rename(columns={"method_label": "method"})
+    st.dataframe(
+        t1,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            c: st.column_config.NumberColumn(format="%.3f")
+            for c in t1.columns
+            if c.startswith(("mem", "lcs_p", "dis", "objective"))
+        },
+    )
+    csv_download(
+        "Table 1 CSV", report.table1, f"memprobe-audit{run_id}-table1.csv", key=f"audit_dl_{run_id}"
+    )
+    html_report_download(store, run_id, report, key=f"audit_html_{run_id}")
+    _domain_charts(report)
+    membership_view(report)
+    for title, frame in (
+        ("Paired improvement over the prefix-suffix baselines", report.paired),
+        ("PII copied and invented", report.pii),
+        ("Cost per method", report.costs),
+        ("Failed units", report.errors),
+    ):
+        if isinstance(frame, pd.DataFrame) and not frame.empty:
+            st.subheader(title)
+            st.dataframe(frame, hide_index=True, width="stretch")
+
+
+def _domain_charts(report: Report) -> None:
+    """Mem and LCS_P by domain, one row of two charts per length."""
+    per_domain = report.table1[report.table1["domain"] != "all"]
+    for length in sorted(per_domain["length"].unique()):
+        part = per_domain[per_domain["length"] == length]
+        left, right = st.columns(2)
+        with left:
+            fig = charts.domain_bars(part, "mem")
+            fig.update_layout(title=f"Mem by domain, length {length}")
+            st.plotly_chart(fig, width="stretch")
+        with right:
+            fig = charts.domain_bars(part, "lcs_p")
+            fig.update_layout(title=f"LCS_P by domain, length {length}")
+            st.plotly_chart(fig, width="stretch")
+
+
+def membership_view(report: Report) -> None:
+    """Labelled runs: AUROC / TPR at low FPR per signal and method, and the ROC curves."""
+    if report.membership.empty:
+        return
+    st.subheader("Membership: members vs non-members")
+    st.caption(
+        "AUROC and TPR at 1 % / 0.1 % FPR of each membership signal and of each method's Mem "
+        "(higher = more member-like), with 95 % bootstrap intervals; AUROC 0.5 is chance."
+    )
+    st.dataframe(report.membership.drop(columns=["score"]), hide_index=True, width="stretch")
+    for length in sorted(report.roc["length"].unique()):
+        fig = charts.roc_figure(report.roc, length, membership=report.membership)
+        st.plotly_chart(fig, width="stretch", key=f"audit_roc_{length}")

@@ -1,0 +1,91 @@
+"""The Compare page's live view: scores, signals, charts, prompts and outputs of each method.
+
+Everything drawn comes from the finished methods' results (:func:`memprobe_core.runs.probe.
+comparison_table` orders and labels them); the split the page recorded gives the true suffix.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from memprobe_core.attacks import registry
+from memprobe_core.attacks.registry import method_label
+from memprobe_core.runs.probe import comparison_table
+from ui_common import charts
+from ui_common.job_runner import ProgressSnapshot
+from ui_common.page import md
+from ui_common.render import (
+    cached_figure,
+    candidates_table,
+    overlap_view,
+    pii_view,
+    signals_view,
+    verbatim_caption,
+)
+
+
+def render(snap: ProgressSnapshot) -> None:
+    """Live: the scores of the methods done so far and the candidates of the one in flight."""
+    results = snap.data.get("results", {})
+    errors = snap.data.get("errors", {})
+    for method, message in errors.items():
+        st.error(md(f"{method_label(method)} failed: {message}"))
+    if not results:
+        items = pd.DataFrame(snap.items)
+        if not items.empty:
+            candidates_table(
+                charts.candidate_rows(snap.items).assign(method=items["method"]), height=240
+            )
+        return
+    split_info = st.session_state.get("cmp_split") or {}
+    table = comparison_table(results)
+    st.subheader("Scores")
+    st.dataframe(
+        table.drop(columns=["method"]).rename(columns={"label": "method"}),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            c: st.column_config.NumberColumn(format="%.3f")
+            for c in ("mem", "lcs_p", "dis", "objective")
+        },
+    )
+    # One snippet and length: its signals are the same under every method; show them once.
+    st.subheader("Membership signals of the snippet")
+    signals_view(next(iter(results.values())).membership)
+    # Built once per finished method: the page is redrawn for every candidate of the one in flight.
+    version = (split_info.get("run_id"), tuple(results))
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(
+            cached_figure("cmp_methods", version, lambda: charts.method_bars(table)),
+            width="stretch",
+        )
+    with right:
+        st.plotly_chart(
+            cached_figure("cmp_costs", version, lambda: charts.cost_bars(table)), width="stretch"
+        )
+    st.subheader("Prompts")
+    cols = st.columns(len(results))
+    for col, method in zip(cols, registry.method_order(results)):
+        with col:
+            st.markdown(f"**{method_label(method)}**")
+            st.code(results[method].prompt, language=None, wrap_lines=True)
+    st.subheader("Outputs against the true suffix")
+    for method in registry.method_order(results):
+        r = results[method]
+        with st.expander(
+            f"{method_label(method)}: Mem {r.mem:.3f}, LCS_P {r.lcs_p:.3f}",
+            expanded=method == "interactive",
+        ):
+            if split_info.get("suffix") is not None:
+                overlap_view(
+                    r.output,
+                    split_info["suffix"],
+                    split_info.get("scoring"),
+                    suffix_tokens=split_info.get("suffix_tokens"),
+                    tokenizer=split_info.get("tokenizer"),
+                )
+            st.markdown("PII in this output (copied from the suffix / invented):")
+            pii_view(r.pii)
+            st.markdown(verbatim_caption(r.verbatim))

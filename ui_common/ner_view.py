@@ -1,0 +1,251 @@
+"""The NER page's views: the audit's widgets read into a ``NerAuditConfig``, the job, the results.
+
+The audit itself (pairs, prompts, M-MEM, token importance, attention, Kendall τ) is the core's
+(:func:`memprobe_core.ner.audit.run_ner_audit`); these helpers read widgets into its config and
+draw what it returns.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import streamlit as st
+
+from memprobe_core.ner.audit import NerAuditConfig, NerAuditResult, run_ner_audit
+from memprobe_core.ner.names import NameFile
+from memprobe_core.ner.prompts import PROMPT_TYPES
+from memprobe_core.ner.registry import EMBEDDED, ner_models
+from memprobe_core.ner.scoring import Metric
+from ui_common import charts
+from ui_common.job_runner import JobFunction, Progress, ProgressSnapshot
+from ui_common.page import md
+from ui_common.render import csv_download
+
+OWN_PROMPTS = (
+    "I met {name} yesterday.\nHave you seen {name}?\nWhat a game by {name}!\nCall {name} tomorrow."
+)
+METRICS: tuple[Metric, ...] = ("pairwise", "all_pairs")
+
+
+def read_config() -> NerAuditConfig:
+    """The audit config from the widgets (raises with a message saying what to fix)."""
+    models = _models_widgets()
+    names, max_pairs, seed, dev, missing = _names_widgets()
+    prompts, n_templates, types = _prompts_widgets()
+    metric, steps, attention = _analysis_widgets()
+    if missing:  # after every widget is drawn, so the page stays whole while uploads are due
+        raise ValueError(f"upload the {' and '.join(missing)} lists first")
+    return NerAuditConfig(
+        models=models,
+        in_names=names["in_names"],
+        out_names=names["out_names"],
+        max_pairs=max_pairs,
+        seed=seed,
+        dev_fraction=dev,
+        prompts=prompts,
+        templates=n_templates,
+        prompt_types=tuple(types),
+        metric=metric,
+        importance_steps=steps,
+        attention_pairs=20 if attention else 0,
+    )
+
+
+def _models_widgets() -> tuple[str, ...]:
+    """The NER models picked in the sidebar plus any typed ones."""
+    choices = ner_models()
+    with st.sidebar:
+        st.subheader("NER models")
+        picked = st.multiselect(
+            "Models",
+            list(choices),
+            default=[EMBEDDED],
+            key="ner_models",
+            format_func=lambda n: f"{n}: {choices.get(n, '')}",
+            help="Two or more models give a Kendall τ matrix of prompt rankings.",
+        )
+        extra = st.text_area(
+            "More models (hub ids or local folders, one per line)",
+            key="ner_extra",
+            help="Any token classifier with PER labels, e.g. dslim/bert-base-NER "
+            "(needs a network) or a local folder.",
+        )
+    return tuple(picked + [line.strip() for line in extra.splitlines() if line.strip()])
+
+
+def _names_widgets() -> tuple[dict[str, NameFile | None], int, int, float, list[str]]:
+    """Name lists (the model's own, or two uploads), pairs, seed, dev share, missing uploads."""
+    st.subheader("Names")
+    own_names = (
+        st.radio(
+            "Name lists",
+            ["The model's own lists", "Upload two lists"],
+            horizontal=True,
+            key="ner_names_source",
+        )
+        == "The model's own lists"
+    )
+    n1, n2, n3 = st.columns(3)
+    names: dict[str, NameFile | None] = {"in_names": None, "out_names": None}
+    max_pairs = int(n1.number_input("Pairs (at most)", 2, 100_000, 100, key="ner_pairs"))
+    seed = int(n2.number_input("Seed", 0, 2**31 - 1, 0, key="ner_seed"))
+    dev = float(
+        n3.number_input(
+            "Dev share (0: no dev/test split)",
+            0.0,
+            0.9,
+            0.0,
+            0.1,
+            key="ner_dev",
+            help="e.g. 0.5 reports dev-vs-test Kendall τ",
+        )
+    )
+    missing = []
+    if not own_names:
+        for col, field, what in zip(st.columns(2), names, ("In-train names", "Out-of-train names")):
+            upload = col.file_uploader(
+                f"{what} (.txt one per line, or .csv)",
+                type=["txt", "csv"],
+                key=f"upload_ner_{field[:-6]}",
+            )
+            if upload is None:
+                missing.append(what.lower())
+            else:
+                names[field] = NameFile(upload.name, upload.getvalue())
+    return names, max_pairs, seed, dev, missing
+
+
+def _prompts_widgets() -> tuple[list[str] | None, int, tuple[str, ...]]:
+    """Template prompts (how many, which types) or the user's own prompts."""
+    st.subheader("Prompts")
+    prompts, n_templates, types = None, 40, tuple(PROMPT_TYPES)
+    if (
+        st.radio("Prompts", ["Templates", "My prompts"], horizontal=True, key="ner_psource")
+        == "Templates"
+    ):
+        p1, p2 = st.columns([1, 3])
+        n_templates = int(p1.number_input("How many", 1, 3000, 40, key="ner_ntemplates"))
+        types = tuple(
+            p2.multiselect("Types", list(PROMPT_TYPES), default=list(PROMPT_TYPES), key="ner_types")
+        )
+    else:
+        text = st.text_area(
+            "One prompt per line, each with {name} exactly once", key="ner_own", value=OWN_PROMPTS
+        )
+        prompts = [line for line in text.splitlines() if line.strip()]
+    return prompts, n_templates, types
+
+
+def _analysis_widgets() -> tuple[Metric, int, bool]:
+    """M-MEM variant, token-importance steps and whether to draw attention heatmaps."""
+    o1, o2, o3 = st.columns(3)
+    metric = o1.selectbox(
+        "M-MEM",
+        METRICS,
+        key="ner_metric",
+        help="pairwise: % of pairs with C(in) > C(out) (paper); all_pairs: every "
+        "in × out combination, ties ½ (reference code)",
+    )
+    steps = int(
+        o2.number_input(
+            "Token-importance steps",
+            0,
+            30,
+            4,
+            key="ner_steps",
+            help="leave-one-token-out removals for the best and the worst prompt (0: skip)",
+        )
+    )
+    attention = o3.checkbox("Attention heatmaps", value=True, key="ner_attention")
+    return metric, steps, attention
+
+
+def job(config: NerAuditConfig) -> JobFunction:
+    """The worker: the audit, its progress fed to the page's bar."""
+
+    def run(progress: Progress, cancel: threading.Event) -> NerAuditResult:
+        return run_ner_audit(
+            config,
+            cancel=cancel,
+            on_progress=lambda done, total, message: progress.set(
+                done=done, total=total, message=message
+            ),
+        )
+
+    return run
+
+
+def render(snap: ProgressSnapshot) -> None:
+    """Final results (the live view shows only the progress bar above)."""
+    result: NerAuditResult | None = snap.result
+    if not snap.is_final or result is None or not result.reports:
+        return
+    st.subheader("Summary")
+    if result.cancelled:
+        st.caption(f"Cancelled: the {len(result.reports)} model(s) finished are shown.")
+    st.dataframe(result.summary_table().round(1), hide_index=True, width="stretch")
+    labels = list(result.reports)
+    shown = (
+        st.selectbox("Model for the charts", labels, key="ner_show")
+        if len(labels) > 1
+        else labels[0]
+    )
+    report = result.reports[shown]
+    st.metric(
+        f"Mean M-MEM of the model for the charts ({len(report.scores.pairs)} pairs)",
+        f"{100 * report.scores.m_mem.mean():.1f} %",
+    )
+    for note in report.notes:
+        st.caption(md(note))
+    left, right = st.columns(2)
+    left.plotly_chart(charts.ner_ranking_figure(report.ranked), width="stretch")
+    right.plotly_chart(charts.ner_box_by(result.type_groups()), width="stretch")
+    st.caption("Prompts, best first (rank 1 = highest M-MEM):")
+    st.dataframe(
+        report.ranked[["rank", "prompt", "type", "m_mem", "mean_conf_in", "mean_conf_out", "gap"]],
+        hide_index=True,
+        width="stretch",
+        height=260,
+    )
+    if report.importance is not None:
+        st.subheader(f"Token importance ({md(shown)})")
+        st.caption(
+            "Each row removes one token: the best prompt loses its least important token, "
+            "the worst its most important (paper Figure 4). Blue helps M-MEM, red hurts."
+        )
+        for col, trace, title in zip(
+            st.columns(2), report.importance, ("Best prompt", "Worst prompt")
+        ):
+            col.plotly_chart(
+                charts.importance_heatmap(trace.heatmap(), title=title), width="stretch"
+            )
+    if report.attention:
+        st.subheader(f"Attention of the name position ({md(shown)})")
+        for col, comp, title in zip(
+            st.columns(2), report.attention, ("Best prompt", "Worst prompt")
+        ):
+            col.plotly_chart(charts.attention_heatmap(comp.heatmap(), title=title), width="stretch")
+    if len(labels) > 1:
+        st.subheader("Agreement between models")
+        st.plotly_chart(charts.tau_heatmap(result.tau_across_models()), width="stretch")
+    if result.dev_pairs is not None:
+        st.caption(
+            "Kendall τ of each model's prompt ranking on dev vs test pairs: "
+            + ", ".join(f"{md(k)}: {r.dev_test_tau:.2f}" for k, r in result.reports.items())
+        )
+    st.subheader("Export")
+    e1, e2 = st.columns(2)
+    with e1:
+        csv_download(
+            "Prompt scores CSV",
+            result.prompt_scores(),
+            "memprobe-ner-prompts.csv",
+            key="ner_dl_prompts",
+        )
+    with e2:
+        csv_download(
+            "Per-name confidences CSV",
+            result.name_confidences(),
+            "memprobe-ner-names.csv",
+            key="ner_dl_names",
+        )

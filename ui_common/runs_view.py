@@ -1,0 +1,190 @@
+"""The Runs page's views: the run listing, one run opened (exports, units, replay), two compared.
+
+Every function draws with Streamlit and reads the store; nothing here computes a score (the
+report comes from :func:`memprobe_core.report.build.report_for_run`, the figures from
+:mod:`ui_common.charts`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from memprobe_core.attacks.registry import method_label
+from memprobe_core.config import ScoringConfig
+from memprobe_core.report import build as report_build
+from memprobe_core.store import Store
+from ui_common import charts
+from ui_common.render import csv_download, html_report_download, probe_view
+
+
+def _when(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def runs_table(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per run: id, kind, title, status, unit counts, created and updated times."""
+    return pd.DataFrame(
+        [
+            {
+                "run": r["id"],
+                "kind": r["kind"],
+                "title": r.get("title", ""),
+                "status": r["status"],
+                "units done": r.get("units_done", 0),
+                "units failed": r.get("units_error", 0),
+                "units": r.get("units_total", 0),
+                "created": _when(r["created"]),
+                "updated": _when(r["updated"]),
+            }
+            for r in runs
+        ]
+    )
+
+
+def run_label(run: Mapping[str, Any]) -> str:
+    """``#id · kind · title · status``: a run as a select box shows it."""
+    return f"#{run['id']} · {run['kind']} · {run.get('title') or 'untitled'} · {run['status']}"
+
+
+def open_run(store: Store, run_id: int) -> None:
+    """Status, configuration, exports, the units and the replay of one of the run's units."""
+    run = store.get_run(run_id)
+    units = store.units(run_id)
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Status", run["status"])
+    c2.metric("Units done", f"{run['units_done']} / {run['units_total']}")
+    c3.metric("Units failed", run["units_error"])
+    with st.expander("Configuration and manifest"):
+        st.json({"config": run["config"], "manifest": run["manifest"]}, expanded=False)
+    exports(store, run_id)
+    if not units:
+        st.info("This run has no unit of work.")
+        return
+    st.subheader("Units")
+    unit_rows = pd.DataFrame(
+        [
+            {
+                "snippet": u["snippet_id"],
+                "method": method_label(u["method"]),
+                "length": u["length"],
+                "status": u["status"],
+                "attempts": u["attempts"],
+                "seconds": u["seconds"],
+                "error": u["error"] or "",
+            }
+            for u in units
+        ]
+    )
+    st.dataframe(unit_rows, hide_index=True, width="stretch")
+    replay(store, run_id, [u["key"] for u in units])
+
+
+def exports(store: Store, run_id: int) -> None:
+    """The run's report (CSV and HTML), results and raw candidates as downloads."""
+    results = store.results_frame(run_id)
+    candidates = store.candidates_frame(run_id)
+    st.subheader("Export")
+    e1, e2, e3 = st.columns(3)
+    with e1:
+        if not results.empty:
+            report = report_build.report_for_run(store, run_id)
+            csv_download(
+                "Report (Table 1) CSV",
+                report.table1,
+                f"memprobe-run{run_id}-report.csv",
+                key="dl_report",
+            )
+            html_report_download(store, run_id, report, key="dl_html")
+        else:
+            st.caption("No finished unit yet: no report to export.")
+    with e2:
+        if not results.empty:
+            csv_download(
+                "Results CSV", results, f"memprobe-run{run_id}-results.csv", key="dl_results"
+            )
+    with e3:
+        if not candidates.empty:
+            csv_download(
+                "Raw candidates CSV",
+                candidates,
+                f"memprobe-run{run_id}-candidates.csv",
+                key="dl_candidates",
+            )
+        else:
+            st.caption("No candidate recorded in this run.")
+    st.caption(
+        "CSV cells that a spreadsheet would run as a formula (=, +, -, @ …) are neutralized."
+    )
+
+
+def replay(store: Store, run_id: int, keys: list[Any]) -> None:
+    """One unit's candidates round by round (a slider), with the probe view of the rounds shown."""
+    st.subheader("Replay")
+    unit = st.selectbox(
+        "Unit",
+        range(len(keys)),
+        key=f"runs_unit_{run_id}",
+        format_func=lambda i: (
+            f"{keys[i].snippet_id} · {method_label(keys[i].method)} · {keys[i].length}"
+        ),
+    )
+    key = keys[unit or 0]
+    frame = charts.candidate_rows(store.candidates(run_id, key))
+    if frame.empty:
+        st.info(
+            "No candidate of this unit was recorded (it has not started, or it failed "
+            "before scoring one)."
+        )
+        return
+    last_round = int(frame["round"].max())
+    upto = last_round
+    if last_round > 0:
+        upto = st.slider(
+            "Show rounds up to", 0, last_round, last_round, key=f"runs_upto_{run_id}_{unit}"
+        )
+    shown = charts.candidate_rows(r for r in store.candidates(run_id, key) if r["round"] <= upto)
+    result = store.result(run_id, key)
+    manifest = result.manifest if result is not None else {}
+    scoring = manifest.get("scoring")
+    split_info = {
+        **(manifest.get("split") or {}),
+        "scoring": ScoringConfig(**scoring) if scoring else None,
+    }
+    probe_view(shown, split_info, result)
+    if split_info.get("suffix") is None:
+        st.caption(
+            "The overlap view needs the unit's split: it is kept with every "
+            "finished unit (units of older versions have none)."
+        )
+
+
+def compare_runs(store: Store, by_id: Mapping[int, Mapping[str, Any]]) -> None:
+    """Two runs picked side by side: mean scores per method and a bar chart of Mem."""
+    if len(by_id) < 2:
+        st.info("Compare needs two runs in the store.")
+        return
+    ids = list(by_id)
+    a, b = st.columns(2)
+    label = {i: run_label(by_id[i]) for i in ids}
+    run_a = a.selectbox("Run A", ids, index=0, format_func=label.__getitem__, key="runs_cmp_a")
+    run_b = b.selectbox("Run B", ids, index=1, format_func=label.__getitem__, key="runs_cmp_b")
+    frames = []
+    for rid in (run_a, run_b):
+        res = store.results_frame(rid)
+        if not res.empty:
+            frames.append(res.assign(run=f"#{rid}"))
+    if len(frames) < 2:
+        st.info("Both runs need at least one finished unit to compare.")
+        return
+    both = pd.concat(frames, ignore_index=True)
+    summary = both.groupby(["run", "method"], as_index=False)[
+        ["mem", "lcs_p", "dis", "objective"]
+    ].mean(numeric_only=True)
+    summary["method"] = summary["method"].map(lambda m: method_label(m))
+    st.dataframe(summary, hide_index=True, width="stretch")
+    st.plotly_chart(charts.run_comparison_bars(summary), width="stretch")
