@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 import ui_common as ui
+from memprobe_core.attacks.interactive import METHOD  # this page is the attacker loop, live
 from memprobe_core.runs.probe import start_probe
 from memprobe_core.runs.unit import SplitSpec
 from memprobe_core.snippets.split import DataError, split
@@ -13,7 +14,6 @@ from ui_common import methods as methods_ui
 from ui_common.job_runner import ProgressSnapshot, recorded_methods_job
 
 JOB = "probe_job"
-METHOD = "interactive"  # this page is the attacker loop, live
 
 ui.page_setup("Probe")
 st.title("Probe one snippet")

@@ -22,7 +22,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from memprobe_core.attacks.registry import method_order
-from memprobe_core.attacks.result import Candidate
+from memprobe_core.attacks.result import EMPTY, Candidate
 
 # The report's figures and label escaping live in the core (the HTML report draws them too);
 # re-exported here for the pages.
@@ -80,7 +80,7 @@ def candidate_rows(candidates: Iterable[Candidate | Mapping[str, Any]]) -> pd.Da
         )
     frame = pd.DataFrame(rows, columns=CANDIDATE_COLUMNS[:-1])
     frame["is_best"] = False
-    usable = frame[~frame["flags"].str.contains("empty") & frame["objective"].notna()]
+    usable = frame[~frame["flags"].str.contains(EMPTY) & frame["objective"].notna()]
     if not usable.empty:
         frame.loc[usable["objective"].idxmax(), "is_best"] = True
     return frame
@@ -100,7 +100,7 @@ def best_by_round(frame: pd.DataFrame) -> pd.DataFrame:
     """Per round: the round's best objective and the best so far (columns round, best, best_so_far)."""
     if frame.empty:
         return pd.DataFrame(columns=["round", "best", "best_so_far"])
-    usable = frame[~frame["flags"].str.contains("empty")]
+    usable = frame[~frame["flags"].str.contains(EMPTY)]
     per_round = usable.groupby("round", as_index=False)["objective"].max()
     per_round = per_round.rename(columns={"objective": "best"}).sort_values("round")
     per_round["best_so_far"] = per_round["best"].cummax()

@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from memprobe_core.attacks import registry
+from memprobe_core.attacks.interactive import METHOD as ATTACKER_LOOP
 from memprobe_core.attacks.registry import method_label
 from memprobe_core.runs.probe import comparison_table
 from ui_common import charts
@@ -76,7 +77,7 @@ def render(snap: ProgressSnapshot) -> None:
         r = results[method]
         with st.expander(
             f"{method_label(method)}: Mem {r.mem:.3f}, LCS_P {r.lcs_p:.3f}",
-            expanded=method == "interactive",
+            expanded=method == ATTACKER_LOOP,
         ):
             if split_info.get("suffix") is not None:
                 overlap_view(

@@ -30,6 +30,7 @@ from memprobe_core.attacks.events import (
     RoundStarted,
     SearchStep,
 )
+from memprobe_core.attacks.interactive import METHOD as ATTACKER_LOOP
 from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.attacks.registry import method_label
 from memprobe_core.attacks.result import AttackResult
@@ -388,7 +389,7 @@ def _progress_events(progress: Progress, method: str, count: str) -> EventCallba
             progress.update_data(round=event.round)
             what = (
                 "initial prompt"
-                if event.round == 0 and method == "interactive"
+                if event.round == 0 and method == ATTACKER_LOOP
                 else f"{event.n} candidate(s)"
             )
             progress.set(message=f"{label}: round {event.round}: generating and scoring {what}…")
