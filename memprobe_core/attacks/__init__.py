@@ -22,6 +22,7 @@ package imports them all, so the registry lists every built-in method.
 
 from __future__ import annotations
 
+import sys
 import threading
 
 from memprobe_core.attacks.costs import Costs
@@ -49,6 +50,7 @@ from memprobe_core.attacks.registry import (
     MethodSpec,
     UnknownMethodError,
     get_method,
+    import_modules,
     method_label,
     method_names,
     method_order,
@@ -84,6 +86,11 @@ def run_method(
         MissingModelError: the method needs a model the ModelSet lacks.
     """
     return get_method(method).run(split, models, options, on_event=on_event, cancel=cancel)
+
+
+# The built-in methods are imported above for their entry points; this also imports any other
+# module of the package, so a new method is one file here and nothing else.
+import_modules(sys.modules[__name__])
 
 
 __all__ = [

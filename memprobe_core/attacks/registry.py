@@ -9,14 +9,18 @@ method is one module (plus its tests) and nothing else::
 
     register(MethodSpec(name="mine", label="Mine", run=run_mine, roles=("victim",), rank=60))
 
-Importing any part of :mod:`memprobe_core.attacks` imports the built-in method modules, so the
-registry is complete whenever it is read.
+Importing any part of :mod:`memprobe_core.attacks` imports every module of that package
+(:func:`import_modules`), so a method module dropped into it registers itself without being listed
+anywhere, and the registry is complete whenever it is read.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from memprobe_core.errors import UsageError
@@ -197,6 +201,17 @@ def offered_methods(available: Iterable[str], white_box: Iterable[str]) -> list[
         have.add("init")
     open_box = set(white_box)
     return [s.name for s in specs() if set(s.roles) <= have and set(s.white_box_roles) <= open_box]
+
+
+def import_modules(package: ModuleType) -> list[str]:
+    """Import every module of ``package`` (each method module registers itself on import).
+
+    Returns the modules' names, in file-name order.
+    """
+    names = sorted(info.name for info in pkgutil.iter_modules(package.__path__))
+    for name in names:
+        importlib.import_module(f"{package.__name__}.{name}")
+    return names
 
 
 def option_sections() -> dict[str, type]:

@@ -91,3 +91,31 @@ def test_options_for_a_method_come_from_its_section() -> None:
     options = AttackOptions(gcg=GCGOptions(steps=7))
     assert options.for_method("gcg") == GCGOptions(steps=7)
     assert options.for_method("ps_base") is options.for_method("ps_inst") is options.ps
+
+
+TOY_MODULE = """
+from memprobe_core.attacks.registry import MethodSpec, register
+
+def run_dropped(split, models, options, *, on_event=None, cancel=None):
+    raise NotImplementedError("only registered, never run here")
+
+register(MethodSpec(name="dropped_in", label="Dropped in", run=run_dropped, roles=("victim",), rank=99))
+"""
+
+
+def test_a_module_dropped_into_the_package_registers_itself(tmp_path, monkeypatch) -> None:
+    import sys
+
+    import memprobe_core.attacks as attacks
+
+    (tmp_path / "dropped_in_method.py").write_text(TOY_MODULE)
+    # The package's search path gains a folder holding one new module, as if it had been added.
+    monkeypatch.setattr(attacks, "__path__", [*attacks.__path__, str(tmp_path)])
+    try:
+        names = registry.import_modules(attacks)
+        assert "dropped_in_method" in names
+        assert "dropped_in" in registry.method_names()
+        assert registry.method_label("dropped_in") == "Dropped in"
+    finally:
+        registry.unregister("dropped_in")
+        sys.modules.pop("memprobe_core.attacks.dropped_in_method", None)
