@@ -10,13 +10,19 @@ built-in options sections (``interactive``, ``gcg``) of :class:`AttackOptions`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import fields
 from typing import Any
 
 import streamlit as st
 
 from memprobe_core.attacks import registry
 from memprobe_core.attacks.model_set import ModelSet
-from memprobe_core.attacks.options import AttackOptions, GCGOptions, InteractiveOptions
+from memprobe_core.attacks.options import (
+    BUILT_IN_SECTIONS,
+    AttackOptions,
+    GCGOptions,
+    InteractiveOptions,
+)
 from memprobe_core.config import COMPAT_MODES
 from ui_common.models import ModelChoice, load_model
 from ui_common.page import md
@@ -134,7 +140,41 @@ def method_option_widgets(
         options["interactive"] = InteractiveOptions(**interactive)
     if gcg:
         options["gcg"] = GCGOptions(**gcg)
+    others = _registered_method_widgets(prefix, methods)
+    if others:
+        options["method_options"] = others
     return options
+
+
+def _registered_method_widgets(prefix: str, methods: list[str]) -> dict[str, Any]:
+    """Widgets for the options of chosen methods registered beyond the built-in ones, one per
+    field of their options class that has a plain default (bool, int, float or str); other
+    fields keep their defaults. Keys: ``{prefix}_{options_key}_{field}``."""
+    sections: dict[str, Any] = {}
+    for spec in (registry.get_method(m) for m in methods):
+        key, cls = spec.options_key, spec.options_class
+        if key is None or cls is None or key in BUILT_IN_SECTIONS or key in sections:
+            continue
+        values: dict[str, Any] = {}
+        st.caption(md(f"{spec.label} options"))
+        cols = iter(st.columns(4) * (1 + len(fields(cls)) // 4))
+        for f in fields(cls):
+            widget_key = f"{prefix}_{key}_{f.name}"
+            default = f.default
+            col = next(cols)
+            if isinstance(default, bool):
+                values[f.name] = col.checkbox(f.name, value=default, key=widget_key)
+            elif isinstance(default, int):
+                values[f.name] = int(
+                    col.number_input(f.name, value=default, step=1, key=widget_key)
+                )
+            elif isinstance(default, float):
+                values[f.name] = float(col.number_input(f.name, value=default, key=widget_key))
+            elif isinstance(default, str):
+                values[f.name] = col.text_input(f.name, value=default, key=widget_key)
+        # A dict: AttackOptions reads it into the class, so a refused value is shown, not raised.
+        sections[key] = values
+    return sections
 
 
 def _advanced_widgets(prefix: str) -> tuple[str, dict[str, Any]]:

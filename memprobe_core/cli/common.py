@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import fields
 from pathlib import Path
-from typing import Any, cast, get_args
+from types import UnionType
+from typing import Any, Union, cast, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
 from memprobe_core.attacks import registry
@@ -17,7 +19,7 @@ from memprobe_core.attacks.options import (
     AttackOptions,
     GCGOptions,
     InteractiveOptions,
-    PrefixSuffixOptions,
+    ReverseOptions,
     check_size,
 )
 from memprobe_core.cli.errors import EPILOG_EXIT_CODES
@@ -225,6 +227,14 @@ def add_method_options(parser: argparse.ArgumentParser) -> None:
         help="P-S-Inst: raw prefix only, not also inside the victim's chat template",
     )
     group.add_argument(
+        "--method-option",
+        action="append",
+        metavar="METHOD.FIELD=VALUE",
+        help="any option of a registered method, e.g. gcg.top_k=64, "
+        "interactive.attacker_temperature=0.7 or a new method's own; repeatable "
+        "(every field: docs/options.md)",
+    )
+    group.add_argument(
         "--compat",
         choices=COMPAT_MODES,
         help="conventions: paper, or the paper's reference code (last window "
@@ -311,19 +321,78 @@ def attack_options(args: argparse.Namespace) -> AttackOptions:
             min_k_percent=args.min_k_percent,
             extract_k=args.extract_k,
         )
-        interactive = given(rounds=args.rounds, n_candidates=args.n, access=args.access)
-        gcg = given(steps=args.gcg_steps, answer_model=args.gcg_answer_model)
+        sections: dict[str, dict[str, Any]] = {
+            "interactive": given(rounds=args.rounds, n_candidates=args.n, access=args.access),
+            "gcg": given(steps=args.gcg_steps, answer_model=args.gcg_answer_model),
+            "ps": {"chat_template": not args.no_chat_template},
+        }
+        for text in getattr(args, "method_option", None) or []:
+            section, name, value = parse_method_option(text)
+            sections.setdefault(section, {})[name] = value
+        built = {key: registry.option_sections()[key](**values) for key, values in sections.items()}
         return AttackOptions(
             alpha=args.alpha,
             scoring=cast(ScoringConfig, scoring),  # a dict: AttackOptions fills the window
             measure=MeasureOptions(**measure),
-            interactive=InteractiveOptions(**interactive),
-            gcg=GCGOptions(**gcg),
-            ps=PrefixSuffixOptions(chat_template=not args.no_chat_template),
+            interactive=built.pop("interactive"),
+            gcg=built.pop("gcg"),
+            ps=built.pop("ps"),
+            reverse=built.pop("reverse", ReverseOptions()),
+            method_options=built,  # the sections of methods registered beyond the built-in ones
             **given(seed=args.seed, compat=args.compat),
         )
-    except ValueError as exc:
+    except UsageError:
+        raise
+    except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
+
+
+def parse_method_option(text: str) -> tuple[str, str, Any]:
+    """``METHOD.FIELD=VALUE`` (``--method-option``) as ``(options section, field, value)``, the
+    value converted to the field's type (``none`` for an optional field's ``None``).
+
+    Raises:
+        UsageError: not of that form, an unknown method or field, or a value of the wrong type.
+    """
+    target, sep, raw = text.partition("=")
+    method, dot, name = target.strip().partition(".")
+    if not (sep and dot and method and name):
+        raise UsageError(f"--method-option {text!r}: write METHOD.FIELD=VALUE, e.g. gcg.top_k=64")
+    try:
+        spec = registry.get_method(method)
+    except UsageError as exc:
+        raise UsageError(f"--method-option {text!r}: {exc}") from exc
+    if spec.options_class is None or spec.options_key is None:
+        raise UsageError(f"--method-option {text!r}: method {method!r} has no options")
+    hints = get_type_hints(spec.options_class)
+    if name not in hints:
+        known = ", ".join(f.name for f in fields(spec.options_class))
+        raise UsageError(f"--method-option {text!r}: {method} has no option {name!r}; use {known}")
+    try:
+        return spec.options_key, name, _typed(raw.strip(), hints[name])
+    except ValueError as exc:
+        raise UsageError(f"--method-option {text!r}: {exc}") from exc
+
+
+def _typed(raw: str, hint: Any) -> Any:
+    """``raw`` as a value of type ``hint`` (bool, int, float, str, a Literal, or ``X | None``)."""
+    kinds = set(get_args(hint)) if get_origin(hint) in (Union, UnionType) else {hint}
+    if type(None) in kinds and raw.lower() == "none":
+        return None
+    kinds.discard(type(None))
+    if bool in kinds:
+        if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise ValueError(f"{raw!r} is not true or false")
+        return raw.lower() in ("true", "1", "yes")
+    for kind in (int, float):
+        if kind in kinds:
+            try:
+                return kind(raw)
+            except ValueError:
+                raise ValueError(
+                    f"{raw!r} is not a{'n' if kind is int else ''} {kind.__name__}"
+                ) from None
+    return raw  # a string or a Literal: the options class checks the allowed values
 
 
 def split_spec(args: argparse.Namespace) -> SplitSpec:

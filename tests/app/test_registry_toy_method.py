@@ -31,12 +31,14 @@ from memprobe_core.attacks.result import AttackResult, build_result
 from memprobe_core.attacks.scoring import make_candidate, resolve_alpha, score
 from memprobe_core.attacks.victim import answer_requests, victim_decoding
 from memprobe_core.audit import ModelNames, run_audit, start_audit
+from memprobe_core.cli.common import attack_options
 from memprobe_core.cli.main import build_parser
+from memprobe_core.errors import UsageError
 from memprobe_core.report.build import report_for_run
 from memprobe_core.report.text import render_text
 from memprobe_core.snippets.split import Snippet, SplitSnippet
 from memprobe_core.store import Store, UnitKey
-from tests.app.conftest import open_page
+from tests.app.conftest import open_page, run_until, saved
 
 NAME = "toy_repeat"
 LABEL = "Toy (prefix twice)"
@@ -131,8 +133,15 @@ def _cli_choices(command: str, dest: str) -> list[str]:
 def test_the_cli_offers_a_registered_method_and_forgets_it_when_removed(toy) -> None:
     assert NAME in _cli_choices("audit", "methods")
     assert NAME in _cli_choices("probe", "method")
-    args = build_parser().parse_args(["audit", "--corpus", "--methods", NAME])
+    args = build_parser().parse_args(
+        ["audit", "--corpus", "--methods", NAME, "--method-option", f"{NAME}.repeats=3"]
+    )
     assert args.methods == [NAME]
+    # Its options are reachable by --method-option, typed by the options class's fields.
+    assert attack_options(args).for_method(NAME) == ToyOptions(repeats=3)
+    bad = build_parser().parse_args(["audit", "--corpus", "--method-option", f"{NAME}.repeats=x"])
+    with pytest.raises(UsageError, match="'x' is not an int"):
+        attack_options(bad)
     registry.unregister(NAME)
     assert NAME not in _cli_choices("audit", "methods")
 
@@ -142,6 +151,8 @@ def test_the_compare_and_audit_pages_offer_it(toy) -> None:
     assert LABEL in compare.multiselect(key="cmp_methods").options
     # Ticked by default on Compare (default_in_compare), not in an audit (default_in_audit).
     assert NAME in compare.multiselect(key="cmp_methods").value
+    # Its options class's fields get widgets of their own, with the class's defaults.
+    assert compare.number_input(key="cmp_toy_repeats").value == ToyOptions.repeats
     audit = open_page("pages/3_Audit.py")
     assert LABEL in audit.multiselect(key="audit_methods").options
     assert NAME not in audit.multiselect(key="audit_methods").value
@@ -184,3 +195,19 @@ def test_a_method_name_cannot_be_taken_twice(toy) -> None:
     other = registry.MethodSpec(name=NAME, label="Other", run=run_toy, roles=("victim",), rank=1)
     with pytest.raises(ValueError, match="registered already"):
         registry.register(other)
+
+
+def test_its_options_set_on_the_compare_page_reach_the_run(toy, fake_ui) -> None:
+    at = open_page("pages/2_Compare.py")
+    at.multiselect(key="cmp_methods").set_value([NAME])
+    at.number_input(key="cmp_length").set_value(40)
+    at.number_input(key="cmp_toy_repeats").set_value(3)
+    at.button(key="cmp_run").click()
+    run_until(at, saved)
+    (run,) = Store(fake_ui).list_runs()
+    stored = AttackOptions.from_dict(run["config"]["options"])
+    assert stored.for_method(NAME) == ToyOptions(repeats=3)
+    (unit,) = Store(fake_ui).units(run["id"])
+    assert unit["status"] == "done"
+    (candidate,) = Store(fake_ui).candidates(run["id"])
+    assert candidate["extra"] == {"repeats": 3}  # the method ran with the page's value
