@@ -6,12 +6,10 @@ import streamlit as st
 
 import ui_common as ui
 from memprobe_core.attacks.interactive import METHOD  # this page is the attacker loop, live
-from memprobe_core.runs.probe import start_probe
-from memprobe_core.runs.unit import SplitSpec
-from memprobe_core.snippets.split import DataError, split
+from memprobe_core.runs.roles import ModelNames
 from ui_common import charts
 from ui_common import methods as methods_ui
-from ui_common.job_runner import ProgressSnapshot, recorded_methods_job
+from ui_common.job_runner import ProgressSnapshot
 
 JOB = "probe_job"
 
@@ -58,39 +56,21 @@ def start() -> None:
     model_set = methods_ui.load_model_set(models, [METHOD], {})
     if options is None or model_set is None:
         return
-    tokenizer = ui.split_tokenizer(model_set.victim)
-    try:
-        piece = split(snippet, tokenizer, length)  # checked now, so a bad length shows here
-    except DataError as exc:
-        st.error(ui.md(str(exc)))
-        return
-    run_id = start_probe(
+    names = ModelNames(victim=models["victim"].label, attacker=models["attacker"].label)
+    view = methods_ui.start_recorded_run(
+        JOB,
         store,
         snippet,
         [METHOD],
         length,
         model_set,
         options,
-        model_names={role: models[role].label for role in ("victim", "attacker")},
-        split_spec=SplitSpec("whitespace" if tokenizer == "whitespace" else "model"),
-        title=f"probe {snippet.id} · {length} tokens",
+        kind="probe",
+        model_names=names.resolved().to_dict(),
+        count="candidates",
     )
-    st.session_state["probe_split"] = {
-        "suffix": piece.suffix,
-        "suffix_tokens": piece.suffix_tokens,
-        "scoring": options.scoring,
-        "tokenizer": None if tokenizer == "whitespace" else tokenizer,
-        "run_id": run_id,
-    }
-    job_fn = recorded_methods_job(store, run_id, model_set, count="candidates")
-    job = ui.start_job(
-        JOB,
-        job_fn,
-        f"Probe run {run_id}",
-        run_id=run_id,
-        on_cancel_before_start=lambda: store.set_run_status(run_id, "cancelled"),
-    )
-    job.progress.set(total=1 + options.interactive.rounds * options.interactive.n_candidates)
+    if view is not None:
+        st.session_state["probe_split"] = view
 
 
 running = ui.job_running(JOB)

@@ -6,12 +6,9 @@ import streamlit as st
 
 import ui_common as ui
 from memprobe_core.attacks import registry
-from memprobe_core.runs.probe import start_probe
-from memprobe_core.runs.unit import SplitSpec
-from memprobe_core.snippets.split import DataError, split
+from memprobe_core.runs.roles import ModelNames
 from ui_common import compare_view
 from ui_common import methods as methods_ui
-from ui_common.job_runner import recorded_methods_job
 
 JOB = "compare_job"
 
@@ -50,7 +47,7 @@ offered = methods_ui.offered_methods(models, SLOT_OF_ROLE)
 note = methods_ui.unoffered_note(offered)
 if note:
     st.caption(note)
-default = [s.name for s in registry.specs() if s.default_in_compare]
+default = registry.default_compare_methods()
 methods = methods_ui.method_picker("cmp_methods", offered, default=default)
 widgets = methods_ui.method_option_widgets("cmp", methods)
 alpha = 0.5
@@ -69,50 +66,26 @@ def start() -> None:
     model_set = methods_ui.load_model_set(models, methods, SLOT_OF_ROLE)
     if options is None or model_set is None:
         return
-    tokenizer = ui.split_tokenizer(model_set.victim)
-    try:
-        piece = split(snippet, tokenizer, length)
-    except DataError as exc:
-        st.error(ui.md(str(exc)))
-        return
-    ordered = registry.method_order(methods)
-    run_id = start_probe(
+    # Keyed by method role (victim = the instruct model), as probe and audit runs are.
+    names = ModelNames(
+        victim=models["instruct"].label,
+        base=models["base"].label,
+        attacker=models["attacker"].label,
+        reverse=models["reverse"].label if "reverse" in models else None,
+    )
+    view = methods_ui.start_recorded_run(
+        JOB,
         store,
         snippet,
-        ordered,
+        methods,
         length,
         model_set,
         options,
         kind="compare",
-        # Keyed by method role (victim = the instruct model), as probe and audit runs are.
-        model_names={
-            role: models[slot].label
-            for role, slot in (
-                (r, methods_ui.slot_of(r, SLOT_OF_ROLE))
-                for r in ("victim", "base", "attacker", "reverse")
-            )
-            if slot in models
-        },
-        split_spec=SplitSpec("whitespace" if tokenizer == "whitespace" else "model"),
-        title=f"compare {snippet.id} · {length} tokens",
+        model_names=names.resolved().to_dict(),
     )
-    st.session_state["cmp_split"] = {
-        "suffix": piece.suffix,
-        "suffix_tokens": piece.suffix_tokens,
-        "scoring": options.scoring,
-        "tokenizer": None if tokenizer == "whitespace" else tokenizer,
-        "run_id": run_id,
-        "prefix": piece.prefix,
-    }
-    job_fn = recorded_methods_job(store, run_id, model_set)
-    job = ui.start_job(
-        JOB,
-        job_fn,
-        f"Compare run {run_id}",
-        run_id=run_id,
-        on_cancel_before_start=lambda: store.set_run_status(run_id, "cancelled"),
-    )
-    job.progress.set(total=len(ordered))
+    if view is not None:
+        st.session_state["cmp_split"] = view
 
 
 running = ui.job_running(JOB)

@@ -55,7 +55,6 @@ from ui_common.snippets import (
     read_upload,
     scoring_widgets,
     snippet_picker,
-    split_tokenizer,
 )
 
 __all__ = [
@@ -96,7 +95,6 @@ __all__ = [
     "show_job",
     "signals_view",
     "snippet_picker",
-    "split_tokenizer",
     "start_job",
     "verbatim_caption",
 ]

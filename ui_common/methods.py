@@ -1,7 +1,8 @@
 """The method widgets the Probe, Compare and Audit pages share.
 
 Which methods a page offers for the models in its sidebar, their options (one widget set, the
-dashboard's lighter CPU presets named once here), and loading the models the chosen methods need.
+dashboard's lighter CPU presets named once here), loading the models the chosen methods need, and
+starting a recorded probe or comparison.
 Everything about a method itself — its label, roles, white-box needs, defaults — comes from the
 core's registry (:mod:`memprobe_core.attacks.registry`); the widgets here are those of the
 built-in options sections (``interactive``, ``gcg``) of :class:`AttackOptions`.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import fields
-from typing import Any
+from typing import Any, Literal
 
 import streamlit as st
 
@@ -24,6 +25,12 @@ from memprobe_core.attacks.options import (
     InteractiveOptions,
 )
 from memprobe_core.config import COMPAT_MODES
+from memprobe_core.runs.probe import start_probe
+from memprobe_core.runs.unit import SplitSpec
+from memprobe_core.snippets.split import DataError, Snippet
+from memprobe_core.store import Store
+from ui_common.job_runner import recorded_methods_job
+from ui_common.jobs import start_job
 from ui_common.models import ModelChoice, load_model
 from ui_common.page import md
 from ui_common.snippets import scoring_widgets
@@ -232,3 +239,65 @@ def load_model_set(
             return None
         loaded[role] = model
     return ModelSet.from_roles(loaded)
+
+
+def start_recorded_run(
+    job: str,
+    store: Store,
+    snippet: Snippet,
+    methods: list[str],
+    length: int,
+    model_set: ModelSet,
+    options: AttackOptions,
+    *,
+    kind: Literal["probe", "compare"],
+    model_names: dict[str, Any],
+    count: Literal["units", "candidates"] = "units",
+) -> dict[str, Any] | None:
+    """Cut the snippet, record a probe or comparison run and start its job (Probe, Compare).
+
+    The snippet is cut here by the unit runner's own rule (``SplitSpec.cut`` with the options'
+    BOS convention), so the suffix the page shows is the one scored; a snippet too short for
+    ``length`` is shown as an error before anything is recorded. Returns what the live view needs
+    (suffix, its tokens, the scoring, the tokenizer, the run id, the prefix), ``None`` on error.
+    """
+    spec = SplitSpec()
+    try:
+        piece = spec.cut(snippet, length, model_set, bos_in_prefix=bool(options.bos_in_prefix))
+    except DataError as exc:
+        st.error(md(str(exc)))
+        return None
+    ordered = registry.method_order(methods)
+    run_id = start_probe(
+        store,
+        snippet,
+        ordered,
+        length,
+        model_set,
+        options,
+        kind=kind,
+        model_names=model_names,
+        split_spec=spec,
+        title=f"{kind} {snippet.id} · {length} tokens",
+    )
+    whitespace = piece.tokenizer_name == "whitespace"
+    view = {
+        "suffix": piece.suffix,
+        "suffix_tokens": piece.suffix_tokens,
+        "scoring": options.scoring,
+        "tokenizer": None if whitespace else model_set.victim.tokenizer,
+        "run_id": run_id,
+        "prefix": piece.prefix,
+    }
+    started = start_job(
+        job,
+        recorded_methods_job(store, run_id, model_set, count=count),
+        f"{kind.title()} run {run_id}",
+        run_id=run_id,
+        on_cancel_before_start=lambda: store.set_run_status(run_id, "cancelled"),
+    )
+    total = len(ordered)
+    if count == "candidates":
+        total = sum(registry.expected_candidates(m, options) for m in ordered)
+    started.progress.set(total=total)
+    return view

@@ -192,9 +192,3 @@ def alpha_widget(key: str, *, domain: str, length: int, model_name: str) -> floa
         md(f"α = {alpha} from the paper's table ({source}; domain {domain}, length {length})")
     )
     return alpha
-
-
-def split_tokenizer(victim: Any) -> Any:
-    """The victim's tokenizer, or whitespace words when the backend has none locally."""
-    tok = getattr(victim, "tokenizer", None)
-    return tok if tok is not None else "whitespace"

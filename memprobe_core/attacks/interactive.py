@@ -351,5 +351,9 @@ register(
         options_class=InteractiveOptions,
         default_in_audit=True,
         summary="an attacker LLM rewrites an instruction prompt over refinement rounds",
+        # The initial prompt, then n candidates in each of T rounds.
+        candidates=lambda options: (
+            1 + options.interactive.rounds * options.interactive.n_candidates
+        ),
     )
 )

@@ -54,6 +54,8 @@ class MethodSpec:
         baseline_rank: a report measures paired gains over it, baselines in this order
             (``None``: not a baseline).
         summary: one line for help texts.
+        candidates: how many candidates a run scores under given options (progress bars;
+            ``None``: not known ahead, counted as one).
     """
 
     name: str
@@ -68,6 +70,7 @@ class MethodSpec:
     default_in_compare: bool = True
     baseline_rank: int | None = None
     summary: str = ""
+    candidates: Callable[[Any], int] | None = None
 
     def __post_init__(self) -> None:
         unknown = [r for r in (*self.roles, *self.white_box_roles) if r not in ROLES]
@@ -165,6 +168,17 @@ UNREGISTERED_RANK = 10**9
 def method_order(methods: Iterable[str]) -> list[str]:
     """The distinct ``methods`` in report order (unregistered ones last, as given)."""
     return sorted(dict.fromkeys(methods), key=method_rank)
+
+
+def expected_candidates(name: str, options: Any) -> int:
+    """How many candidates a run of method ``name`` will score under ``options`` (for progress)."""
+    spec = get_method(name)
+    return spec.candidates(options) if spec.candidates is not None else 1
+
+
+def default_compare_methods() -> list[str]:
+    """What the Compare page ticks when it opens (of the methods it can offer)."""
+    return [s.name for s in specs() if s.default_in_compare]
 
 
 def default_audit_methods() -> list[str]:
