@@ -48,7 +48,8 @@ COMPAT_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 # The paper's default sequence lengths and the prefix share of each (33 % prefix / 67 % suffix).
-LENGTHS: tuple[int, ...] = (200, 300, 500)
+LENGTHS: tuple[int, ...] = (200, 300, 500)  # the paper's snippet lengths (prefix + suffix tokens)
+DEFAULT_LENGTH = LENGTHS[0]
 DEFAULT_PREFIX_RATIO = 0.33
 
 

@@ -6,6 +6,7 @@ import streamlit as st
 
 import ui_common as ui
 from memprobe_core.attacks.interactive import METHOD  # this page is the attacker loop, live
+from memprobe_core.config import DEFAULT_ALPHA
 from memprobe_core.runs.roles import ModelNames
 from ui_common import charts
 from ui_common import methods as methods_ui
@@ -26,7 +27,7 @@ store = ui.get_store()
 snippet = ui.snippet_picker("probe")
 length = ui.length_widget("probe")
 widgets = methods_ui.method_option_widgets("probe", [METHOD], advanced=True)
-alpha = 0.5
+alpha = DEFAULT_ALPHA  # until a snippet picks the paper's α for its domain and length
 if snippet is not None:
     alpha = ui.alpha_widget(
         "probe", domain=snippet.domain, length=length, model_name=models["victim"].name

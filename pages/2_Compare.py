@@ -6,6 +6,7 @@ import streamlit as st
 
 import ui_common as ui
 from memprobe_core.attacks import registry
+from memprobe_core.config import DEFAULT_ALPHA
 from memprobe_core.runs.roles import ModelNames
 from ui_common import compare_view
 from ui_common import methods as methods_ui
@@ -50,7 +51,7 @@ if note:
 default = registry.default_compare_methods()
 methods = methods_ui.method_picker("cmp_methods", offered, default=default)
 widgets = methods_ui.method_option_widgets("cmp", methods)
-alpha = 0.5
+alpha = DEFAULT_ALPHA  # until a snippet picks the paper's α for its domain and length
 if snippet is not None:
     alpha = ui.alpha_widget(
         "cmp", domain=snippet.domain, length=length, model_name=victim_choice.name

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import streamlit as st
 
 import ui_common as ui
 from memprobe_core.attacks import registry
 from memprobe_core.audit import ModelNames, start_audit
+from memprobe_core.config import DEFAULT_ALPHA, DEFAULT_LENGTH
+from memprobe_core.runs.unit import SplitTokenizer
 from ui_common import audit_view
 from ui_common import methods as methods_ui
 from ui_common.job_runner import live_run_ids
+from ui_common.snippets import LENGTH_CHOICES, PAPER_LENGTHS
 
 JOB = "audit_job"
 
@@ -41,10 +46,10 @@ with tab_run:
         )
     lengths = c2.multiselect(
         "Lengths (tokens)",
-        [50, 100, 200, 300, 500],
-        default=[200],
+        list(LENGTH_CHOICES),
+        default=[DEFAULT_LENGTH],
         key="audit_lengths",
-        help="paper: 200, 300, 500",
+        help=f"paper: {PAPER_LENGTHS}",
     )
     note = methods_ui.unoffered_note(offered)
     if note:
@@ -55,10 +60,14 @@ with tab_run:
             "One α for every snippet (else the paper's table per domain and length)",
             key="audit_fix_alpha",
         )
-        alpha = st.slider("α", 0.0, 1.0, 0.5, 0.05, key="audit_alpha") if fixed_alpha else None
+        alpha = (
+            st.slider("α", 0.0, 1.0, DEFAULT_ALPHA, 0.05, key="audit_alpha")
+            if fixed_alpha
+            else None
+        )
         split_tok = st.radio(
             "Split by",
-            ["model", "whitespace"],
+            list(get_args(SplitTokenizer)),
             horizontal=True,
             key="audit_split",
             help="the victim's tokens (paper) or words",

@@ -21,7 +21,8 @@ from memprobe_core.errors import UsageError
 from memprobe_core.executors import Executor, make_executor
 from memprobe_core.report import build as report_build
 from memprobe_core.report.build import Report
-from memprobe_core.report.stats import DEFAULT_RESAMPLES
+from memprobe_core.report.formatting import SMALL_N_MARK
+from memprobe_core.report.stats import CONFIDENCE, DEFAULT_RESAMPLES, SMALL_N
 from memprobe_core.snippets.corpus import DOMAINS, demo_corpus, nonmember_summary
 from memprobe_core.snippets.nonmembers import NONMEMBER_DOMAINS
 from memprobe_core.snippets.split import DataError, Snippet
@@ -243,8 +244,9 @@ def report_view(store: Store, run_id: int) -> None:
         return
     resamples = int(report.meta.get("resamples", DEFAULT_RESAMPLES))
     st.caption(
-        f"Means with 95 % BCa bootstrap intervals ({resamples:,} resamples, seeded); 'all' pools "
-        "domains. † marks n < 10: intervals and tests there are rough. Paired gains carry "
+        f"Means with {CONFIDENCE:.0%} BCa bootstrap intervals ({resamples:,} resamples, seeded); "
+        f"'all' pools domains. {SMALL_N_MARK} marks n < {SMALL_N}: intervals and tests there are "
+        "rough. Paired gains carry "
         "a Wilcoxon signed-rank (or exact sign) test, Holm-adjusted across the report."
     )
     t1 = report.table1.drop(columns=["method"]).rename(columns={"method_label": "method"})
@@ -298,7 +300,8 @@ def membership_view(report: Report) -> None:
     st.subheader("Membership: members vs non-members")
     st.caption(
         "AUROC and TPR at 1 % / 0.1 % FPR of each membership signal and of each method's Mem "
-        "(higher = more member-like), with 95 % bootstrap intervals; AUROC 0.5 is chance."
+        f"(higher = more member-like), with {CONFIDENCE:.0%} bootstrap intervals; AUROC 0.5 is "
+        "chance."
     )
     st.dataframe(report.membership.drop(columns=["score"]), hide_index=True, width="stretch")
     for length in sorted(report.roc["length"].unique()):

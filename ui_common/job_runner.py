@@ -333,7 +333,7 @@ def recorded_methods_job(
     count: Literal["candidates", "units"] = "units",
     runner: Runner = run_method,
 ) -> JobFunction:
-    """A job function running a recorded probe or comparison (``memprobe_core.audit.run_probe``).
+    """A job function running a recorded probe or comparison (``memprobe_core.runs.probe.run_probe``).
 
     Progress: ``items`` receives one dict per scored candidate (the candidate's fields plus
     ``method``); ``data`` holds ``results`` ({method: AttackResult}, cancelled partial bests

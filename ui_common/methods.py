@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import fields
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import streamlit as st
 
@@ -20,6 +20,7 @@ from memprobe_core.attacks import registry
 from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.attacks.options import (
     BUILT_IN_SECTIONS,
+    Access,
     AttackOptions,
     GCGOptions,
     InteractiveOptions,
@@ -189,7 +190,7 @@ def _advanced_widgets(prefix: str) -> tuple[str, dict[str, Any]]:
     o1, o2, o3 = st.columns(3)
     access = o1.radio(
         "Attacker sees",
-        ["full", "partial"],
+        list(get_args(Access)),
         horizontal=True,
         key=f"{prefix}_access",
         help="partial: the prefix only (paper §5.3); Mem is still against the suffix",

@@ -50,8 +50,6 @@ ROLE_HELP: dict[str, str] = {
     "scored); P-S-Base and GCG query the base model instead.",
     "reverse": "A reverse LM (Reverse-LM method), e.g. afterless/reverse-pythia-160m.",
 }
-# Used when memprobe_core.models.embedded cannot be imported (its constants win when it can).
-_FALLBACK_DEFAULTS = {"attacker": "smollm2-135m-instruct", "instruct": "smollm2-135m-instruct"}
 
 
 def role_label(role: str) -> str:
@@ -113,26 +111,20 @@ def embedded_table() -> pd.DataFrame:
 
 
 def embedded_names() -> list[str]:
-    """Names of the embedded models (the documented defaults when the package is unavailable)."""
-    try:
-        return list(embedded.embedded_status())
-    except Exception:
-        return ["gemma-3-270m", "smollm2-135m-instruct"]
+    """Names of the embedded models."""
+    return list(embedded.embedded_status())
 
 
 def default_model(role: str) -> str:
     """The default model name of a role (the fake backend under ``MEMPROBE_UI_FAKE=1``)."""
     if fake_default():
         return "fake"
-    try:
-        return {
-            "victim": embedded.DEFAULT_VICTIM,
-            "base": embedded.DEFAULT_BASE,
-            "attacker": embedded.DEFAULT_ATTACKER,
-            "instruct": embedded.DEFAULT_INSTRUCT,
-        }.get(role, embedded.DEFAULT_BASE)
-    except Exception:
-        return _FALLBACK_DEFAULTS.get(role, "gemma-3-270m")
+    return {
+        "victim": embedded.DEFAULT_VICTIM,
+        "base": embedded.DEFAULT_BASE,
+        "attacker": embedded.DEFAULT_ATTACKER,
+        "instruct": embedded.DEFAULT_INSTRUCT,
+    }.get(role, embedded.DEFAULT_BASE)
 
 
 def model_picker(role: str, *, help_text: str = "") -> ModelChoice:

@@ -15,7 +15,7 @@ from memprobe_core.ner.audit import NerAuditConfig, NerAuditResult, run_ner_audi
 from memprobe_core.ner.names import NameFile
 from memprobe_core.ner.prompts import PROMPT_TYPES
 from memprobe_core.ner.registry import EMBEDDED, ner_models
-from memprobe_core.ner.scoring import Metric
+from memprobe_core.ner.scoring import METRICS, Metric
 from ui_common import charts
 from ui_common.job_runner import JobFunction, Progress, ProgressSnapshot
 from ui_common.page import md
@@ -24,7 +24,6 @@ from ui_common.render import csv_download
 OWN_PROMPTS = (
     "I met {name} yesterday.\nHave you seen {name}?\nWhat a game by {name}!\nCall {name} tomorrow."
 )
-METRICS: tuple[Metric, ...] = ("pairwise", "all_pairs")
 
 
 def read_config() -> NerAuditConfig:

@@ -9,6 +9,9 @@ from typing import Any
 import streamlit as st
 
 from memprobe_core.config import (
+    DEFAULT_LENGTH,
+    DEFAULT_PREFIX_RATIO,
+    LENGTHS,
     OUTPUT_WINDOWS,
     ROUGE_TOKENIZERS,
     ROUGE_VARIANTS,
@@ -162,17 +165,24 @@ def scoring_widgets(key: str) -> dict[str, Any]:
 CONVENTIONS_WINDOW = "default"
 
 
+# How the length widgets describe the paper's setting (config's constants, as text).
+PAPER_LENGTHS = ", ".join(map(str, LENGTHS))
+PAPER_SPLIT = f"{round(100 * DEFAULT_PREFIX_RATIO)}/{100 - round(100 * DEFAULT_PREFIX_RATIO)}"
+# The Audit page's length choices: short ones for a quick look, then the paper's.
+LENGTH_CHOICES: tuple[int, ...] = tuple(sorted({50, 100, *LENGTHS}))
+
+
 def length_widget(key: str) -> int:
-    """Tokens of prefix + suffix for one snippet (``{key}_length``; paper: 200, 300, 500)."""
+    """Tokens of prefix + suffix for one snippet (``{key}_length``; the paper's ``LENGTHS``)."""
     return int(
         st.number_input(
             "Length (tokens)",
             4,
             4000,
-            200,
+            DEFAULT_LENGTH,
             step=10,
             key=f"{key}_length",
-            help="prefix + suffix, split 33/67 (paper: 200, 300, 500)",
+            help=f"prefix + suffix, split {PAPER_SPLIT} (paper: {PAPER_LENGTHS})",
         )
     )
 

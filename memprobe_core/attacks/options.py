@@ -58,11 +58,6 @@ def check_size(name: str, value: int | None, low: int, high: int) -> None:
         raise OptionError(name, value, f"give a whole number from {low} to {high:,}")
 
 
-def check_length(length: int) -> None:
-    """Refuse a split length (tokens of prefix + suffix) outside ``[2, MAX_LENGTH]``."""
-    check_size("length", length, 2, MAX_LENGTH)
-
-
 def _check_sizes(options: Any, limits: dict[str, tuple[str, int, int]]) -> None:
     """Check each size field of a method's options against ``SIZE_LIMITS`` (by its flat name,
     the one users know from the CLI and from configs stored before the options were nested)."""

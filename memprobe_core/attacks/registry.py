@@ -1,7 +1,7 @@
 """The method registry: each extraction method declares itself beside its code.
 
 A method module ends with one :func:`register` call giving its :class:`MethodSpec`: its name,
-display label, the model roles it needs, the section of :class:`AttackOptions` that holds its
+display label, the model roles it needs, the section of :class:`~memprobe_core.attacks.options.AttackOptions` that holds its
 options and the class of those options, which roles must be white-box, and its entry function.
 Every list of methods in memprobe — the CLI's choices, the methods a page offers for the models
 it has, the report's order and labels, the roles an audit loads — is derived from here, so a new
@@ -44,7 +44,7 @@ class MethodSpec:
         run: the entry function ``(split, models, options, *, on_event, cancel) -> AttackResult``.
         roles: the model roles it uses (from ``ROLES``; the victim is always loaded).
         rank: its position in reports and lists (the paper's Table 1 order: lower first).
-        options_key: the :class:`AttackOptions` section holding its options (``None``: it has
+        options_key: the :class:`~memprobe_core.attacks.options.AttackOptions` section holding its options (``None``: it has
             none of its own); two methods may share one (P-S-Base and P-S-Inst share ``ps``).
         options_class: the frozen dataclass of those options (defaults: its field defaults).
         white_box_roles: roles whose model must expose weights and gradients (GCG: ``base``).
@@ -229,5 +229,5 @@ def import_modules(package: ModuleType) -> list[str]:
 
 
 def option_sections() -> dict[str, type]:
-    """Each options section of :class:`AttackOptions` and the class it holds."""
+    """Each options section of :class:`~memprobe_core.attacks.options.AttackOptions` and the class it holds."""
     return {s.options_key: s.options_class for s in specs() if s.options_key and s.options_class}

@@ -21,23 +21,6 @@ def victim_request(prompt: str, victim: Generator, *, as_chat: bool) -> Request:
     return prompt
 
 
-def ask_victim(
-    meter: CostMeter,
-    victim: Generator,
-    prompts: Sequence[str],
-    split: SplitSnippet,
-    *,
-    as_chat: bool,
-) -> list[str]:
-    """Greedy victim outputs for ``prompts`` in one batched call (``max_new_tokens = len(suffix)``)."""
-    if not prompts:
-        return []
-    requests = [victim_request(p, victim, as_chat=as_chat) for p in prompts]
-    greedy = Decoding(max_new_tokens=max(1, split.suffix_tokens))
-    rows = meter.generate("victim", victim, requests, greedy)
-    return [row[0].text for row in rows]
-
-
 def victim_budget(split: SplitSnippet, options: AttackOptions) -> int:
     """New tokens the victim may write: ``len(suffix)`` for the ``first`` window, the whole
     snippet's ``length`` for ``last`` (the reference code: vLLM ``max_tokens = max_length``, then

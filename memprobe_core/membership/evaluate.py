@@ -50,9 +50,9 @@ from scipy import stats
 
 from memprobe_core.attacks.registry import method_label, method_rank
 from memprobe_core.membership.options import SIGNALS
+from memprobe_core.report.stats import CONFIDENCE
 from memprobe_core.snippets.split import MEMBER, NONMEMBER
 
-CONFIDENCE = 0.95
 # MEMBERSHIP_COLUMNS' TPR columns and the FPR each one targets.
 FPR_TARGETS: dict[str, float] = {"tpr_at_1": 0.01, "tpr_at_01": 0.001}
 # Absorbs float error in target · N (0.07 · 100 = 7.000000000000001) before flooring.

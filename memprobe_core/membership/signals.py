@@ -219,7 +219,7 @@ def signals_from_stats(
 
 
 def tokenizer_name(tokenizer: Any) -> str:
-    """The name ``data.split`` records for a tokenizer (to tell whether it cut a piece)."""
+    """The name ``memprobe_core.snippets.split.split`` records for a tokenizer (to tell whether it cut a piece)."""
     name = getattr(tokenizer, "name_or_path", None) or getattr(tokenizer, "name", None)
     return str(name or type(tokenizer).__name__)
 

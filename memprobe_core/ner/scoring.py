@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -27,7 +27,7 @@ from memprobe_core.ner.names import NamePair
 from memprobe_core.ner.prompts import Prompt, check_prompts
 
 Metric = Literal["pairwise", "all_pairs"]
-METRICS: tuple[str, ...] = ("pairwise", "all_pairs")
+METRICS: tuple[Metric, ...] = get_args(Metric)
 ProgressFn = Callable[[int, int, str], None]
 
 

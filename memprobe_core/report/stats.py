@@ -45,7 +45,7 @@ DEFAULT_RESAMPLES = 5000
 MIN_RESAMPLES = 100
 # 100k resamples already pin a 95 % bound to ~0.1 % of its own spread; more only costs time.
 MAX_RESAMPLES = 100_000
-CONFIDENCE = 0.95
+CONFIDENCE = 0.95  # the level of every interval in reports (membership.evaluate uses it too)
 SMALL_N = 10
 WILCOXON_MIN_NONZERO = 6
 # Differences smaller than this count as ties (scores are ratios of small integers, so real
