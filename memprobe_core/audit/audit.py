@@ -19,7 +19,6 @@ Model names, defaults and loading live in :mod:`memprobe_core.runs.roles` (re-ex
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import threading
 import time
@@ -44,7 +43,7 @@ from memprobe_core.runs.roles import (
 from memprobe_core.runs.unit import Runner, SplitSpec, UnitOutcome, snippets_by_id
 from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import RunRecord, Store, UnitKey
-from memprobe_core.store.owner import owner_record
+from memprobe_core.store.owner import OTHER_HOST_QUIET_S, owner_record
 
 log = logging.getLogger(__name__)
 
@@ -191,11 +190,14 @@ def resume_audit(
         Others: as ``run_audit``.
 
     Raises:
-        KeyError: no such run. ValueError: the run is not an audit.
+        KeyError: no such run. ValueError: the run is not an audit. AuditBusyError: another
+            process holds the run (checked before ``retry_errors`` changes anything).
     """
     run = store.get_run(run_id)
     if run["kind"] != "audit":
         raise ValueError(f"run {run_id} is a {run['kind']}, not an audit; only audits resume")
+    RunConfig.from_dict(run["config"])  # a config this version cannot read fails before any change
+    _claim(store, run_id)  # before any change: a run another process holds is left alone
     if retry_errors:
         for unit in store.units(run_id, status="error"):
             store.reset_unit(run_id, unit["key"])
@@ -246,12 +248,16 @@ def run_audit(
     Raises:
         ModelError: the models cannot be loaded (the run can be resumed once they can; with
             Ray: on no worker).
-        AuditBusyError: another live process on this machine is running this audit.
+        AuditBusyError: another process holds this audit (a live process of this machine, or
+            one of another host that wrote to it recently); nothing was changed.
     """
     started = time.perf_counter()
     run = store.get_run(run_id)
     RunConfig.from_dict(run["config"])  # a config this version cannot read fails before any change
-    _check_not_running_elsewhere(run)
+    # Claimed (owner written, status running) in one write transaction before any other change:
+    # of two processes starting this run at once, one gets it and the other is refused here.
+    _claim(store, run_id)
+    run = store.get_run(run_id)  # with the owner just written, for the manifest below
     _redo_units_left_running(store, run_id)
     pending = [u["key"] for u in store.units(run_id, status="pending")]
     tally = _Tally(store.unit_counts(run_id), started, on_progress)
@@ -261,7 +267,6 @@ def run_audit(
         return _summary(store, run_id, "finished", tally.ran, started)
 
     executor = executor or LocalExecutor()
-    store.set_run_status(run_id, "running")
     work = AuditWork(
         store=store,
         run_id=run_id,
@@ -339,32 +344,36 @@ def _record_manifest(
         {"started": time.time(), "models": loaded, "executor": executor}
     )
     manifest["memprobe"] = __version__
-    manifest["owner"] = owner_record()
     store.update_run(run_id, manifest=manifest)
 
 
-def _check_not_running_elsewhere(run: RunRecord) -> None:
-    """Refuse to run an audit that a live process on this machine is still running.
+def _claim(store: Store, run_id: int) -> None:
+    """Claim the run for this process (:meth:`Store.claim_run`: check and write in one step).
 
-    Two processes working through one run would compute the same units twice. The owner's pid
-    is recorded when a session starts; a process killed (even by SIGKILL) no longer exists, so
-    its run can be resumed.
+    Two processes working through one run would compute every unit twice. The claim reads the
+    recorded owner, refuses while it may still be working and writes this process as the owner,
+    in one write transaction; a dead owner (killed, even by SIGKILL) is taken over.
+
+    Raises:
+        AuditBusyError: another process holds the run (the message names it and what to do).
     """
-    owner = (run.get("manifest") or {}).get("owner") or {}
-    pid = owner.get("pid")
-    if run["status"] != "running" or not pid or pid == os.getpid():
+    holder = store.claim_run(run_id, owner_record())
+    if holder is None:
         return
-    if owner.get("host") != socket.gethostname():
-        return  # cannot check another machine's processes; the store is meant to be local
+    pid, host = holder.get("pid"), holder.get("host")
+    if host == socket.gethostname():
+        raise AuditBusyError(
+            f"run {run_id} is being run by process {pid} on this machine (host {host}); wait "
+            f"for it to end, or stop it (Ctrl-C in its terminal, or `kill {pid}`) and resume"
+        )
     try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return
-    except PermissionError:  # exists, owned by another user
-        pass
+        quiet = max(0.0, time.time() - float(store.get_run(run_id).get("updated") or 0.0))
+    except (TypeError, ValueError):
+        quiet = 0.0
     raise AuditBusyError(
-        f"run {run['id']} is being run by process {pid} on this machine; wait for it, or stop it "
-        "(Ctrl-C) and resume"
+        f"run {run_id} is being run by process {pid} on host {host}, which this machine cannot "
+        f"check (last write {quiet:.0f} s ago); wait for it to end, or stop that process; if it "
+        f"is gone, resume once the run has been silent for {OTHER_HOST_QUIET_S:.0f} s"
     )
 
 

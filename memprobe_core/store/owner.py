@@ -1,35 +1,61 @@
-"""Which process owns a running run, and whether it is still alive.
+"""Which process owns a running run, whether it is still alive, and whether it blocks a claim.
 
-A run records its owner (``manifest["owner"] = {"pid", "host"}``) when a process starts working
-on it. A process killed by SIGKILL (or a power cut) cannot mark its run ``interrupted``, so the
-store reports a ``running`` run whose owner is gone from this machine as ``interrupted`` when it
-is read (see ``Store.get_run`` and ``Store.list_runs``).
+A run records its owner (``manifest["owner"] = {"pid", "host", "proc_start"}``) when a process
+claims it (:meth:`memprobe_core.store.Store.claim_run`, one write transaction that reads the owner,
+refuses while it may still be working, and writes the new one). A process killed by SIGKILL (or a
+power cut) cannot mark its run ``interrupted``, so the store reports a ``running`` run whose owner
+is gone from this machine as ``interrupted`` when it is read (see ``Store.get_run`` and
+``Store.list_runs``), and a new claim takes it over.
 
-Limits: an owner on another host cannot be checked (the run is reported as stored), and a pid
-reused by an unrelated process makes a dead owner look alive until that process ends.
+``proc_start`` is the process's start time (clock ticks since boot, Linux ``/proc``; ``None``
+elsewhere): a pid reused by an unrelated process has another start time, so it is not taken for
+the owner.
+
+Limits: an owner on another host cannot be checked; it blocks a claim while the run shows
+activity (its ``updated`` time) within ``OTHER_HOST_QUIET_S``, and is taken over after that. Two
+hosts sharing one pid namespace and one host name (containers with ``--network host`` and their
+own pid namespaces) are not told apart.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import time
 from typing import Any
+
+# How long a run owned by a process of another host must have been silent (no candidate, unit or
+# status written) before another host may take it over: that process cannot be checked from here.
+OTHER_HOST_QUIET_S = 600.0
 
 
 def owner_record() -> dict[str, Any]:
-    """``{"pid", "host"}`` of this process, as stored under ``manifest["owner"]``."""
-    return {"pid": os.getpid(), "host": socket.gethostname()}
+    """``{"pid", "host", "proc_start"}`` of this process, as stored under ``manifest["owner"]``."""
+    pid = os.getpid()
+    return {"pid": pid, "host": socket.gethostname(), "proc_start": _proc_start(pid)}
+
+
+def is_this_process(owner: dict[str, Any] | None) -> bool:
+    """Whether ``owner`` names this very process (pid and host)."""
+    return bool(
+        owner
+        and owner.get("host") == socket.gethostname()
+        and _as_int(owner.get("pid")) == os.getpid()
+    )
 
 
 def owner_is_dead(owner: dict[str, Any] | None) -> bool:
     """Whether ``owner`` names a process of this host that no longer exists.
 
     ``False`` when it cannot be told: no owner recorded, another host, or a process that exists
-    but belongs to another user.
+    but belongs to another user. A pid now held by a process started at another time than the
+    recorded ``proc_start`` (the pid was reused) counts as dead.
     """
-    if not owner or not owner.get("pid") or owner.get("host") != socket.gethostname():
+    if not owner or owner.get("host") != socket.gethostname():
         return False
-    pid = int(owner["pid"])
+    pid = _as_int(owner.get("pid"))
+    if pid is None or pid <= 0:
+        return False
     if pid == os.getpid():
         return False
     try:
@@ -38,13 +64,51 @@ def owner_is_dead(owner: dict[str, Any] | None) -> bool:
         return True
     except (PermissionError, OverflowError, ValueError):
         return False
-    return _is_zombie(pid)
+    fields = _stat_fields(pid)
+    if fields is None:
+        return False
+    if fields[0] == "Z":  # a killed child not yet reaped by its parent: dead all the same
+        return True
+    recorded = _as_int(owner.get("proc_start"))
+    started = _as_int(fields[19]) if len(fields) > 19 else None
+    return recorded is not None and started is not None and recorded != started
 
 
-def _is_zombie(pid: int) -> bool:
-    """A killed child not yet reaped by its parent still answers signal 0; it is dead all the same."""
+def blocking_owner(
+    owner: dict[str, Any] | None, *, last_active: float | None, now: float | None = None
+) -> dict[str, Any] | None:
+    """The owner that forbids another process from claiming a ``running`` run, or ``None``.
+
+    Blocks: a live process of this host other than this one; a process of another host while
+    the run was active (``last_active``, its ``updated`` time) less than ``OTHER_HOST_QUIET_S``
+    ago. Does not block: no owner, this process, a dead process of this host, a silent other host.
+    """
+    if not owner or _as_int(owner.get("pid")) is None or is_this_process(owner):
+        return None
+    if owner.get("host") == socket.gethostname():
+        return None if owner_is_dead(owner) else owner
+    now = time.time() if now is None else now
+    if last_active is not None and now - last_active < OTHER_HOST_QUIET_S:
+        return owner
+    return None
+
+
+def _as_int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """Fields of ``/proc/PID/stat`` from the state on (``None`` where there is no ``/proc``)."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            return stat.read().rsplit(")", 1)[-1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
+            return stat.read().rsplit(")", 1)[-1].split()
+    except OSError:
+        return None
+
+
+def _proc_start(pid: int) -> int | None:
+    fields = _stat_fields(pid)
+    return _as_int(fields[19]) if fields is not None and len(fields) > 19 else None

@@ -35,7 +35,7 @@ from memprobe_core.attacks.result import CLIPPED, AttackResult, Candidate
 from memprobe_core.errors import UnknownRunError, UsageError
 from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import frames as store_frames
-from memprobe_core.store.owner import owner_is_dead
+from memprobe_core.store.owner import blocking_owner, owner_is_dead
 from memprobe_core.store.records import (
     RUN_KINDS,
     RUN_STATUSES,
@@ -53,6 +53,7 @@ from memprobe_core.store.schema import (
     candidate_from_row,
     dumps,
     key_params,
+    loads,
     result_columns,
     result_from_row,
     run_dict,
@@ -165,6 +166,46 @@ class Store(StoreFile):
             if title is not None:
                 conn.execute("UPDATE runs SET title = ? WHERE id = ?", (title, run_id))
             self._touch(conn, run_id)
+
+    def claim_run(self, run_id: int, owner: dict[str, Any]) -> dict[str, Any] | None:
+        """Make ``owner`` the run's owner and its status ``running``, unless another may hold it.
+
+        One write transaction (SQLite's write lock, ``BEGIN IMMEDIATE``): the stored owner is
+        read, checked and replaced with no other process able to claim in between, so of two
+        processes resuming one run at the same moment exactly one gets it.
+
+        A ``running`` run is held by its recorded owner while that owner may still be working
+        (:func:`memprobe_core.store.owner.blocking_owner`: a live process of this host, or a
+        process of another host that wrote to the run recently). A run in any other status, or
+        whose owner is dead, is taken over.
+
+        Returns:
+            ``None`` when the run is now claimed by ``owner``; else the holder's owner record
+            (nothing written).
+
+        Raises:
+            UnknownRunError: no run with that id.
+        """
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT status, manifest, updated FROM runs WHERE id = ?", (int(run_id),)
+            ).fetchone()
+            if row is None:
+                raise UnknownRunError(
+                    f"run {run_id} is not in store {self.path}; `memprobe runs` lists them"
+                )
+            manifest = loads(row["manifest"], {}) or {}
+            if not isinstance(manifest, dict):
+                manifest = {}
+            current = manifest.get("owner")
+            if row["status"] == "running" and isinstance(current, dict):
+                holder = blocking_owner(current, last_active=row["updated"])
+                if holder is not None:
+                    return dict(holder)
+            manifest["owner"] = dict(owner)
+            conn.execute("UPDATE runs SET manifest = ? WHERE id = ?", (dumps(manifest), run_id))
+            self._touch(conn, run_id, status="running")
+            return None
 
     def get_run(self, run_id: int) -> RunRecord:
         """One run with its config, manifest and unit counts.

@@ -1,9 +1,17 @@
 """One POST to one server of the ``openai`` backend: bounded read, retries, one clean error.
 
 The body is read as a stream and never past ``max_response_bytes`` (a 200 MB completion must
-not take gigabytes of RAM), and must arrive within ``timeout_s`` once the headers are in (a
-server trickling one byte a minute must not hang an audit). 429, 5xx, timeouts and dropped
-connections are retried with exponential backoff; when the retries are used up, or the server
+not take gigabytes of RAM). The cap bounds the *decoded* size, and decoding is bounded too: the
+gzip/deflate ``Content-Encoding`` layers are undone here, a step of at most 64 KiB at a time, so a
+1 KB reply that inflates to gigabytes (``gzip, gzip``) is refused after about the cap; more than
+two stacked codings, or one other than gzip/deflate/identity, is refused before decoding.
+
+Each attempt has one total deadline of ``timeout_s`` covering connect, sending, the status line
+and headers, and the body: every socket read and write is given only the time left (a server
+trickling its headers one byte a second must not hang an audit). 429, 5xx, timeouts and dropped
+connections are retried with exponential backoff, so one call lasts at most
+``(max_retries + 1) * timeout_s`` plus the backoff (at most ``MAX_BACKOFF_S`` * 1.1 per retry),
+plus name resolution, which no socket timeout bounds. When the retries are used up, or the server
 refuses the connection, ``ServerDown`` says that another server of a fleet may still answer.
 Every message is passed through ``redact`` before it is raised or logged.
 """
@@ -12,11 +20,15 @@ from __future__ import annotations
 
 import logging
 import random
+import ssl
 import time
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+import httpcore
 import httpx
 
 from memprobe_core.models.base import ModelError
@@ -30,6 +42,23 @@ MAX_BACKOFF_S = 8.0
 ERROR_BODY_BYTES = 64 * 1024
 # What of an error body goes into the message.
 ERROR_DETAIL_CHARS = 300
+# Content codings undone here, as zlib ``wbits``; None: nothing to undo.
+CODINGS: dict[str, int | None] = {
+    "identity": None,
+    "gzip": 16 + zlib.MAX_WBITS,
+    "x-gzip": 16 + zlib.MAX_WBITS,
+    "deflate": zlib.MAX_WBITS,
+}
+# More stacked gzip/deflate layers than this is refused: no honest server needs them.
+MAX_CODINGS = 2
+# What we ask for: only codings we can undo in bounded steps (httpx would also ask for br/zstd
+# when their packages are installed).
+ACCEPT_ENCODING = "gzip, deflate"
+# The most one decompression step may produce.
+INFLATE_STEP = 64 * 1024
+
+# The end of the attempt running in this thread (time.monotonic()); None outside an attempt.
+_DEADLINE: ContextVar[float | None] = ContextVar("memprobe_http_deadline", default=None)
 
 
 class ServerDown(ModelError):
@@ -66,6 +95,11 @@ class Transport:
         self.client = client
         self.settings = settings
         self.redact = redact
+        if not _arm_deadlines(client):
+            log.warning(
+                "this httpx version hides its connection pool: timeout_s bounds each read of the "
+                "headers, not their total; a server trickling its headers can stall a request"
+            )
 
     def post(
         self, url: str, payload: dict[str, Any], headers: dict[str, str], where: str
@@ -114,34 +148,68 @@ class Transport:
     def _exchange(
         self, url: str, payload: dict[str, Any], headers: dict[str, str], where: str
     ) -> tuple[int, httpx.Headers, bytes]:
-        with self.client.stream("POST", url, json=payload, headers=headers) as response:
-            ok = response.status_code == 200
-            limit = self.settings.max_response_bytes if ok else ERROR_BODY_BYTES
-            body = self._read_capped(response, limit, refuse=ok, where=where)
-            return response.status_code, response.headers, body
+        # One deadline for the whole attempt: the network backend of the pool (_DeadlineStream)
+        # gives each socket operation only the time left, headers included.
+        deadline = time.monotonic() + self.settings.timeout_s
+        token = _DEADLINE.set(deadline)
+        try:
+            headers = {"Accept-Encoding": ACCEPT_ENCODING, **headers}
+            with self.client.stream("POST", url, json=payload, headers=headers) as response:
+                ok = response.status_code == 200
+                limit = self.settings.max_response_bytes if ok else ERROR_BODY_BYTES
+                body = self._read_capped(response, limit, refuse=ok, where=where, deadline=deadline)
+                return response.status_code, response.headers, body
+        finally:
+            _DEADLINE.reset(token)
 
     def _read_capped(
-        self, response: httpx.Response, limit: int, *, refuse: bool, where: str
+        self, response: httpx.Response, limit: int, *, refuse: bool, where: str, deadline: float
     ) -> bytes:
-        """At most ``limit`` bytes of the body: past it, raise (``refuse``) or cut it there."""
+        """At most ``limit`` decoded bytes of the body: past it, raise (``refuse``) or cut it there.
+
+        A body this cannot decode is a ``ModelError`` (``refuse``), or a placeholder (error bodies,
+        so that the status still decides what happens).
+        """
         declared = response.headers.get("content-length", "")
         if refuse and declared.isdigit() and int(declared) > limit:
             raise self._too_large(where, f"it announced {int(declared):,} bytes")
-        deadline = time.monotonic() + self.settings.timeout_s
-        chunks: list[bytes] = []
-        size = 0
-        # iter_bytes decodes gzip/deflate as it goes, so the cap bounds the decoded size.
-        for chunk in response.iter_bytes():
-            size += len(chunk)
-            if size > limit:
-                if refuse:
-                    raise self._too_large(where, f"more than {limit:,} bytes arrived")
-                chunks.append(chunk[: limit - (size - len(chunk))])
-                break
-            chunks.append(chunk)
-            if time.monotonic() > deadline:
-                raise httpx.ReadTimeout(f"the body took longer than {self.settings.timeout_s:g} s")
-        return b"".join(chunks)
+        codings = [
+            c.strip().lower()
+            for c in response.headers.get_list("content-encoding", split_commas=True)
+            if c.strip()
+        ]
+        problem = _codings_problem(codings)
+        if problem:
+            if refuse:
+                raise ModelError(
+                    self.redact(
+                        f"{where} sent its response with Content-Encoding {', '.join(codings)!r}: "
+                        f"{problem}; memprobe undoes at most {MAX_CODINGS} layers of gzip or deflate"
+                    )
+                )
+            return f"(body not read: Content-Encoding {', '.join(codings)!r}, {problem})".encode()
+        decoder = _BoundedDecoder(codings, limit)
+        try:
+            # iter_raw, not iter_bytes: httpx inflates each chunk whole, every layer, before the
+            # cap can be checked (a 1 KB "gzip, gzip" chunk became 500 MB in one call).
+            for raw in response.iter_raw():
+                decoder.feed(raw)
+                if time.monotonic() > deadline:  # the backend's deadline, for a client without it
+                    raise httpx.ReadTimeout(
+                        f"the response took longer than {self.settings.timeout_s:g} s"
+                    )
+        except _PastLimit as exc:
+            if refuse:
+                raise self._too_large(where, str(exc)) from None
+        except zlib.error as exc:
+            if refuse:
+                raise ModelError(
+                    self.redact(
+                        f"{where} sent a body that is not valid {decoder.coding} "
+                        f"(Content-Encoding {', '.join(codings)!r}: {exc})"
+                    )
+                ) from None
+        return decoder.body()[:limit]
 
     def _too_large(self, where: str, seen: str) -> ResponseTooLarge:
         limit = self.settings.max_response_bytes
@@ -188,3 +256,186 @@ class Transport:
             retries = self.settings.max_retries
             return f"{where} kept failing (HTTP {status}) after {retries} retries ({detail})"
         return f"{where} rejected the request (HTTP {status}): {detail}"
+
+
+# --- bounded decoding of Content-Encoding ----------------------------------------------------------
+def _codings_problem(codings: list[str]) -> str:
+    """Why the body under ``codings`` is not decoded here ('' when it is)."""
+    unknown = [c for c in codings if c not in CODINGS]
+    if unknown:
+        return f"{unknown[0]!r} is not a coding memprobe asked for"
+    layers = [c for c in codings if CODINGS[c] is not None]
+    if len(layers) > MAX_CODINGS:
+        return f"{len(layers)} stacked compressions (a compression bomb?)"
+    return ""
+
+
+class _PastLimit(Exception):
+    """The decoded body (or one of its inner layers) passed its limit."""
+
+
+class _Inflate:
+    """One gzip or deflate layer, whose output comes at most ``INFLATE_STEP`` bytes at a time."""
+
+    def __init__(self, coding: str, wbits: int) -> None:
+        self.coding = coding
+        self.size = 0  # bytes produced so far
+        self._wbits = wbits
+        self._z = zlib.decompressobj(wbits)
+        self._fed = False
+
+    def pieces(self, data: bytes) -> Iterator[bytes]:
+        while not self._z.eof:
+            try:
+                piece = self._z.decompress(data, INFLATE_STEP)
+            except zlib.error:
+                # "deflate" sent without its zlib header: httpx accepts that, so do we.
+                if self._wbits != zlib.MAX_WBITS or self._fed:
+                    raise
+                self._wbits = -zlib.MAX_WBITS
+                self._z = zlib.decompressobj(self._wbits)
+                continue
+            self._fed = self._fed or bool(data)
+            data = self._z.unconsumed_tail
+            self.size += len(piece)
+            if piece:
+                yield piece
+            if not data and len(piece) < INFLATE_STEP:  # input used up, nothing left pending
+                return
+
+
+class _BoundedDecoder:
+    """Undoes ``codings`` (as listed in Content-Encoding) on a stream, never past ``limit``.
+
+    Hand-written because httpx has no bounded decoder: its decoders inflate each network chunk
+    whole, through every layer, and only then hand the result over. Here each layer yields at
+    most ``INFLATE_STEP`` bytes before the next is asked, and stops once past its limit, so the
+    memory used is about ``limit``, whatever the compression ratio.
+    """
+
+    def __init__(self, codings: list[str], limit: int) -> None:
+        # Content-Encoding lists codings in the order applied: the last is undone first.
+        self._layers = [
+            _Inflate(c, wbits) for c in reversed(codings) if (wbits := CODINGS[c]) is not None
+        ]
+        self._limit = limit
+        # An inner layer carries compressed data, a little larger than its content at worst.
+        self._inner_limit = limit + limit // 100 + 1024
+        self._out: list[bytes] = []
+        self._size = 0
+        self.coding = "data"  # the layer being undone, for error messages
+
+    def feed(self, data: bytes) -> None:
+        """Decode ``data``, the next raw bytes; raises ``_PastLimit`` once past the limit."""
+        self._push(0, data)
+
+    def body(self) -> bytes:
+        return b"".join(self._out)
+
+    def _push(self, depth: int, data: bytes) -> None:
+        if depth == len(self._layers):
+            self._out.append(data)
+            self._size += len(data)
+            if self._size > self._limit:
+                what = " once decompressed" if self._layers else ""
+                raise _PastLimit(f"more than {self._limit:,} bytes arrived{what}")
+            return
+        layer = self._layers[depth]
+        self.coding = layer.coding
+        for piece in layer.pieces(data):
+            if depth < len(self._layers) - 1 and layer.size > self._inner_limit:
+                raise _PastLimit(
+                    f"its {layer.coding} layer alone inflated past {self._inner_limit:,} bytes"
+                )
+            self._push(depth + 1, piece)
+            self.coding = layer.coding
+
+
+# --- one total deadline per attempt ----------------------------------------------------------------
+def _left(timeout: float | None, expired: type[Exception]) -> float | None:
+    """``timeout`` cut to the time left of this thread's attempt; raises ``expired`` if none."""
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise expired("the request passed its total deadline (timeout_s)")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose every read and write gets at most the time left of the attempt.
+
+    httpx's timeouts are per read: a server sending its headers one byte a second never trips
+    them, and httpx has no total timeout. A socket timeout cut to the time left does.
+    """
+
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _left(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        timeout = _left(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """Opens connections as the wrapped backend does, as ``_DeadlineStream``s."""
+
+    def __init__(self, backend: httpcore.NetworkBackend) -> None:
+        self._backend = backend
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        timeout = _left(timeout, httpcore.ConnectTimeout)
+        stream = self._backend.connect_tcp(host, port, timeout, local_address, socket_options)
+        return _DeadlineStream(stream)
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
+        timeout = _left(timeout, httpcore.ConnectTimeout)
+        return _DeadlineStream(self._backend.connect_unix_socket(path, timeout, socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+def _arm_deadlines(client: httpx.Client) -> bool:
+    """Put ``_DeadlineBackend`` under every connection pool of ``client``; False if none found.
+
+    httpx (0.27, 0.28) takes no network backend, so this reaches its pools (``_transport``, the
+    proxy ``_mounts``) by their private names; a pool reads it for each new connection.
+    """
+    transports = [getattr(client, "_transport", None), *getattr(client, "_mounts", {}).values()]
+    armed = False
+    for transport in transports:
+        pool = getattr(transport, "_pool", None)
+        backend = getattr(pool, "_network_backend", None)
+        if isinstance(backend, httpcore.NetworkBackend):
+            if not isinstance(backend, _DeadlineBackend):
+                pool._network_backend = _DeadlineBackend(backend)  # type: ignore[union-attr]
+            armed = armed or transport is transports[0]
+    return armed
