@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from memprobe_core.cli import common
-from memprobe_core.cli.errors import EXIT_OK
+from memprobe_core.cli.errors import EPILOG_EXIT_CODES, EXIT_OK
 from memprobe_core.ner.audit import NerAuditConfig, run_ner_audit
 from memprobe_core.ner.registry import EMBEDDED
 from memprobe_core.ner.scoring import METRICS
@@ -36,7 +36,7 @@ EXAMPLES = __doc__.split("Examples::")[1].split("Progress")[0]
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add ``memprobe ner`` to the command's sub-parsers."""
     text = "NER memorization audit: M-MEM of prompts on in-train vs out-of-train names"
-    parser = common.add_command(sub, "ner", text)
+    parser = common.add_command(sub, "ner", text, epilog=EPILOG_EXIT_CODES)
     parser.description = f"{text}.\n\n{EXAMPLES}"
     model = parser.add_argument_group("model")
     model.add_argument(
