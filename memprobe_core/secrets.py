@@ -2,8 +2,10 @@
 
 ``redact_secrets`` replaces the secret values it is given, and anything shaped like a credential
 (``Bearer …`` tokens, ``Authorization:`` / ``api-key`` header values, ``sk-…`` keys, passwords in
-``scheme://user:password@host`` URLs), with ``[redacted]``. Servers echo requests back in their
-error bodies, so an error message built from a response can hold the very key that was sent.
+``scheme://user:password@host`` URLs, credentials in a URL's query or fragment such as
+``?key=…``, ``&token=…``, ``#access_token=…``), with ``[redacted]``. Servers echo requests back
+in their error bodies, so an error message built from a response can hold the very key that was
+sent.
 
 Example:
     >>> redact_secrets('401: bad header "Authorization: Bearer abc123"')
@@ -34,6 +36,16 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"()\bsk-[A-Za-z0-9_\-]{8,}"),
     # A password in a URL's userinfo: http://user:password@host
     re.compile(r"(://[^/\s:@]+:)[^/\s@]+(?=@)"),
+    # A credential in a URL's query or fragment (`?key=x`, `&token=x`, `?access_token=x`,
+    # `#key=x`, `?sig=x`, `?X-Amz-Signature=x`): a parameter named key / token / secret /
+    # password / signature / auth / credential, alone or as the last part of a name
+    # (`client_secret`, `id-token`). `max_tokens=` is not one: the name must end there.
+    re.compile(
+        r"([?&#;](?:[\w.-]*[_.-]|api)?"
+        r"(?:key|token|secret|password|passwd|pwd|pass|signature|sig|auth|credentials?)"
+        r"=)[^&#\s\"'<>]+",
+        re.IGNORECASE,
+    ),
 )
 
 
@@ -46,7 +58,8 @@ def redact_secrets(text: str, secrets: Iterable[str] = (), *, patterns: bool = T
             are ignored. Their JSON-escaped and URL-quoted forms are removed too, since a server
             may echo a key inside a JSON string or a query.
         patterns: also replace credential-shaped strings (bearer tokens, ``Authorization`` and
-            ``api-key`` values, ``sk-…`` keys, URL passwords). ``False`` removes only the given
+            ``api-key`` values, ``sk-…`` keys, URL passwords, ``?key=`` / ``&token=``-style
+            URL parameters). ``False`` removes only the given
             values: for model outputs, where a recited ``sk-…`` key is a finding to keep.
 
     Returns:

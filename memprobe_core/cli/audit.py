@@ -12,7 +12,7 @@ from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.audit import load_models, resume_audit, run_audit, start_audit
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNITS_FAILED
-from memprobe_core.cli.output import ProgressBar
+from memprobe_core.cli.output import ProgressBar, echo
 from memprobe_core.errors import UsageError
 from memprobe_core.executors import EXECUTORS, Executor, make_executor
 from memprobe_core.executors.ray import INSTALL_HINT
@@ -160,10 +160,10 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    print(
+    echo(
         f"audit run {run_id}: {len(snippets)} snippet(s) × {len(args.methods)} method(s) × "
         f"{len(args.lengths)} length(s)",
-        file=sys.stderr,
+        sys.stderr,
     )
     return _run_and_report(store, run_id, models=models, executor=executor)
 
@@ -200,13 +200,14 @@ def _run_and_report(
     finally:
         bar.close()
     if summary.status == "interrupted":
-        print(
+        echo(
             f"interrupted: {summary.done}/{summary.total} units done; continue with "
             f"`memprobe resume {run_id}`",
-            file=sys.stderr,
+            sys.stderr,
         )
         return EXIT_INTERRUPTED
-    print(render_text(report_for_run(store, run_id)))
+    # Escaped here, not in render_text: its text also goes to files, which keep it as is.
+    echo(render_text(report_for_run(store, run_id)), multiline=True)
     return EXIT_UNITS_FAILED if summary.errors else EXIT_OK
 
 
@@ -240,9 +241,7 @@ def _snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, Any]]:
             **common.file_options(args),
         )
         for rejection in loaded.rejected:
-            print(
-                f"{args.dataset}: row {rejection.row} skipped: {rejection.reason}", file=sys.stderr
-            )
+            echo(f"{args.dataset}: row {rejection.row} skipped: {rejection.reason}", sys.stderr)
         snippets = loaded.snippets
         info = {
             "source": str(args.dataset),

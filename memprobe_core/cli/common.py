@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import fields
 from pathlib import Path
 from types import UnionType
@@ -402,18 +403,40 @@ def split_spec(args: argparse.Namespace) -> SplitSpec:
     return SplitSpec(**given(tokenizer=args.split_tokenizer, prefix_ratio=args.prefix_ratio))
 
 
+# What --api-key-env must be: the NAME of an environment variable, never the key itself.
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def model_names(args: argparse.Namespace) -> ModelNames:
     """The model names and load options given on the command line (recorded in the run).
 
+    Checked before anything is stored; no message repeats the value it refuses (it may be a key).
+
     Raises:
-        UsageError: a --base-url with a password in it (it would be stored with the run).
+        UsageError: a --base-url with a password, a query string or a fragment in it (a key
+            there would be stored with the run), or an --api-key-env that is not a variable name
+            (most likely the key itself, given where its variable's name belongs).
     """
     for url in (args.base_url or "").split(","):
-        if urlsplit(url.strip()).password:
+        url = url.strip()
+        if urlsplit(url).password:
             raise UsageError(
                 "--base-url holds a password; the run config would store it: put "
                 "the key in an environment variable named by --api-key-env"
             )
+        if "?" in url or "#" in url:
+            raise UsageError(
+                "--base-url holds a query string or a fragment (after ? or #); an "
+                "OpenAI-compatible base URL has none, and a key there would be stored with the "
+                "run: give the URL up to its path (e.g. http://host:8000/v1) and put the key in "
+                "an environment variable named by --api-key-env"
+            )
+    key_env = getattr(args, "api_key_env", None)
+    if key_env and not _VARIABLE_NAME.fullmatch(key_env):
+        raise UsageError(
+            "the value given to --api-key-env is not a variable name; it looks like a key — put "
+            "the key in an environment variable and pass that variable's name, e.g. OPENAI_API_KEY"
+        )
     load_options = {
         k: getattr(args, k)
         for k in ("device", "dtype", "base_url", "api_key_env")

@@ -12,7 +12,7 @@ import sys
 
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_OK
-from memprobe_core.cli.output import print_corpus, short
+from memprobe_core.cli.output import echo, print_corpus, short, terminal_safe
 from memprobe_core.errors import UsageError
 from memprobe_core.snippets import nonmembers as generated
 from memprobe_core.snippets.corpus import corpus_summary, demo_corpus, nonmember_summary
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     if args.show:
         return _show(args.show, snippets)
     print_corpus(corpus_summary(), snippets)
-    print(_set_line(), file=sys.stdout)
+    echo(_set_line())
     return EXIT_OK
 
 
@@ -85,30 +85,31 @@ def _nonmembers(args: argparse.Namespace) -> int:
         raise UsageError(f"--count {args.count}: give 1 to {MAX_BUILD_PER_DOMAIN} texts per domain")
     if args.build:
         made = generated.build(seed=args.seed, per_domain=args.count)
-        print(
+        echo(
             f"non-member set built: {len(made.snippets)} texts (seed {made.seed}, generator "
             f"v{made.version}) in {made.path}",
-            file=sys.stderr,
+            sys.stderr,
         )
     else:
         made = generated.ensure()
     if args.domain and args.domain not in generated.NONMEMBER_DOMAINS:
         raise UsageError(
-            f"--domain {args.domain}: the non-member set has {list(generated.NONMEMBER_DOMAINS)}"
+            f"--domain {terminal_safe(args.domain)}: the non-member set has "
+            f"{list(generated.NONMEMBER_DOMAINS)}"
         )
     snippets = [s for s in made.snippets if not args.domain or s.domain == args.domain]
     if args.show:
         return _show(args.show, snippets)
     if not args.build:
         _print_set(snippets)
-    print(_set_line())
+    echo(_set_line())
     return EXIT_OK
 
 
 def _show(snippet_id: str, snippets: list[Snippet]) -> int:
     for snippet in snippets:
         if snippet.id == snippet_id:
-            print(snippet.text)
+            echo(snippet.text, multiline=True)
             return EXIT_OK
     raise UsageError(
         f"corpus id {snippet_id!r} not found; `memprobe corpus` lists the member ids, "
@@ -117,10 +118,13 @@ def _show(snippet_id: str, snippets: list[Snippet]) -> int:
 
 
 def _print_set(snippets: list[Snippet]) -> None:
-    print(f"{'id':<32} {'domain':<8} {'words':>6}  source")
+    echo(f"{'id':<32} {'domain':<8} {'words':>6}  source")
     for snippet in snippets:
         words = len(snippet.text.split())
-        print(f"{snippet.id:<32} {snippet.domain:<8} {words:>6}  {short(snippet.source, 60)}")
+        echo(
+            f"{terminal_safe(snippet.id):<32} {terminal_safe(snippet.domain):<8} {words:>6}  "
+            f"{short(snippet.source, 60)}"
+        )
 
 
 def _set_line() -> str:

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from memprobe_core import LOGGER_ROOT
 from memprobe_core.cli import audit, common, corpus, ner, probe, report, runs
@@ -28,6 +29,7 @@ from memprobe_core.cli.errors import (
     cli_message,
     exit_code_for,
 )
+from memprobe_core.cli.output import terminal_safe
 from memprobe_core.paths import default_store_path
 
 log = logging.getLogger(__name__)
@@ -73,12 +75,17 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"memprobe: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    # -v: INFO lines of every memprobe_core module (each logs below LOGGER_ROOT).
+    # Log lines of every memprobe_core module (each logs below LOGGER_ROOT) go to stderr with
+    # control characters shown as escapes (they carry dataset ids and server texts); warnings
+    # always, INFO with -v.
     package_log = logging.getLogger(LOGGER_ROOT)
-    if args.verbose and not package_log.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    handler = next((h for h in package_log.handlers if isinstance(h, _StderrHandler)), None)
+    if handler is None:
+        handler = _StderrHandler()
         package_log.addHandler(handler)
+    handler.setFormatter(_TerminalSafeFormatter(args.verbose))
+    handler.setLevel(logging.INFO if args.verbose else logging.WARNING)
+    if args.verbose:
         package_log.setLevel(logging.INFO)
     try:
         with _sigterm_as_interrupt():
@@ -99,10 +106,38 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose:
             log.exception("memprobe %s failed", args.command)
         print(
-            f"memprobe: {label}: {cli_message(exc)}{_store_hint(exc, args)}",
+            terminal_safe(f"memprobe: {label}: {cli_message(exc)}{_store_hint(exc, args)}"),
             file=sys.stderr,
         )
         return code
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to the ``sys.stderr`` of the moment (as Python's own last-resort handler does),
+    so a handler installed once keeps working when stderr is replaced (tests, redirection)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass  # always the current sys.stderr
+
+
+class _TerminalSafeFormatter(logging.Formatter):
+    """Log lines as :func:`terminal_safe` text (a traceback keeps its line breaks)."""
+
+    def __init__(self, verbose: bool) -> None:
+        super().__init__(
+            "%(asctime)s %(levelname)s %(message)s" if verbose else "%(levelname)s: %(message)s"
+        )
+
+    def format(self, record: logging.LogRecord) -> str:
+        return terminal_safe(super().format(record), multiline=True)
 
 
 @contextmanager

@@ -15,7 +15,6 @@ too); errors reach the ``memprobe`` command's one exit-code map.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ import pandas as pd
 
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EPILOG_EXIT_CODES, EXIT_OK
+from memprobe_core.cli.output import echo, terminal_json, terminal_safe
 from memprobe_core.ner.audit import NerAuditConfig, run_ner_audit
 from memprobe_core.ner.registry import EMBEDDED
 from memprobe_core.ner.scoring import METRICS
@@ -122,10 +122,15 @@ def _progress(label: str):
         tenth = int(10 * done / max(total, 1))
         if tty:
             end = "\n" if done >= total else ""
-            print(f"\r{label}: {message} ({done}/{total})", end=end, file=sys.stderr, flush=True)
+            print(
+                terminal_safe(f"\r{label}: {message} ({done}/{total})"),
+                end=end,
+                file=sys.stderr,
+                flush=True,
+            )
         elif tenth != state["last"] or done >= total:
             state["last"] = tenth
-            print(f"{label}: {message} ({done}/{total})", file=sys.stderr, flush=True)
+            echo(f"{label}: {message} ({done}/{total})", sys.stderr, flush=True)
 
     return report
 
@@ -165,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
     if args.names_csv:
         write_safe_csv(report.scores.name_table(), args.names_csv)
     if args.json:
-        print(json.dumps(summary, indent=2, default=float))
+        print(terminal_json(summary))
     else:
         _print_report(report.ranked, summary, args.top)
     return EXIT_OK
@@ -175,11 +180,11 @@ def _print_report(ranked: pd.DataFrame, summary: dict[str, Any], top: int) -> No
     def pct(v):
         return f"{100 * v:5.1f}%"
 
-    print(
+    echo(
         f"model {summary['model']['model_id']}  metric {summary['metric']}  "
         f"{summary['prompts']} prompts × {summary['pairs']} pairs  ({summary['seconds']} s)"
     )
-    print(
+    echo(
         f"M-MEM mean {pct(summary['m_mem_mean'])} ± {100 * summary['m_mem_std']:.1f}  "
         f"best {pct(summary['m_mem_best'])}  worst {pct(summary['m_mem_worst'])}  "
         f"spread {100 * summary['spread']:.1f} points"
@@ -190,26 +195,29 @@ def _print_report(ranked: pd.DataFrame, summary: dict[str, Any], top: int) -> No
         if show is None
         else (("all", show),)
     ):
-        print(f"\n{title} prompts:")
+        echo()
+        echo(f"{title} prompts:")
         for row in part.itertuples():
-            print(f"  #{row.rank:<4} {pct(row.m_mem)}  {row.type or '?':<13} {row.prompt}")
-    print("\nM-MEM by prompt type:")
+            echo(f"  #{row.rank:<4} {pct(row.m_mem)}  {row.type or '?':<13} {row.prompt}")
+    echo()
+    echo("M-MEM by prompt type:")
     for row in summary["by_type"]:
-        print(f"  {row['group']:<14} {pct(row['mean'])}  (n={row['count']})")
+        echo(f"  {row['group']:<14} {pct(row['mean'])}  (n={row['count']})")
     if "dev_test_tau" in summary:
         tau = summary["dev_test_tau"]
         shown = "n/a (prompt scores constant on dev or test)" if math.isnan(tau) else f"{tau:.3f}"
-        print(f"\nKendall tau of prompt scores, dev vs test pairs: {shown}")
-        print("ensembles of the top-k dev prompts, M-MEM on the test pairs:")
+        echo()
+        echo(f"Kendall tau of prompt scores, dev vs test pairs: {shown}")
+        echo("ensembles of the top-k dev prompts, M-MEM on the test pairs:")
         rows = summary["ensembles"]
         methods = list(dict.fromkeys(r["method"] for r in rows))
-        print(
+        echo(
             "  " + f"{'k':>4}  " + "  ".join(f"{m:>14}" for m in methods) + f"  {'best single':>12}"
         )
         for k in dict.fromkeys(r["k"] for r in rows):
             values = {r["method"]: r["m_mem_test"] for r in rows if r["k"] == k}
             single = next(r["best_single_test"] for r in rows if r["k"] == k)
-            print(
+            echo(
                 "  "
                 + f"{k:>4}  "
                 + "  ".join(f"{pct(values[m]):>14}" for m in methods)

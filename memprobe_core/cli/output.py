@@ -1,12 +1,21 @@
-"""Terminal output of the ``memprobe`` command: the live round table, the audit progress bar and
+r"""Terminal output of the ``memprobe`` command: the live round table, the audit progress bar and
 the plain-text listings (a probe's result, the run list, the corpus).
 
 These write to the stream they are given (stdout or stderr): they are the CLI's user interface,
 so printing is their job; library modules log instead.
+
+Everything the CLI prints passes through :func:`terminal_safe` (via :func:`echo`, or
+:func:`terminal_json` for ``--json``): snippet ids, domains, titles, model names and outputs come
+from data, models and users, and a terminal obeys the escape sequences in them (retitle the
+window, clear the screen, hide or reorder text). Control characters are shown as visible escapes
+(``\x1b``, ``\u202e``) instead.
 """
 
 from __future__ import annotations
 
+import json
+import re
+import sys
 import time
 from collections.abc import Iterable
 from typing import Any, TextIO
@@ -22,6 +31,52 @@ from memprobe_core.attacks.registry import method_label
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import RunRecord
+
+# Characters a terminal acts on instead of showing: C0 controls (ESC, BEL, CR, BS …), DEL, C1
+# controls (0x9b is a one-byte CSI), the line and paragraph separators, and the bidi embeddings,
+# overrides, isolates and marks that reorder what is shown. Tab is kept; a newline only in a
+# block printed as several lines.
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_UNSAFE_LINE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029{_BIDI}]")
+_UNSAFE_BLOCK = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029{_BIDI}]")
+# What json.dumps(ensure_ascii=False) leaves raw (it escapes only C0, quote and backslash).
+_UNSAFE_IN_JSON = re.compile(f"[\x7f-\x9f\u2028\u2029{_BIDI}]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_safe(text: object, *, multiline: bool = False) -> str:
+    r"""``text`` with every character a terminal would act on shown as a visible escape.
+
+    ``"\x1b]0;pwned\x07"`` becomes the literal text ``\x1b]0;pwned\x07``; ``"\u202e"`` becomes
+    ``\u202e``. Tabs stay. ``multiline``: newlines stay too (a block meant to span lines, such as
+    the report), and ``\r\n`` line ends become ``\n``; otherwise a newline is shown as ``\x0a``,
+    so one value cannot forge a line of its own.
+    """
+    text = text if isinstance(text, str) else str(text)
+    if multiline:
+        return _UNSAFE_BLOCK.sub(_visible, text.replace("\r\n", "\n"))
+    return _UNSAFE_LINE.sub(_visible, text)
+
+
+def echo(
+    text: object = "", file: TextIO | None = None, *, multiline: bool = False, flush: bool = False
+) -> None:
+    """Print ``text`` (one line, or a block with ``multiline``) made :func:`terminal_safe`."""
+    print(terminal_safe(text, multiline=multiline), file=file or sys.stdout, flush=flush)
+
+
+def terminal_json(value: Any) -> str:
+    r"""``value`` as indented JSON that is safe on a terminal and still parses to the same value.
+
+    ``json.dumps`` escapes C0 controls (ESC as ``\u001b``) but, with ``ensure_ascii=False``,
+    leaves DEL, C1 controls and bidi overrides raw; those become ``\u…`` escapes too.
+    """
+    text = json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def duration(seconds: float) -> str:
@@ -49,27 +104,27 @@ class LiveTable:
     def __call__(self, event: AttackEvent) -> None:
         out = self.out
         if isinstance(event, RoundStarted):
-            print(f"round {event.round} — {event.n} candidate(s)", file=out)
-            print(f"  {'#':>3} {'Mem':>6} {'LCS_P':>6} {'obj':>7}  prompt", file=out)
+            echo(f"round {event.round} — {event.n} candidate(s)", out)
+            echo(f"  {'#':>3} {'Mem':>6} {'LCS_P':>6} {'obj':>7}  prompt", out)
         elif isinstance(event, CandidateScored):
             c = event.candidate
             flags = f" [{','.join(c.flags)}]" if c.flags else ""
-            print(
+            echo(
                 f"  {c.index:>3} {c.mem:6.3f} {c.lcs_p:6.3f} {c.objective:7.3f}  "
                 f"{short(c.prompt)}{flags}",
-                file=out,
+                out,
             )
         elif isinstance(event, RoundFinished):
-            print(
+            echo(
                 f"  best of round {event.round}: #{event.best.index} objective "
                 f"{event.best.objective:.3f}",
-                file=out,
+                out,
             )
         elif isinstance(event, SearchStep):
-            print(
+            echo(
                 f"  step {event.step}/{event.steps}: loss {event.loss:.4f}  "
                 f"{short(event.best_prompt)}",
-                file=out,
+                out,
             )
         self.out.flush()
 
@@ -91,7 +146,8 @@ class ProgressBar:
                 self._tqdm = tqdm
 
     def __call__(self, progress: Any) -> None:
-        current = str(progress.current) if progress.current else ""
+        # The unit key holds a snippet id from the dataset.
+        current = terminal_safe(progress.current) if progress.current else ""
         if self._tqdm is not None:
             if self._bar is None:
                 self._bar = self._tqdm(
@@ -106,10 +162,10 @@ class ProgressBar:
             return
         eta = "?" if progress.eta_s is None else duration(progress.eta_s)
         doing = f" · running {current}" if current else ""
-        print(
+        echo(
             f"[{progress.done}/{progress.total} units] {progress.errors} failed · "
             f"{progress.rate * 3600:.1f} units/h · ETA {eta}{doing}",
-            file=self.out,
+            self.out,
             flush=True,
         )
 
@@ -124,7 +180,8 @@ def print_result(run_id: int, result: AttackResult, out: TextIO | None = None) -
     dis = "–" if result.dis is None else f"{result.dis:.3f}"
     c = result.costs
     lines = [
-        f"\nrun {run_id} · {method_label(result.method)} on "
+        "",
+        f"run {run_id} · {method_label(result.method)} on "
         f"{result.snippet_id} ({result.domain}, length {result.length}, α {result.alpha})",
         f"Mem {result.mem:.3f} · LCS_P {result.lcs_p:.3f} · Dis {dis} · objective "
         f"{result.objective:.3f}",
@@ -133,22 +190,23 @@ def print_result(run_id: int, result: AttackResult, out: TextIO | None = None) -
         f"prompt: {short(result.prompt, 200)}",
         f"output: {short(result.output, 200)}",
     ]
-    print("\n".join(lines), file=out)
+    for line in lines:  # one line each: a newline inside a value is shown, not obeyed
+        echo(line, out)
 
 
 def print_runs(runs: list[RunRecord], out: TextIO | None = None) -> None:
     """The run list as a table: id, kind, status, units done/total, failed, updated, title."""
-    print(
+    echo(
         f"{'id':>4}  {'kind':<7} {'status':<11} {'units':>9} {'failed':>6}  {'updated':<16}  title",
-        file=out,
+        out,
     )
     for run in runs:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(run["updated"]))
         units = f"{run['units_done']}/{run['units_total']}"
-        print(
+        echo(
             f"{run['id']:>4}  {run['kind']:<7} {run['status']:<11} {units:>9} "
             f"{run['units_error']:>6}  {when:<16}  {run['title']}",
-            file=out,
+            out,
         )
 
 
@@ -156,11 +214,11 @@ def print_corpus(
     summary: dict[str, int], snippets: Iterable[Snippet], out: TextIO | None = None
 ) -> None:
     """The demo corpus: counts per domain, then one line per snippet (id, domain, words)."""
-    print("built-in demo corpus: " + ", ".join(f"{d} {n}" for d, n in summary.items()), file=out)
-    print(f"{'id':<40} {'domain':<8} {'words':>6}  source", file=out)
+    echo("built-in demo corpus: " + ", ".join(f"{d} {n}" for d, n in summary.items()), out)
+    echo(f"{'id':<40} {'domain':<8} {'words':>6}  source", out)
     for snippet in snippets:
-        print(
-            f"{snippet.id:<40} {snippet.domain:<8} {len(snippet.text.split()):>6}  "
-            f"{short(snippet.source, 40)}",
-            file=out,
+        echo(
+            f"{terminal_safe(snippet.id):<40} {terminal_safe(snippet.domain):<8} "
+            f"{len(snippet.text.split()):>6}  {short(snippet.source, 40)}",
+            out,
         )

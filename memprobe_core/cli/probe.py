@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from memprobe_core.attacks import registry
 from memprobe_core.attacks.interactive import METHOD as ATTACKER_LOOP
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK
-from memprobe_core.cli.output import LiveTable, print_result
+from memprobe_core.cli.output import LiveTable, echo, print_result, terminal_json, terminal_safe
 from memprobe_core.errors import UsageError
 from memprobe_core.runs.probe import run_probe, start_probe
 from memprobe_core.runs.roles import load_models
@@ -74,15 +73,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         (outcome,) = run_probe(store, run_id, models, on_event=lambda unit: live)
     except KeyboardInterrupt:
-        print(f"interrupted; candidates so far are in run {run_id}", file=sys.stderr)
+        echo(f"interrupted; candidates so far are in run {run_id}", sys.stderr)
         return EXIT_INTERRUPTED
     if outcome.exception is not None:
         raise outcome.exception  # recorded on the unit; its type decides the exit code
     assert outcome.result is not None
     if args.json:
-        print(
-            json.dumps({"run_id": run_id, **outcome.result.to_dict()}, ensure_ascii=False, indent=2)
-        )
+        echo(terminal_json({"run_id": run_id, **outcome.result.to_dict()}), multiline=True)
     else:
         print_result(run_id, outcome.result)
     return EXIT_OK
@@ -97,12 +94,12 @@ def _snippet(args: argparse.Namespace) -> Snippet:
     if args.file:
         loaded = load_snippets(args.file, domain=args.domain, **common.file_options(args))
         if not loaded.snippets:
-            raise UsageError(f"{args.file}: no usable snippet ({loaded.summary()})")
+            raise UsageError(terminal_safe(f"{args.file}: no usable snippet ({loaded.summary()})"))
         if len(loaded.snippets) > 1:
-            print(
+            echo(
                 f"note: {args.file} has {len(loaded.snippets)} snippets; probing the first "
                 f"({loaded.snippets[0].id}); use `memprobe audit` for all",
-                file=sys.stderr,
+                sys.stderr,
             )
         return loaded.snippets[0]
     for snippet in demo_corpus():

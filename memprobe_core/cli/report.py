@@ -4,12 +4,12 @@ HTML."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_OK
+from memprobe_core.cli.output import echo, terminal_json
 from memprobe_core.config import SELECTIONS
 from memprobe_core.report.build import (
     DEFAULT_RESAMPLES,
@@ -86,9 +86,10 @@ def run(args: argparse.Namespace) -> int:
 
         written.append(write_html(render_html(report, store, args.run), args.html))
     if args.json:
-        print(json.dumps(report_to_dict(report), ensure_ascii=False, indent=2, default=str))
+        echo(terminal_json(report_to_dict(report)), multiline=True)
     else:
-        print(render_text(report))
+        # Escaped here, not in render_text: its text also goes to files, which keep it as is.
+        echo(render_text(report), multiline=True)
     for path in written:
-        print(f"wrote {path}", file=sys.stderr)
+        echo(f"wrote {path}", sys.stderr)
     return EXIT_OK

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_OK
-from memprobe_core.cli.output import print_runs
+from memprobe_core.cli.output import echo, print_runs, terminal_json
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -20,9 +19,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     runs = common.open_store(args).list_runs(limit=args.limit)
     if args.json:
-        print(json.dumps(runs, ensure_ascii=False, indent=2, default=str))
+        echo(terminal_json(runs), multiline=True)
     elif not runs:
-        print("no runs yet; start one with `memprobe probe` or `memprobe audit`")
+        echo("no runs yet; start one with `memprobe probe` or `memprobe audit`")
     else:
         print_runs(runs)
     return EXIT_OK

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -52,8 +53,10 @@ class OpenAIGenerator(Generator):
         model: the model name the servers know.
         base_url: endpoint root including the version (``http://127.0.0.1:8000/v1``; a URL with
             no path gets ``/v1``), or several for a fleet: a list, or one comma-separated string.
-        api_key_env: environment variable holding the key (unset: no Authorization header).
-        timeout_s: per-request timeout (connect, each read, and the whole body once started).
+        api_key_env: the NAME of the environment variable holding the key (unset variable, or
+            ``""``: no Authorization header); a value that is not a variable name is refused, as
+            it is most likely the key itself.
+        timeout_s: total time for one try of a request: connect, headers and body together.
         max_concurrency: requests in flight per server.
         max_retries: retries on one server after a 429/5xx/timeout before it counts as down.
         backoff_s: first retry delay (doubles each retry, capped at 8 s).
@@ -97,6 +100,7 @@ class OpenAIGenerator(Generator):
         _check_switches(
             text_as_chat=text_as_chat, chat_template=chat_template, prompt_logprobs=prompt_logprobs
         )
+        _check_key_env(api_key_env)
         self.model_id = model
         self.base_urls = parse_base_urls(base_url)
         self.api_key_env = api_key_env
@@ -327,7 +331,9 @@ def parse_base_urls(base_url: str | list[str] | tuple[str, ...]) -> list[str]:
     """Normalised server URLs from one URL, a comma-separated string or a list.
 
     Raises:
-        ModelError: no URL, a URL that is not http(s), or one URL given twice.
+        ModelError: no URL, a URL that is not http(s), one with a query string or fragment
+            (``?…``, ``#…``: an API base URL has none, and a key there would reach manifests),
+            or one URL given twice.
     """
     raw = base_url.split(",") if isinstance(base_url, str) else list(base_url)
     if not all(isinstance(u, str) for u in raw):
@@ -351,6 +357,14 @@ def _normalize_url(base_url: str) -> str:
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         shown = redact_secrets(base_url)
         raise ModelError(f"base_url {shown!r} is not an http(s) URL; e.g. http://127.0.0.1:8000/v1")
+    if "?" in url or "#" in url:
+        # Not shown: the query is where a key would be (`?api-key=…`). Request paths are
+        # appended to the base URL, so a query would also end up in the middle of each path.
+        raise ModelError(
+            "base_url holds a query string or a fragment (after ? or #); an OpenAI-compatible "
+            "base URL has none: give it up to its path, e.g. http://127.0.0.1:8000/v1, and put a "
+            "key in an environment variable named by api_key_env"
+        )
     if parsed.path in ("", "/"):
         url += "/v1"
     return url
@@ -362,6 +376,24 @@ def _display_url(url: str) -> str:
     if "@" not in parts.netloc:
         return url
     return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _check_key_env(api_key_env: object) -> None:
+    """Refuse an ``api_key_env`` that is not an environment-variable name (``""``: no key).
+
+    The value is not repeated: one that is not a name is most likely the key itself.
+    """
+    if not isinstance(api_key_env, str) or (
+        api_key_env and not _VARIABLE_NAME.fullmatch(api_key_env)
+    ):
+        raise ModelError(
+            "api_key_env is not an environment-variable name; it looks like a key: put the key "
+            "in an environment variable and pass that variable's name, e.g. "
+            "api_key_env='OPENAI_API_KEY'"
+        )
 
 
 def _api_key(env: str) -> str:
