@@ -15,7 +15,7 @@ from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNITS_FAILE
 from memprobe_core.cli.output import ProgressBar, echo
 from memprobe_core.errors import UsageError
 from memprobe_core.executors import EXECUTORS, Executor, make_executor
-from memprobe_core.executors.ray import INSTALL_HINT
+from memprobe_core.executors.ray import INSTALL_HINT, RayOptions
 from memprobe_core.report.build import report_for_run
 from memprobe_core.report.text import render_text
 from memprobe_core.snippets.corpus import demo_corpus, nonmember_summary
@@ -110,15 +110,19 @@ def add_executor_options(parser: argparse.ArgumentParser) -> None:
         "cluster's CPUs, or GPUs with --gpus-per-worker, fit)",
     )
     group.add_argument(
-        "--gpus-per-worker", type=float, help="ray: GPUs each worker reserves (default 0)"
+        "--gpus-per-worker",
+        type=float,
+        help=f"ray: GPUs each worker reserves (default: {RayOptions.gpus_per_worker:g})",
     )
     group.add_argument(
-        "--cpus-per-worker", type=float, help="ray: CPUs each worker reserves (default 1)"
+        "--cpus-per-worker",
+        type=float,
+        help=f"ray: CPUs each worker reserves (default: {RayOptions.cpus_per_worker:g})",
     )
     group.add_argument(
         "--max-attempts",
         type=int,
-        help="ray: times a unit is tried when its worker dies (default 3)",
+        help=f"ray: times a unit is tried when its worker dies (default: {RayOptions.max_attempts})",
     )
 
 

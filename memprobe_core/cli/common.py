@@ -35,7 +35,7 @@ from memprobe_core.config import (
 from memprobe_core.errors import UsageError
 from memprobe_core.membership import MeasureOptions
 from memprobe_core.ner.audit import NER_BOUNDS
-from memprobe_core.runs.roles import ModelNames
+from memprobe_core.runs.roles import ModelNames, default_model_names
 from memprobe_core.runs.unit import SplitSpec, SplitTokenizer
 from memprobe_core.snippets.loaders import MAX_FILE_BYTES, TxtMode
 from memprobe_core.store import Store
@@ -79,7 +79,9 @@ EPILOG = (
     EPILOG_EXIT_CODES
     + """
 
-models: embedded short names (gemma-3-270m, smollm2-135m-instruct), hub ids, local folders or
+models: embedded short names ("""
+    + ", ".join(default_model_names()[:2])
+    + """), hub ids, local folders or
 GGUF files, or fake / fake:<mode> (deterministic test backend).
 methods: """
     + ", ".join(f"{s.name} ({s.label})" for s in registry.specs())
@@ -118,13 +120,14 @@ def add_command(
 
 def add_models(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("models")
-    group.add_argument("--victim", help="audited model (default: the embedded gemma-3-270m)")
-    group.add_argument("--base", help="base model for P-S-Base and GCG (default: gemma-3-270m)")
-    group.add_argument("--attacker", help="attacker model (default: smollm2-135m-instruct)")
+    base, instruct, reverse = default_model_names()
+    group.add_argument("--victim", help=f"audited model (default: the embedded {base})")
+    group.add_argument("--base", help=f"base model for P-S-Base and GCG (default: {base})")
+    group.add_argument("--attacker", help=f"attacker model (default: {instruct})")
     group.add_argument("--init", help="model writing the first prompt (default: the attacker)")
     group.add_argument(
         "--reverse",
-        help="reverse LM for reverse_lm (default: afterless/reverse-pythia-160m, needs the hub)",
+        help=f"reverse LM for reverse_lm (default: {reverse}, needs the hub)",
     )
     group.add_argument(
         "--reference-model",
