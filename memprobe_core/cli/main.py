@@ -89,7 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         package_log.setLevel(logging.INFO)
     try:
         with _sigterm_as_interrupt():
-            return int(args.handler(args))
+            code = int(args.handler(args))
+        # Flushed here, inside the try: a reader that went away after the last write (`| head`)
+        # shows as BrokenPipeError below, not as "Exception ignored" at interpreter exit.
+        sys.stdout.flush()
+        return code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
