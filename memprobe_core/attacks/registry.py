@@ -133,7 +133,7 @@ def get_method(name: str) -> MethodSpec:
 
 
 def check_methods(methods: Iterable[str]) -> list[str]:
-    """``methods`` as a list, each checked to be registered.
+    """``methods`` without repeats, in the given order, each checked to be registered.
 
     Raises:
         UnknownMethodError: none given, or one that is not registered.
@@ -146,7 +146,7 @@ def check_methods(methods: Iterable[str]) -> list[str]:
         raise UnknownMethodError(
             f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(method_names())}"
         )
-    return methods
+    return list(dict.fromkeys(methods))
 
 
 def method_label(name: str) -> str:

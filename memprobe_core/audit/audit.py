@@ -52,15 +52,6 @@ class AuditBusyError(MemprobeError, RuntimeError):
     """The audit is being run by another live process."""
 
 
-def check_methods(methods: Sequence[str]) -> list[str]:
-    """Validate method names and return them without duplicates, in the given order.
-
-    Raises:
-        ValueError: no method, or an unknown one (the message lists the known ones).
-    """
-    return list(dict.fromkeys(registry.check_methods(methods)))
-
-
 @dataclass(frozen=True)
 class AuditProgress:
     """Where an audit stands (passed to ``on_progress`` before and after every unit).
@@ -138,7 +129,7 @@ def start_audit(
     Raises:
         ValueError: no snippets, an unknown method, a length below 2 or a bad tokenizer choice.
     """
-    methods = check_methods(methods)
+    methods = registry.check_methods(methods)
     if not snippets:
         raise ValueError(
             "the dataset has no usable snippet; check the file, or the corpus domains and limit"

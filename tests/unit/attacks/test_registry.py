@@ -59,6 +59,7 @@ def test_roles_needed_in_load_order() -> None:
 def test_unknown_methods_are_refused_naming_them_and_the_known_ones() -> None:
     with pytest.raises(UsageError, match=r"unknown method\(s\) nope; choose from ps_base"):
         registry.check_methods(["ps_base", "nope"])
+    assert registry.check_methods(["gcg", "ps_base", "gcg"]) == ["gcg", "ps_base"]
     with pytest.raises(UsageError, match="no method given"):
         registry.check_methods([])
     with pytest.raises(ValueError, match="method 'nope' is unknown"):
