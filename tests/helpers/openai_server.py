@@ -37,7 +37,7 @@ class _Server(ThreadingHTTPServer):
         self.trickle_s: float = behaviour.get("trickle_s", 0.0)
         self.echo: str = behaviour.get("echo", "vllm")
         self.hits: list[dict[str, Any]] = []
-        self.answered = 0  # 200 answers written in full
+        self.answered = 0  # 200 answers written in full (counted as the body goes out)
         self.bytes_sent = 0  # body bytes of huge_body answers written before the client left
         self.dead = False
         self.lock = threading.Lock()
@@ -73,12 +73,24 @@ class _Handler(BaseHTTPRequestHandler):
         if status == 429:
             self.send_header("Retry-After", "0")
         self.end_headers()
-        self.wfile.write(data)
-        if status == 200:
+        if status != 200:
+            self.wfile.write(data)
+            return
+        # Counted before the body goes out, so a client that has read its answer always sees it
+        # counted (counting after the write raced the client's next assertion on a busy CI
+        # machine); uncounted again when the write fails because the client hung up.
+        with self.server.lock:
+            self.server.answered += 1
+        try:
+            self.wfile.write(data)
+        except OSError:
             with self.server.lock:
-                self.server.answered += 1
-                if self.server.answered == self.server.die_after:
-                    self.server.kill()
+                self.server.answered -= 1
+            raise
+        with self.server.lock:
+            die_after = self.server.die_after
+            if die_after is not None and self.server.answered >= die_after and not self.server.dead:
+                self.server.kill()
 
     def _send_huge(self) -> None:
         """Stream ``huge_body`` bytes of a never-ending JSON string, 64 KiB at a time."""
