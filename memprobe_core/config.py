@@ -100,6 +100,12 @@ _LLAMA_ALPHA: dict[int, dict[str, float]] = {
 _FALCON_ALPHA: dict[int, float] = {200: 0.2, 300: 0.3, 500: 0.8}
 DEFAULT_ALPHA = 0.5
 
+# Seeds and run ids are 64-bit signed integers: torch seeds its generators from an int64 and
+# SQLite stores integers in 8 bytes, so a larger number fails deep inside a run (or a query)
+# instead of at the option that gave it.
+MAX_INT64 = 2**63 - 1
+SEED_RANGE = (0, MAX_INT64)
+
 # Our corpus/domain names that mean the same as the paper's.
 _DOMAIN_ALIASES: dict[str, str] = {
     "code": "github",

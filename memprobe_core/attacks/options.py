@@ -10,6 +10,7 @@ from memprobe_core.config import (
     COMPAT_MODES,
     COMPAT_PRESETS,
     META_PROMPT_WORDINGS,
+    SEED_RANGE,
     SELECTIONS,
     Compat,
     MetaPrompts,
@@ -239,6 +240,7 @@ class AttackOptions:
                 setattr(self, name, value)
             else:
                 self.method_options[name] = value
+        check_size("seed", self.seed, *SEED_RANGE)
         self._resolve_compat()
         if self.alpha is not None and not 0.0 <= self.alpha <= 1.0:
             raise ValueError(f"alpha {self.alpha} is outside [0, 1]")

@@ -27,9 +27,11 @@ from memprobe_core.cli.errors import EPILOG_EXIT_CODES
 from memprobe_core.config import (
     COMPAT_MODES,
     COMPAT_PRESETS,
+    MAX_INT64,
     OUTPUT_WINDOWS,
     ROUGE_TOKENIZERS,
     ROUGE_VARIANTS,
+    SEED_RANGE,
     ScoringConfig,
 )
 from memprobe_core.errors import UsageError
@@ -55,6 +57,10 @@ CLI_SIZE_LIMITS: dict[str, tuple[str, int, int]] = {
     "limit": ("--limit", 1, MAX_SNIPPETS),
     "per_domain": ("--per-domain", 1, MAX_SNIPPETS),
     "max_bytes": ("--max-bytes", 1, 4 * MAX_FILE_BYTES),
+    "seed": ("--seed", *SEED_RANGE),
+    "ci_seed": ("--ci-seed", *SEED_RANGE),
+    "run": ("run id", 1, MAX_INT64),  # report / resume: a run id SQLite can hold
+    "top": ("--top", 0, 100_000),
     # `memprobe ner` (its options live in memprobe_core.cli.ner; bounds: NerAuditConfig's)
     "batch_size": ("--batch-size", *NER_BOUNDS["batch_size"]),
     "pairs": ("--pairs", *NER_BOUNDS["max_pairs"]),

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from memprobe_core.attacks.result import Cancelled, check_cancel
+from memprobe_core.config import SEED_RANGE
 from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.ner import analyses
 from memprobe_core.ner.attention import AttentionComparison, compare_attention
@@ -66,6 +67,7 @@ NER_BOUNDS: dict[str, tuple[int, int]] = {
     "templates": (1, 100_000),
     "importance_pairs": (1, MAX_PAIRS),
     "attention_pairs": (0, MAX_PAIRS),
+    "seed": SEED_RANGE,
 }
 
 

@@ -32,7 +32,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from memprobe_core.attacks.options import check_size
 from memprobe_core.attacks.registry import baseline_methods, method_label, method_rank
+from memprobe_core.config import SEED_RANGE
 from memprobe_core.membership.evaluate import (
     MEMBERSHIP_COLUMNS,
     ROC_COLUMNS,
@@ -389,9 +391,11 @@ def build_report(
 
     Raises:
         ValueError: ``resamples`` out of range (the message says what to give).
+        OptionError: ``seed`` negative or past 64 bits.
         UsageError: an unknown ``select``.
     """
     resamples = validate_resamples(resamples)
+    check_size("seed", seed, *SEED_RANGE)
     results = apply_selection(results, select)
     info = dict(meta or {})
     info.update({"selection": select, "selection_label": results.attrs["selection_label"]})

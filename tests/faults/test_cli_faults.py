@@ -39,6 +39,17 @@ NO_MODEL = ["--victim", "no/such-model", "--base", "no/such-model", "--backend",
         (["ner", "--batch-size", "100000000"], "--batch-size"),
         (["ner", "--pairs", "0"], "--pairs"),
         (["ner", "--templates", "10000000"], "--templates"),
+        # Numbers past 64 bits failed deep inside torch or SQLite (OverflowError traceback, or
+        # 73 s into a run without naming --seed); a negative bootstrap seed named no flag.
+        (["probe", WORDS, "--seed", str(2**64), *NO_MODEL], "--seed"),
+        (["probe", WORDS, "--seed", "-1", *NO_MODEL], "--seed"),
+        (["audit", "--corpus", "--seed", str(2**63), *NO_MODEL], "--seed"),
+        (["ner", "--seed", "99999999999999999999"], "--seed"),
+        (["report", "99999999999999999999"], "run id"),
+        (["report", "0"], "run id"),
+        (["resume", str(2**63)], "run id"),
+        (["report", "1", "--ci-seed", "-5"], "--ci-seed"),
+        (["ner", "--top", "-1"], "--top"),  # listed all prompts but the last
     ],
 )
 def test_size_options_out_of_range_are_refused_in_one_line(tmp_path, capsys, argv, flag):
@@ -58,6 +69,8 @@ def test_size_options_out_of_range_are_refused_in_one_line(tmp_path, capsys, arg
         ("gcg_search_width", 10**6),
         ("max_prompt_tokens", 10**6),
         ("reverse_max_new_tokens", 0),
+        ("seed", 2**64),
+        ("seed", -3),
     ],
 )
 def test_attack_options_refuse_insane_sizes(field, value):
