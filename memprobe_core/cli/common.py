@@ -36,6 +36,7 @@ from memprobe_core.config import (
 )
 from memprobe_core.errors import UsageError
 from memprobe_core.membership import MeasureOptions
+from memprobe_core.models.urls import base_url_problem
 from memprobe_core.ner.audit import NER_BOUNDS
 from memprobe_core.runs.roles import ModelNames, default_model_names
 from memprobe_core.runs.unit import SplitSpec, SplitTokenizer
@@ -423,8 +424,9 @@ def model_names(args: argparse.Namespace) -> ModelNames:
 
     Raises:
         UsageError: a --base-url with a password, a query string or a fragment in it (a key
-            there would be stored with the run), or an --api-key-env that is not a variable name
-            (most likely the key itself, given where its variable's name belongs).
+            there would be stored with the run) or a line break, or an --api-key-env that is
+            not a variable name (most likely the key itself, given where its variable's name
+            belongs).
     """
     for url in (args.base_url or "").split(","):
         url = url.strip()
@@ -433,13 +435,9 @@ def model_names(args: argparse.Namespace) -> ModelNames:
                 "--base-url holds a password; the run config would store it: put "
                 "the key in an environment variable named by --api-key-env"
             )
-        if "?" in url or "#" in url:
-            raise UsageError(
-                "--base-url holds a query string or a fragment (after ? or #); an "
-                "OpenAI-compatible base URL has none, and a key there would be stored with the "
-                "run: give the URL up to its path (e.g. http://host:8000/v1) and put the key in "
-                "an environment variable named by --api-key-env"
-            )
+        problem = base_url_problem(url)
+        if problem:
+            raise UsageError(problem)  # shown with --base-url and --api-key-env (cli_text)
     key_env = getattr(args, "api_key_env", None)
     if key_env and not _VARIABLE_NAME.fullmatch(key_env):
         raise UsageError(

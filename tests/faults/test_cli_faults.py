@@ -226,6 +226,37 @@ def test_base_url_with_a_password_is_refused(tmp_path, capsys):
     assert "--api-key-env" in line and "hunter2" not in line
 
 
+# A CR/LF reached httpx (an InvalidURL traceback) after the run was stored as failed.
+BROKEN_URLS = [
+    "http://127.0.0.1:9/v1\r\nX-Evil: 1",
+    "http://127.0.0.1:9/v1\nHost: elsewhere",
+    "http://127.0.0.1:9/v\t1",
+    "http://127.0.0.1:9/v1\x00",
+    "http://127.0.0.1:9/v1\x85next",  # NEL, a C1 line break
+    "http://127.0.0.1:9/my models/v1",
+    "http://127.0.0.1:9/v1,http://127.0.0.1:10/v\r\n1",  # the second server's URL
+]
+
+
+@pytest.mark.parametrize("url", BROKEN_URLS)
+def test_base_url_with_a_line_break_is_refused_before_a_run_is_stored(tmp_path, capsys, url):
+    store = tmp_path / "r.sqlite"
+    argv = ["--store", str(store), "probe", WORDS, "--length", "20", "--method", "ps_base"]
+    assert main([*argv, "--victim", "openai:m", "--base", "openai:m", "--base-url", url]) == 2
+    line = one_line_error(capsys.readouterr().err)
+    assert line.startswith("memprobe: error: --base-url holds a line break"), line
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("url", BROKEN_URLS)
+def test_the_endpoint_backend_refuses_a_base_url_with_a_line_break(url):
+    from memprobe_core.models import ModelError
+    from memprobe_core.models.openai import parse_base_urls
+
+    with pytest.raises(ModelError, match="base_url holds a line break"):
+        parse_base_urls(url)
+
+
 def test_option_errors_name_the_flag_on_the_command_line_and_the_option_in_the_library():
     from memprobe_core.errors import OptionError
     from memprobe_core.ner.audit import NerAuditConfig

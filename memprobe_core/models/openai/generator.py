@@ -37,6 +37,7 @@ from memprobe_core.models.openai.echo import echo_payload, parse_echo
 from memprobe_core.models.openai.fleet import Fleet, Server
 from memprobe_core.models.openai.parse import parse_choices
 from memprobe_core.models.openai.transport import HttpSettings, ServerDown, Transport
+from memprobe_core.models.urls import base_url_problem
 from memprobe_core.secrets import redact_secrets
 
 log = logging.getLogger(__name__)
@@ -332,8 +333,8 @@ def parse_base_urls(base_url: str | list[str] | tuple[str, ...]) -> list[str]:
 
     Raises:
         ModelError: no URL, a URL that is not http(s), one with a query string or fragment
-            (``?…``, ``#…``: an API base URL has none, and a key there would reach manifests),
-            or one URL given twice.
+            (``?…``, ``#…``: an API base URL has none, and a key there would reach manifests)
+            or a control character or space (a CR/LF), or one URL given twice.
     """
     raw = base_url.split(",") if isinstance(base_url, str) else list(base_url)
     if not all(isinstance(u, str) for u in raw):
@@ -357,14 +358,9 @@ def _normalize_url(base_url: str) -> str:
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         shown = redact_secrets(base_url)
         raise ModelError(f"base_url {shown!r} is not an http(s) URL; e.g. http://127.0.0.1:8000/v1")
-    if "?" in url or "#" in url:
-        # Not shown: the query is where a key would be (`?api-key=…`). Request paths are
-        # appended to the base URL, so a query would also end up in the middle of each path.
-        raise ModelError(
-            "base_url holds a query string or a fragment (after ? or #); an OpenAI-compatible "
-            "base URL has none: give it up to its path, e.g. http://127.0.0.1:8000/v1, and put a "
-            "key in an environment variable named by api_key_env"
-        )
+    problem = base_url_problem(url)
+    if problem:
+        raise ModelError(problem)
     if parsed.path in ("", "/"):
         url += "/v1"
     return url
