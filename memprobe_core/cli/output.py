@@ -14,6 +14,7 @@ window, clear the screen, hide or reorder text). Control characters are shown as
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 import time
@@ -70,13 +71,27 @@ def echo(
 
 
 def terminal_json(value: Any) -> str:
-    r"""``value`` as indented JSON that is safe on a terminal and still parses to the same value.
+    r"""``value`` as indented, strict JSON that is safe on a terminal and still parses to the same
+    value (NaN and ±Infinity, which JSON cannot hold, as ``null``).
 
     ``json.dumps`` escapes C0 controls (ESC as ``\u001b``) but, with ``ensure_ascii=False``,
     leaves DEL, C1 controls and bidi overrides raw; those become ``\u…`` escapes too.
     """
-    text = json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    text = json.dumps(_finite(value), ensure_ascii=False, indent=2, default=str, allow_nan=False)
     return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and ±Infinity as ``None``: JSON has no such numbers (``json.dumps``
+    writes bare ``NaN``/``Infinity``, which strict parsers such as ``jq`` refuse), and in our
+    results a non-finite number means "not measured", which is what ``null`` says."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def duration(seconds: float) -> str:

@@ -454,6 +454,22 @@ def compute_signals(
     return result
 
 
+def _non_finite(log_probs: Sequence[float], what: str) -> str | None:
+    """Why signals computed from ``log_probs`` would mean nothing (``None``: all finite).
+
+    A −inf (a token the model gives probability 0, or a server's ``-Infinity``) makes the loss
+    infinite, and AUROC over infinities ranks ties arbitrarily; NaN poisons every mean. Such a
+    text is "not measured", with the reason, rather than a number.
+    """
+    for position, value in enumerate(log_probs):
+        if not math.isfinite(value):
+            return (
+                f"the victim gave token {position + 1} of {what} a log-probability of {value} "
+                "(not a finite number), so its loss and every signal would be meaningless"
+            )
+    return None
+
+
 def _measure(
     victim: Generator, piece: SplitSnippet, options: MeasureOptions, reference: Generator | None
 ) -> dict[str, Any]:
@@ -465,7 +481,16 @@ def _measure(
         if not stats.log_probs:
             log.warning("snippet %s: no token to score; signals not measured", piece.snippet.id)
             return {}
+        broken = _non_finite(stats.log_probs, "the text") or _non_finite(lower, "its lower case")
+        if broken:
+            log.warning("membership signals of %s not measured: %s", piece.snippet.id, broken)
+            return {"not_measured": broken}
         ref_nll = _reference_nll(reference, piece.text) if reference is not None else None
+        if ref_nll is not None and not math.isfinite(ref_nll):
+            log.warning(
+                "reference ratio of %s not measured: its NLL is %s", piece.snippet.id, ref_nll
+            )
+            ref_nll = None
     out = signals_from_stats(
         stats,
         text=piece.text,

@@ -13,6 +13,7 @@ import pytest
 from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.cli import main
 from memprobe_core.cli.errors import cli_message, cli_text
+from memprobe_core.cli.output import terminal_json
 from memprobe_core.models import clear_cache, load
 from memprobe_core.store import Store
 from tests.faults.helpers import CLI_DRIVER, ROOT, one_line_error
@@ -274,3 +275,34 @@ def test_option_errors_name_the_flag_on_the_command_line_and_the_option_in_the_l
     again = pickle.loads(pickle.dumps(caught.value))
     assert (again.option, again.value, again.problem) == ("max_pairs", 0, caught.value.problem)
     assert cli_message(StoreError("store x is damaged")).endswith("(pick it with --store PATH)")
+
+
+# --- non-finite numbers: "not measured", and strict JSON ------------------------------------------
+def _strict_json(text: str):
+    def refuse(constant: str):
+        raise AssertionError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_probe_json_of_a_victim_giving_minus_infinity_is_strict_and_says_not_measured(
+    tmp_path, capsys
+):
+    """A server's ``-Infinity`` log-prob was stored as loss = Infinity and printed bare."""
+    from tests.helpers.tiny_models import tiny_hf_generator
+
+    with serve(tiny_hf_generator(seed=3), "m", logprob_at={2: float("-inf")}) as server:
+        clear_cache()
+        argv = ["--store", str(tmp_path / "r.sqlite"), "probe", WORDS, "--method", "ps_inst"]
+        argv += ["--length", "30", "--split-tokenizer", "whitespace", "--victim", "m"]
+        assert main([*argv, "--base-url", server.base_url, "--json"]) == 0
+    got = _strict_json(capsys.readouterr().out)
+    signals = got["membership"]
+    assert set(signals) == {"not_measured"} and "-inf" in signals["not_measured"]
+
+
+def test_terminal_json_writes_non_finite_numbers_as_null():
+    import numpy as np
+
+    value = {"a": float("-inf"), "b": [np.float64("nan"), 1.5, (2, float("inf"))], "c": "x"}
+    assert _strict_json(terminal_json(value)) == {"a": None, "b": [None, 1.5, [2, None]], "c": "x"}

@@ -36,6 +36,7 @@ class _Server(ThreadingHTTPServer):
         self.die_after: int | None = behaviour.get("die_after")
         self.trickle_s: float = behaviour.get("trickle_s", 0.0)
         self.echo: str = behaviour.get("echo", "vllm")
+        self.logprob_at: dict[int, float] = behaviour.get("logprob_at", {})
         self.hits: list[dict[str, Any]] = []
         self.answered = 0  # 200 answers written in full (counted as the body goes out)
         self.bytes_sent = 0  # body bytes of huge_body answers written before the client left
@@ -222,6 +223,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": {"message": "echo is not supported with this model"}})
             return
         tokens, values, offsets, n_prompt = echo_logprobs(self.server.generator, payload["prompt"])
+        for position, value in self.server.logprob_at.items():  # e.g. -inf, sent as -Infinity
+            values[position] = value
         if style == "ignore":  # answers the generated token only (llama.cpp's behaviour)
             tokens, values, offsets = tokens[n_prompt:], values[n_prompt:], [0]
         logprobs: dict[str, Any] = {"tokens": tokens, "token_logprobs": values}
@@ -276,7 +279,9 @@ def serve(
             byte per that many seconds), ``die_after`` (``kill`` after that many
             200 answers), ``echo`` (how ``/completions`` with ``echo`` is answered when the
             generator is white-box: ``"vllm"`` with BOS, offsets and usage, ``"bare"``
-            without offsets or usage, ``"ignore"`` the generated token only, ``"reject"`` 400).
+            without offsets or usage, ``"ignore"`` the generated token only, ``"reject"`` 400),
+            ``logprob_at`` (``{position: value}`` put into every echoed prompt's log-probs,
+            e.g. ``-inf``, which ``json.dumps`` writes as ``-Infinity``).
     """
     server = _Server(generator, model_name, **behaviour)
     server.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"  # type: ignore[attr-defined]

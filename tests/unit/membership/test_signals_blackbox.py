@@ -109,6 +109,27 @@ def test_a_server_that_cannot_score_is_said_so_and_asked_once(victim, style, why
     assert list(shown["signal"]) == ["not measured"]
 
 
+@pytest.mark.parametrize("value", [float("-inf"), float("nan"), float("inf")])
+@pytest.mark.parametrize("position", [1, 5, -2])  # -1 is the generated token, not scored
+def test_a_non_finite_log_prob_is_not_measured_with_the_reason(victim, value, position):
+    """A server's ``-Infinity`` (or NaN) made the loss infinite and AUROC rank infinities."""
+    with serve(victim, "m", logprob_at={position: value}) as srv:
+        result = sig.compute_signals(client(srv.base_url), piece_of(victim), MeasureOptions())
+    assert set(result) == {"not_measured"}
+    assert f"log-prob is {value}" in result["not_measured"].replace(
+        "log-probability of", "log-prob is"
+    )
+    assert list(signals_frame(result)["signal"]) == ["not measured"]
+
+
+def test_a_non_finite_reference_nll_drops_only_the_reference_ratio(victim):
+    with serve(tiny_hf_generator(seed=7), "m", logprob_at={3: float("-inf")}) as srv:
+        result = sig.compute_signals(
+            victim, piece_of(victim), MeasureOptions(), client(srv.base_url)
+        )
+    assert "ref_ratio" not in result and result["loss"] > 0
+
+
 def test_prompt_logprobs_off_measures_nothing_and_asks_nothing(victim):
     with serve(victim, "m") as srv:
         gen = client(srv.base_url, prompt_logprobs=False)
