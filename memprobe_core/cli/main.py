@@ -29,7 +29,7 @@ from memprobe_core.cli.errors import (
     cli_message,
     exit_code_for,
 )
-from memprobe_core.cli.output import terminal_safe
+from memprobe_core.cli.output import check_output_paths, terminal_safe
 from memprobe_core.paths import default_store_path
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on bad usage and 0 after --help
         return int(exc.code or 0)
-    problem = common.check_sizes(args)  # before any store is opened or model loaded
+    # Before any store is opened, model loaded or output written.
+    problem = common.check_sizes(args) or check_output_paths(args)
     if problem:
         print(f"memprobe: error: {problem}", file=sys.stderr)
         return EXIT_USAGE

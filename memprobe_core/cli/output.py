@@ -237,3 +237,40 @@ def print_corpus(
             f"{len(snippet.text.split()):>6}  {short(snippet.source, 40)}",
             out,
         )
+
+
+# Every option naming a file a command writes (argparse dest → flag): checked by
+# check_output_paths before the command does any work.
+OUTPUT_FLAGS: dict[str, str] = {
+    "csv": "--csv",  # report, ner
+    "table_csv": "--table-csv",
+    "membership_csv": "--membership-csv",
+    "roc_csv": "--roc-csv",
+    "candidates_csv": "--candidates-csv",
+    "html": "--html",
+    "names_csv": "--names-csv",  # ner
+}
+
+
+def check_output_paths(args: Any) -> str | None:
+    """The first output option of ``args`` that names a file that cannot be written, or two
+    that name the same file, as a message (``None``: all fine).
+
+    Checked up front: ``ner --csv DIR`` was refused only after 385 s of scoring.
+    """
+    from memprobe_core.report.export import ExportError, writable_target
+
+    seen: dict[Any, str] = {}
+    for dest, flag in OUTPUT_FLAGS.items():
+        path = getattr(args, dest, None)
+        if path is None:
+            continue
+        try:
+            target = writable_target(path, flag)
+        except ExportError as exc:
+            return str(exc)
+        same = seen.get(target.resolve())
+        if same:
+            return f"{same} and {flag} both name {target}; give each output its own file"
+        seen[target.resolve()] = flag
+    return None

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import io
 import numbers
+import os
 import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
@@ -133,6 +134,48 @@ def to_safe_csv(frame: pd.DataFrame) -> bytes:
     return buffer.getvalue().encode("utf-8")
 
 
+def writable_target(path: str | Path, what: str = "CSV") -> Path:
+    """``path`` (``~`` expanded) if a file can be written there, checked without writing.
+
+    The CLI checks every output path with this before any work (a ``--csv`` naming a folder
+    used to fail only after minutes of scoring); :func:`write_output` checks again when writing.
+
+    Raises:
+        ExportError: ``path`` is a folder, its folder does not exist or cannot be written, or
+            the file exists and cannot be replaced; the message names ``what`` and the path.
+    """
+    target = Path(path).expanduser()
+    problem = None
+    if target.is_dir():
+        problem = "it is a folder; give a file name"
+    elif not target.parent.is_dir():
+        problem = f"folder {target.parent} does not exist; create it or choose another path"
+    elif not os.access(target.parent, os.W_OK | os.X_OK):
+        problem = f"folder {target.parent} cannot be written; choose a path you can write to"
+    elif target.exists() and not os.access(target, os.W_OK):
+        problem = "the file exists and cannot be replaced; choose a path you can write to"
+    if problem:
+        raise ExportError(f"cannot write {what} to {target}: {problem}")
+    return target
+
+
+def write_output(data: bytes, path: str | Path, what: str) -> Path:
+    """Write ``data`` to ``path`` (replacing an existing file) and return the path.
+
+    Raises:
+        ExportError: as :func:`writable_target`, or the write itself failed (disk full …).
+    """
+    target = writable_target(path, what)
+    try:
+        target.write_bytes(data)
+    except OSError as exc:
+        raise ExportError(
+            f"cannot write {what} to {target}: {exc.strerror or exc}; choose a path you can "
+            "write to"
+        ) from exc
+    return target
+
+
 def write_safe_csv(frame: pd.DataFrame, path: str | Path) -> Path:
     """Write ``to_safe_csv(frame)`` to ``path`` (replacing an existing file).
 
@@ -142,22 +185,7 @@ def write_safe_csv(frame: pd.DataFrame, path: str | Path) -> Path:
     Raises:
         ExportError: the folder does not exist or cannot be written, or ``path`` is a folder.
     """
-    target = Path(path).expanduser()
-    if target.is_dir():
-        raise ExportError(f"cannot write CSV to {target}: it is a folder; give a file name")
-    if not target.parent.is_dir():
-        raise ExportError(
-            f"cannot write CSV to {target}: folder {target.parent} does not exist; create it or "
-            "choose another path"
-        )
-    data = to_safe_csv(frame)
-    try:
-        target.write_bytes(data)
-    except OSError as exc:
-        raise ExportError(
-            f"cannot write CSV to {target}: {exc.strerror or exc}; choose a path you can write to"
-        ) from exc
-    return target
+    return write_output(to_safe_csv(frame), path, "CSV")
 
 
 def _unquote(value: Any) -> Any:

@@ -34,7 +34,7 @@ from markupsafe import Markup
 
 from memprobe_core.report import html_sections as parts
 from memprobe_core.report.build import Report, report_for_run
-from memprobe_core.report.export import ExportError
+from memprobe_core.report.export import write_output
 from memprobe_core.report.html_sections import Section
 from memprobe_core.report.html_template import LOADER_JS, STYLE, TEMPLATE
 
@@ -161,21 +161,4 @@ def write_html(text: str, path: str | Path) -> Path:
         ExportError: the folder does not exist or cannot be written, or ``path`` is a folder
             (the message names the path and what to do; ``memprobe`` exits with 2).
     """
-    target = Path(path).expanduser()
-    if target.is_dir():
-        raise ExportError(
-            f"cannot write the HTML report to {target}: it is a folder; give a file name"
-        )
-    if not target.parent.is_dir():
-        raise ExportError(
-            f"cannot write the HTML report to {target}: folder {target.parent} does not exist; "
-            "create it or choose another path"
-        )
-    try:
-        target.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise ExportError(
-            f"cannot write the HTML report to {target}: {exc.strerror or exc}; choose a path you "
-            "can write to"
-        ) from exc
-    return target
+    return write_output(text.encode("utf-8"), path, "the HTML report")

@@ -105,7 +105,7 @@ def test_csv_to_an_unwritable_path_is_one_line_exit_2(tmp_path, capsys):
     capsys.readouterr()
     for target in (tmp_path / "missing" / "x.csv", tmp_path):
         assert main([*store, "report", "1", "--csv", str(target)]) == 2
-        assert "cannot write CSV" in one_line_error(capsys.readouterr().err)
+        assert "cannot write --csv to" in one_line_error(capsys.readouterr().err)
 
 
 @pytest.mark.slow
@@ -306,3 +306,40 @@ def test_terminal_json_writes_non_finite_numbers_as_null():
 
     value = {"a": float("-inf"), "b": [np.float64("nan"), 1.5, (2, float("inf"))], "c": "x"}
     assert _strict_json(terminal_json(value)) == {"a": None, "b": [None, 1.5, [2, None]], "c": "x"}
+
+
+# --- output paths are checked before the work -------------------------------------------------------
+@pytest.mark.parametrize(
+    "argv, flag, problem",
+    [
+        (["ner", "--csv", "{dir}"], "--csv", "it is a folder"),  # refused after 385 s of scoring
+        (["ner", "--names-csv", "{dir}/no/such/names.csv"], "--names-csv", "does not exist"),
+        (["report", "1", "--html", "{dir}"], "--html", "it is a folder"),
+        (["report", "1", "--roc-csv", "{dir}/none/roc.csv"], "--roc-csv", "does not exist"),
+        (["report", "1", "--candidates-csv", "{dir}"], "--candidates-csv", "it is a folder"),
+    ],
+)
+def test_an_output_path_that_cannot_be_written_is_refused_before_any_work(
+    tmp_path, capsys, monkeypatch, argv, flag, problem
+):
+    import memprobe_core.cli.ner as ner_cli
+    import memprobe_core.cli.report as report_cli
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the command started its work before checking its output paths")
+
+    monkeypatch.setattr(ner_cli, "run_ner_audit", no_work)
+    monkeypatch.setattr(report_cli, "report_for_run", no_work)
+    argv = [part.replace("{dir}", str(tmp_path)) for part in argv]
+    assert main(["--store", str(tmp_path / "r.sqlite"), *argv]) == 2
+    line = one_line_error(capsys.readouterr().err)
+    assert line.startswith(f"memprobe: error: cannot write {flag} to ") and problem in line, line
+    assert not (tmp_path / "r.sqlite").exists()
+
+
+def test_two_outputs_naming_one_file_are_refused(tmp_path, capsys):
+    same = str(tmp_path / "out.csv")
+    argv = ["--store", str(tmp_path / "r.sqlite"), "report", "1", "--csv", same]
+    assert main([*argv, "--table-csv", str(tmp_path / "." / "out.csv")]) == 2
+    line = one_line_error(capsys.readouterr().err)
+    assert "--csv and --table-csv both name" in line
