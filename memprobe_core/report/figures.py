@@ -41,8 +41,12 @@ def escape_label(value: Any) -> str:
 
     Use it for every user-supplied string that reaches a figure: category labels, trace names,
     titles, hover text, tick labels.
+
+    Plotly decodes numeric entities and only a few named ones (``amp``, ``lt``, ``gt``, ``nbsp``
+    …, not ``quot``): ``html.escape``'s ``&quot;`` showed as those six characters in a chart,
+    so a double quote becomes ``&#34;``.
     """
-    return html.escape(str(value), quote=True)
+    return html.escape(str(value), quote=True).replace("&quot;", "&#34;")
 
 
 def escaped(values: Iterable[Any]) -> list[str]:

@@ -84,7 +84,7 @@ def test_ner_heatmap_labels_are_escaped() -> None:
 
 
 EVIL = '<a href="x">d</a>'
-EVIL_ESCAPED = "&lt;a href=&quot;x&quot;&gt;d&lt;/a&gt;"
+EVIL_ESCAPED = "&lt;a href=&#34;x&#34;&gt;d&lt;/a&gt;"
 
 
 def _json(fig) -> str:
@@ -110,6 +110,26 @@ def test_escape_label_makes_markup_literal() -> None:
     assert charts.escape_label(EVIL) == EVIL_ESCAPED
     assert charts.escape_label("A & B's") == "A &amp; B&#x27;s"
     assert charts.escape_label(3) == "3"
+
+
+def test_every_entity_escape_label_writes_is_one_plotly_shows_as_its_character() -> None:
+    """Plotly decodes numeric entities and a short list of named ones; read that list from
+    the plotly.js this package ships. ``&quot;`` is not on it: a domain ``say "hi"`` showed as
+    ``say &quot;hi&quot;`` in the charts."""
+    import html
+    import re
+    from pathlib import Path
+
+    import plotly
+
+    js = (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text()
+    named = set(re.findall(r"(\w+):\"", re.search(r"\{mu:[^}]*\}", js).group()))
+    assert {"amp", "lt", "gt"} <= named
+    every_ascii = "".join(map(chr, range(32, 127)))
+    shown = charts.escape_label(every_ascii)
+    for entity in re.findall(r"&(#\d+|#x[\da-fA-F]+|[a-z]+);", shown):
+        assert entity.startswith("#") or entity in named, f"plotly shows &{entity}; as typed"
+    assert html.unescape(shown) == every_ascii and "<" not in shown
 
 
 def test_domain_bars_escape_domains_and_method_labels_from_data() -> None:
