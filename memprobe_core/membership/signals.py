@@ -52,7 +52,7 @@ from typing import Any
 
 from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.models.base import Generator, LogprobsUnavailable
-from memprobe_core.snippets.split import SplitSnippet
+from memprobe_core.snippets.split import SplitSnippet, leading_special_ids
 
 log = logging.getLogger(__name__)
 
@@ -224,12 +224,21 @@ def tokenizer_name(tokenizer: Any) -> str:
     return str(name or type(tokenizer).__name__)
 
 
-def model_row(tokenizer: Any, ids: Sequence[int]) -> tuple[list[int], int]:
-    """The ids fed to the model for text ids ``ids``, and the index in ``ids`` of the first
-    scored token: BOS in front and 0 when the tokenizer has a BOS, else ``ids`` and 1."""
-    bos = getattr(tokenizer, "bos_token_id", None)
-    if bos is not None:
-        return [int(bos), *ids], 0
+def model_row(tokenizer: Any, ids: Sequence[int], text: str) -> tuple[list[int], int]:
+    """The ids fed to the model for ``text`` (encoded without specials as ``ids``), and the
+    index in ``ids`` of the first scored token (docs/method.md §8).
+
+    What the tokenizer puts in front of a text by default comes first, as in training, serving
+    and mimir (``tokenizer(text)``): with a BOS every text token is scored (index 0); without
+    one (GPT-2, SmolLM2, which define a BOS they never add) the first token has nothing to be
+    predicted from and is not scored (index 1). Prepending any defined BOS changed every
+    token's context on such models: loss differed from mimir's by up to 0.50.
+    """
+    # Read off ``text`` itself (not ``ids``, which a split may have cut from a longer text).
+    plain = tokenizer.encode(text, add_special_tokens=False)
+    front = leading_special_ids(tokenizer, text, plain)
+    if front:
+        return [*front, *ids], 0
     return list(ids), 1
 
 
@@ -284,8 +293,9 @@ def _victim_pass(victim: Generator, piece: SplitSnippet) -> tuple[TokenStats, li
     white: Any = victim  # checked by _usable: torch_model, tokenizer and device are there
     tok = white.tokenizer
     ids, n_prefix = victim_ids(tok, piece)
-    row, first = model_row(tok, ids)
-    lower_row, _ = model_row(tok, tok.encode(piece.text.lower(), add_special_tokens=False))
+    row, first = model_row(tok, ids, piece.text)
+    lower_text = piece.text.lower()
+    lower_row, _ = model_row(tok, tok.encode(lower_text, add_special_tokens=False), lower_text)
     same = lower_row == row  # nothing to lower-case: one row does
     rows = [row] if same else [row, lower_row]
     logits = forward_rows(white.torch_model, rows, pad_id=_pad_id(tok), device=white.device)
@@ -306,7 +316,7 @@ def _reference_nll(reference: Generator, text: str) -> float | None:
             return None
     white: Any = reference
     tok = white.tokenizer
-    row, _ = model_row(tok, tok.encode(text, add_special_tokens=False))
+    row, _ = model_row(tok, tok.encode(text, add_special_tokens=False), text)
     if len(row) < 2:
         return 0.0
     logits = forward_rows(white.torch_model, [row], pad_id=_pad_id(tok), device=white.device)

@@ -184,12 +184,23 @@ def _leading_specials(tokenizer: Any, text: str, plain_ids: list[int]) -> int:
     """How many special tokens (BOS) the tokenizer puts in front of ``text`` by default."""
     if isinstance(tokenizer, WhitespaceTokenizer):
         return 0
+    return len(leading_special_ids(tokenizer, text, plain_ids))
+
+
+def leading_special_ids(tokenizer: Any, text: str, plain_ids: Sequence[int]) -> list[int]:
+    """The special tokens ``tokenizer`` puts in front of ``text`` by its own default.
+
+    ``plain_ids`` is ``text`` encoded without special tokens. Llama- and Gemma-style tokenizers
+    put a BOS there; GPT-2- and SmolLM2-style ones put none, although they define a
+    ``bos_token`` (a chat-turn marker, or EOS): a model is trained and served on what its
+    tokenizer adds, so that is what its text is scored with. Only tokens in front count (an EOS
+    some tokenizers append is not part of the text's context).
+    """
     with_specials = list(tokenizer.encode(text, add_special_tokens=True))
     extra = len(with_specials) - len(plain_ids)
-    # Only specials in front count (an EOS some tokenizers append is not part of the prefix).
-    if extra > 0 and with_specials[extra:] == plain_ids:
-        return extra
-    return 0
+    if extra > 0 and with_specials[extra:] == list(plain_ids):
+        return with_specials[:extra]
+    return []
 
 
 def token_count(text: str, tokenizer: Any) -> int:

@@ -240,14 +240,15 @@ class _Handler(BaseHTTPRequestHandler):
 def echo_logprobs(generator: Any, text: str) -> tuple[list[str], list[Any], list[int], int]:
     """What a vLLM server answers for ``echo`` on ``text``, computed with plain transformers.
 
-    BOS in front (``null``, its text counted in the offsets, as vLLM does), each text token's
-    log-prob, then one greedy token. Returns (token texts, log-probs, text offsets, prompt
-    entries).
+    The prompt tokenized as vLLM does (``tokenizer(text)``: a BOS in front only when the
+    tokenizer adds one, its text counted in the offsets); the first entry ``null``, each other
+    prompt token's log-prob, then one greedy token. Returns (token texts, log-probs, text
+    offsets, prompt entries).
     """
     import torch
 
     tok, model = generator.tokenizer, generator.torch_model
-    ids = [tok.bos_token_id, *tok.encode(text, add_special_tokens=False)]
+    ids = list(tok.encode(text))
     with torch.no_grad():
         logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), dim=-1)
     values: list[Any] = [None] + [float(logp[t - 1, ids[t]]) for t in range(1, len(ids))]

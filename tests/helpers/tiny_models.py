@@ -30,14 +30,17 @@ CHAT_TEMPLATE = (
 )
 
 
-def tiny_tokenizer(vocab: int = 384, *, chat_template: bool = True) -> Any:
+def tiny_tokenizer(vocab: int = 384, *, chat_template: bool = True, adds_bos: bool = False) -> Any:
     """A byte-level BPE ``PreTrainedTokenizerFast`` of about ``vocab`` tokens.
 
     Args:
         vocab: target vocabulary size (at least 256 bytes + the special tokens).
         chat_template: give it a small chat template (``has_chat_template`` becomes true).
+        adds_bos: put ``<s>`` in front of every encoded text by default, as Llama's and
+            Gemma's tokenizers do; without it the tokenizer defines a BOS it never adds, as
+            GPT-2's and SmolLM2's do.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
     if vocab < 256 + len(SPECIAL_TOKENS):
@@ -54,6 +57,11 @@ def tiny_tokenizer(vocab: int = 384, *, chat_template: bool = True) -> Any:
         show_progress=False,
     )
     core.train_from_iterator([TRAINING_TEXT] * 4, trainer=trainer)
+    if adds_bos:
+        bos = ("<s>", core.token_to_id("<s>"))
+        core.post_processor = processors.TemplateProcessing(
+            single="<s> $A", pair="<s> $A <s> $B", special_tokens=[bos]
+        )
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core,
         bos_token="<s>",
@@ -92,7 +100,7 @@ def tiny_gemma3_config(vocab_size: int, *, sliding_window: int, **overrides: Any
 
 
 def tiny_causal_lm(
-    vocab: int = 384, seed: int = 0, *, chat_template: bool = True
+    vocab: int = 384, seed: int = 0, *, chat_template: bool = True, adds_bos: bool = False
 ) -> tuple[Any, Any]:
     """A random 2-layer Llama (hidden 64) and its tokenizer.
 
@@ -100,6 +108,7 @@ def tiny_causal_lm(
         vocab: target tokenizer size (the model's vocabulary matches the tokenizer's).
         seed: weight initialisation seed (global torch RNG state is restored afterwards).
         chat_template: whether the tokenizer has a chat template.
+        adds_bos: whether the tokenizer puts its BOS in front of a text (``tiny_tokenizer``).
 
     Returns:
         ``(model, tokenizer)``; the model is in eval mode on the CPU, float32.
@@ -107,7 +116,7 @@ def tiny_causal_lm(
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    tokenizer = tiny_tokenizer(vocab, chat_template=chat_template)
+    tokenizer = tiny_tokenizer(vocab, chat_template=chat_template, adds_bos=adds_bos)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=64,
@@ -135,11 +144,12 @@ def tiny_hf_generator(
     seed: int = 0,
     *,
     chat_template: bool = True,
+    adds_bos: bool = False,
     model_id: str = "tiny-llama",
     **kwargs: Any,
 ) -> Any:
     """An ``HFGenerator`` around ``tiny_causal_lm`` (kwargs go to ``HFGenerator``)."""
     from memprobe_core.models.hf import HFGenerator
 
-    model, tokenizer = tiny_causal_lm(vocab, seed, chat_template=chat_template)
+    model, tokenizer = tiny_causal_lm(vocab, seed, chat_template=chat_template, adds_bos=adds_bos)
     return HFGenerator(model, tokenizer, model_id=model_id, **kwargs)

@@ -253,7 +253,7 @@ def test_unwritable_csv_path_is_bad_usage(tmp_path, store_path, fake_models, cap
     capsys.readouterr()
     code = main([*base, "report", "1", "--csv", str(tmp_path / "missing" / "x.csv")])
     assert code == 2
-    assert "cannot write CSV" in capsys.readouterr().err
+    assert "cannot write --csv to" in capsys.readouterr().err
 
 
 def test_newer_schema_store_is_refused(store_path, capsys):

@@ -281,9 +281,13 @@ LICENCE = (
 )
 
 
-@pytest.fixture(scope="module")
-def tiny() -> Any:
-    return tiny_hf_generator()
+@pytest.fixture(
+    scope="module",
+    params=[False, True],
+    ids=["defines-a-bos-it-never-adds (GPT-2, SmolLM2)", "adds-a-bos (Llama, Gemma)"],
+)
+def tiny(request) -> Any:
+    return tiny_hf_generator(adds_bos=request.param)
 
 
 def _hf_loss(model: Any, row: list[int], n_unscored: int = 0) -> float:
@@ -298,14 +302,14 @@ def _hf_loss(model: Any, row: list[int], n_unscored: int = 0) -> float:
 def test_loss_suffix_loss_and_mu_match_transformers(tiny):
     piece = split(Snippet("lic", LICENCE), tiny.tokenizer, 30)
     out = sig.compute_signals(tiny, piece, MeasureOptions())
-    bos = tiny.tokenizer.bos_token_id
-    row = [bos, *piece.prefix_ids, *piece.suffix_ids]
+    row = tiny.tokenizer.encode(piece.text)  # what the tokenizer puts in front by default
+    n_front = len(row) - 30  # 1 with a BOS added, else 0
     model = tiny.torch_model
-    assert out["tokens"] == 30
+    assert out["tokens"] == len(row) - 1  # every token that has something before it
     assert out["loss"] == pytest.approx(_hf_loss(model, row), abs=1e-5)
-    # the suffix given the prefix: ignore BOS's and the prefix's labels
+    # the suffix given the prefix: ignore the labels of what is in front and of the prefix
     assert out["suffix_loss"] == pytest.approx(
-        _hf_loss(model, row, len(piece.prefix_ids)), abs=1e-5
+        _hf_loss(model, row, n_front + len(piece.prefix_ids) - 1), abs=1e-5
     )
     # μ_t = −entropy of the next-token distribution (torch's Categorical, independently)
     with torch.inference_mode():
@@ -317,14 +321,15 @@ def test_loss_suffix_loss_and_mu_match_transformers(tiny):
     centred = logp - (logp.exp() * logp).sum(-1, keepdim=True)
     sigma = (logp.exp() * centred * centred).sum(-1).sqrt()
     assert stats.sigma == pytest.approx(sigma.tolist(), abs=1e-4)
-    z = sorted(sig.calibrated(stats))[: sig.min_k_count(30, 20)]
+    z = sorted(sig.calibrated(stats))[: sig.min_k_count(len(row) - 1, 20)]
     assert out["min_k_pp"] == pytest.approx(sum(z) / len(z), abs=1e-5)
 
 
 def test_padded_rows_score_as_unpadded(tiny):
     tok = tiny.tokenizer
-    short, _ = sig.model_row(tok, tok.encode("Licensed under", add_special_tokens=False))
-    long, _ = sig.model_row(tok, tok.encode(LICENCE, add_special_tokens=False))
+    short_text = "Licensed under"
+    short, _ = sig.model_row(tok, tok.encode(short_text, add_special_tokens=False), short_text)
+    long, _ = sig.model_row(tok, tok.encode(LICENCE, add_special_tokens=False), LICENCE)
     model = tiny.torch_model
     with torch.inference_mode():
         alone = sig.row_stats(
@@ -349,8 +354,9 @@ def test_lowercase_in_the_batch_equals_lower_text_alone(tiny):
     out = sig.compute_signals(tiny, piece, MeasureOptions())
     assert len(calls) == 1
     tok = tiny.tokenizer
-    lower_row, _ = sig.model_row(tok, tok.encode(piece.text.lower(), add_special_tokens=False))
-    assert len(lower_row) != 31  # x and lower(x) differ in length: one of them was padded
+    lower_text = piece.text.lower()
+    lower_row, _ = sig.model_row(tok, tok.encode(lower_text, add_special_tokens=False), lower_text)
+    assert len(lower_row) != len(tok.encode(piece.text))  # one of x, lower(x) was padded
     lower_loss = _hf_loss(tiny.torch_model, lower_row)
     assert out["lowercase"] == pytest.approx(out["loss"] / lower_loss, rel=1e-5)
 
@@ -360,6 +366,33 @@ def test_whitespace_split_is_tokenized_again(tiny):
     out = sig.compute_signals(tiny, piece, MeasureOptions())
     tok = tiny.tokenizer
     ids = tok.encode(piece.text, add_special_tokens=False)
-    assert out["tokens"] == len(ids)
-    row = [tok.bos_token_id, *ids]
+    assert len(ids) in (out["tokens"], out["tokens"] + 1)
+    row = tok.encode(piece.text)
+    assert out["tokens"] == len(row) - 1
     assert out["loss"] == pytest.approx(_hf_loss(tiny.torch_model, row), abs=1e-5)
+
+
+def test_loss_and_min_k_equal_mimirs_formulas_on_a_tokenizer_that_adds_no_bos():
+    """mimir's ``attacks/loss.py`` and ``attacks/min_k.py``, written out here: the text goes
+    through ``tokenizer.encode(text)`` (its own default, no BOS for SmolLM2-style tokenizers),
+    loss is transformers' mean NLL with ``labels = input_ids``, Min-K% the mean of the lowest
+    ``int(k · n)`` token log-probs, negated. memprobe's Min-K% has the opposite sign; the
+    values are otherwise equal (prepending the defined BOS changed loss by up to 0.50)."""
+    import numpy as np
+
+    victim = tiny_hf_generator(seed=5, adds_bos=False)
+    tok, model = victim.tokenizer, victim.torch_model
+    assert tok.bos_token_id is not None  # it defines one ...
+    piece = split(Snippet("lic", LICENCE), tok, 40)
+    input_ids = torch.tensor([tok.encode(piece.text)])
+    assert int(input_ids[0, 0]) != tok.bos_token_id  # ... and never adds it
+    with torch.inference_mode():
+        mimir_loss = float(model(input_ids, labels=input_ids).loss)
+        logits = model(input_ids).logits
+    log_probs = torch.nn.functional.log_softmax(logits[0, :-1], dim=-1)
+    token_log_probs = log_probs.gather(-1, input_ids[0][1:].unsqueeze(-1)).squeeze(-1).numpy()
+    k_length = int(len(token_log_probs) * 0.2)
+    mimir_min_k = -np.mean(np.sort(token_log_probs)[:k_length])
+    out = sig.compute_signals(victim, piece, MeasureOptions(min_k_percent=20))
+    assert out["loss"] == pytest.approx(mimir_loss, abs=1e-5)
+    assert out["min_k"] == pytest.approx(-mimir_min_k, abs=1e-5)
