@@ -8,8 +8,9 @@ more of the suffix came back = member). Per score and length this gives, as in C
 - **AUROC**: the probability that a random member outscores a random non-member, ties counting
   ½ (the Mann–Whitney U statistic over ``n_members · n_nonmembers``, from scipy);
 - **TPR at 1 % and 0.1 % FPR**: call a snippet a member when its score is *strictly above* a
-  threshold; the highest TPR over thresholds whose FPR ≤ the target. No interpolation between
-  ROC points: the figure is one a real threshold achieves;
+  threshold; the highest TPR over thresholds whose FPR ≤ the target (``fpr_rule="le"``, the
+  default) or FPR < the target (``"lt"``, mimir's convention). No interpolation between ROC
+  points: the figure is one a real threshold achieves;
 - the **ROC curve**: one point per distinct score, from (0, 0) to (1, 1).
 
 **FPR resolution.** With ``N`` non-members the FPRs a threshold can give are ``0, 1/N, 2/N …``:
@@ -42,19 +43,29 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from memprobe_core.attacks.registry import method_label, method_rank
+from memprobe_core.errors import OptionError
 from memprobe_core.membership.options import SIGNALS
 from memprobe_core.report.stats import CONFIDENCE
 from memprobe_core.snippets.split import MEMBER, NONMEMBER
 
 # MEMBERSHIP_COLUMNS' TPR columns and the FPR each one targets.
 FPR_TARGETS: dict[str, float] = {"tpr_at_1": 0.01, "tpr_at_01": 0.001}
+# Which thresholds "TPR at FPR t" may use. Neither is wrong; they differ when t · N is whole
+# (1 % of 100 non-members: one false positive allowed, or none), by up to 0.10 in TPR@1 % on
+# 100 non-members. Every report names the one it used.
+FprRule = Literal["le", "lt"]
+FPR_RULES: dict[str, str] = {
+    "le": "FPR ≤ target (at most floor(target·N) false positives)",
+    "lt": "FPR < target (fewer than target·N false positives; mimir's and LiRA-style code's)",
+}
+DEFAULT_FPR_RULE: FprRule = "le"
 # Absorbs float error in target · N (0.07 · 100 = 7.000000000000001) before flooring.
 _FLOOR_EPS = 1e-9
 # Bootstrap arrays are (batch, n); cap their size (~32 MB of float64), as stats.py does.
@@ -90,8 +101,24 @@ def _clean(values: Any) -> np.ndarray:
     return data[~np.isnan(data)]
 
 
-def _allowed_false_positives(fpr: float, n_nonmembers: int) -> int:
+def _allowed_false_positives(fpr: float, n_nonmembers: int, rule: FprRule = "le") -> int:
+    """How many of ``n_nonmembers`` may score above the threshold of TPR at FPR ``fpr``:
+    ``FPR ≤ fpr`` allows ``floor(fpr · N)``, ``FPR < fpr`` one fewer when ``fpr · N`` is whole
+    (``ceil(fpr · N) − 1``); ``-1`` when none may (``fpr`` 0 under ``<``)."""
+    if rule == "lt":
+        return math.ceil(fpr * n_nonmembers - _FLOOR_EPS) - 1
     return math.floor(fpr * n_nonmembers + _FLOOR_EPS)
+
+
+def check_fpr_rule(rule: str) -> FprRule:
+    """``rule`` if it is one of :data:`FPR_RULES`.
+
+    Raises:
+        OptionError: another value (the message lists the rules).
+    """
+    if rule not in FPR_RULES:
+        raise OptionError("fpr_rule", rule, f"give one of {', '.join(FPR_RULES)}")
+    return cast(FprRule, rule)
 
 
 def auroc(member_scores: Any, nonmember_scores: Any) -> float:
@@ -129,16 +156,21 @@ def roc_points(member_scores: Any, nonmember_scores: Any) -> tuple[np.ndarray, n
     return np.concatenate([[0.0], fpr]), np.concatenate([[0.0], tpr])
 
 
-def tpr_at_fpr(member_scores: Any, nonmember_scores: Any, fpr: float) -> float:
-    """The highest TPR of a threshold whose FPR ≤ ``fpr`` (member = score strictly above it).
+def tpr_at_fpr(
+    member_scores: Any, nonmember_scores: Any, fpr: float, rule: FprRule = DEFAULT_FPR_RULE
+) -> float:
+    """The highest TPR of a threshold whose FPR ≤ ``fpr`` (``rule="lt"``: FPR < ``fpr``), a
+    member being a score strictly above the threshold.
 
-    With ``N`` non-members at most ``floor(fpr · N)`` of them may score above the threshold; when
-    that is 0 (``fpr < 1/N``, e.g. 1 % with 20 non-members) this is TPR at FPR = 0: the share of
-    members above the highest non-member (see :func:`fpr_note`).
+    With ``N`` non-members at most ``floor(fpr · N)`` of them may score above the threshold
+    (``lt``: ``ceil(fpr · N) − 1``); when that is 0 (``fpr < 1/N``, e.g. 1 % with 20
+    non-members) this is TPR at FPR = 0: the share of members above the highest non-member (see
+    :func:`fpr_note`).
 
     Args:
         member_scores / nonmember_scores: one score per snippet, higher = member; NaNs dropped.
         fpr: the target false-positive rate in [0, 1].
+        rule: ``le`` (FPR ≤ target, the default) or ``lt`` (FPR < target, as mimir).
 
     Returns:
         TPR in [0, 1]; NaN when either class has no score.
@@ -151,9 +183,11 @@ def tpr_at_fpr(member_scores: Any, nonmember_scores: Any, fpr: float) -> float:
     members, nonmembers = _clean(member_scores), _clean(nonmember_scores)
     if members.size == 0 or nonmembers.size == 0:
         return math.nan
-    k = _allowed_false_positives(fpr, nonmembers.size)
+    k = _allowed_false_positives(fpr, nonmembers.size, check_fpr_rule(rule))
     if k >= nonmembers.size:  # every snippet may be called a member
         return 1.0
+    if k < 0:  # no threshold has FPR < 0
+        return 0.0
     # With k false positives allowed, the lowest admissible threshold is the (k+1)-th highest
     # non-member score: a lower one lets in a (k+1)-th non-member; the lowest keeps most members.
     threshold = np.sort(nonmembers)[nonmembers.size - 1 - k]
@@ -167,7 +201,7 @@ def _dense_ranks(members: np.ndarray, nonmembers: np.ndarray) -> tuple[np.ndarra
     return ranks[: members.size], ranks[members.size :], int(levels.size)
 
 
-def _rank_statistics(levels: int) -> Any:
+def _rank_statistics(levels: int, rule: FprRule) -> Any:
     """AUROC and each TPR of :data:`FPR_TARGETS` on dense ranks, batched: ``(3, ...)``.
 
     The statistics depend only on the order of the scores, so the bootstrap resamples their
@@ -192,7 +226,7 @@ def _rank_statistics(levels: int) -> Any:
         auc = (under + 0.5 * tied).mean(axis=1) / n0  # (B,)
         at_or_above = n0 - under  # (B, n1)
         tprs = [
-            (at_or_above <= _allowed_false_positives(f, n0)).mean(axis=1)
+            (at_or_above <= _allowed_false_positives(f, n0, rule)).mean(axis=1)
             for f in FPR_TARGETS.values()
         ]
         return np.stack([auc, *tprs]).reshape(1 + len(tprs), *batch_shape)
@@ -201,7 +235,12 @@ def _rank_statistics(levels: int) -> Any:
 
 
 def bootstrap_intervals(
-    member_scores: Any, nonmember_scores: Any, *, resamples: int, seed: int
+    member_scores: Any,
+    nonmember_scores: Any,
+    *,
+    resamples: int,
+    seed: int,
+    fpr_rule: FprRule = DEFAULT_FPR_RULE,
 ) -> dict[str, tuple[float, float]]:
     """Stratified percentile bootstrap 95 % intervals of AUROC and TPR at each target FPR.
 
@@ -209,6 +248,7 @@ def bootstrap_intervals(
         member_scores / nonmember_scores: one score per snippet, higher = member; NaNs dropped.
         resamples: bootstrap resamples (the report validates the range).
         seed: seed of the resampling (the same seed gives the same intervals).
+        fpr_rule: the TPR-at-FPR convention (:data:`FPR_RULES`).
 
     Returns:
         ``{"auroc": (lo, hi), "tpr_at_1": …, "tpr_at_01": …}``; ``(nan, nan)`` where there is
@@ -226,7 +266,7 @@ def bootstrap_intervals(
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
         result = stats.bootstrap(
             (member_ranks, nonmember_ranks),  # two samples: each resampled alone (stratified)
-            _rank_statistics(levels),
+            _rank_statistics(levels, check_fpr_rule(fpr_rule)),
             n_resamples=resamples,
             method="percentile",
             confidence_level=CONFIDENCE,
@@ -276,7 +316,13 @@ def _method_scores(rows: pd.DataFrame, method: str) -> pd.DataFrame:
 
 
 def _score_rows(
-    key: dict[str, Any], scores: pd.Series, labels: pd.Series, *, resamples: int, seed: int
+    key: dict[str, Any],
+    scores: pd.Series,
+    labels: pd.Series,
+    *,
+    resamples: int,
+    seed: int,
+    fpr_rule: FprRule,
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """One MEMBERSHIP_COLUMNS row and its ROC_COLUMNS rows; ``(None, [])`` if a class is empty."""
     members = _clean(scores[labels == MEMBER])
@@ -286,8 +332,10 @@ def _score_rows(
     row = {**key, "n_members": int(members.size), "n_nonmembers": int(nonmembers.size)}
     row["auroc"] = auroc(members, nonmembers)
     for name, fpr in FPR_TARGETS.items():
-        row[name] = tpr_at_fpr(members, nonmembers, fpr)
-    intervals = bootstrap_intervals(members, nonmembers, resamples=resamples, seed=seed)
+        row[name] = tpr_at_fpr(members, nonmembers, fpr, fpr_rule)
+    intervals = bootstrap_intervals(
+        members, nonmembers, resamples=resamples, seed=seed, fpr_rule=fpr_rule
+    )
     for name, (low, high) in intervals.items():
         row[f"{name}_lo"], row[f"{name}_hi"] = low, high
     fpr_points, tpr_points = roc_points(members, nonmembers)
@@ -296,7 +344,7 @@ def _score_rows(
 
 
 def membership_table(
-    results: pd.DataFrame, *, resamples: int, seed: int
+    results: pd.DataFrame, *, resamples: int, seed: int, fpr_rule: FprRule = DEFAULT_FPR_RULE
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """AUROC, TPR at 1 % / 0.1 % FPR (with intervals) and ROC curves per score and length.
 
@@ -304,6 +352,7 @@ def membership_table(
         results: ``Store.results_frame`` rows (``label``, ``snippet_id``, ``length``,
             ``method``, ``mem`` and the ``signal_<name>`` columns).
         resamples / seed: bootstrap settings (see :func:`bootstrap_intervals`).
+        fpr_rule: the TPR-at-FPR convention (:data:`FPR_RULES`).
 
     Returns:
         ``(membership, roc)`` with :data:`MEMBERSHIP_COLUMNS` / :data:`ROC_COLUMNS`: per length,
@@ -329,7 +378,9 @@ def membership_table(
             if scores is None:  # a results frame without this signal's column
                 continue
             key = {"score": name, "score_label": label, "kind": kind, "length": int(length)}
-            row, curve = _score_rows(key, scores, labels, resamples=resamples, seed=seed)
+            row, curve = _score_rows(
+                key, scores, labels, resamples=resamples, seed=seed, fpr_rule=fpr_rule
+            )
             if row is not None:
                 table.append(row)
                 curves += curve
@@ -339,7 +390,7 @@ def membership_table(
     )
 
 
-def fpr_note(n_nonmembers: int) -> str:
+def fpr_note(n_nonmembers: int, fpr_rule: FprRule = DEFAULT_FPR_RULE) -> str:
     """What TPR at 1 % and 0.1 % FPR mean with ``n_nonmembers`` non-members, in one sentence.
 
     Example: ``fpr_note(20)`` says the smallest non-zero FPR is 5 %, so both are TPR at FPR 0.
@@ -348,9 +399,9 @@ def fpr_note(n_nonmembers: int) -> str:
         return "no non-members: no FPR can be measured"
     at_zero, bounded = [], []
     for fpr in FPR_TARGETS.values():
-        allowed = _allowed_false_positives(fpr, n_nonmembers)
+        allowed = _allowed_false_positives(fpr, n_nonmembers, fpr_rule)
         name = f"TPR@{100 * fpr:g}%"
-        if allowed == 0:
+        if allowed <= 0:
             at_zero.append(name)
         else:
             reached = 100 * allowed / n_nonmembers
@@ -364,8 +415,11 @@ def fpr_note(n_nonmembers: int) -> str:
     return "; ".join(parts + bounded)
 
 
-def membership_meta(results: pd.DataFrame, membership: pd.DataFrame) -> dict[str, Any]:
-    """Report metadata of a labelled audit: class sizes, interval method, FPR resolution.
+def membership_meta(
+    results: pd.DataFrame, membership: pd.DataFrame, fpr_rule: FprRule = DEFAULT_FPR_RULE
+) -> dict[str, Any]:
+    """Report metadata of a labelled audit: class sizes, interval method, FPR resolution and
+    the TPR-at-FPR convention (``fpr_rule``, also named in words under ``tpr_rule``).
 
     Empty when no row is labelled (an ordinary audit says nothing about membership).
     """
@@ -380,6 +434,8 @@ def membership_meta(results: pd.DataFrame, membership: pd.DataFrame) -> dict[str
         "nonmembers": n_nonmembers,
         "membership_interval": _INTERVAL_NAME,
         "membership_fpr_resolution": 1.0 / n_nonmembers if n_nonmembers else None,
+        "fpr_rule": fpr_rule,
+        "tpr_rule": FPR_RULES[fpr_rule],
     }
     if membership.empty:
         info["membership_note"] = (
@@ -388,5 +444,5 @@ def membership_meta(results: pd.DataFrame, membership: pd.DataFrame) -> dict[str
         )
         return info
     counts = sorted({int(n) for n in membership["n_nonmembers"]})
-    info["membership_note"] = " | ".join(fpr_note(n) for n in counts)
+    info["membership_note"] = " | ".join(fpr_note(n, fpr_rule) for n in counts)
     return info

@@ -121,6 +121,64 @@ def test_unreachable_fpr_is_tpr_at_fpr_zero_and_the_note_says_so() -> None:
     assert "TPR at FPR 0" not in fpr_note(1000)
 
 
+def _mimir_tpr_at_low_fpr(members, nonmembers, target: float) -> float:
+    """mimir's ``get_roc_metrics`` written out: scikit-learn's ROC curve, then the TPR of the
+    last point whose FPR is strictly below the target."""
+    from sklearn.metrics import roc_curve
+
+    labels = np.r_[np.ones(len(members)), np.zeros(len(nonmembers))]
+    fpr, tpr, _ = roc_curve(labels, np.r_[members, nonmembers])
+    return float(tpr[np.where(fpr < target)[0][-1]])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_fpr_rule_lt_is_mimirs_tpr_at_low_fpr_and_le_the_inclusive_one(seed) -> None:
+    """With 100 non-members, 1 % FPR is exactly one false positive: ``le`` allows it, ``lt``
+    (mimir, LiRA-style code) does not. Each rule matches its own definition on every sample;
+    the two differ on some."""
+    rng = np.random.default_rng(seed)
+    members, nonmembers = rng.normal(0.7, 1, 400), rng.normal(0, 1, 100)
+    lt = tpr_at_fpr(members, nonmembers, 0.01, "lt")
+    assert lt == pytest.approx(_mimir_tpr_at_low_fpr(members, nonmembers, 0.01))
+    fpr, tpr = roc_points(members, nonmembers)
+    # 1 − 99/100 is 0.010000000000000009 in floats: compare with a margin
+    inclusive = tpr[fpr <= 0.01 + 1e-12].max()
+    assert tpr_at_fpr(members, nonmembers, 0.01, "le") == pytest.approx(inclusive)
+    assert lt == pytest.approx(tpr[fpr < 0.01 - 1e-12].max())
+
+
+def test_the_two_fpr_rules_differ_where_target_times_n_is_whole() -> None:
+    rng = np.random.default_rng(3)
+    differ = 0
+    for _ in range(30):
+        members, nonmembers = rng.normal(0.7, 1, 400), rng.normal(0, 1, 100)
+        differ += tpr_at_fpr(members, nonmembers, 0.01, "le") != tpr_at_fpr(
+            members, nonmembers, 0.01, "lt"
+        )
+        # 150 non-members: 1.5 false positives; both rules allow one.
+        more = rng.normal(0, 1, 150)
+        assert tpr_at_fpr(members, more, 0.01, "le") == tpr_at_fpr(members, more, 0.01, "lt")
+    assert differ > 10
+    assert "allows 1 false positive" in fpr_note(100, "le")
+    assert "TPR@1% and TPR@0.1% are TPR at FPR 0" in fpr_note(100, "lt")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_bootstrap_statistic_follows_the_fpr_rule(seed) -> None:
+    rng = np.random.default_rng(seed)
+    members, nonmembers = np.round(rng.normal(0.5, 1, 60), 1), np.round(rng.normal(0, 1, 100), 1)
+    m, n, levels = _dense_ranks(members, nonmembers)
+    got = _rank_statistics(levels, "lt")(m, n)
+    assert got[1] == pytest.approx(tpr_at_fpr(members, nonmembers, 0.01, "lt"))
+
+
+def test_an_unknown_fpr_rule_is_refused_naming_the_option() -> None:
+    from memprobe_core.errors import OptionError
+
+    with pytest.raises(OptionError, match="fpr_rule='<=': give one of le, lt"):
+        tpr_at_fpr(MEMBERS, NONMEMBERS, 0.01, "<=")  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("fpr", [-0.1, 1.5])
 def test_tpr_at_fpr_refuses_a_rate_outside_0_1(fpr) -> None:
     with pytest.raises(ValueError, match=r"fpr .* out of range; give a rate in \[0, 1\]"):
@@ -155,7 +213,7 @@ def test_the_bootstrapped_statistic_on_the_sample_itself_is_the_point_estimate(s
     members = np.round(rng.normal(0.5, 1, 37), 1)
     nonmembers = np.round(rng.normal(0, 1, 150), 1)
     m, n, levels = _dense_ranks(members, nonmembers)
-    statistic = _rank_statistics(levels)
+    statistic = _rank_statistics(levels, "le")
     expected = [auroc(members, nonmembers)] + [
         tpr_at_fpr(members, nonmembers, f) for f in FPR_TARGETS.values()
     ]
