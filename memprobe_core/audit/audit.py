@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from memprobe_core import __version__
@@ -35,6 +35,7 @@ from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.errors import MemprobeError
 from memprobe_core.executors.base import AuditWork, Executor
 from memprobe_core.executors.local import LocalExecutor
+from memprobe_core.membership.recall import with_recall_prefixes
 from memprobe_core.runs.probe import RunConfig
 from memprobe_core.runs.roles import (
     ModelNames,
@@ -128,6 +129,7 @@ def start_audit(
 
     Raises:
         ValueError: no snippets, an unknown method, a length below 2 or a bad tokenizer choice.
+        UsageError: ``options.measure.recall_shots`` on a dataset with too few labelled texts.
     """
     methods = registry.check_methods(methods)
     if not snippets:
@@ -139,10 +141,14 @@ def start_audit(
         raise ValueError(f"lengths {lengths}: give one or more lengths of at least 2 tokens")
     if split_tokenizer not in ("model", "whitespace"):
         raise ValueError(f"split tokenizer {split_tokenizer!r} is unknown; use model or whitespace")
+    options = options or AttackOptions()
+    # ReCaLL's prefixes are picked once, from the dataset, and stored with the run: a resume
+    # or a Ray worker measures with the same texts.
+    options = replace(options, measure=with_recall_prefixes(options.measure, snippets))
     config = RunConfig(
         methods=tuple(methods),
         lengths=tuple(lengths),
-        options=options or AttackOptions(),
+        options=options,
         models=(models or ModelNames()).resolved().to_dict(),
         split=SplitSpec(tokenizer=split_tokenizer, prefix_ratio=prefix_ratio),  # type: ignore[arg-type]
         dataset=dataset or {},

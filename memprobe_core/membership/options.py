@@ -13,15 +13,18 @@ and how it is shown; reports, CSV columns and pages read it from here (docs/meth
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import pandas as pd
 
-from memprobe_core.errors import UsageError
+from memprobe_core.errors import OptionError, UsageError
 
 DEFAULT_MIN_K_PERCENT = 20.0  # Shi et al. 2024 report k = 20 as their default
 DEFAULT_EXTRACT_K = 50  # Carlini et al. 2023 ("Quantifying Memorization") use 50-token suffixes
+# Labelled texts per class that ReCaLL / Con-ReCall put in front of every text. Off by default:
+# the texts used are left out of the evaluated set, and each shot lengthens every forward pass.
+MAX_RECALL_SHOTS = 32
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,8 @@ class SignalSpec:
             members the expected way".
         needs_reference: only computed when a reference model is given.
         description: one line for the manual and tooltips.
+        needs_prefixes: only computed in a labelled audit with ``recall_shots`` (ReCaLL and
+            Con-ReCall put labelled texts in front of each text).
     """
 
     name: str
@@ -43,6 +48,7 @@ class SignalSpec:
     higher_is_member: bool
     needs_reference: bool
     description: str
+    needs_prefixes: bool = False
 
     @property
     def column(self) -> str:
@@ -70,6 +76,22 @@ SIGNALS: tuple[SignalSpec, ...] = (
         True,
         "victim NLL − reference NLL, per UTF-8 byte (tokenizers may differ)",
     ),
+    SignalSpec(
+        "recall",
+        "ReCaLL",
+        True,
+        False,
+        "LL(x | non-member prefix) / LL(x) (Xie et al. 2024)",
+        needs_prefixes=True,
+    ),
+    SignalSpec(
+        "con_recall",
+        "Con-ReCall",
+        True,
+        False,
+        "(LL(x | non-member prefix) − LL(x | member prefix)) / LL(x) (Wang et al. 2024)",
+        needs_prefixes=True,
+    ),
 )
 SIGNAL_BY_NAME: dict[str, SignalSpec] = {s.name: s for s in SIGNALS}
 
@@ -82,11 +104,21 @@ class MeasureOptions:
         signals: compute membership signals (white-box victims; skipped for black-box ones).
         min_k_percent: k of Min-K% and Min-K%++, in percent of the text's tokens (0 < k ≤ 100).
         extract_k: k of k-extractability: the first k suffix tokens must come out exactly.
+        recall_shots: labelled texts of each class put in front of every text for ReCaLL and
+            Con-ReCall (0: those two are not measured). An audit picks them
+            (:func:`memprobe_core.membership.recall.with_recall_prefixes`) and fills the three
+            fields below; the report leaves those texts out of the membership table.
+        recall_prefix_ids: the snippet ids of the texts picked (members, then non-members).
+        recall_member_prefix / recall_nonmember_prefix: their texts, in the order used.
     """
 
     signals: bool = True
     min_k_percent: float = DEFAULT_MIN_K_PERCENT
     extract_k: int = DEFAULT_EXTRACT_K
+    recall_shots: int = 0
+    recall_prefix_ids: tuple[str, ...] = ()
+    recall_member_prefix: tuple[str, ...] = ()
+    recall_nonmember_prefix: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0.0 < float(self.min_k_percent) <= 100.0:
@@ -98,12 +130,23 @@ class MeasureOptions:
             raise UsageError(
                 f"extract_k {self.extract_k} is out of range; give a positive token count, e.g. 50"
             )
+        shots = self.recall_shots
+        if (
+            isinstance(shots, bool)
+            or not isinstance(shots, int)
+            or not 0 <= shots <= MAX_RECALL_SHOTS
+        ):
+            raise OptionError(
+                "recall_shots", shots, f"give a whole number from 0 to {MAX_RECALL_SHOTS}"
+            )
+        for name in ("recall_prefix_ids", "recall_member_prefix", "recall_nonmember_prefix"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))  # lists from a stored config
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> MeasureOptions:
         """Options from a stored config (keys it does not know are ignored; missing: defaults)."""
         data = data or {}
-        known = {"signals", "min_k_percent", "extract_k"}
+        known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
 

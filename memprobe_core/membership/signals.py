@@ -51,6 +51,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from memprobe_core.membership.options import MeasureOptions
+from memprobe_core.membership.recall import (
+    conditioned_row,
+    is_prefix_text,
+    prefix_text,
+    recall_scores,
+)
 from memprobe_core.models.base import Generator, LogprobsUnavailable
 from memprobe_core.snippets.split import SplitSnippet, leading_special_ids
 
@@ -450,6 +456,9 @@ def compute_signals(
         piece.prefix_ids,
         piece.suffix_ids,
         float(options.min_k_percent),
+        options.recall_member_prefix,
+        options.recall_nonmember_prefix,
+        options.recall_prefix_ids,
     )
     cached = _CACHE.get(key)
     if cached is not None:
@@ -509,5 +518,54 @@ def _measure(
         lower_log_probs=lower,
         reference_nll=ref_nll,
     )
+    if options.recall_nonmember_prefix and not is_prefix_text(options, piece.snippet.id):
+        with torch.inference_mode():
+            conditioned = (_conditioned_forward if white else _conditioned_server)(
+                victim, piece, options
+            )
+        out.update(recall_scores(-out["loss"], *conditioned))
     out["scored_by"] = "forward" if white else "server"
     return out
+
+
+def _prefixes(options: MeasureOptions) -> list[str]:
+    """ReCaLL's non-member prefix, then Con-ReCall's member prefix when there is one."""
+    texts = [prefix_text(options.recall_nonmember_prefix)]
+    if options.recall_member_prefix:
+        texts.append(prefix_text(options.recall_member_prefix))
+    return texts
+
+
+def _pair(values: list[float]) -> tuple[float, float | None]:
+    return values[0], values[1] if len(values) > 1 else None
+
+
+def _conditioned_forward(
+    victim: Generator, piece: SplitSnippet, options: MeasureOptions
+) -> tuple[float, float | None]:
+    """Mean log-prob of the text's tokens after each prefix, from the victim's weights: both
+    prefixed rows in one forward call."""
+    white: Any = victim
+    tok = white.tokenizer
+    ids, _ = victim_ids(tok, piece)
+    rows, starts = zip(*(conditioned_row(tok, prefix, ids) for prefix in _prefixes(options)))
+    logits = forward_rows(white.torch_model, rows, pad_id=_pad_id(tok), device=white.device)
+    means = []
+    for i, (row, start) in enumerate(zip(rows, starts)):
+        scored = row_stats(logits[i], row, calibrate=False).log_probs[start - 1 :]  # x's tokens
+        means.append(sum(scored) / len(scored))
+    return _pair(means)
+
+
+def _conditioned_server(
+    victim: Generator, piece: SplitSnippet, options: MeasureOptions
+) -> tuple[float, float | None]:
+    """The same from a black-box victim's server: the text's tokens are those starting at or
+    after the prefix's length in characters."""
+    prefixes = _prefixes(options)
+    scored = victim.text_logprobs([prefix + piece.text for prefix in prefixes])
+    means = []
+    for prefix, result in zip(prefixes, scored):
+        mine = [lp for lp, at in zip(result.log_probs, result.offsets) if at >= len(prefix)]
+        means.append(sum(mine) / len(mine))
+    return _pair(means)
