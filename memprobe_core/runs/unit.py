@@ -36,7 +36,7 @@ from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.membership.measure import measure_result
 from memprobe_core.secrets import redact_secrets
 from memprobe_core.snippets.split import Snippet, SplitSnippet, split
-from memprobe_core.store import Store, UnitKey, UnitStatus
+from memprobe_core.store import Store, StoreError, UnitKey, UnitStatus
 
 log = logging.getLogger(__name__)
 
@@ -175,9 +175,10 @@ def run_unit(
             )
             if not (result.status == "cancelled" and on_cancel == "requeue"):
                 measure_result(result, piece, models, options.measure)
-        except (KeyboardInterrupt, sqlite3.Error):
-            # sqlite3.Error: the store itself failed (disk full, read-only, corrupted):
-            # recording it as the unit's error would need the same store; the caller must stop.
+        except (KeyboardInterrupt, sqlite3.Error, StoreError):
+            # sqlite3.Error / StoreError: the store itself failed (disk full, read-only,
+            # corrupted, its -wal deleted): recording it as the unit's error would need the
+            # same store; the caller must stop.
             raise
         except Exception as exc:
             return _record_failure(store, run_id, unit, exc)

@@ -14,6 +14,11 @@ Concurrency: SQLite in WAL mode, so readers never block the writer. Each thread 
 connection (sqlite3 connections must not be shared across threads). Writes take a process-wide
 ``threading.Lock`` and ``BEGIN IMMEDIATE`` (with a busy timeout for other processes), so there is
 one writer at a time and a write transaction never has to be retried half-way.
+
+One file, one ``-wal``: a store file with a second name (hard link) is refused, and once the file
+gains one or its ``-wal`` / ``-shm`` are deleted while it is open, writes stop with a
+``StoreError`` after saving what was committed (:mod:`memprobe_core.store.files`). Rows of an old
+schema that an upgrade cannot read are quarantined, not lost (``Store.notices`` names them).
 """
 
 from __future__ import annotations
@@ -87,8 +92,10 @@ class Store(StoreFile):
             is created.
 
     Raises:
-        StoreError: the file is not a memprobe store, cannot be created, or was made by a newer
-            memprobe (schema version above ``SCHEMA_VERSION``).
+        StoreError: the file is not a memprobe store, cannot be created, has more than one
+            name (hard links), or was made by a newer memprobe (schema version above
+            ``SCHEMA_VERSION``); from a write: its file gained a second name, was replaced, or
+            had its ``-wal`` / ``-shm`` deleted while open (the message says what was saved).
     """
 
     def __enter__(self) -> Store:
