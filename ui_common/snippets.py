@@ -33,7 +33,8 @@ def _corpus() -> list[Any]:
 def read_upload(upload: Any, **load_options: Any) -> Any | None:
     """Snippets of an uploaded file (``LoadResult``), or ``None`` with the problem shown.
 
-    Files over ``memprobe_core.snippets.loaders.MAX_FILE_BYTES`` are refused before they are parsed.
+    Files over ``memprobe_core.snippets.loaders.MAX_FILE_BYTES`` are refused before they are parsed,
+    files of more rows than ``MAX_FILE_SNIPPETS`` as soon as the row after it is read.
     """
 
     size = getattr(upload, "size", None)
@@ -49,7 +50,23 @@ def read_upload(upload: Any, **load_options: Any) -> Any | None:
         )
         return None
     try:
-        result = loaders.load_snippets_from_bytes(upload.getvalue(), upload.name, **load_options)
+        result = loaders.load_snippets_from_bytes(
+            upload.getvalue(),
+            upload.name,
+            max_snippets=loaders.MAX_FILE_SNIPPETS,  # read now: the cap a test may lower
+            **load_options,
+        )
+    except loaders.TooManySnippets as exc:
+        held = f"{exc.rows:,}" if exc.rows is not None else f"more than {exc.max_snippets:,}"
+        st.error(
+            md(
+                f"{upload.name} holds {held} rows; uploads are capped at "
+                f"{exc.max_snippets:,} snippets. Upload a part of the file, or audit it with the "
+                "`memprobe audit FILE --limit N` command (or raise its `--max-snippets`), which "
+                "reads files from disk."
+            )
+        )
+        return None
     except DataError as exc:
         st.error(md(str(exc)))
         return None

@@ -47,7 +47,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "domain; domains legal and code only (default: legal and code); the report then gives "
         "AUROC and TPR at low FPR per signal and method. --per-domain counts members",
     )
-    audit.add_argument("--text-column", default="text", help="dataset column holding the text")
+    audit.add_argument("--text-column", help="dataset column holding the text (default: text)")
     audit.add_argument("--id-column", help="dataset column holding ids (default: <file>:<row>)")
     audit.add_argument("--domain-column", help="dataset column holding domains (default: none)")
     audit.add_argument("--domain", help="domain of snippets without one (default: unknown)")
@@ -72,10 +72,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         default=[200],
         help="tokens of prefix + suffix, one unit per length",
     )
-    audit.add_argument("--limit", type=int, help="audit only the first N snippets (default: all)")
+    audit.add_argument(
+        "--limit",
+        type=int,
+        help="audit only the first N snippets; of a dataset, only the rows up to the Nth "
+        "snippet are read, so a part of a file with more rows than --max-snippets can be "
+        "audited (default: all)",
+    )
     audit.add_argument("--title", default="", help="label shown in `memprobe runs`")
     common.add_models(audit)
     common.add_method_options(audit)
+    common.add_recall_shots(audit)
     add_executor_options(audit)
     audit.set_defaults(handler=run)
 
@@ -215,14 +222,65 @@ def _run_and_report(
     return EXIT_UNITS_FAILED if summary.errors else EXIT_OK
 
 
-def _snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, Any]]:
-    if bool(args.dataset) == bool(args.corpus):
-        raise UsageError("give a dataset file or --corpus (one of the two)")
-    if args.nonmembers and not args.corpus:
+# Flags that only read a dataset file, and flags that only pick from --corpus (argparse dest →
+# flag); each is None unless given, so one given where it does not apply is refused, not ignored.
+_DATASET_FLAGS = {
+    "text_column": "--text-column",
+    "id_column": "--id-column",
+    "domain_column": "--domain-column",
+    "domain": "--domain",
+    "label_column": "--label-column",
+    "txt_mode": "--txt-mode",
+    "encoding": "--encoding",
+    "max_bytes": "--max-bytes",
+    "max_snippets": "--max-snippets",
+}
+_CORPUS_FLAGS = {"domains": "--domains", "per_domain": "--per-domain"}
+
+
+def _check_flags_apply(args: argparse.Namespace) -> None:
+    """Refuse a dataset flag with --corpus, a --corpus flag with a dataset, and --txt-mode for a
+    dataset that is not a .txt file (each would otherwise be silently ignored)."""
+    if args.corpus:
+        for dest, flag in _DATASET_FLAGS.items():
+            if getattr(args, dest) is not None:
+                hint = (
+                    "pick the corpus's domains with --domains"
+                    if dest == "domain"
+                    else "leave it out"
+                )
+                raise UsageError(
+                    f"{flag} applies to a dataset file, not to --corpus (the built-in corpus "
+                    f"has its own texts, ids, domains and labels): {hint}"
+                )
+        return
+    for dest, flag in _CORPUS_FLAGS.items():
+        if getattr(args, dest) is not None:
+            hint = (
+                "audit the first N snippets with --limit N"
+                if dest == "per_domain"
+                else "a dataset's domains come from --domain-column and --domain"
+            )
+            raise UsageError(f"{flag} applies to --corpus, not to a dataset file: {hint}")
+    if args.nonmembers:
         raise UsageError(
             "--nonmembers adds generated non-members to the built-in corpus: use it with "
             "--corpus (a dataset file carries its own labels: see --label-column)"
         )
+    suffix = args.dataset.suffix.lower()
+    if args.txt_mode is not None and suffix != ".txt":
+        raise UsageError(
+            f"--txt-mode applies to .txt datasets only; {args.dataset} is a "
+            f"{suffix or 'file without extension'} dataset with one snippet per row: leave it out"
+        )
+
+
+def _snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, Any]]:
+    if bool(args.dataset) == bool(args.corpus):
+        raise UsageError("give a dataset file or --corpus (one of the two)")
+    _check_flags_apply(args)
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(f"--limit {args.limit}: give 1 or more")
     if args.corpus:
         snippets = demo_corpus(
             domains=args.domains, limit_per_domain=args.per_domain, nonmembers=args.nonmembers
@@ -237,11 +295,12 @@ def _snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, Any]]:
     else:
         loaded = load_snippets(
             args.dataset,
-            text_column=args.text_column,
+            text_column="text" if args.text_column is None else args.text_column,
             id_column=args.id_column,
             domain_column=args.domain_column,
             domain=args.domain,
             label_column=args.label_column,
+            limit=args.limit,  # rows after the Nth snippet are never read
             **common.file_options(args),
         )
         for rejection in loaded.rejected:
@@ -252,7 +311,5 @@ def _snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, Any]]:
             "rejected": [{"row": r.row, "reason": r.reason} for r in loaded.rejected],
         }
     if args.limit is not None:
-        if args.limit < 1:
-            raise UsageError(f"--limit {args.limit}: give 1 or more")
         snippets = snippets[: args.limit]
     return snippets, info

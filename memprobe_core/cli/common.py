@@ -36,11 +36,12 @@ from memprobe_core.config import (
 )
 from memprobe_core.errors import UsageError
 from memprobe_core.membership import MeasureOptions
+from memprobe_core.membership.options import MAX_RECALL_SHOTS
 from memprobe_core.models.urls import base_url_problem
 from memprobe_core.ner.audit import NER_BOUNDS
 from memprobe_core.runs.roles import ModelNames, default_model_names
 from memprobe_core.runs.unit import SplitSpec, SplitTokenizer
-from memprobe_core.snippets.loaders import MAX_FILE_BYTES, TxtMode
+from memprobe_core.snippets.loaders import MAX_FILE_BYTES, MAX_FILE_SNIPPETS, TxtMode
 from memprobe_core.store import Store
 
 TXT_MODES: tuple[str, ...] = get_args(TxtMode)
@@ -62,6 +63,8 @@ CLI_SIZE_LIMITS: dict[str, tuple[str, int, int]] = {
     "ci_seed": ("--ci-seed", *SEED_RANGE),
     "run": ("run id", 1, MAX_INT64),  # report / resume: a run id SQLite can hold
     "top": ("--top", 0, 100_000),
+    "recall_shots": ("--recall-shots", 0, MAX_RECALL_SHOTS),
+    "max_snippets": ("--max-snippets", 1, MAX_SNIPPETS),
     # `memprobe ner` (its options live in memprobe_core.cli.ner; bounds: NerAuditConfig's)
     "batch_size": ("--batch-size", *NER_BOUNDS["batch_size"]),
     "pairs": ("--pairs", *NER_BOUNDS["max_pairs"]),
@@ -163,30 +166,45 @@ def add_models(parser: argparse.ArgumentParser) -> None:
 
 
 def add_txt_mode(parser: argparse.ArgumentParser, what: str) -> None:
-    """The options of reading a snippet file: --txt-mode, --encoding, --max-bytes."""
+    """The options of reading a snippet file: --txt-mode, --encoding, --max-bytes, --max-snippets.
+
+    They default to ``None`` (the loader's defaults, stated in the help), so a command can tell
+    a flag that was given from one that was not and refuse one that does not apply."""
     parser.add_argument(
         "--txt-mode",
         choices=TXT_MODES,
-        default="file",
         help=f"{what} ending in .txt: the whole file is one snippet (file) or "
-        "each blank-line-separated block is one (blocks)",
+        "each blank-line-separated block is one (blocks) (default: file)",
     )
     parser.add_argument(
         "--encoding",
-        default="utf-8",
-        help=f"text encoding of {what} (.txt, .jsonl, .csv), e.g. latin-1 or cp1252",
+        help=f"text encoding of {what} (.txt, .jsonl, .csv), e.g. latin-1 or cp1252 "
+        "(default: utf-8)",
     )
     parser.add_argument(
         "--max-bytes",
         type=int,
-        default=MAX_FILE_BYTES,
-        help=f"refuse {what} bigger than this many bytes",
+        help=f"refuse {what} bigger than this many bytes (default: {MAX_FILE_BYTES}, "
+        f"{MAX_FILE_BYTES // 2**20} MiB)",
+    )
+    parser.add_argument(
+        "--max-snippets",
+        type=int,
+        help=f"refuse {what} of more rows than this, before anything is stored or loaded "
+        f"(default: {MAX_FILE_SNIPPETS:,})",
     )
 
 
 def file_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``load_snippets`` keywords from --txt-mode, --encoding and --max-bytes."""
-    return {"txt_mode": args.txt_mode, "encoding": args.encoding, "max_bytes": args.max_bytes}
+    """``load_snippets`` keywords from --txt-mode, --encoding, --max-bytes and --max-snippets
+    (a flag not given: the loader's default; --max-snippets' range is in CLI_SIZE_LIMITS).
+    """
+    return given(
+        txt_mode=args.txt_mode,
+        encoding=args.encoding,
+        max_bytes=args.max_bytes,
+        max_snippets=args.max_snippets,
+    )
 
 
 def given(**values: Any) -> dict[str, Any]:
@@ -317,6 +335,17 @@ def _add_measure_options(group: argparse._ArgumentGroup) -> None:
     )
 
 
+def add_recall_shots(parser: argparse.ArgumentParser) -> None:
+    """``--recall-shots``: only `memprobe audit` has the labelled texts ReCaLL needs."""
+    parser.add_argument(
+        "--recall-shots",
+        type=int,
+        help="labelled audits: put the first N members and the first N non-members in front of "
+        "every text to measure ReCaLL and Con-ReCall; those 2N texts are left out of the "
+        f"membership table (0 to {MAX_RECALL_SHOTS}; default: 0, off)",
+    )
+
+
 def attack_options(args: argparse.Namespace) -> AttackOptions:
     """The method options given on the command line (validated); what was not given keeps the
     option classes' defaults (the compat mode's, for those it sets)."""
@@ -331,6 +360,7 @@ def attack_options(args: argparse.Namespace) -> AttackOptions:
             signals=False if args.no_signals else None,
             min_k_percent=args.min_k_percent,
             extract_k=args.extract_k,
+            recall_shots=getattr(args, "recall_shots", None),
         )
         sections: dict[str, dict[str, Any]] = {
             "interactive": given(rounds=args.rounds, n_candidates=args.n, access=args.access),

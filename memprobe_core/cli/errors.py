@@ -65,6 +65,8 @@ CLI_FLAGS: dict[str, str] = {
     "encoding": "--encoding",
     "txt_mode": "--txt-mode",
     "max_bytes": "--max-bytes",
+    "max_snippets": "--max-snippets",
+    "limit": "--limit",
     "base_url": "--base-url",
     "api_key_env": "--api-key-env",
     "n_candidates": "--n",
@@ -72,6 +74,7 @@ CLI_FLAGS: dict[str, str] = {
     "gcg_steps": "--gcg-steps",
     "min_k_percent": "--min-k-percent",
     "extract_k": "--extract-k",
+    "recall_shots": "--recall-shots",
     "select": "--select",
     "executor": "--executor",
     # `memprobe audit --executor ray`

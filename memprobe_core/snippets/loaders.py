@@ -3,9 +3,14 @@
 One code path serves files on disk (:func:`load_snippets`) and dashboard uploads
 (:func:`load_snippets_from_bytes`). Nothing is silently dropped: every record of the file either
 becomes a :class:`~memprobe_core.snippets.split.Snippet` or is listed in :attr:`LoadResult.rejected` with
-its row number and the reason. Problems with the file as a whole (unknown format, too big, bytes
-that do not decode, a column that does not exist) raise :class:`~memprobe_core.snippets.split.DataError`
-naming the file and what to do.
+its row number and the reason. Problems with the file as a whole (unknown format, too big, too
+many rows, bytes that do not decode, a column that does not exist or is named twice) raise
+:class:`~memprobe_core.snippets.split.DataError` naming the file and what to do.
+
+Files are read as a stream, one record at a time: no whole-file text, line list or list of every
+row is held, so a file's rows cost memory only as the snippets they become. A file with more rows
+than ``max_snippets`` (:data:`MAX_FILE_SNIPPETS`) is refused as soon as the row after the bound is
+read (:class:`TooManySnippets`); ``limit=N`` stops reading once N snippets are kept.
 
 Rows are numbered from 1 in file order and count records only (a CSV header and blank lines are
 not rows); for text formats the reasons also give the line number. Generated ids are
@@ -24,12 +29,14 @@ from __future__ import annotations
 import codecs
 import csv
 import io
+import itertools
 import json
 import logging
 import re
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from memprobe_core.snippets.split import MEMBER, NONMEMBER, DataError, Snippet
 
@@ -37,6 +44,13 @@ log = logging.getLogger(__name__)
 
 # The largest file loaded (the dashboard's upload cap reads this too).
 MAX_FILE_BYTES = 50 * 1024 * 1024
+# The most rows (records) a file may hold (`--max-snippets`; the dashboard's uploads too). Every
+# snippet becomes methods × lengths units of seconds to minutes of model time each: the paper's
+# datasets and a member/non-member benchmark hold hundreds to a few thousand snippets per
+# domain, and 100,000 snippets of one method are already days of GPU time (hours on a fleet of
+# endpoints). A file with more rows is nearly always the wrong file, or one to sample with
+# `limit`; 100,000 rows load in about a second and make a store of tens of MB.
+MAX_FILE_SNIPPETS = 100_000
 SUPPORTED_EXTENSIONS: tuple[str, ...] = (".txt", ".jsonl", ".ndjson", ".csv", ".parquet")
 TxtMode = Literal["file", "blocks"]
 TXT_MODES: tuple[str, ...] = ("file", "blocks")
@@ -44,6 +58,12 @@ TXT_MODES: tuple[str, ...] = ("file", "blocks")
 # Rejections shown by LoadResult.summary() before "... and N more".
 _SUMMARY_REJECTIONS = 5
 _BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
+# Half of a UTF-16 pair on its own (JSON's "\ud800"): not a character, no UTF-8 encoding.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# The csv module's longest field: as long as any file (the largest a C long holds everywhere).
+_CSV_FIELD_LIMIT = 2**31 - 1
+# Parquet rows converted to Python at a time.
+_PARQUET_BATCH = 4096
 
 # Label vocabularies: a `label` column names the class, a `member` column says yes or no.
 LABEL_WORDS: dict[str, str] = {
@@ -62,6 +82,36 @@ MEMBER_WORDS: dict[str, str] = {
 }
 # Column names looked for (any case) when label_column is not given, in this order.
 AUTO_LABEL_COLUMNS: tuple[str, ...] = ("label", "member")
+
+
+class TooManySnippets(DataError):
+    """A file with more rows than ``max_snippets`` allows.
+
+    Attributes:
+        source: the file name.
+        max_snippets: the bound.
+        rows: the file's row count where it is known without reading the rows (parquet), else
+            ``None`` (the file holds more than ``max_snippets``).
+        limit: the ``limit`` the load was given.
+    """
+
+    def __init__(
+        self, source: str, max_snippets: int, rows: int | None = None, limit: int | None = None
+    ) -> None:
+        if rows is not None:
+            held = f"{rows:,} rows"
+        else:
+            held = f"more than {max_snippets:,} row{'s' if max_snippets != 1 else ''}"
+        todo = (
+            f"limit={limit} asks for more snippets than that: pass a larger max_snippets"
+            if limit is not None and limit > max_snippets
+            else "audit a part with limit=N, or pass a larger max_snippets"
+        )
+        super().__init__(f"file {source!r} holds {held} (max_snippets={max_snippets}): {todo}")
+        self.source, self.max_snippets, self.rows, self.limit = source, max_snippets, rows, limit
+
+    def __reduce__(self) -> tuple[type, tuple[str, int, int | None, int | None]]:
+        return (type(self), (self.source, self.max_snippets, self.rows, self.limit))
 
 
 @dataclass(frozen=True)
@@ -119,6 +169,9 @@ class _Options:
     txt_mode: str
     encoding: str
     label_column: str | None = None
+    codec: str = "utf-8-sig"  # what is decoded with (utf-8 skips a byte-order mark)
+    max_snippets: int = MAX_FILE_SNIPPETS
+    limit: int | None = None
 
 
 def load_snippets(
@@ -130,6 +183,8 @@ def load_snippets(
     domain: str | None = None,
     txt_mode: TxtMode = "file",
     max_bytes: int = MAX_FILE_BYTES,
+    max_snippets: int = MAX_FILE_SNIPPETS,
+    limit: int | None = None,
     encoding: str = "utf-8",
     label_column: str | None = None,
 ) -> LoadResult:
@@ -144,8 +199,12 @@ def load_snippets(
         txt_mode: ``.txt`` only: ``"file"`` (the file is one snippet) or ``"blocks"`` (one
             snippet per blank-line-separated block).
         max_bytes: refuse bigger files (default :data:`MAX_FILE_BYTES`, 50 MiB).
+        max_snippets: refuse a file with more rows than this (kept and rejected ones; default
+            :data:`MAX_FILE_SNIPPETS`), as soon as the row after the bound is read.
+        limit: stop reading once this many snippets are kept (None: read the whole file); rows
+            after them are never read, so a big file's first rows load quickly.
         encoding: text encoding of ``.txt``/``.jsonl``/``.csv`` (a UTF-8 byte-order mark is
-            skipped).
+            skipped); a parquet file's text is always UTF-8.
         label_column: the column holding each row's member / non-member label (values of
             :data:`LABEL_WORDS` or :data:`MEMBER_WORDS`, any case); None looks for a column
             named ``label``, then ``member`` (any case); a file with neither is unlabelled.
@@ -154,9 +213,13 @@ def load_snippets(
         The snippets and the rejected rows.
 
     Raises:
-        DataError: missing file, unknown extension, file too big, undecodable bytes, a column
-            that does not exist, a column option given for ``.txt``, a file with no records, or
-            a label value that is not allowed (the message names the row and the value).
+        DataError: missing file, unknown extension, file too big, more rows than
+            ``max_snippets`` (:class:`TooManySnippets`), undecodable bytes, an encoding that is
+            unknown or not a text encoding, a column that does not exist or that a CSV header
+            or parquet schema names twice, a column option given for ``.txt``, ``txt_mode``
+            ``"blocks"`` or an ``encoding`` that does not apply to the format, a file with no
+            records, or a label value that is not allowed (the message names the row and the
+            value).
     """
     path = Path(path)
     if not path.is_file():
@@ -164,17 +227,20 @@ def load_snippets(
     _check_extension(path.name)
     size = path.stat().st_size
     _check_size(path.name, size, max_bytes)  # before reading: never load a 5 GB file to refuse it
-    return load_snippets_from_bytes(
-        path.read_bytes(),
+    return _load(
+        lambda: path.open("rb"),
         path.name,
-        text_column=text_column,
-        id_column=id_column,
-        domain_column=domain_column,
-        domain=domain,
-        txt_mode=txt_mode,
-        max_bytes=max_bytes,
-        encoding=encoding,
-        label_column=label_column,
+        _options(
+            text_column,
+            id_column,
+            domain_column,
+            domain,
+            txt_mode,
+            encoding,
+            label_column,
+            max_snippets,
+            limit,
+        ),
     )
 
 
@@ -188,6 +254,8 @@ def load_snippets_from_bytes(
     domain: str | None = None,
     txt_mode: TxtMode = "file",
     max_bytes: int = MAX_FILE_BYTES,
+    max_snippets: int = MAX_FILE_SNIPPETS,
+    limit: int | None = None,
     encoding: str = "utf-8",
     label_column: str | None = None,
 ) -> LoadResult:
@@ -196,30 +264,62 @@ def load_snippets_from_bytes(
     Args:
         data: the file's content.
         filename: its name; the extension picks the format and the stem makes generated ids.
-        text_column, id_column, domain_column, domain, txt_mode, max_bytes, encoding,
-            label_column: as in :func:`load_snippets`.
+        text_column, id_column, domain_column, domain, txt_mode, max_bytes, max_snippets,
+            limit, encoding, label_column: as in :func:`load_snippets`.
     """
-    ext = _check_extension(filename)
+    _check_extension(filename)
     _check_size(filename, len(data), max_bytes)
-    if txt_mode not in TXT_MODES:
-        raise DataError(f"txt_mode {txt_mode!r} is unknown; use one of {list(TXT_MODES)}")
-    try:
-        codecs.lookup(encoding)
-    except LookupError:
+    return _load(
+        lambda: io.BytesIO(data),  # shares the bytes: no copy
+        filename,
+        _options(
+            text_column,
+            id_column,
+            domain_column,
+            domain,
+            txt_mode,
+            encoding,
+            label_column,
+            max_snippets,
+            limit,
+        ),
+    )
+
+
+_Opener = Callable[[], IO[bytes]]  # opens the file afresh (a decode error reads it again)
+# One record: (row, {field: value}), or (row, why it is rejected).
+_Record = tuple[int, "dict[str, Any] | str"]
+_Records = Generator[_Record, None, None]
+
+
+def _load(open_file: _Opener, filename: str, opts: _Options) -> LoadResult:
+    ext = _check_extension(filename)
+    if ext != ".txt" and opts.txt_mode != "file":
         raise DataError(
-            f"encoding {encoding!r} is unknown; try 'utf-8', 'latin-1' or 'cp1252'"
-        ) from None
-    opts = _Options(text_column, id_column, domain_column, domain, txt_mode, encoding, label_column)
+            f"txt_mode={opts.txt_mode!r} applies to .txt files only; {ext} file {filename!r} "
+            f"holds one snippet per row: leave it out"
+        )
     stem = Path(filename).stem
+    keys: dict[str, None] = {}  # every column (JSON key) seen, in order of first appearance
+    records: _Records
     if ext == ".txt":
-        records = _txt_records(filename, data, opts)
+        keys["text"] = None
+        records = _txt_records(filename, open_file, opts)
     elif ext in (".jsonl", ".ndjson"):
-        records = _jsonl_records(filename, data, opts)
+        records = _jsonl_records(open_file, opts, keys)
     elif ext == ".csv":
-        records = _csv_records(filename, data, opts)
+        records = _csv_records(filename, open_file, opts, keys)
     else:
-        records = _parquet_records(filename, data, opts)
-    result = _to_snippets(filename, stem, records, opts)
+        if opts.codec != "utf-8-sig":
+            raise DataError(
+                f"encoding={opts.encoding!r} does not apply to .parquet file {filename!r} (parquet "
+                f"stores its text as UTF-8): leave it out"
+            )
+        records = _parquet_records(filename, open_file, opts, keys)
+    try:
+        result = _to_snippets(filename, stem, records, opts, keys)
+    except UnicodeError:
+        raise _decode_error(filename, open_file, opts) from None
     if not result.snippets and not result.rejected:
         raise DataError(f"file {filename!r} holds no records; is it the right file?")
     log.info("%s", result.summary())
@@ -227,6 +327,60 @@ def load_snippets_from_bytes(
 
 
 # --- checks -----------------------------------------------------------------------------------
+
+
+def _options(
+    text_column: str,
+    id_column: str | None,
+    domain_column: str | None,
+    domain: str | None,
+    txt_mode: str,
+    encoding: str,
+    label_column: str | None,
+    max_snippets: int,
+    limit: int | None,
+) -> _Options:
+    if txt_mode not in TXT_MODES:
+        raise DataError(f"txt_mode {txt_mode!r} is unknown; use one of {list(TXT_MODES)}")
+    for name, value, optional in (("max_snippets", max_snippets, False), ("limit", limit, True)):
+        if value is None and optional:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise DataError(f"{name}={value!r}: give a whole number of 1 or more")
+    return _Options(
+        text_column,
+        id_column,
+        domain_column,
+        domain,
+        txt_mode,
+        encoding,
+        label_column,
+        codec=_codec(encoding),
+        max_snippets=max_snippets,
+        limit=limit,
+    )
+
+
+def _codec(encoding: str) -> str:
+    """The codec ``encoding`` is decoded with; DataError for one that is unknown or that is not
+    a text encoding (``rot13``, ``base64``, ``bz2``: they map bytes to bytes or str to str)."""
+    examples = "e.g. encoding='utf-8', encoding='latin-1' or encoding='cp1252'"
+    try:
+        name = codecs.lookup(encoding).name
+    except (LookupError, TypeError, ValueError):
+        raise DataError(
+            f"encoding={encoding!r} is unknown; pass a text encoding, {examples}"
+        ) from None
+    try:
+        io.TextIOWrapper(io.BytesIO(), encoding=encoding)  # refuses a codec that is not text
+    except LookupError:
+        raise DataError(
+            f"encoding={encoding!r} is not a text encoding (it does not turn bytes into text); "
+            f"pass a text encoding, {examples}"
+        ) from None
+    # utf-8-sig: Excel and Notepad write a byte-order mark that would otherwise end up in the
+    # first column name or the first snippet.
+    return "utf-8-sig" if name == "utf-8" else encoding
 
 
 def _check_extension(filename: str) -> str:
@@ -248,19 +402,30 @@ def _check_size(filename: str, size: int, max_bytes: int) -> None:
         )
 
 
-def _decode(filename: str, data: bytes, encoding: str) -> str:
-    # utf-8-sig: Excel and Notepad write a byte-order mark that would otherwise end up in the
-    # first column name or the first snippet.
-    codec = "utf-8-sig" if codecs.lookup(encoding).name == "utf-8" else encoding
+def _text(raw: IO[bytes], opts: _Options, newline: str | None) -> io.TextIOWrapper:
+    """``raw`` decoded as it is read (``UnicodeError`` at the first bad byte)."""
+    return io.TextIOWrapper(raw, encoding=opts.codec, errors="strict", newline=newline)
+
+
+def _decode_error(filename: str, open_file: _Opener, opts: _Options) -> DataError:
+    """Where the file stops decoding, for a message (read again whole: this is the error path)."""
+    with open_file() as raw:
+        data = raw.read()
     try:
-        return data.decode(codec)
+        data.decode(opts.codec)
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise DataError(
-            f"file {filename!r} is not valid {encoding}: byte {exc.start} (line {line}) is "
+        return DataError(
+            f"file {filename!r} is not valid {opts.encoding}: byte {exc.start} (line {line}) is "
             f"{data[exc.start : exc.start + 1]!r} ({exc.reason}); pass the file's encoding, "
             f"e.g. encoding='latin-1' or encoding='cp1252'"
-        ) from None
+        )
+    except UnicodeError as exc:
+        return DataError(
+            f"file {filename!r} cannot be read as {opts.encoding} ({exc}); pass the file's "
+            f"encoding, e.g. encoding='utf-8' or encoding='latin-1'"
+        )
+    return DataError(f"file {filename!r} is not valid {opts.encoding}; pass the file's encoding")
 
 
 def _missing_column(filename: str, role: str, column: str, available: list[str]) -> DataError:
@@ -270,12 +435,24 @@ def _missing_column(filename: str, role: str, column: str, available: list[str])
     )
 
 
+def _check_unique_columns(filename: str, names: list[str], where: str) -> None:
+    """A column named twice would silently give one of its values: refuse the file."""
+    first: dict[str, int] = {}
+    for position, name in enumerate(names, start=1):
+        if not name.strip():  # unnamed columns (trailing commas) are never mapped
+            continue
+        if name in first:
+            raise DataError(
+                f"file {filename!r} names column {name!r} twice in its {where} (columns "
+                f"{first[name]} and {position}); rename one so each column has its own name"
+            )
+        first[name] = position
+
+
 # --- records: (row, {field: value}) or (row, Rejection reason) --------------------------------
 
-_Record = tuple[int, "dict[str, Any] | str"]
 
-
-def _txt_records(filename: str, data: bytes, opts: _Options) -> list[_Record]:
+def _txt_records(filename: str, open_file: _Opener, opts: _Options) -> _Records:
     for name, value, default in (
         ("text_column", opts.text_column, "text"),
         ("id_column", opts.id_column, None),
@@ -287,89 +464,152 @@ def _txt_records(filename: str, data: bytes, opts: _Options) -> list[_Record]:
                 f"{name}={value!r} does not apply to .txt file {filename!r} (it has no columns); "
                 f"use .jsonl/.csv/.parquet for columns, or leave it out"
             )
-    # Universal newlines, as open() in text mode would give.
-    text = _decode(filename, data, opts.encoding).replace("\r\n", "\n").replace("\r", "\n")
+    with open_file() as raw:
+        text = _text(raw, opts, newline=None).read()  # universal newlines, as open() gives
     if opts.txt_mode == "file":
-        return [(1, {"text": text.strip("\n")})]
-    blocks = [block.strip("\n") for block in _BLANK_LINES.split(text)]
-    return [(row, {"text": block}) for row, block in enumerate((b for b in blocks if b.strip()), 1)]
+        yield 1, {"text": text.strip("\n")}
+        return
+    row, start = 0, 0
+    for separator in itertools.chain(_BLANK_LINES.finditer(text), [None]):  # one at a time
+        end = len(text) if separator is None else separator.start()
+        block = text[start:end].strip("\n")
+        start = len(text) if separator is None else separator.end()
+        if block.strip():
+            row += 1
+            yield row, {"text": block}
 
 
-def _jsonl_records(filename: str, data: bytes, opts: _Options) -> list[_Record]:
-    text = _decode(filename, data, opts.encoding)
-    records: list[_Record] = []
-    keys: set[str] = set()
-    # split("\n"), not splitlines(): JSON strings may hold a raw U+2028 or U+0085, which
-    # splitlines() would treat as line ends.
-    for line_no, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        row = len(records) + 1
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            records.append((row, f"line {line_no}: malformed JSON: {exc.msg} (column {exc.colno})"))
-            continue
-        if not isinstance(value, dict):
-            got = type(value).__name__
-            records.append((row, f"line {line_no}: expected a JSON object, got {got}"))
-            continue
-        keys.update(value)
-        records.append((row, value))
-    parsed = any(isinstance(rec, dict) for _, rec in records)
-    if parsed:  # a column no row has is a mapping mistake, not a row problem
-        for role, column in _column_roles(opts):
-            if column is not None and column not in keys:
-                raise _missing_column(filename, role, column, sorted(keys))
-    return records
+class _Duplicated(dict[str, Any]):
+    """A JSON object that named a key more than once (the key is in ``duplicated``)."""
+
+    duplicated = ""
 
 
-def _csv_records(filename: str, data: bytes, opts: _Options) -> list[_Record]:
-    # The csv module rather than pandas: it reports the line of a bad record, so one bad row is
-    # rejected instead of failing the whole file, and it keeps "NA"/"null" texts as text.
-    text = _decode(filename, data, opts.encoding)
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = next(reader, None)
-        if header is None:
-            return []
-        _check_columns(filename, header, opts)
-        records: list[_Record] = []
-        end_line = reader.line_num
-        for fields in reader:
-            start_line, end_line = end_line + 1, reader.line_num
-            if not fields:  # blank line: not a record
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) == len(pairs):
+        return value
+    flagged = _Duplicated(value)
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            flagged.duplicated = key
+            break
+        seen.add(key)
+    return flagged
+
+
+# One decoder for every line (json.loads with a hook would build one per call).
+_JSON = json.JSONDecoder(object_pairs_hook=_json_object)
+
+
+def _jsonl_records(open_file: _Opener, opts: _Options, keys: dict[str, None]) -> _Records:
+    row = 0
+    with open_file() as raw:
+        # newline="\n": lines end at "\n" only; JSON strings may hold a raw U+2028 or U+0085,
+        # which splitlines() would treat as line ends (a "\r" before it is JSON whitespace).
+        for line_no, line in enumerate(_text(raw, opts, newline="\n"), start=1):
+            if not line.strip():
                 continue
-            row = len(records) + 1
-            if len(fields) != len(header):
-                records.append(
-                    (row, f"line {start_line}: {len(fields)} fields, the header has {len(header)}")
+            row += 1
+            try:
+                value = _JSON.decode(line)
+            except json.JSONDecodeError as exc:
+                yield row, f"line {line_no}: malformed JSON: {exc.msg} (column {exc.colno})"
+                continue
+            except RecursionError:
+                yield row, f"line {line_no}: JSON nested too deeply to read"
+                continue
+            if not isinstance(value, dict):
+                yield row, f"line {line_no}: expected a JSON object, got {type(value).__name__}"
+                continue
+            if isinstance(value, _Duplicated):
+                yield (
+                    row,
+                    f"line {line_no}: key {value.duplicated!r} appears more than once in the "
+                    "object, so which value is meant is unclear; keep one",
                 )
                 continue
-            records.append((row, dict(zip(header, fields))))
-    except csv.Error as exc:
-        raise DataError(f"file {filename!r}: CSV error at line {reader.line_num}: {exc}") from None
-    return records
+            if not value.keys() <= keys.keys():  # a column no row before had
+                keys.update(dict.fromkeys(value))
+            yield row, value
 
 
-def _parquet_records(filename: str, data: bytes, opts: _Options) -> list[_Record]:
+def _csv_records(
+    filename: str, open_file: _Opener, opts: _Options, keys: dict[str, None]
+) -> _Records:
+    # The csv module rather than pandas: it reports the line of a bad record, so one bad row is
+    # rejected instead of failing the whole file, and it keeps "NA"/"null" texts as text.
+    # A field may be as long as the file (JSONL has no per-field limit either): the module's
+    # default limit (128 KiB) would refuse a whole file over one long text. The limit is
+    # process-wide, so it is only ever raised, never put back.
+    if csv.field_size_limit() < _CSV_FIELD_LIMIT:
+        csv.field_size_limit(_CSV_FIELD_LIMIT)
+    with open_file() as raw:
+        reader = csv.reader(_text(raw, opts, newline=""))
+        try:
+            header = next(reader, None)
+            if header is None:
+                return
+            _check_unique_columns(filename, header, "header")
+            _check_columns(filename, header, opts)
+            keys.update(dict.fromkeys(header))
+            row, end_line = 0, reader.line_num
+            for fields in reader:
+                start_line, end_line = end_line + 1, reader.line_num
+                if not fields:  # blank line: not a record
+                    continue
+                row += 1
+                if len(fields) != len(header):
+                    yield (
+                        row,
+                        f"line {start_line}: {len(fields)} fields, the header has {len(header)}",
+                    )
+                    continue
+                yield row, dict(zip(header, fields))
+        except csv.Error as exc:
+            raise DataError(
+                f"file {filename!r}: CSV error at line {reader.line_num}: {exc}"
+            ) from None
+
+
+def _parquet_records(
+    filename: str, open_file: _Opener, opts: _Options, keys: dict[str, None]
+) -> _Records:
     try:
         import pyarrow.parquet as pq
     except ImportError:
         raise DataError("reading .parquet needs pyarrow: pip install pyarrow") from None
-    try:
-        parquet = pq.ParquetFile(io.BytesIO(data))
-        names = list(parquet.schema_arrow.names)
+    with open_file() as raw:
+        try:
+            parquet = pq.ParquetFile(raw)
+            names = list(parquet.schema_arrow.names)
+            rows = parquet.metadata.num_rows
+        except Exception as exc:  # pyarrow raises several types for a broken file
+            raise DataError(f"file {filename!r} is not a readable parquet file: {exc}") from None
+        _check_unique_columns(filename, names, "schema")
         _check_columns(filename, names, opts)
+        if opts.limit is None and rows > opts.max_snippets:  # known without reading a row
+            raise TooManySnippets(filename, opts.max_snippets, rows=rows)
         wanted = [column for _, column in _column_roles(opts) if column is not None]
         if opts.label_column is None:  # the auto-detected label column must be read too
             wanted += [n for n in names if n.lower() in AUTO_LABEL_COLUMNS]
-        rows = parquet.read(columns=list(dict.fromkeys(wanted))).to_pylist()
-    except DataError:
-        raise
-    except Exception as exc:  # pyarrow raises several types for a broken file
-        raise DataError(f"file {filename!r} is not a readable parquet file: {exc}") from None
-    return list(enumerate(rows, start=1))
+        wanted = list(dict.fromkeys(wanted))
+        keys.update(dict.fromkeys(wanted))
+        row = 0
+        batches = parquet.iter_batches(batch_size=_PARQUET_BATCH, columns=wanted)
+        while True:
+            try:
+                batch = next(batches, None)
+            except Exception as exc:
+                raise DataError(
+                    f"file {filename!r} is not a readable parquet file: {exc}"
+                ) from None
+            if batch is None:
+                return
+            for record in batch.to_pylist():
+                row += 1
+                yield row, record
 
 
 def _column_roles(opts: _Options) -> tuple[tuple[str, str | None], ...]:
@@ -390,27 +630,61 @@ def _check_columns(filename: str, available: list[str], opts: _Options) -> None:
 # --- records to snippets ----------------------------------------------------------------------
 
 
-def _to_snippets(filename: str, stem: str, records: list[_Record], opts: _Options) -> LoadResult:
+def _to_snippets(
+    filename: str, stem: str, records: _Records, opts: _Options, keys: dict[str, None]
+) -> LoadResult:
+    """Consume ``records`` (stopping at ``opts.limit`` snippets, refusing a row past
+    ``opts.max_snippets``); labels are read last, once every column of the file is known."""
     result = LoadResult(source=filename)
     first_row_of_id: dict[str, int] = {}
-    labels = _label_column(records, opts)
-    for row, record in records:
-        if isinstance(record, str):
-            result.rejected.append(Rejection(row, record))
-            continue
-        problem, snippet = _one_snippet(filename, stem, row, record, opts)
-        if problem is None and snippet is not None and labels is not None:
-            snippet = replace(snippet, label=_parse_label(filename, row, record, *labels))
-        if problem is None and snippet is not None:
-            if snippet.id in first_row_of_id:
-                first = first_row_of_id[snippet.id]
-                problem = f"duplicate id {snippet.id!r} (first used by row {first})"
-            else:
-                first_row_of_id[snippet.id] = row
-                result.snippets.append(snippet)
+    # Per kept snippet, the values of the columns that may be its label (usually none).
+    label_values: list[tuple[int, dict[str, Any]]] = []
+    keys_seen, label_keys = 0, _label_candidates(keys, opts)
+    parsed = False
+    try:
+        for row, record in records:
+            if row > opts.max_snippets:
+                raise TooManySnippets(filename, opts.max_snippets, limit=opts.limit)
+            if isinstance(record, str):
+                result.rejected.append(Rejection(row, record))
                 continue
-        result.rejected.append(Rejection(row, problem or "unreadable record"))
+            parsed = True
+            problem, snippet = _one_snippet(filename, stem, row, record, opts)
+            if problem is None and snippet is not None:
+                if snippet.id in first_row_of_id:
+                    first = first_row_of_id[snippet.id]
+                    problem = f"duplicate id {snippet.id!r} (first used by row {first})"
+                else:
+                    first_row_of_id[snippet.id] = row
+                    result.snippets.append(snippet)
+                    if len(keys) != keys_seen:  # a new column: maybe the label's
+                        keys_seen, label_keys = len(keys), _label_candidates(keys, opts)
+                    label_values.append((row, {key: record.get(key) for key in label_keys}))
+                    if opts.limit is not None and len(result.snippets) >= opts.limit:
+                        break
+                    continue
+            result.rejected.append(Rejection(row, problem or "unreadable record"))
+    finally:
+        records.close()  # a read stopped early closes its file now
+    if parsed:  # a column no row has is a mapping mistake, not a row problem (JSONL)
+        for role, column in _column_roles(opts):
+            if column is not None and column not in keys:
+                raise _missing_column(filename, role, column, sorted(keys))
+    labels = _label_column(keys, opts)
+    if labels is not None:
+        result.snippets = [
+            replace(snippet, label=_parse_label(filename, row, values, *labels))
+            for snippet, (row, values) in zip(result.snippets, label_values)
+        ]
     return result
+
+
+def _label_candidates(keys: dict[str, None], opts: _Options) -> list[str]:
+    """The columns among ``keys`` that may be the label column (the one given, or any named
+    like one of :data:`AUTO_LABEL_COLUMNS`)."""
+    if opts.label_column is not None:
+        return [opts.label_column]
+    return [k for k in keys if isinstance(k, str) and k.strip().lower() in AUTO_LABEL_COLUMNS]
 
 
 def _one_snippet(
@@ -440,19 +714,30 @@ def _one_snippet(
         raw_domain = record.get(opts.domain_column)
         if raw_domain is not None and str(raw_domain).strip():
             snippet_domain = str(raw_domain).strip()
+    for role, value in (("text", text), ("id", snippet_id), ("domain", snippet_domain)):
+        problem = None if value.isascii() else _surrogate_problem(role, value)
+        if problem:
+            return problem, None
     source = f"{filename} row {row}"
     return None, Snippet(id=snippet_id, text=text, domain=snippet_domain, source=source)
+
+
+def _surrogate_problem(role: str, value: str) -> str | None:
+    """Why ``value`` cannot be stored: it holds half of a UTF-16 pair (a JSON ``\\ud800``)."""
+    found = _SURROGATE.search(value)
+    if found is None:
+        return None
+    return (
+        f"{role} holds a lone surrogate {found.group()!r} at character {found.start() + 1} (half "
+        "of a UTF-16 pair, not a character: a broken \\u escape); fix or remove the row"
+    )
 
 
 # --- labels -----------------------------------------------------------------------------------
 
 
-def _label_column(records: list[_Record], opts: _Options) -> tuple[str, dict[str, str]] | None:
+def _label_column(keys: dict[str, None], opts: _Options) -> tuple[str, dict[str, str]] | None:
     """The column labels are read from and its vocabulary; None for an unlabelled file."""
-    keys: dict[str, None] = {}
-    for _, record in records:
-        if isinstance(record, dict):
-            keys.update(dict.fromkeys(record))
     if opts.label_column is not None:
         return opts.label_column, {**LABEL_WORDS, **MEMBER_WORDS}
     for wanted, words in zip(AUTO_LABEL_COLUMNS, (LABEL_WORDS, MEMBER_WORDS)):

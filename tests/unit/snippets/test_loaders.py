@@ -9,8 +9,10 @@ import pytest
 
 from memprobe_core.snippets.loaders import (
     MAX_FILE_BYTES,
+    MAX_FILE_SNIPPETS,
     LoadResult,
     Rejection,
+    TooManySnippets,
     load_snippets,
     load_snippets_from_bytes,
 )
@@ -264,9 +266,35 @@ def test_undecodable_bytes(name: str) -> None:
     assert "café" in result.snippets[0].text
 
 
+@pytest.mark.parametrize("name", ["far.jsonl", "far.csv", "far.txt"])
+def test_undecodable_byte_far_into_a_streamed_file_is_placed_exactly(name: str) -> None:
+    # Files are decoded as they are read; the message still gives the byte and line in the file.
+    head = b"text\n" if name.endswith(".csv") else b""
+    row = b'"fine"\n' if name.endswith(".csv") else b'{"text": "fine"}\n'
+    data = head + row * 20_000 + b'{"text": "caf\xe9"}\n'
+    with pytest.raises(DataError) as info:
+        load_snippets_from_bytes(data, name)
+    bad = b"\xe9"
+    offset, line = data.index(bad), data.count(b"\n")
+    assert f"byte {offset} (line {line}) is {bad!r}" in str(info.value)
+
+
 def test_unknown_encoding() -> None:
-    with pytest.raises(DataError, match="encoding 'utf-99' is unknown"):
+    with pytest.raises(DataError, match="encoding='utf-99' is unknown; pass a text encoding"):
         load_snippets_from_bytes(b"x", "a.txt", encoding="utf-99")
+
+
+@pytest.mark.parametrize("codec", ["rot13", "base64", "bz2", "zlib", "hex"])
+@pytest.mark.parametrize("name", ["a.txt", "a.jsonl", "a.csv"])
+def test_codec_that_is_not_a_text_encoding_is_a_data_error(codec: str, name: str) -> None:
+    # These codecs exist (codecs.lookup finds them) but map bytes to bytes or str to str:
+    # decoding with them raised a bare LookupError.
+    with pytest.raises(DataError) as info:
+        load_snippets_from_bytes(b'{"text": "a"}\n', name, encoding=codec)
+    assert str(info.value) == (
+        f"encoding={codec!r} is not a text encoding (it does not turn bytes into text); pass a "
+        "text encoding, e.g. encoding='utf-8', encoding='latin-1' or encoding='cp1252'"
+    )
 
 
 def test_file_over_size_cap(tmp_path: Path) -> None:
@@ -395,3 +423,235 @@ def test_txt_rejects_label_column(tmp_path: Path) -> None:
     path.write_text("hello", "utf-8")
     with pytest.raises(DataError, match=r"label_column='label' does not apply to \.txt"):
         load_snippets(path, label_column="label")
+
+
+def test_label_column_first_seen_after_unlabelled_rows_is_an_error(tmp_path: Path) -> None:
+    # Rows are read one at a time: the label column is only known once a row has it, yet an
+    # earlier row without a label is still refused (labels are read when the file is done).
+    rows = [{"text": "a"}, {"text": "b", "label": "member"}]
+    with pytest.raises(DataError, match="row 1: label column 'label' has no value"):
+        load_snippets(_write_jsonl(tmp_path / "late.jsonl", rows))
+
+
+# --- many rows: --max-snippets and --limit ----------------------------------------------------
+
+
+def _many(tmp_path: Path, fmt: str, count: int) -> Path:
+    rows = [{"text": f"snippet {i}"} for i in range(count)]
+    if fmt == "txt":
+        path = tmp_path / "many.txt"
+        path.write_text("\n\n".join(r["text"] for r in rows), "utf-8")
+        return path
+    return WRITERS[fmt](tmp_path / f"many.{fmt}", rows)
+
+
+def test_max_file_snippets_default() -> None:
+    assert MAX_FILE_SNIPPETS == 100_000
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "txt", "parquet"])
+def test_more_rows_than_max_snippets_is_refused(tmp_path: Path, fmt: str) -> None:
+    path = _many(tmp_path, fmt, 30)
+    kwargs = {"txt_mode": "blocks"} if fmt == "txt" else {}
+    with pytest.raises(TooManySnippets) as info:
+        load_snippets(path, max_snippets=10, **kwargs)
+    held = "30 rows" if fmt == "parquet" else "more than 10 rows"  # parquet knows its count
+    assert str(info.value) == (
+        f"file 'many.{fmt}' holds {held} (max_snippets=10): audit a part with limit=N, or pass "
+        "a larger max_snippets"
+    )
+    assert isinstance(info.value, DataError)
+    assert len(load_snippets(path, max_snippets=30, **kwargs).snippets) == 30  # the bound is ok
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "txt", "parquet"])
+def test_limit_under_the_bound_loads_the_first_rows_of_a_big_file(tmp_path: Path, fmt: str) -> None:
+    path = _many(tmp_path, fmt, 30)
+    kwargs = {"txt_mode": "blocks"} if fmt == "txt" else {}
+    result = load_snippets(path, max_snippets=10, limit=4, **kwargs)
+    assert [s.text for s in result.snippets] == [f"snippet {i}" for i in range(4)]
+
+
+def test_limit_counts_snippets_and_keeps_the_rejections_before_them(tmp_path: Path) -> None:
+    rows = [{"text": ""}, {"text": "a"}, {"text": " "}, {"text": "b"}, {"text": "c"}]
+    result = load_snippets(_write_jsonl(tmp_path / "l.jsonl", rows), limit=2)
+    assert [s.text for s in result.snippets] == ["a", "b"]
+    assert [r.row for r in result.rejected] == [1, 3]
+
+
+def test_limit_stops_reading_so_later_rows_are_never_checked(tmp_path: Path) -> None:
+    # The bad label in row 3 would stop a whole read; with limit=2 that row is never read.
+    rows = [{"text": "a", "label": "member"}, {"text": "b", "label": "nonmember"}]
+    rows.append({"text": "c", "label": "perhaps"})
+    path = _write_jsonl(tmp_path / "lab.jsonl", rows)
+    assert [s.label for s in load_snippets(path, limit=2).snippets] == ["member", "nonmember"]
+    with pytest.raises(DataError, match="row 3"):
+        load_snippets(path)
+
+
+def test_limit_over_the_bound_says_to_raise_the_bound(tmp_path: Path) -> None:
+    with pytest.raises(TooManySnippets, match=r"limit=50 asks for more snippets than that"):
+        load_snippets(_many(tmp_path, "jsonl", 30), max_snippets=10, limit=50)
+
+
+@pytest.mark.parametrize(
+    "option", [{"max_snippets": 0}, {"max_snippets": None}, {"limit": 0}, {"limit": True}]
+)
+def test_bad_max_snippets_or_limit(option: dict) -> None:
+    with pytest.raises(DataError, match="give a whole number of 1 or more"):
+        load_snippets_from_bytes(b'{"text": "a"}\n', "a.jsonl", **option)
+
+
+def test_too_many_snippets_pickles() -> None:
+    import pickle
+
+    error = TooManySnippets("a.jsonl", 10, rows=12, limit=None)
+    again = pickle.loads(pickle.dumps(error))
+    assert str(again) == str(error) and (again.rows, again.max_snippets) == (12, 10)
+
+
+@pytest.mark.parametrize("from_bytes", [False, True])
+def test_refusal_reads_a_stream_not_the_whole_file(tmp_path: Path, from_bytes: bool) -> None:
+    # 300,000 tiny rows (~7 MB): refused after row 1,001 with a few hundred kB allocated; the
+    # old loader decoded the whole file, split it into a list of lines and parsed every row
+    # (hundreds of MB) before counting anything.
+    import tracemalloc
+
+    path = tmp_path / "tiny.jsonl"
+    path.write_text("".join(f'{{"text": "t{i}"}}\n' for i in range(300_000)), "utf-8")
+    data = path.read_bytes() if from_bytes else b""
+    tracemalloc.start()
+    try:
+        with pytest.raises(TooManySnippets):
+            if from_bytes:
+                load_snippets_from_bytes(data, "tiny.jsonl", max_snippets=1000)
+            else:
+                load_snippets(path, max_snippets=1000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * 2**20, f"peak {peak:,} bytes"
+
+
+# --- one long field: CSV as JSONL -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", sorted(WRITERS))
+def test_a_250_kb_field_loads_in_every_format(tmp_path: Path, fmt: str) -> None:
+    # The csv module's default field limit (128 KiB) refused the whole CSV file over one long
+    # text that JSONL and parquet loaded: each format loads it now, with the other rows.
+    long_text = "word " * 50_000  # 250,000 characters
+    rows = [{"text": "short one"}, {"text": long_text}, {"text": "short two"}]
+    result = load_snippets(WRITERS[fmt](tmp_path / f"long.{fmt}", rows))
+    assert [s.text for s in result.snippets] == ["short one", long_text, "short two"]
+    assert result.rejected == []
+
+
+def test_csv_long_field_row_with_a_bad_shape_is_rejected_on_its_own(tmp_path: Path) -> None:
+    path = tmp_path / "long.csv"
+    path.write_text(f"text,id\nfine,a\n{'x' * 250_000},b,extra\nalso fine,c\n", "utf-8")
+    result = load_snippets(path, id_column="id")
+    assert [s.id for s in result.snippets] == ["a", "c"]
+    assert result.rejected == [Rejection(2, "line 3: 3 fields, the header has 2")]
+
+
+# --- lone surrogates --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "role"),
+    [
+        ('{"text": "half \\ud800 a pair", "id": "b"}', "text"),
+        ('{"text": "fine", "id": "b\\udc00"}', "id"),
+        ('{"text": "fine", "id": "b", "kind": "\\udfff"}', "domain"),
+    ],
+)
+def test_lone_surrogate_escape_rejects_its_row(tmp_path: Path, line: str, role: str) -> None:
+    path = tmp_path / "s.jsonl"
+    first = '{"text": "first", "id": "a", "kind": "legal"}\n'
+    path.write_text(first + line + '\n{"text": "third", "id": "c"}\n', "utf-8")
+    result = load_snippets(path, id_column="id", domain_column="kind")
+    assert [s.id for s in result.snippets] == ["a", "c"]
+    ((rejected_row, reason),) = [(r.row, r.reason) for r in result.rejected]
+    assert rejected_row == 2
+    assert reason.startswith(f"{role} holds a lone surrogate '\\u")
+    assert reason.endswith("fix or remove the row")
+    for snippet in result.snippets:  # what is kept can be stored (UTF-8)
+        (snippet.text + snippet.id + snippet.domain).encode("utf-8")
+
+
+def test_a_valid_surrogate_pair_escape_is_a_character(tmp_path: Path) -> None:
+    path = tmp_path / "pair.jsonl"
+    path.write_text('{"text": "emoji \\ud83d\\ude00"}\n')
+    assert load_snippets(path).snippets[0].text == "emoji \U0001f600"
+
+
+# --- a column named twice ---------------------------------------------------------------------
+
+
+def test_csv_header_naming_a_column_twice_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "dup.csv"
+    path.write_text("id,text,text\n1,first,second\n", "utf-8")
+    with pytest.raises(DataError) as info:
+        load_snippets(path)
+    assert str(info.value) == (
+        "file 'dup.csv' names column 'text' twice in its header (columns 2 and 3); rename one "
+        "so each column has its own name"
+    )
+
+
+def test_csv_unnamed_columns_may_repeat(tmp_path: Path) -> None:
+    path = tmp_path / "trailing.csv"
+    path.write_text("text,,\nhello,,\n", "utf-8")  # a spreadsheet's trailing empty columns
+    assert [s.text for s in load_snippets(path).snippets] == ["hello"]
+
+
+def test_parquet_schema_naming_a_column_twice_is_refused(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_arrays([pa.array(["a"]), pa.array(["b"])], names=["text", "text"])
+    pq.write_table(table, tmp_path / "dup.parquet")
+    with pytest.raises(DataError, match="names column 'text' twice in its schema"):
+        load_snippets(tmp_path / "dup.parquet")
+
+
+def test_jsonl_object_naming_a_key_twice_rejects_its_row(tmp_path: Path) -> None:
+    path = tmp_path / "dup.jsonl"
+    lines = ['{"text": "one"}', '{"text": "two", "text": "other"}', '{"text": "three"}']
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    result = load_snippets(path)
+    assert [s.text for s in result.snippets] == ["one", "three"]
+    assert result.rejected == [
+        Rejection(
+            2,
+            "line 2: key 'text' appears more than once in the object, so which value is meant "
+            "is unclear; keep one",
+        )
+    ]
+
+
+# --- options that do not apply ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["a.jsonl", "a.csv", "a.parquet"])
+def test_txt_mode_blocks_is_refused_for_a_file_with_rows(name: str) -> None:
+    with pytest.raises(DataError) as info:
+        load_snippets_from_bytes(b"x", name, txt_mode="blocks")
+    assert str(info.value).startswith("txt_mode='blocks' applies to .txt files only; ")
+    assert f"file {name!r}" in str(info.value) and "leave it out" in str(info.value)
+
+
+def test_encoding_is_refused_for_parquet(tmp_path: Path) -> None:
+    path = _write_parquet(tmp_path / "p.parquet", [{"text": "a"}])
+    with pytest.raises(DataError, match=r"encoding='latin-1' does not apply to \.parquet file"):
+        load_snippets(path, encoding="latin-1")
+    assert load_snippets(path, encoding="UTF-8").snippets[0].text == "a"
+
+
+def test_jsonl_nested_too_deeply_rejects_its_row() -> None:
+    # json raises RecursionError (not a JSONDecodeError) for 100,000 nested brackets.
+    data = b'{"text": "a"}\n' + b"[" * 100_000 + b"\n" + b'{"text": "b"}\n'
+    result = load_snippets_from_bytes(data, "deep.jsonl")
+    assert [s.text for s in result.snippets] == ["a", "b"]
+    assert result.rejected == [Rejection(2, "line 2: JSON nested too deeply to read")]
