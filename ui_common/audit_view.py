@@ -19,6 +19,14 @@ from memprobe_core.audit import resume_audit, run_audit
 from memprobe_core.config import SELECTIONS
 from memprobe_core.errors import UsageError
 from memprobe_core.executors import Executor, make_executor
+from memprobe_core.membership.blind import (
+    RANDOM_SPLIT_METHOD,
+    RANDOM_SPLIT_OK,
+    RANDOM_SPLIT_TOO_FEW,
+    blind_method,
+    random_split_warning,
+)
+from memprobe_core.membership.evaluate import FPR_TARGETS
 from memprobe_core.report import build as report_build
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import SMALL_N_MARK
@@ -266,6 +274,7 @@ def report_view(store: Store, run_id: int) -> None:
     html_report_download(store, run_id, report, key=f"audit_html_{run_id}")
     _domain_charts(report)
     membership_view(report)
+    validity_view(report)
     for title, frame in (
         ("Paired improvement over the prefix-suffix baselines", report.paired),
         ("PII copied and invented", report.pii),
@@ -307,3 +316,39 @@ def membership_view(report: Report) -> None:
     for length in sorted(report.roc["length"].unique()):
         fig = charts.roc_figure(report.roc, length, membership=report.membership)
         st.plotly_chart(fig, width="stretch", key=f"audit_roc_{length}")
+
+
+def validity_view(report: Report) -> None:
+    """Labelled runs: the blind baseline (no model) and the random-split control, with warnings."""
+    blind = report.blind_baseline
+    if blind is None:
+        return
+    st.subheader("Validity controls")
+    st.caption(
+        "Can this split be told apart without the model (Das et al. 2024, blind baselines)? "
+        "And does the evaluation give chance when the labels mean nothing?"
+    )
+    if blind.warning:
+        st.warning(md(f"Blind baseline: {blind.warning}"))
+    if blind.note:
+        st.info(md(f"Blind baseline not run: {blind.note}"))
+    else:
+        names = ["auroc", *FPR_TARGETS]
+        row = {"control": "blind baseline (no model)", "members": blind.n_members}
+        row |= {"non-members": blind.n_nonmembers, "folds": blind.folds}
+        for name in names:
+            for end in ("", "_lo", "_hi"):
+                row[name + end] = blind.figure(name + end)
+        st.dataframe(pd.DataFrame([row]), hide_index=True, width="stretch")
+    st.caption(md(blind_method(blind)))
+    control = report.random_split
+    warning = random_split_warning(control)
+    if warning:
+        st.warning(md(f"Random-split control: {warning}"))
+    st.caption(md(f"Random-split control: {RANDOM_SPLIT_METHOD}"))
+    if control is None or control.empty:
+        st.caption(md(RANDOM_SPLIT_TOO_FEW))
+        return
+    st.dataframe(control.drop(columns=["score"]), hide_index=True, width="stretch")
+    if not warning:
+        st.caption(md(RANDOM_SPLIT_OK))

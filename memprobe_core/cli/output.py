@@ -245,6 +245,7 @@ OUTPUT_FLAGS: dict[str, str] = {
     "csv": "--csv",  # report, ner
     "table_csv": "--table-csv",
     "membership_csv": "--membership-csv",
+    "controls_csv": "--controls-csv",
     "roc_csv": "--roc-csv",
     "candidates_csv": "--candidates-csv",
     "html": "--html",

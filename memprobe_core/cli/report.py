@@ -11,6 +11,8 @@ from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_OK
 from memprobe_core.cli.output import echo, terminal_json
 from memprobe_core.config import SELECTIONS
+from memprobe_core.membership.blind import controls_frame
+from memprobe_core.membership.evaluate import DEFAULT_FPR_RULE, FPR_RULES
 from memprobe_core.report.build import (
     DEFAULT_RESAMPLES,
     report_for_run,
@@ -38,6 +40,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "intervals, per signal and method) as formula-safe CSV",
     )
     report.add_argument("--roc-csv", type=Path, help="write the ROC curve points as CSV")
+    report.add_argument(
+        "--controls-csv",
+        type=Path,
+        help="write the validity controls (labelled audits: the blind baseline, which never sees "
+        "the model, and the random split of the members, per score) as formula-safe CSV",
+    )
     report.add_argument("--candidates-csv", type=Path, help="write every scored candidate as CSV")
     report.add_argument(
         "--html",
@@ -61,6 +69,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "Algorithm 1), max_mem (highest Mem in the trace, an upper bound) "
         "or reference (the reference code's best_rougeL); named in the title",
     )
+    report.add_argument(
+        "--fpr-rule",
+        choices=tuple(FPR_RULES),
+        default=DEFAULT_FPR_RULE,
+        help="TPR at 1 %% / 0.1 %% FPR over thresholds with FPR <= the target (le) or FPR < "
+        "the target (lt, mimir's convention); they differ when target x non-members is whole; "
+        "named in the report",
+    )
     report.set_defaults(handler=run)
 
 
@@ -68,13 +84,19 @@ def run(args: argparse.Namespace) -> int:
     """Print a run's report; optionally write CSVs, JSON or a self-contained HTML file."""
     store = common.open_store(args)
     report = report_for_run(
-        store, args.run, resamples=args.resamples, seed=args.ci_seed, select=args.select
+        store,
+        args.run,
+        resamples=args.resamples,
+        seed=args.ci_seed,
+        select=args.select,
+        fpr_rule=args.fpr_rule,
     )
     written = []
     for path, frame in (
         (args.csv, lambda: store.results_frame(args.run)),
         (args.table_csv, lambda: report.table1),
         (args.membership_csv, lambda: report.membership),
+        (args.controls_csv, lambda: controls_frame(report.blind_baseline, report.random_split)),
         (args.roc_csv, lambda: report.roc),
         (args.candidates_csv, lambda: store.candidates_frame(args.run)),
     ):

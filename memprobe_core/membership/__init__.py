@@ -6,6 +6,8 @@
   snippet, from one batched forward pass of a white-box victim.
 - :mod:`.verbatim`: k-extractability and the longest verbatim span of an output.
 - :mod:`.evaluate`: AUROC and TPR at fixed FPR, with bootstrap intervals, on labelled audits.
+- :mod:`.blind`: the validity controls of a labelled audit: a blind baseline that never sees the
+  model, and a random split of the members.
 - the generated non-member corpus (text no model can have seen) is in
   :mod:`memprobe_core.snippets.nonmembers`, beside the other snippet sources.
 """

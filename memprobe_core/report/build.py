@@ -17,7 +17,9 @@ The statistical rules (degenerate samples, ties, why Holm) are in :mod:`memprobe
 - **PII**: items in the true suffixes, copied into outputs, invented by outputs, per method.
 - **Cost** per method: victim and attacker queries, generated tokens, seconds (total and per unit).
 - **Membership** (labelled audits only): AUROC and TPR at 1 % / 0.1 % FPR with intervals, and ROC
-  curves, per membership signal and per method (:mod:`memprobe_core.membership.evaluate`).
+  curves, per membership signal and per method (:mod:`memprobe_core.membership.evaluate`), and
+  its validity controls: a blind baseline that never sees the model and a random split of the
+  members (:mod:`memprobe_core.membership.blind`).
 
 ``render_text`` (in :mod:`memprobe_core.report.text`) draws it for a
 terminal; ``report_to_dict`` gives JSON-ready records.
@@ -26,6 +28,7 @@ terminal; ``report_to_dict`` gives JSON-ready records.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,9 +38,12 @@ import pandas as pd
 from memprobe_core.attacks.options import check_size
 from memprobe_core.attacks.registry import baseline_methods, method_label, method_rank
 from memprobe_core.config import SEED_RANGE
+from memprobe_core.membership.blind import RANDOM_SPLIT_COLUMNS, BlindBaseline, validity_controls
 from memprobe_core.membership.evaluate import (
+    DEFAULT_FPR_RULE,
     MEMBERSHIP_COLUMNS,
     ROC_COLUMNS,
+    check_fpr_rule,
     membership_meta,
     membership_table,
 )
@@ -138,6 +144,12 @@ class Report:
             member and non-member labels.
         meta: run id, result count, resamples, seed, interval and test names, ROUGE variant and
             models when known.
+        blind_baseline: the validity control of a labelled audit that never sees the model
+            (:class:`~memprobe_core.membership.blind.BlindBaseline`: its AUROC, intervals and
+            warning); ``None`` unless some snippet is labelled.
+        random_split: :data:`~memprobe_core.membership.blind.RANDOM_SPLIT_COLUMNS` — every
+            membership score on two random halves of the members (AUROC should be 0.5;
+            ``flagged`` rows say it is not); empty unless the audit has at least 4 members.
     """
 
     table1: pd.DataFrame
@@ -150,6 +162,10 @@ class Report:
     )
     roc: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=ROC_COLUMNS))
     meta: dict[str, Any] = field(default_factory=dict)
+    blind_baseline: BlindBaseline | None = None
+    random_split: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=RANDOM_SPLIT_COLUMNS)
+    )
 
 
 def bootstrap_ci(
@@ -377,6 +393,9 @@ def build_report(
     seed: int = 0,
     meta: dict[str, Any] | None = None,
     select: str = "objective",
+    fpr_rule: str = DEFAULT_FPR_RULE,
+    texts: Mapping[str, str] | None = None,
+    left_out: Collection[str] = (),
 ) -> Report:
     """Every table from a results frame (``Store.results_frame``).
 
@@ -388,6 +407,13 @@ def build_report(
         meta: extra facts to carry (run id, title …).
         select: which Mem the tables show (``objective``, ``max_mem``, ``reference``; see
             :mod:`memprobe_core.report.select`); named in ``meta["selection_label"]``.
+        fpr_rule: TPR at FPR ``le`` (FPR ≤ target) or ``lt`` (FPR < target, as mimir); named
+            in ``meta["tpr_rule"]`` of a labelled audit.
+        texts: each snippet's text by id (``Store.samples``), for a labelled audit's blind
+            baseline; without them the baseline says it was not run.
+        left_out: snippet ids kept out of the membership table and its controls (ReCaLL's
+            prefix texts: their own ratio is measured against themselves); named in
+            ``meta["membership_left_out"]``.
 
     Raises:
         ValueError: ``resamples`` out of range (the message says what to give).
@@ -396,6 +422,7 @@ def build_report(
     """
     resamples = validate_resamples(resamples)
     check_size("seed", seed, *SEED_RANGE)
+    rule = check_fpr_rule(fpr_rule)
     results = apply_selection(results, select)
     info = dict(meta or {})
     info.update({"selection": select, "selection_label": results.attrs["selection_label"]})
@@ -421,8 +448,14 @@ def build_report(
                 {int(k) for k in pd.to_numeric(results["extract_k"], errors="coerce").dropna()}
             )
             info["extract_k"] = ", ".join(map(str, ks)) if ks else None
-    membership, roc = membership_table(results, resamples=resamples, seed=seed)
-    info.update(membership_meta(results, membership))
+    evaluated = _without_labels(results, left_out)
+    membership, roc = membership_table(evaluated, resamples=resamples, seed=seed, fpr_rule=rule)
+    info.update(membership_meta(evaluated, membership, rule))
+    if left_out:
+        info["membership_left_out"] = sorted(left_out)
+    blind, random_split = validity_controls(
+        evaluated, texts, membership, resamples=resamples, seed=seed, fpr_rule=rule
+    )
     return Report(
         table1=table1(results, resamples=resamples, seed=seed),
         paired=paired_improvement(results, resamples=resamples, seed=seed),
@@ -432,7 +465,19 @@ def build_report(
         membership=membership,
         roc=roc,
         meta=info,
+        blind_baseline=blind,
+        random_split=random_split,
     )
+
+
+def _without_labels(results: pd.DataFrame, snippet_ids: Collection[str]) -> pd.DataFrame:
+    """``results`` with the labels of ``snippet_ids`` removed (they play no part in membership
+    evaluation; every other table keeps them)."""
+    if not len(snippet_ids) or "label" not in results:
+        return results
+    out = results.copy()
+    out.loc[out["snippet_id"].isin(list(snippet_ids)), "label"] = None
+    return out
 
 
 def report_for_run(store: Any, run_id: int, **kwargs: Any) -> Report:
@@ -447,6 +492,11 @@ def report_for_run(store: Any, run_id: int, **kwargs: Any) -> Report:
         "units_done": run["units_done"],
         "units_error": run["units_error"],
     }
+    if "texts" not in kwargs and any(store.labels(run_id).values()):
+        # A labelled audit's blind baseline reads the texts (an unlabelled one never needs them).
+        kwargs["texts"] = {s.id: s.text for s in store.samples(run_id)}
+    measure = ((run.get("config") or {}).get("options") or {}).get("measure") or {}
+    kwargs.setdefault("left_out", tuple(measure.get("recall_prefix_ids") or ()))
     return build_report(
         store.results_frame(run_id), errors=store.errors_frame(run_id), meta=meta, **kwargs
     )
@@ -471,4 +521,8 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         "errors": _records(report.errors) if report.errors is not None else [],
         "membership": _records(report.membership),
         "roc": _records(report.roc),
+        "blind_baseline": (
+            report.blind_baseline.to_dict() if report.blind_baseline is not None else None
+        ),
+        "random_split": _records(report.random_split),
     }

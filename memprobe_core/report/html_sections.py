@@ -23,6 +23,14 @@ from markupsafe import Markup
 from memprobe_core.attacks.registry import method_label, method_order
 from memprobe_core.config import ScoringConfig
 from memprobe_core.highlight import overlap, segments_to_html
+from memprobe_core.membership.blind import (
+    RANDOM_SPLIT_METHOD,
+    RANDOM_SPLIT_OK,
+    RANDOM_SPLIT_TOO_FEW,
+    blind_method,
+    random_split_warning,
+)
+from memprobe_core.membership.evaluate import FPR_TARGETS
 from memprobe_core.report import figures
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import n_mark, num, p_text, signed_ci, with_ci
@@ -65,6 +73,7 @@ class Section:
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     examples: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _table(frame: pd.DataFrame, columns: dict[str, Any], **kwargs: Any) -> Table:
@@ -262,14 +271,92 @@ def membership_section(report: Report, first_figure: int) -> Section:
         f"{meta.get('membership_interval', 'bootstrap 95 %')}; a figure without brackets has "
         "no interval.",
     ]
+    if meta.get("tpr_rule"):
+        notes.append(f"TPR at FPR: {meta['tpr_rule']}")
     if meta.get("membership_note"):
         notes.append(f"FPR: {meta['membership_note']}")
+    if meta.get("membership_left_out"):
+        notes.append("Left out (ReCaLL's prefix texts): " + ", ".join(meta["membership_left_out"]))
     tables = [_table(m, columns)] if not m.empty else []
     section = Section("membership", "Membership", notes=notes, tables=tables)
     for length in sorted(report.roc["length"].unique()) if not report.roc.empty else []:
         fig = figures.roc_figure(report.roc, length, membership=m)
         title = f"ROC, length {length}"
         section.figures.append(_figure(fig, first_figure + len(section.figures), title))
+    return section
+
+
+def validity_section(report: Report) -> Section:
+    """A labelled audit's validity controls: the blind baseline and the random-split control."""
+    blind, control = report.blind_baseline, report.random_split
+    section = Section(
+        "validity",
+        "Validity controls",
+        notes=[
+            'Can the split be told apart without the model (Das et al. 2024, "Blind Baselines '
+            'Beat Membership Inference Attacks for Foundation Models")? And does the evaluation '
+            "give chance when the labels mean nothing?"
+        ],
+    )
+    if blind is not None and blind.note:
+        section.notes.append(f"Blind baseline not run: {blind.note}.")
+    elif blind is not None:
+        if blind.warning:
+            section.warnings.append(f"Blind baseline: {blind.warning}")
+        figures = [
+            ("AUROC", "auroc"),
+            *((f"TPR @ {100 * f:g} % FPR", n) for n, f in FPR_TARGETS.items()),
+        ]
+        rows = [
+            [
+                Cell("blind baseline (no model)"),
+                _cell(f"{blind.n_members} / {blind.n_nonmembers}"),
+                _cell(blind.folds or "–"),
+                *(
+                    _cell(with_ci(*(blind.figure(n + end) for end in ("", "_lo", "_hi"))))
+                    for _, n in figures
+                ),
+            ]
+        ]
+        notes = [blind_method(blind) + "."]
+        if blind.best_score_label is not None:
+            notes.append(
+                f"Best score of the membership table: {blind.best_score_label} (length "
+                f"{blind.best_length}), AUROC {num(blind.best_auroc)}."
+            )
+        section.tables.append(
+            Table(
+                columns=[
+                    "Control",
+                    "members / non-members",
+                    "folds",
+                    *(f"{label} [95 % CI]" for label, _ in figures),
+                ],
+                rows=rows,
+                title="Blind baseline",
+                notes=notes,
+            )
+        )
+    warning = random_split_warning(control)
+    if warning:
+        section.warnings.append(f"Random-split control: {warning}")
+    if control is None or control.empty:
+        section.notes.append(f"Random-split control: {RANDOM_SPLIT_TOO_FEW}.")
+        return section
+    columns = {
+        "Score": lambda r: r["score_label"],
+        "kind": lambda r: r["kind"],
+        "Length": lambda r: r["length"],
+        "half A / half B": lambda r: f"{r['n_half_a']} / {r['n_half_b']}",
+        "AUROC [95 % CI]": _ci("auroc"),
+        "p": lambda r: p_text(r["p_value"]),
+        "p Holm": lambda r: p_text(r["p_holm"]),
+        "flagged": lambda r: "FLAGGED" if r["flagged"] else "",
+    }
+    notes = [RANDOM_SPLIT_METHOD[0].upper() + RANDOM_SPLIT_METHOD[1:] + "."]
+    if not warning:
+        notes.append(RANDOM_SPLIT_OK[0].upper() + RANDOM_SPLIT_OK[1:] + ".")
+    section.tables.append(_table(control, columns, title="Random-split control", notes=notes))
     return section
 
 

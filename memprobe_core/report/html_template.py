@@ -17,6 +17,8 @@ h2 { font-size: 1.25rem; margin-top: 2.2rem; border-bottom: 1px solid #ddd; padd
 h3 { font-size: 1.05rem; margin-top: 1.4rem; }
 nav a { margin-right: .8rem; font-size: .9rem; }
 p.note, .note { color: #555; font-size: .85rem; }
+p.warn { color: #7a1f00; background: #fff4ef; border-left: 4px solid #d9480f;
+         padding: .4rem .7rem; font-size: .9rem; }
 table { border-collapse: collapse; margin: .6rem 0 1rem; font-size: .85rem; }
 th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: left; vertical-align: top; }
 th { background: #f2f2f2; }
@@ -57,6 +59,7 @@ tables.</p></noscript>
 <section id="{{ s.id }}">
 <h2>{{ s.title }}</h2>
 {% for p in s.notes %}<p class="note">{{ p }}</p>{% endfor %}
+{% for p in s.warnings %}<p class="warn">{{ p }}</p>{% endfor %}
 {% for t in s.tables %}
 {% if t.title %}<h3>{{ t.title }}</h3>{% endif %}
 <table{% if t.kv %} class="kv"{% endif %}>

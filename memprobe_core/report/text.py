@@ -14,6 +14,14 @@ from typing import Any
 import pandas as pd
 
 from memprobe_core.attacks.registry import method_label
+from memprobe_core.membership.blind import (
+    RANDOM_SPLIT_METHOD,
+    RANDOM_SPLIT_OK,
+    RANDOM_SPLIT_TOO_FEW,
+    blind_method,
+    random_split_warning,
+)
+from memprobe_core.membership.evaluate import FPR_TARGETS
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import SMALL_N_MARK, n_mark, num, p_text, signed_ci, with_ci
 from memprobe_core.report.stats import DEFAULT_RESAMPLES, SMALL_N
@@ -148,8 +156,57 @@ def _membership_lines(m: pd.DataFrame, meta: dict[str, Any], resamples: Any) -> 
         f"(95 % stratified percentile bootstrap CI, {resamples} resamples)",
         table.to_string(index=False),
     ]
+    if meta.get("tpr_rule"):
+        lines.append(f"TPR at FPR: {meta['tpr_rule']}")
     if meta.get("membership_note"):
         lines.append(f"FPR: {meta['membership_note']}")
+    if meta.get("membership_left_out"):
+        lines.append("Left out (ReCaLL's prefix texts): " + ", ".join(meta["membership_left_out"]))
+    return lines
+
+
+def _validity_lines(report: Report) -> list[str]:
+    """A labelled audit's validity controls: the blind baseline, then the random split."""
+    blind = report.blind_baseline
+    lines = ["\nValidity controls (labelled audit)"]
+    if blind is not None:
+        lines.append("Blind baseline — " + blind_method(blind))
+        if blind.note:
+            lines.append(f"  not run: {blind.note}")
+        else:
+            figures = [
+                ("AUROC", "auroc"),
+                *((f"TPR@{100 * fpr:g}%", name) for name, fpr in FPR_TARGETS.items()),
+            ]
+            shown = " · ".join(
+                f"{label} {with_ci(*(blind.figure(n + end) for end in ('', '_lo', '_hi')))}"
+                for label, n in figures
+            )
+            lines.append(f"  {shown} · n (member/non) {blind.n_members}/{blind.n_nonmembers}")
+        if blind.warning:
+            lines.append(f"  WARNING: {blind.warning}")
+    control = report.random_split
+    lines.append("Random-split control — " + RANDOM_SPLIT_METHOD)
+    if control is None or control.empty:
+        lines.append(f"  {RANDOM_SPLIT_TOO_FEW}")
+        return lines
+    table = pd.DataFrame(
+        {
+            "Score": control["score_label"],
+            "Kind": control["kind"],
+            "Length": control["length"],
+            "AUROC": [
+                with_ci(*r) for r in zip(control["auroc"], control["auroc_lo"], control["auroc_hi"])
+            ],
+            "p": [p_text(v) for v in control["p_value"]],
+            "p Holm": [p_text(v) for v in control["p_holm"]],
+            "flagged": ["FLAGGED" if f else "" for f in control["flagged"]],
+            "n (A/B)": [f"{a}/{b}" for a, b in zip(control["n_half_a"], control["n_half_b"])],
+        }
+    )
+    lines.append(table.to_string(index=False))
+    warning = random_split_warning(control)
+    lines.append(f"  WARNING: {warning}" if warning else f"  {RANDOM_SPLIT_OK}")
     return lines
 
 
@@ -203,6 +260,8 @@ def render_text(report: Report) -> str:
         )
     elif meta.get("membership_note"):  # labelled, but not both classes: say why no table
         lines.append(f"\nMembership (labelled audit): {meta['membership_note']}")
+    if report.blind_baseline is not None:  # labelled audits only
+        lines += _validity_lines(report)
     if report.errors is not None and not report.errors.empty:
         lines.append(f"\nFailed units ({len(report.errors)})")
         for row in report.errors.itertuples(index=False):

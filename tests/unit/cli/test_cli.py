@@ -344,3 +344,24 @@ def test_sigterm_is_an_interrupt_only_while_a_command_runs(store_path, monkeypat
     parser_main = main(["--store", str(store_path), "runs"])
     assert parser_main == 0 and seen["handler"] is not before
     assert signal.getsignal(signal.SIGTERM) is before  # put back afterwards
+
+
+def test_report_fpr_rule_reaches_the_report(tmp_path, monkeypatch, capsys):
+    import pandas as pd
+
+    import memprobe_core.cli.report as report_cli
+    from memprobe_core.report.build import build_report
+    from memprobe_core.store import RESULT_COLUMNS
+
+    seen = {}
+
+    def fake_report(store, run_id, **kwargs):
+        seen.update(kwargs)
+        return build_report(pd.DataFrame(columns=RESULT_COLUMNS), **kwargs)
+
+    monkeypatch.setattr(report_cli, "report_for_run", fake_report)
+    monkeypatch.setattr(report_cli.common, "open_store", lambda args: None)
+    assert main(["--store", str(tmp_path / "r.sqlite"), "report", "1", "--fpr-rule", "lt"]) == 0
+    assert seen["fpr_rule"] == "lt"
+    assert main(["--store", str(tmp_path / "r.sqlite"), "report", "1", "--fpr-rule", "<"]) == 2
+    assert "invalid choice" in capsys.readouterr().err

@@ -68,6 +68,7 @@ def test_every_section_is_there(page_text) -> None:
         "table1",
         "paired",
         "membership",
+        "validity",
         "pii",
         "costs",
         "errors",

@@ -115,6 +115,14 @@ def test_the_text_report_shows_the_membership_table() -> None:
     assert "TPR@1% and TPR@0.1% are TPR at FPR 0" in section
 
 
+@pytest.mark.parametrize(("rule", "words"), [("le", "FPR ≤ target"), ("lt", "FPR < target")])
+def test_every_report_names_its_tpr_at_fpr_rule(rule, words) -> None:
+    report = build_report(results(), resamples=500, fpr_rule=rule)
+    assert report.meta["fpr_rule"] == rule and report.meta["tpr_rule"].startswith(words)
+    assert f"TPR at FPR: {words}" in render_text(report)
+    assert report_to_dict(report)["meta"]["tpr_rule"] == report.meta["tpr_rule"]
+
+
 def test_report_to_dict_carries_membership_and_roc() -> None:
     report = build_report(results(), resamples=500)
     data = json.loads(json.dumps(report_to_dict(report)))
@@ -144,3 +152,15 @@ def test_the_text_table1_shows_verbatim_columns_when_measured() -> None:
     assert "0.571" in base_line and "35.0" in base_line
     old = render_text(build_report(results(verbatim=False), resamples=500))
     assert "Extractable" not in old and "Span" not in old
+
+
+def test_left_out_snippets_play_no_part_in_the_membership_table_only() -> None:
+    """ReCaLL's prefix texts are left out of membership evaluation; Table 1 keeps them."""
+    whole = build_report(results(), resamples=500)
+    first_member = next(k for k, (label, *_) in SNIPPETS.items() if label == "member")
+    report = build_report(results(), resamples=500, left_out={first_member})
+    assert (report.meta["members"], report.meta["nonmembers"]) == (2, 4)
+    assert report.meta["membership_left_out"] == [first_member]
+    assert set(report.membership["n_members"]) == {2}
+    assert report.table1["n"].sum() == whole.table1["n"].sum()
+    assert f"Left out (ReCaLL's prefix texts): {first_member}" in render_text(report)
