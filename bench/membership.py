@@ -10,13 +10,16 @@ times, in turn:
 - ``stats``: the float32 statistics alone (log-softmax, μ_t, σ_t) on that forward's logits;
 - ``ps unit``: one P-S unit (``run_method("ps_base" | "ps_inst", ...)``: greedy generation of
   the suffix from the true prefix, then scoring);
-- ``cached``: ``compute_signals`` again (the other methods of an audit on the same snippet).
+- ``cached``: ``compute_signals`` again (the other methods of an audit on the same snippet);
+- ``recall``: ``compute_signals`` with ReCaLL's and Con-ReCall's prefixes (``--recall-shots``
+  other demo-corpus texts per prefix; the values are not the point, the cost is), cache cleared.
 
 Forward calls of the victim's torch model are counted with a hook. The issue's goal: the signals
 cost at most one extra forward pass of the victim per snippet.
 
     python bench/membership.py                     # length 200, 3 repeats
     python bench/membership.py --method ps_inst --repeats 5 --threads 2
+    python bench/membership.py --recall-shots 3
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from _shared import pick_split  # after the environment above: it imports memprobe_core
 
+from memprobe_core.snippets.corpus import demo_corpus
+
 
 def timed(fn: Callable[[], Any], calls: list[int]) -> tuple[float, int, Any]:
     """(seconds, victim forward calls, result) of ``fn()``."""
@@ -47,12 +52,13 @@ def timed(fn: Callable[[], Any], calls: list[int]) -> tuple[float, int, Any]:
 
 
 def plain_forward(victim: Any, piece: Any) -> Any:
-    """One forward of the victim over [BOS] + x, batch 1, no statistics: ``(logits, row)``."""
+    """One forward of the victim over x as its tokenizer encodes it (its BOS in front when it
+    adds one), batch 1, no statistics: ``(logits, row)``."""
     import torch
 
     from memprobe_core.membership.signals import model_row
 
-    row, _ = model_row(victim.tokenizer, [*piece.prefix_ids, *piece.suffix_ids])
+    row, _ = model_row(victim.tokenizer, [*piece.prefix_ids, *piece.suffix_ids], piece.text)
     with torch.inference_mode():
         ids = torch.tensor([row], device=victim.device)
         return victim.torch_model(input_ids=ids, use_cache=False).logits[0], row
@@ -76,6 +82,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--domain", default="legal")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    p.add_argument(
+        "--recall-shots", type=int, default=1, help="texts per ReCaLL / Con-ReCall prefix"
+    )
     args = p.parse_args(argv)
     import torch
 
@@ -100,6 +109,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     victim.torch_model.register_forward_hook(lambda *_: calls.append(1))
     models = ModelSet(victim=victim, base=victim)  # P-S-Base on the base victim: its own parent
     options, measure = AttackOptions(seed=0), MeasureOptions()
+    others = [s.text for s in demo_corpus() if s.id != piece.snippet.id]
+    shots = args.recall_shots
+    with_recall = MeasureOptions(
+        recall_shots=shots,
+        recall_prefix_ids=tuple(f"prefix-{i}" for i in range(2 * shots)),
+        recall_member_prefix=tuple(others[:shots]),
+        recall_nonmember_prefix=tuple(others[shots : 2 * shots]),
+    )
+
+    def fresh_recall() -> Any:
+        sig.clear_cache()
+        return sig.compute_signals(victim, piece, with_recall)
 
     def fresh_signals() -> Any:
         sig.clear_cache()
@@ -113,12 +134,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         s_stats, _, _ = timed(functools.partial(stats_only, logits, row), calls)
         s_ps, n_ps, res = timed(lambda: run_method(args.method, piece, models, options), calls)
         s_hit, n_hit, _ = timed(lambda: sig.compute_signals(victim, piece, measure), calls)
-        rows.append(dict(signals=s_sig, forward=s_fwd, stats=s_stats, ps=s_ps, cached=s_hit))
+        s_rec, n_rec, _ = timed(fresh_recall, calls)
+        rows.append(
+            dict(signals=s_sig, forward=s_fwd, stats=s_stats, ps=s_ps, cached=s_hit, recall=s_rec)
+        )
         print(
             f"repeat {rep + 1}: signals {s_sig:.2f} s ({n_sig} victim forward call), "
             f"forward {s_fwd:.2f} s ({n_fwd}), stats {s_stats:.2f} s, {args.method} unit {s_ps:.2f} s ({n_ps} forward "
             f"calls, {res.costs.generated_tokens} tokens), cached signals {s_hit * 1e3:.2f} ms "
-            f"({n_hit})",
+            f"({n_hit}), signals with ReCaLL {s_rec:.2f} s ({n_rec})",
             flush=True,
         )
     report(rows, args.method, out)
@@ -136,7 +160,12 @@ def report(rows: list[dict[str, float]], method: str, out: dict[str, Any]) -> No
         f"signals / {method} unit: {med['signals'] / med['ps']:.3f}x;  signals / one forward: "
         f"{med['signals'] / med['forward']:.2f}x"
     )
-    print("signals: " + ", ".join(f"{k}={v:.4g}" for k, v in out.items()))
+    print(
+        f"signals with ReCaLL and Con-ReCall / {method} unit: {med['recall'] / med['ps']:.3f}x "
+        f"(without: {med['signals'] / med['ps']:.3f}x)"
+    )
+    shown = (f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in out.items())
+    print("signals: " + ", ".join(shown))
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@
 
 ``LL`` is a mean token log-probability. ``LL(x)`` is the loss signal's (``-loss``: the tokens the
 tokenizer's own encoding gives a context); ``LL(x | P)`` averages every token of ``x`` after
-``P`` (each has a context there). The prefix is the texts joined by a blank line (the reference
-code joins them with nothing, which glues one text's last word to the next one's first).
+``P`` (each has a context there). The prefix is the texts, each cut to ``x``'s length in
+characters, joined by a blank line (the reference code joins whole texts with nothing, which
+glues one text's last word to the next one's first).
 
 The texts used as prefixes are labelled snippets of the audit itself, picked before it runs
 (:func:`with_recall_prefixes`); they are named in the run's config and left out of the evaluated
@@ -66,9 +67,16 @@ def with_recall_prefixes(options: MeasureOptions, snippets: Sequence[Snippet]) -
     )
 
 
-def prefix_text(texts: Sequence[str]) -> str:
-    """The prefix put in front of each text: ``texts`` joined by a blank line, ending in one."""
-    return PREFIX_SEPARATOR.join(texts) + PREFIX_SEPARATOR
+def prefix_text(texts: Sequence[str], max_chars: int) -> str:
+    """The prefix put in front of a text of ``max_chars`` characters: each of ``texts`` cut to
+    that many characters, joined by a blank line, ending in one.
+
+    Cut because an audit's texts are whole documents (a licence runs to thousands of tokens)
+    while ``x`` is a unit's first ``length`` tokens: uncut, one shot made the signals cost 1.6×
+    a P-S unit and could pass the model's context window. Characters, not tokens, so a
+    black-box victim (no tokenizer here) gets the very same prefix.
+    """
+    return PREFIX_SEPARATOR.join(t[:max_chars] for t in texts) + PREFIX_SEPARATOR
 
 
 def conditioned_row(tokenizer: Any, prefix: str, ids: Sequence[int]) -> tuple[list[int], int]:

@@ -528,11 +528,12 @@ def _measure(
     return out
 
 
-def _prefixes(options: MeasureOptions) -> list[str]:
-    """ReCaLL's non-member prefix, then Con-ReCall's member prefix when there is one."""
-    texts = [prefix_text(options.recall_nonmember_prefix)]
+def _prefixes(options: MeasureOptions, text: str) -> list[str]:
+    """ReCaLL's non-member prefix, then Con-ReCall's member prefix when there is one, for
+    ``text``."""
+    texts = [prefix_text(options.recall_nonmember_prefix, len(text))]
     if options.recall_member_prefix:
-        texts.append(prefix_text(options.recall_member_prefix))
+        texts.append(prefix_text(options.recall_member_prefix, len(text)))
     return texts
 
 
@@ -548,7 +549,8 @@ def _conditioned_forward(
     white: Any = victim
     tok = white.tokenizer
     ids, _ = victim_ids(tok, piece)
-    rows, starts = zip(*(conditioned_row(tok, prefix, ids) for prefix in _prefixes(options)))
+    prefixes = _prefixes(options, piece.text)
+    rows, starts = zip(*(conditioned_row(tok, prefix, ids) for prefix in prefixes))
     logits = forward_rows(white.torch_model, rows, pad_id=_pad_id(tok), device=white.device)
     means = []
     for i, (row, start) in enumerate(zip(rows, starts)):
@@ -562,7 +564,7 @@ def _conditioned_server(
 ) -> tuple[float, float | None]:
     """The same from a black-box victim's server: the text's tokens are those starting at or
     after the prefix's length in characters."""
-    prefixes = _prefixes(options)
+    prefixes = _prefixes(options, piece.text)
     scored = victim.text_logprobs([prefix + piece.text for prefix in prefixes])
     means = []
     for prefix, result in zip(prefixes, scored):

@@ -59,6 +59,18 @@ def test_hand_worked_on_the_bigram(monkeypatch):
     assert TEXT == "abAAb"
 
 
+def test_each_prefix_text_is_cut_to_the_texts_length(monkeypatch):
+    """An audit's texts are whole documents; each prefix text is cut to len(x) characters.
+    "bbbbbbbA" cut to 5 characters ends in b (a|b = 1/4: ReCaLL 9/8); uncut it would end in A
+    (a|A = 1/2: ReCaLL 1)."""
+    monkeypatch.setattr(rc, "PREFIX_SEPARATOR", "")
+    victim = bigram_victim()
+    out = sig.compute_signals(victim, piece_of(victim), prefixed(("bbbbbbbA",), ("A",)))
+    assert out["recall"] == pytest.approx(9 / 8, rel=1e-6)
+    monkeypatch.setattr(rc, "PREFIX_SEPARATOR", "|")
+    assert rc.prefix_text(["x" * 10_000, "y"], 7) == "xxxxxxx|y|"
+
+
 def test_a_prefix_text_itself_gets_no_recall_and_no_prefix_no_signal(monkeypatch):
     monkeypatch.setattr(rc, "PREFIX_SEPARATOR", "")
     victim = bigram_victim()
@@ -87,7 +99,7 @@ def test_conditional_log_likelihoods_are_transformers_own(adds_bos):
     ids = [*piece.prefix_ids, *piece.suffix_ids]
     lls = []
     for texts in (NONMEMBER_TEXTS, MEMBER_TEXTS):
-        prefix = rc.prefix_text(texts)
+        prefix = rc.prefix_text(texts, len(piece.text))
         front = tok.encode(prefix)  # the tokenizer's default: with its BOS when it adds one
         lls.append(-_conditional_loss(model, front, ids))
     ll = -out["loss"]
