@@ -12,7 +12,14 @@ times, in turn:
   the suffix from the true prefix, then scoring);
 - ``cached``: ``compute_signals`` again (the other methods of an audit on the same snippet);
 - ``recall``: ``compute_signals`` with ReCaLL's and Con-ReCall's prefixes (``--recall-shots``
-  other demo-corpus texts per prefix; the values are not the point, the cost is), cache cleared.
+  other demo-corpus texts per prefix; the values are not the point, the cost is), cache cleared;
+- ``samia``: :func:`memprobe_core.membership.samia.measure_samia` with ``--samia-samples``
+  continuations of the prefix (one sampled generate call of ``len(suffix)`` tokens), cache
+  cleared;
+- ``pac``: ``compute_signals`` with PAC's ``--pac-augmentations`` word-swapped copies (more rows
+  of the one forward call), cache cleared;
+- ``dc_pdd``: ``compute_signals`` with DC-PDD's token frequencies of the other demo-corpus texts
+  (counted once, before the repeats; no extra forward), cache cleared.
 
 Forward calls of the victim's torch model are counted with a hook. The issue's goal: the signals
 cost at most one extra forward pass of the victim per snippet.
@@ -20,6 +27,7 @@ cost at most one extra forward pass of the victim per snippet.
     python bench/membership.py                     # length 200, 3 repeats
     python bench/membership.py --method ps_inst --repeats 5 --threads 2
     python bench/membership.py --recall-shots 3
+    python bench/membership.py --samia-samples 10 --pac-augmentations 5
 """
 
 from __future__ import annotations
@@ -85,6 +93,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument(
         "--recall-shots", type=int, default=1, help="texts per ReCaLL / Con-ReCall prefix"
     )
+    p.add_argument("--samia-samples", type=int, default=10, help="SaMIA's samples (paper: 10)")
+    p.add_argument(
+        "--pac-augmentations", type=int, default=5, help="PAC's word-swapped copies (paper: 5)"
+    )
     args = p.parse_args(argv)
     import torch
 
@@ -93,6 +105,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     from memprobe_core.attacks import AttackOptions, ModelSet, run_method
     from memprobe_core.membership import MeasureOptions
+    from memprobe_core.membership import dc_pdd as dc
+    from memprobe_core.membership import samia as sm
     from memprobe_core.membership import signals as sig
     from memprobe_core.models import load
 
@@ -122,6 +136,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         sig.clear_cache()
         return sig.compute_signals(victim, piece, with_recall)
 
+    with_samia = MeasureOptions(samia_samples=args.samia_samples)
+
+    def fresh_samia() -> Any:
+        sm.clear_cache()
+        return sm.measure_samia(victim, piece, with_samia, seed=0)
+
+    with_pac = MeasureOptions(pac_augmentations=args.pac_augmentations)
+    counted = dc.frequencies(
+        victim.tokenizer,
+        others,
+        source="corpus",
+        origin="the other demo-corpus texts",
+        tokenizer_name=sig.tokenizer_name(victim.tokenizer),
+    )
+    with_dc_pdd = MeasureOptions(dc_pdd_frequencies=counted)
+
+    def fresh(options: Any) -> Any:
+        sig.clear_cache()
+        return sig.compute_signals(victim, piece, options)
+
     def fresh_signals() -> Any:
         sig.clear_cache()
         return sig.compute_signals(victim, piece, measure)
@@ -135,14 +169,31 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         s_ps, n_ps, res = timed(lambda: run_method(args.method, piece, models, options), calls)
         s_hit, n_hit, _ = timed(lambda: sig.compute_signals(victim, piece, measure), calls)
         s_rec, n_rec, _ = timed(fresh_recall, calls)
+        s_sam, n_sam, sam = timed(fresh_samia, calls)
+        s_pac, n_pac, pac = timed(lambda: fresh(with_pac), calls)
+        s_dc, n_dc, dcp = timed(lambda: fresh(with_dc_pdd), calls)
         rows.append(
-            dict(signals=s_sig, forward=s_fwd, stats=s_stats, ps=s_ps, cached=s_hit, recall=s_rec)
+            dict(
+                signals=s_sig,
+                forward=s_fwd,
+                stats=s_stats,
+                ps=s_ps,
+                cached=s_hit,
+                recall=s_rec,
+                samia=s_sam,
+                pac=s_pac,
+                dc_pdd=s_dc,
+            )
         )
         print(
             f"repeat {rep + 1}: signals {s_sig:.2f} s ({n_sig} victim forward call), "
             f"forward {s_fwd:.2f} s ({n_fwd}), stats {s_stats:.2f} s, {args.method} unit {s_ps:.2f} s ({n_ps} forward "
             f"calls, {res.costs.generated_tokens} tokens), cached signals {s_hit * 1e3:.2f} ms "
-            f"({n_hit}), signals with ReCaLL {s_rec:.2f} s ({n_rec})",
+            f"({n_hit}), signals with ReCaLL {s_rec:.2f} s ({n_rec}), SaMIA "
+            f"{s_sam:.2f} s ({n_sam} forward calls, "
+            f"{sam['samia_sampling']['generated_tokens']} tokens, samia {sam['samia']:.4f}), "
+            f"signals with PAC {s_pac:.2f} s ({n_pac}, pac {pac.get('pac')}), with DC-PDD "
+            f"{s_dc:.2f} s ({n_dc}, dc_pdd {dcp.get('dc_pdd')})",
             flush=True,
         )
     report(rows, args.method, out)
@@ -163,6 +214,11 @@ def report(rows: list[dict[str, float]], method: str, out: dict[str, Any]) -> No
     print(
         f"signals with ReCaLL and Con-ReCall / {method} unit: {med['recall'] / med['ps']:.3f}x "
         f"(without: {med['signals'] / med['ps']:.3f}x)"
+    )
+    print(f"SaMIA / {method} unit: {med['samia'] / med['ps']:.3f}x")
+    print(
+        f"signals with PAC / {method} unit: {med['pac'] / med['ps']:.3f}x; with DC-PDD: "
+        f"{med['dc_pdd'] / med['ps']:.3f}x"
     )
     shown = (f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in out.items())
     print("signals: " + ", ".join(shown))

@@ -17,7 +17,7 @@ ui.page_setup("Compare")
 st.title("Compare methods on one snippet")
 st.caption(
     "Every method on the same snippet, scored against the same true suffix: "
-    + "; ".join(f"{spec.label}: {spec.summary}" for spec in registry.specs())
+    + "; ".join(f"{spec.label}: {spec.summary}" for spec in registry.specs() if spec.extracts)
     + "."
 )
 
@@ -44,7 +44,7 @@ store = ui.get_store()
 
 snippet = ui.snippet_picker("compare")
 length = ui.length_widget("cmp")
-offered = methods_ui.offered_methods(models, SLOT_OF_ROLE)
+offered = methods_ui.offered_methods(models, SLOT_OF_ROLE, extracting_only=True)
 note = methods_ui.unoffered_note(offered)
 if note:
     st.caption(note)

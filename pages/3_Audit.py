@@ -8,8 +8,9 @@ import streamlit as st
 
 import ui_common as ui
 from memprobe_core.attacks import registry
-from memprobe_core.audit import ModelNames, start_audit
+from memprobe_core.audit import ModelNames, start_audit, start_inference
 from memprobe_core.config import DEFAULT_ALPHA, DEFAULT_LENGTH
+from memprobe_core.membership.inference import DEFAULT_SIGNIFICANCE
 from memprobe_core.runs.unit import SplitTokenizer
 from ui_common import audit_view
 from ui_common import methods as methods_ui
@@ -34,7 +35,7 @@ store = ui.get_store()
 if store is None:
     st.stop()
 
-tab_run, tab_report = st.tabs(["New audit / resume", "Report"])
+tab_run, tab_infer, tab_report = st.tabs(["New audit / resume", "Dataset inference", "Report"])
 
 with tab_run:
     snippets, record = audit_view.dataset()
@@ -65,6 +66,8 @@ with tab_run:
             if fixed_alpha
             else None
         )
+        labelled = any(s.label is not None for s in snippets)
+        widgets |= methods_ui.measure_widgets("audit", labelled=labelled)
         split_tok = st.radio(
             "Split by",
             list(get_args(SplitTokenizer)),
@@ -139,7 +142,64 @@ with tab_run:
                     f"Audit run {pick}",
                     run_id=pick,
                 )
-    ui.show_job(JOB, audit_view.render_live)
+
+with tab_infer:
+    st.caption(
+        "Was this set of texts, as a whole, used to train the victim? The membership signals "
+        "of a suspect set and of a held-out set from the same distribution, a weighting learnt "
+        "on half of each, a one-sided Welch t-test on the other half (Maini et al. 2024). "
+        "Signals only: no extraction runs. The report appears in the Report tab."
+    )
+    suspect, heldout, infer_sources = audit_view.inference_inputs()
+    i1, i2 = st.columns(2)
+    infer_lengths = i1.multiselect(
+        "Lengths (tokens scored per text)",
+        list(LENGTH_CHOICES),
+        default=[DEFAULT_LENGTH],
+        key="infer_lengths",
+    )
+    significance = i2.number_input(
+        "Significance level", 0.001, 0.5, DEFAULT_SIGNIFICANCE, 0.01, key="infer_level"
+    )
+    executor_i = audit_view.executor_choice(key="infer")
+    busy_i = ui.job_running(JOB) or executor_i is None
+    if (
+        st.button(
+            "Start dataset inference",
+            type="primary",
+            disabled=busy_i or not (suspect and heldout and infer_lengths),
+            key="infer_start",
+        )
+        and executor_i is not None
+    ):
+        on_ray = executor_i.name == "ray"
+        model_set = None if on_ray else methods_ui.load_model_set(models, ["signals"], {})
+        if model_set is not None or on_ray:
+            try:
+                run_id = start_inference(
+                    store,
+                    suspect,
+                    heldout,
+                    infer_lengths,
+                    models=ModelNames(victim=models["victim"].label),
+                    significance=float(significance),
+                    sources=(infer_sources["suspect"], infer_sources["heldout"]),
+                )
+            except ValueError as exc:
+                st.error(ui.md(str(exc)))
+            else:
+                st.session_state["audit_run_id"] = run_id
+                ui.start_job(
+                    JOB,
+                    audit_view.audit_job(
+                        store, run_id, model_set, resume=False, executor=executor_i
+                    ),
+                    f"Dataset inference run {run_id}",
+                    run_id=run_id,
+                )
 
 with tab_report:
     audit_view.report_tab(store)
+
+# Below the tabs: an audit's or an inference's progress shows whichever tab is open.
+ui.show_job(JOB, audit_view.render_live)

@@ -27,6 +27,8 @@ from memprobe_core.membership.blind import (
     random_split_warning,
 )
 from memprobe_core.membership.evaluate import FPR_TARGETS
+from memprobe_core.membership.inference import ASSUMPTION as INFERENCE_ASSUMPTION
+from memprobe_core.membership.inference import METHOD as INFERENCE_METHOD
 from memprobe_core.report import build as report_build
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import SMALL_N_MARK
@@ -122,14 +124,15 @@ def _uploaded_dataset() -> tuple[list[Snippet], dict[str, Any]]:
     return result.snippets, {"source": result.source, "rejected": rejected[:200]}
 
 
-def executor_choice() -> Executor | None:
-    """The executor picked in "Where units run" (``None`` and an error shown if it is unusable)."""
+def executor_choice(key: str = "audit") -> Executor | None:
+    """The executor picked in "Where units run" (``None`` and an error shown if it is unusable);
+    ``key`` prefixes its widgets' keys (one set per tab)."""
     with st.expander("Where units run"):
         kind = st.radio(
             "Executor",
             list(EXECUTOR_LABELS),
             horizontal=True,
-            key="audit_executor",
+            key=f"{key}_executor",
             format_func=EXECUTOR_LABELS.__getitem__,
             help="Ray: each worker loads the models by name and runs whole units; "
             "this page writes the results.",
@@ -140,13 +143,13 @@ def executor_choice() -> Executor | None:
         address = r1.text_input(
             "Ray address",
             "",
-            key="audit_ray_address",
+            key=f"{key}_ray_address",
             help="auto, HOST:PORT of the head, or empty: a local Ray on 127.0.0.1",
         )
         workers = int(
-            r2.number_input("Workers (0: as many as fit)", 0, 1024, 0, key="audit_ray_workers")
+            r2.number_input("Workers (0: as many as fit)", 0, 1024, 0, key=f"{key}_ray_workers")
         )
-        gpus = float(r3.number_input("GPUs per worker", 0.0, 8.0, 0.0, 0.25, key="audit_ray_gpus"))
+        gpus = float(r3.number_input("GPUs per worker", 0.0, 8.0, 0.0, 0.25, key=f"{key}_ray_gpus"))
     try:
         return make_executor(
             "ray", address=address.strip() or None, workers=workers or None, gpus_per_worker=gpus
@@ -246,10 +249,16 @@ def report_view(store: Store, run_id: int) -> None:
         "code's best_rougeL",
     )
     report = report_build.report_for_run(store, run_id, select=select)
-    st.caption(md(f"Mem = {report.meta['selection_label']}"))
+    inference_view(report)
     if report.table1.empty:
-        st.info("No finished unit in this audit yet: the report fills in as units finish.")
+        if report.costs.empty:
+            st.info("No finished unit in this audit yet: the report fills in as units finish.")
+            return
+        st.caption("Signals only: no extraction method ran, so there is no Table 1.")
+        html_report_download(store, run_id, report, key=f"audit_html_{run_id}")
+        _membership_and_rest(report)
         return
+    st.caption(md(f"Mem = {report.meta['selection_label']}"))
     resamples = int(report.meta.get("resamples", DEFAULT_RESAMPLES))
     st.caption(
         f"Means with {CONFIDENCE:.0%} BCa bootstrap intervals ({resamples:,} resamples, seeded); "
@@ -273,6 +282,11 @@ def report_view(store: Store, run_id: int) -> None:
     )
     html_report_download(store, run_id, report, key=f"audit_html_{run_id}")
     _domain_charts(report)
+    _membership_and_rest(report)
+
+
+def _membership_and_rest(report: Report) -> None:
+    """Membership, validity controls, paired gains, PII, costs and failed units."""
     membership_view(report)
     validity_view(report)
     for title, frame in (
@@ -352,3 +366,75 @@ def validity_view(report: Report) -> None:
     st.dataframe(control.drop(columns=["score"]), hide_index=True, width="stretch")
     if not warning:
         st.caption(md(RANDOM_SPLIT_OK))
+
+
+def inference_inputs() -> tuple[list[Snippet], list[Snippet], dict[str, Any]]:
+    """The two uploads of a dataset inference (suspect, held-out) and their file names (empty
+    lists until both are given)."""
+    c1, c2 = st.columns(2)
+    sets: list[list[Snippet]] = []
+    names: dict[str, Any] = {}
+    for column, which, label in (
+        (c1, "suspect", "Suspect set (texts the model may have been trained on)"),
+        (c2, "heldout", "Held-out set (same distribution, surely unseen)"),
+    ):
+        with column:
+            upload = st.file_uploader(
+                label, type=["txt", "jsonl", "ndjson", "csv", "parquet"], key=f"infer_{which}"
+            )
+            if upload is None:
+                sets.append([])
+                continue
+            # A .txt file holds many texts, one per blank-line-separated block.
+            txt = {"txt_mode": "blocks"} if upload.name.lower().endswith(".txt") else {}
+            loaded = read_upload(upload, text_column="text", **txt)
+            sets.append(loaded.snippets if loaded is not None else [])
+            names[which] = upload.name
+            if loaded is not None:
+                st.caption(f"{len(loaded.snippets)} texts ({len(loaded.rejected)} rows skipped)")
+    if not all(sets):
+        st.info("Upload both sets (a `text` column, or a .txt file of blank-line-separated texts).")
+    return sets[0], sets[1], names
+
+
+def inference_view(report: Report) -> None:
+    """A dataset-inference run: the test per length, its control, weights and assumption."""
+    if not report.dataset_inference:
+        return
+    st.subheader("Dataset inference: was the suspect set used in training?")
+    st.caption(md(f"{INFERENCE_METHOD}. Assumption: {INFERENCE_ASSUMPTION}."))
+    for one in report.dataset_inference:
+        head = f"Length {one.length}: {one.n_suspect} suspect / {one.n_heldout} held-out texts"
+        if one.test is not None and one.test.rejected:
+            st.warning(md(f"{head}: {one.verdict}"))
+        else:
+            st.info(md(f"{head}: {one.verdict}"))
+        if one.control_warning:
+            st.error(md(one.control_warning))
+        if one.test is None:
+            continue
+        rows = [
+            {
+                "test": name,
+                "p-value": outcome.p_value,
+                "rejected": outcome.rejected,
+                "Welch t": outcome.t,
+                "df": outcome.df,
+                "tested (suspect/held-out)": f"{outcome.n_b[0]}/{outcome.n_b[1]}",
+            }
+            for name, outcome in (
+                ("suspect vs held-out", one.test),
+                ("control: two halves of the suspect set", one.control),
+            )
+            if outcome is not None
+        ]
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        weights = pd.DataFrame({"signal": list(one.weights), "weight": list(one.weights.values())})
+        st.caption("Fitted weights (standardised, member-oriented signals):")
+        st.dataframe(weights, hide_index=True)
+        if one.note:
+            st.caption(md(one.note))
+    st.caption(
+        "The tables below read the suspect set as members and the held-out set as non-members: "
+        "the blind baseline says whether their texts alone can be told apart."
+    )

@@ -26,6 +26,12 @@ from memprobe_core.attacks.options import (
     InteractiveOptions,
 )
 from memprobe_core.config import COMPAT_MODES
+from memprobe_core.membership.options import (
+    MAX_PAC_AUGMENTATIONS,
+    MAX_RECALL_SHOTS,
+    MAX_SAMIA_SAMPLES,
+    MeasureOptions,
+)
 from memprobe_core.runs.probe import start_probe
 from memprobe_core.runs.unit import SplitSpec
 from memprobe_core.snippets.split import DataError, Snippet
@@ -51,18 +57,21 @@ def slot_of(role: str, slots: Mapping[str, str]) -> str:
     return slots.get(role, DEFAULT_SLOTS.get(role, role))
 
 
-def offered_methods(models: Mapping[str, ModelChoice], slots: Mapping[str, str]) -> list[str]:
+def offered_methods(
+    models: Mapping[str, ModelChoice], slots: Mapping[str, str], *, extracting_only: bool = False
+) -> list[str]:
     """The registered methods whose roles all have a model in the sidebar, and whose white-box
-    roles have a local model (an endpoint exposes no weights or gradients)."""
+    roles have a local model (an endpoint exposes no weights or gradients); with
+    ``extracting_only``, not the signals-only method (Compare compares extractions)."""
     roles = [r for r in registry.ROLES if slot_of(r, slots) in models]
     set_roles = [r for r in roles if models[slot_of(r, slots)].name]
     white_box = [r for r in set_roles if models[slot_of(r, slots)].white_box]
-    return registry.offered_methods(set_roles, white_box)
+    return registry.offered_methods(set_roles, white_box, extracting_only=extracting_only)
 
 
 def unoffered_note(offered: list[str]) -> str | None:
     """A caption naming the registered methods that the sidebar's models cannot run, and why."""
-    missing = [s for s in registry.specs() if s.name not in offered]
+    missing = [s for s in registry.specs() if s.name not in offered and s.extracts]
     if not missing:
         return None
     parts = []
@@ -216,6 +225,51 @@ def _advanced_widgets(prefix: str) -> tuple[str, dict[str, Any]]:
         )
     )
     return compat, {"access": access, "max_prompt_tokens": cap or None}
+
+
+def measure_widgets(key: str, *, labelled: bool) -> dict[str, Any]:
+    """The opt-in membership signals (:class:`MeasureOptions` fields; 0 turns each off), for
+    ``build_options`` under ``"measure"``. ReCaLL's shots are offered for labelled datasets only
+    (its prefixes are labelled texts)."""
+    st.caption(
+        "Opt-in membership signals (each costs more per snippet; docs/method.md §8). 0 is off."
+    )
+    c1, c2, c3 = st.columns(3)
+    recall = (
+        c1.number_input(
+            "ReCaLL shots",
+            0,
+            MAX_RECALL_SHOTS,
+            0,
+            key=f"{key}_recall_shots",
+            help="labelled texts of each class put in front of every text (ReCaLL, "
+            "Con-ReCall); they are left out of the membership table",
+        )
+        if labelled
+        else 0
+    )
+    pac = c2.number_input(
+        "PAC copies",
+        0,
+        MAX_PAC_AUGMENTATIONS,
+        0,
+        key=f"{key}_pac",
+        help="word-swapped copies of each text PAC compares it with (its paper: 5)",
+    )
+    samia = c3.number_input(
+        "SaMIA samples",
+        0,
+        MAX_SAMIA_SAMPLES,
+        0,
+        key=f"{key}_samia",
+        help="sampled continuations of each prefix scored by ROUGE-1 (its paper: 10); needs no "
+        "log-probs",
+    )
+    return {
+        "measure": MeasureOptions(
+            recall_shots=int(recall), pac_augmentations=int(pac), samia_samples=int(samia)
+        )
+    }
 
 
 def build_options(alpha: float | None, widgets: dict[str, Any]) -> AttackOptions | None:

@@ -48,7 +48,7 @@ def build_manifest(
         "answer_model": answer_model,
         "models": models.manifest(),
         "decoding": decoding,
-        "options": options.to_dict(),
+        "options": options_record(options),
         "scoring": options.scoring.to_dict(),
         "rouge_variant": options.scoring.variant,
         "alpha": alpha,
@@ -70,6 +70,16 @@ def build_manifest(
     if extra:
         manifest.update(extra)
     return manifest
+
+
+def options_record(options: AttackOptions) -> dict[str, Any]:
+    """``options.to_dict()`` as a unit keeps it: DC-PDD's token-count table (up to ~100 kB,
+    kept once in the run's config) is named by its summary and digest, not copied per unit."""
+    record = options.to_dict()
+    counted = options.measure.dc_pdd_frequencies
+    if counted is not None:
+        record["measure"]["dc_pdd_frequencies"] = counted.summary()
+    return record
 
 
 def split_bos_in_prefix(split: SplitSnippet) -> bool:

@@ -56,6 +56,10 @@ class MethodSpec:
         summary: one line for help texts.
         candidates: how many candidates a run scores under given options (progress bars;
             ``None``: not known ahead, counted as one).
+        extracts: the method asks a model for the suffix (every paper method). ``False`` for a
+            method that only measures (``signals``): it has no Mem, so Table 1, the paired
+            gains, PII counts and the membership table's method rows leave it out, and the
+            Compare page does not offer it.
     """
 
     name: str
@@ -71,6 +75,7 @@ class MethodSpec:
     baseline_rank: int | None = None
     summary: str = ""
     candidates: Callable[[Any], int] | None = None
+    extracts: bool = True
 
     def __post_init__(self) -> None:
         unknown = [r for r in (*self.roles, *self.white_box_roles) if r not in ROLES]
@@ -203,18 +208,34 @@ def roles_needed(methods: Iterable[str], *, reference: bool = False) -> list[str
     return [role for role in ROLES if role in needed]
 
 
-def offered_methods(available: Iterable[str], white_box: Iterable[str]) -> list[str]:
+def offered_methods(
+    available: Iterable[str], white_box: Iterable[str], *, extracting_only: bool = False
+) -> list[str]:
     """The methods that can run with the models at hand, in report order.
 
     Args:
         available: roles that have a model (``init`` counts as present when the attacker is).
         white_box: roles whose model exposes weights and gradients.
+        extracting_only: leave out the methods that only measure (``MethodSpec.extracts``).
     """
     have = set(available)
     if "attacker" in have:
         have.add("init")
     open_box = set(white_box)
-    return [s.name for s in specs() if set(s.roles) <= have and set(s.white_box_roles) <= open_box]
+    return [
+        s.name
+        for s in specs()
+        if set(s.roles) <= have
+        and set(s.white_box_roles) <= open_box
+        and (s.extracts or not extracting_only)
+    ]
+
+
+def extracts(name: str) -> bool:
+    """Whether method ``name`` asks a model for the suffix (an unregistered name, stored by
+    another version, is taken to: every method before ``signals`` did)."""
+    spec = _REGISTRY.get(name)
+    return spec.extracts if spec is not None else True
 
 
 def import_modules(package: ModuleType) -> list[str]:

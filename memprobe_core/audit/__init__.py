@@ -16,6 +16,7 @@ from memprobe_core.audit.audit import (
     run_audit,
     start_audit,
 )
+from memprobe_core.audit.inference import TooFewTexts, inference_snippets, start_inference
 from memprobe_core.runs.roles import (
     ModelNames,
     default_model_names,
@@ -30,10 +31,13 @@ __all__ = [
     "ModelNames",
     "ProgressCallback",
     "Runner",
+    "TooFewTexts",
     "default_model_names",
+    "inference_snippets",
     "load_models",
     "models_from_config",
     "resume_audit",
     "run_audit",
     "start_audit",
+    "start_inference",
 ]

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from memprobe_core.attacks import registry
 from memprobe_core.attacks.model_set import ModelSet
+from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.audit import load_models, resume_audit, run_audit, start_audit
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNITS_FAILED
@@ -16,12 +19,18 @@ from memprobe_core.cli.output import ProgressBar, echo
 from memprobe_core.errors import UsageError
 from memprobe_core.executors import EXECUTORS, Executor, make_executor
 from memprobe_core.executors.ray import INSTALL_HINT, RayOptions
+from memprobe_core.membership import dc_pdd
+from memprobe_core.membership.signals import tokenizer_name
 from memprobe_core.report.build import report_for_run
 from memprobe_core.report.text import render_text
+from memprobe_core.runs.roles import ModelNames
 from memprobe_core.snippets.corpus import demo_corpus, nonmember_summary
+from memprobe_core.snippets.dated import dated_split, dated_summary
 from memprobe_core.snippets.loaders import load_snippets
-from memprobe_core.snippets.split import Snippet
+from memprobe_core.snippets.split import DataError, Snippet
 from memprobe_core.store import Store
+
+log = logging.getLogger(__name__)
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -46,6 +55,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "generated non-members (texts made on this machine that no model can have seen) per "
         "domain; domains legal and code only (default: legal and code); the report then gives "
         "AUROC and TPR at low FPR per signal and method. --per-domain counts members",
+    )
+    audit.add_argument(
+        "--dated-split",
+        action="store_true",
+        help="--corpus: a labelled audit of one genre split by date instead: release notes "
+        "installed packages ship, members dated a year before the embedded victim's training "
+        "cut-off, non-members dated after its release (docs/method.md §11); --per-domain N keeps "
+        "N members and N non-members",
     )
     audit.add_argument("--text-column", help="dataset column holding the text (default: text)")
     audit.add_argument("--id-column", help="dataset column holding ids (default: <file>:<row>)")
@@ -83,6 +100,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     common.add_models(audit)
     common.add_method_options(audit)
     common.add_recall_shots(audit)
+    common.add_dc_pdd_options(audit)
     add_executor_options(audit)
     audit.set_defaults(handler=run)
 
@@ -156,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
     # Load before recording the run: an unknown model fails fast and leaves no empty run. On Ray
     # the workers load them (the driver may have no GPU); a worker that cannot says so per unit.
     models = load_models(names, args.methods) if executor.name == "local" else None
+    options = _with_dc_pdd(args, options, snippets, names, models)
     try:
         run_id = start_audit(
             store,
@@ -222,6 +241,70 @@ def _run_and_report(
     return EXIT_UNITS_FAILED if summary.errors else EXIT_OK
 
 
+def _with_dc_pdd(
+    args: argparse.Namespace,
+    options: AttackOptions,
+    snippets: list[Snippet],
+    names: ModelNames,
+    models: ModelSet | None,
+) -> AttackOptions:
+    """``options`` with DC-PDD's token counts, taken once here with the victim's tokenizer
+    (docs/method.md §8): a resume or a Ray worker reads them from the run's config.
+
+    With Ray (``models`` ``None``: the workers load them) the victim is loaded here once, for
+    its tokenizer. A victim without a tokenizer here (a black-box endpoint) gets no counts:
+    DC-PDD is not measured, with a warning.
+    """
+    corpus, from_nonmembers = args.dc_pdd_corpus, args.dc_pdd_nonmembers
+    if corpus is None and not from_nonmembers:
+        if args.dc_pdd_cap is not None:
+            raise UsageError(
+                "--dc-pdd-cap applies to DC-PDD, which needs a frequency source: add "
+                "--dc-pdd-corpus FILE or --dc-pdd-nonmembers"
+            )
+        return options
+    if not options.measure.signals:
+        raise UsageError(
+            "DC-PDD is a membership signal and --no-signals turns them off: leave out one of "
+            "--no-signals and --dc-pdd-corpus / --dc-pdd-nonmembers"
+        )
+    texts: list[str] = []
+    if corpus is not None:  # read (and refused when bad) before any model matters
+        try:
+            blocks = corpus.suffix.lower() == ".txt"  # a .txt corpus: one text per block
+            loaded = load_snippets(corpus, txt_mode="blocks" if blocks else "file")
+        except DataError as exc:
+            raise UsageError(f"--dc-pdd-corpus {corpus}: {exc}") from exc
+        texts = [s.text for s in loaded.snippets]
+        if not texts:
+            raise UsageError(
+                f"--dc-pdd-corpus {corpus}: the reference corpus has no text "
+                f"({len(loaded.rejected)} row(s) rejected); give a file of non-empty texts"
+            )
+    victim = (models or load_models(names, ["ps_base"])).victim
+    tokenizer = victim.tokenizer
+    if tokenizer is None or not victim.white_box:
+        log.warning(
+            "DC-PDD not measured: the victim %s is scored by its server, whose tokenizer is "
+            "not available here to count the reference corpus with",
+            names.resolved().victim,
+        )
+        return options
+    name = tokenizer_name(tokenizer)
+    if corpus is not None:
+        counted = dc_pdd.frequencies(
+            tokenizer, texts, source="corpus", origin=str(corpus), tokenizer_name=name
+        )
+    else:
+        counted = dc_pdd.nonmember_frequencies(tokenizer, snippets, name)
+    echo(
+        f"DC-PDD: {counted.total} tokens ({len(counted.table)} distinct) of {counted.origin} "
+        f"counted with {name}",
+        sys.stderr,
+    )
+    return replace(options, measure=replace(options.measure, dc_pdd_frequencies=counted))
+
+
 # Flags that only read a dataset file, and flags that only pick from --corpus (argparse dest →
 # flag); each is None unless given, so one given where it does not apply is refused, not ignored.
 _DATASET_FLAGS = {
@@ -267,6 +350,11 @@ def _check_flags_apply(args: argparse.Namespace) -> None:
             "--nonmembers adds generated non-members to the built-in corpus: use it with "
             "--corpus (a dataset file carries its own labels: see --label-column)"
         )
+    if args.dated_split:
+        raise UsageError(
+            "--dated-split is a labelled selection of the built-in corpus: use it with --corpus "
+            "(a dataset file carries its own labels: see --label-column)"
+        )
     suffix = args.dataset.suffix.lower()
     if args.txt_mode is not None and suffix != ".txt":
         raise UsageError(
@@ -276,16 +364,29 @@ def _check_flags_apply(args: argparse.Namespace) -> None:
 
 
 def _snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, Any]]:
+    info: dict[str, Any]
     if bool(args.dataset) == bool(args.corpus):
         raise UsageError("give a dataset file or --corpus (one of the two)")
     _check_flags_apply(args)
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit {args.limit}: give 1 or more")
-    if args.corpus:
+    if args.corpus and args.dated_split:
+        if args.nonmembers or args.domains is not None:
+            raise UsageError(
+                "--dated-split has its own members, non-members and domain (changelog): leave "
+                "out --nonmembers and --domains"
+            )
+        snippets = dated_split(limit=args.per_domain)
+        info = {
+            "source": "built-in corpus, dated split",
+            "per_domain": args.per_domain,
+            "dated_split": dated_summary(limit=args.per_domain),
+        }
+    elif args.corpus:
         snippets = demo_corpus(
             domains=args.domains, limit_per_domain=args.per_domain, nonmembers=args.nonmembers
         )
-        info: dict[str, Any] = {
+        info = {
             "source": "built-in corpus",
             "domains": args.domains,
             "per_domain": args.per_domain,

@@ -36,7 +36,8 @@ from memprobe_core.config import (
 )
 from memprobe_core.errors import UsageError
 from memprobe_core.membership import MeasureOptions
-from memprobe_core.membership.options import MAX_RECALL_SHOTS
+from memprobe_core.membership.options import MAX_RECALL_SHOTS, MAX_SAMIA_SAMPLES
+from memprobe_core.membership.pac import MAX_PAC_AUGMENTATIONS
 from memprobe_core.models.urls import base_url_problem
 from memprobe_core.ner.audit import NER_BOUNDS
 from memprobe_core.runs.roles import ModelNames, default_model_names
@@ -64,6 +65,8 @@ CLI_SIZE_LIMITS: dict[str, tuple[str, int, int]] = {
     "run": ("run id", 1, MAX_INT64),  # report / resume: a run id SQLite can hold
     "top": ("--top", 0, 100_000),
     "recall_shots": ("--recall-shots", 0, MAX_RECALL_SHOTS),
+    "samia_samples": ("--samia-samples", 0, MAX_SAMIA_SAMPLES),
+    "pac_augmentations": ("--pac-augmentations", 0, MAX_PAC_AUGMENTATIONS),
     "max_snippets": ("--max-snippets", 1, MAX_SNIPPETS),
     # `memprobe ner` (its options live in memprobe_core.cli.ner; bounds: NerAuditConfig's)
     "batch_size": ("--batch-size", *NER_BOUNDS["batch_size"]),
@@ -333,6 +336,30 @@ def _add_measure_options(group: argparse._ArgumentGroup) -> None:
         help="k of k-extractability: the output's first k tokens must equal the suffix's "
         f"(default: {MeasureOptions.extract_k})",
     )
+    group.add_argument(
+        "--samia-samples",
+        type=int,
+        metavar="N",
+        help="measure SaMIA: sample N continuations of each prefix from the victim (temperature "
+        "1, seeded with --seed) and score them by ROUGE-1 recall against the true suffix; needs "
+        f"no log-probs (0 to {MAX_SAMIA_SAMPLES}; its paper uses 10; default: 0, off)",
+    )
+    group.add_argument(
+        "--pac-augmentations",
+        type=int,
+        metavar="N",
+        help="measure PAC: compare each text's polarized distance with N copies of it with "
+        "words swapped; the copies join the signals' forward call (N more rows) or the "
+        "server's log-prob requests (N more texts) "
+        f"(0 to {MAX_PAC_AUGMENTATIONS}; its paper uses 5; default: 0, off)",
+    )
+    group.add_argument(
+        "--pac-swap-rate",
+        type=float,
+        metavar="R",
+        help="PAC: swaps per copy as a share of the text's words, in (0, 1] "
+        f"(default: {MeasureOptions.pac_swap_rate})",
+    )
 
 
 def add_recall_shots(parser: argparse.ArgumentParser) -> None:
@@ -343,6 +370,32 @@ def add_recall_shots(parser: argparse.ArgumentParser) -> None:
         help="labelled audits: put the first N members and the first N non-members in front of "
         "every text to measure ReCaLL and Con-ReCall; those 2N texts are left out of the "
         f"membership table (0 to {MAX_RECALL_SHOTS}; default: 0, off)",
+    )
+
+
+def add_dc_pdd_options(parser: argparse.ArgumentParser) -> None:
+    """DC-PDD's frequency source: only `memprobe audit` counts one, once, at its start."""
+    group = parser.add_argument_group("DC-PDD (token frequencies of a reference corpus)")
+    source = group.add_mutually_exclusive_group()
+    source.add_argument(
+        "--dc-pdd-corpus",
+        type=Path,
+        metavar="FILE",
+        help="measure DC-PDD with the token frequencies of this reference corpus (.txt: one "
+        "text per blank-line block; .jsonl, .csv, .parquet: the `text` column), counted with "
+        "the victim's tokenizer when the audit starts and kept in the run's config",
+    )
+    source.add_argument(
+        "--dc-pdd-nonmembers",
+        action="store_true",
+        help="labelled audits: measure DC-PDD with the token frequencies of the audit's own "
+        "non-members (each non-member is scored without its own counts)",
+    )
+    group.add_argument(
+        "--dc-pdd-cap",
+        type=float,
+        metavar="A",
+        help=f"DC-PDD: upper bound a of each token's score (default: {MeasureOptions.dc_pdd_cap})",
     )
 
 
@@ -360,7 +413,11 @@ def attack_options(args: argparse.Namespace) -> AttackOptions:
             signals=False if args.no_signals else None,
             min_k_percent=args.min_k_percent,
             extract_k=args.extract_k,
+            samia_samples=getattr(args, "samia_samples", None),
             recall_shots=getattr(args, "recall_shots", None),
+            pac_augmentations=getattr(args, "pac_augmentations", None),
+            pac_swap_rate=getattr(args, "pac_swap_rate", None),
+            dc_pdd_cap=getattr(args, "dc_pdd_cap", None),
         )
         sections: dict[str, dict[str, Any]] = {
             "interactive": given(rounds=args.rounds, n_candidates=args.n, access=args.access),

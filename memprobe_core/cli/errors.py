@@ -75,6 +75,11 @@ CLI_FLAGS: dict[str, str] = {
     "min_k_percent": "--min-k-percent",
     "extract_k": "--extract-k",
     "recall_shots": "--recall-shots",
+    "samia_samples": "--samia-samples",
+    "pac_augmentations": "--pac-augmentations",
+    "pac_swap_rate": "--pac-swap-rate",
+    "dc_pdd_cap": "--dc-pdd-cap",
+    "significance": "--significance",
     "select": "--select",
     "executor": "--executor",
     # `memprobe audit --executor ray`

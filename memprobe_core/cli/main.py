@@ -21,7 +21,7 @@ from types import FrameType
 from typing import Any
 
 from memprobe_core import LOGGER_ROOT
-from memprobe_core.cli import audit, common, corpus, ner, probe, report, runs
+from memprobe_core.cli import audit, common, corpus, infer, ner, probe, report, runs
 from memprobe_core.cli.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     probe.add_parser(sub)
     audit.add_parsers(sub)
+    infer.add_parser(sub)
     runs.add_parser(sub)
     report.add_parser(sub)
     corpus.add_parser(sub)

@@ -13,6 +13,7 @@ from memprobe_core.cli.output import echo, terminal_json
 from memprobe_core.config import SELECTIONS
 from memprobe_core.membership.blind import controls_frame
 from memprobe_core.membership.evaluate import DEFAULT_FPR_RULE, FPR_RULES
+from memprobe_core.membership.inference import check_significance
 from memprobe_core.report.build import (
     DEFAULT_RESAMPLES,
     report_for_run,
@@ -77,6 +78,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "the target (lt, mimir's convention); they differ when target x non-members is whole; "
         "named in the report",
     )
+    report.add_argument(
+        "--significance",
+        type=float,
+        help="dataset-inference runs (`memprobe infer`): the level of the one-sided test "
+        "(default: the level the run was made with)",
+    )
     report.set_defaults(handler=run)
 
 
@@ -90,6 +97,11 @@ def run(args: argparse.Namespace) -> int:
         seed=args.ci_seed,
         select=args.select,
         fpr_rule=args.fpr_rule,
+        **(
+            {"inference": {"significance": check_significance(args.significance)}}
+            if args.significance is not None
+            else {}
+        ),
     )
     written = []
     for path, frame in (

@@ -4,6 +4,8 @@
 - :mod:`.options`: what is measured (``MeasureOptions``) and the one list of signals (``SIGNALS``).
 - :mod:`.signals`: loss, perplexity, zlib, lowercase, Min-K%, Min-K%++ and reference ratio of a
   snippet, from one batched forward pass of a white-box victim.
+- :mod:`.samia`: SaMIA, ROUGE-1 recall of continuations sampled from the victim (no log-probs
+  needed), off unless ``samia_samples`` is set.
 - :mod:`.verbatim`: k-extractability and the longest verbatim span of an output.
 - :mod:`.evaluate`: AUROC and TPR at fixed FPR, with bootstrap intervals, on labelled audits.
 - :mod:`.blind`: the validity controls of a labelled audit: a blind baseline that never sees the

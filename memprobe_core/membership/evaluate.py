@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from memprobe_core.attacks.registry import method_label, method_rank
+from memprobe_core.attacks.registry import extracts, method_label, method_rank
 from memprobe_core.errors import OptionError
 from memprobe_core.membership.options import SIGNALS
 from memprobe_core.report.stats import CONFIDENCE
@@ -289,7 +289,7 @@ def _labelled(results: pd.DataFrame) -> pd.DataFrame:
     return results[results["label"].isin([MEMBER, NONMEMBER])]
 
 
-def _signal_scores(rows: pd.DataFrame) -> pd.DataFrame:
+def signal_scores(rows: pd.DataFrame) -> pd.DataFrame:
     """Per snippet (index): its label and each signal, oriented so that higher = member.
 
     A signal belongs to (snippet, length), not to a method: every method's row of a snippet
@@ -357,7 +357,7 @@ def membership_table(
     Returns:
         ``(membership, roc)`` with :data:`MEMBERSHIP_COLUMNS` / :data:`ROC_COLUMNS`: per length,
         one ``signal`` row per signal (in ``SIGNALS`` order), then one ``method`` row per
-        extraction method (paper order). A score with no value in a class is left out; both
+        extraction method (paper order; not the signals-only method, which has no Mem). A score with no value in a class is left out; both
         frames are empty unless the rows hold at least one member and one non-member.
     """
     rows = _labelled(results)
@@ -365,12 +365,14 @@ def membership_table(
         return pd.DataFrame(columns=MEMBERSHIP_COLUMNS), pd.DataFrame(columns=ROC_COLUMNS)
     table, curves = [], []
     for length, at in rows.groupby("length", sort=True):
-        signals = _signal_scores(at)
+        signals = signal_scores(at)
         scored = [
             (spec.name, spec.label, "signal", signals.get(spec.column), signals["label"])
             for spec in SIGNALS
         ]
-        for method in sorted(at["method"].unique(), key=method_rank):
+        # A method that asks no model for the suffix (signals only) has no Mem to rank by.
+        extracting = [m for m in at["method"].unique() if extracts(m)]
+        for method in sorted(extracting, key=method_rank):
             mine = _method_scores(at, method)
             label = method_label(method)
             scored.append((method, label, "method", mine["score"], mine["label"]))

@@ -10,9 +10,12 @@ from __future__ import annotations
 import logging
 import time
 
+from memprobe_core.attacks import registry
 from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.attacks.result import AttackResult
-from memprobe_core.membership.options import MeasureOptions
+from memprobe_core.errors import MemprobeError
+from memprobe_core.membership.options import SIGNALS, MeasureOptions
+from memprobe_core.membership.samia import measure_samia
 from memprobe_core.membership.signals import compute_signals
 from memprobe_core.membership.verbatim import verbatim_metrics
 from memprobe_core.secrets import redact_secrets
@@ -22,24 +25,70 @@ log = logging.getLogger(__name__)
 
 
 def measure_result(
-    result: AttackResult, piece: SplitSnippet, models: ModelSet, options: MeasureOptions
+    result: AttackResult,
+    piece: SplitSnippet,
+    models: ModelSet,
+    options: MeasureOptions,
+    *,
+    seed: int = 0,
 ) -> AttackResult:
     """Fill ``result.verbatim`` and ``result.membership`` (in place; returned for chaining).
 
+    With ``options.samia_samples``, SaMIA's samples of the victim (seeded with ``seed``, the
+    run's) join the membership signals; it needs no log-probs, so a black-box victim whose
+    server cannot score a text gets it beside its ``not_measured``.
+
     A failure of the signals (e.g. out of memory on a long snippet) is recorded under
     ``membership["error"]`` and logged: a side measurement must not cost the unit's result.
-    ``costs.measure_seconds`` is what both took.
+    ``costs.measure_seconds`` is what both took. A method that asks no model for the suffix
+    (``signals``) gets no verbatim metrics, and its signals are its whole result.
+
+    Raises:
+        NothingMeasured: such a method's signals could not be measured (the unit fails, naming
+            why, rather than being stored empty).
     """
     started = time.perf_counter()
-    # Verbatim metrics count tokens of the tokenizer that cut the snippet: the victim's, or
-    # whitespace words when it has none (black-box) or the split asked for words.
-    tokenizer = models.victim.tokenizer if piece.tokenizer_name != "whitespace" else None
-    result.verbatim = verbatim_metrics(piece.suffix, result.output, tokenizer, options.extract_k)
+    extracting = registry.extracts(result.method)
+    if extracting:
+        # Verbatim metrics count tokens of the tokenizer that cut the snippet: the victim's,
+        # or whitespace words when it has none (black-box) or the split asked for words.
+        tokenizer = models.victim.tokenizer if piece.tokenizer_name != "whitespace" else None
+        result.verbatim = verbatim_metrics(
+            piece.suffix, result.output, tokenizer, options.extract_k
+        )
     try:
         result.membership = compute_signals(models.victim, piece, options, models.reference)
     except Exception as exc:  # recorded: the unit's result stands without its signals
         message = redact_secrets(f"{type(exc).__name__}: {exc}")
         log.warning("membership signals of %s failed: %s", piece.snippet.id, message)
         result.membership = {"error": message}
+    samia = measure_samia(models.victim, piece, options, seed=seed)  # {} when off
+    if samia:
+        result.membership = {**result.membership, **samia}
     result.costs.measure_seconds = time.perf_counter() - started
+    if not extracting:
+        _check_measured(result.membership, options)
     return result
+
+
+class NothingMeasured(MemprobeError, RuntimeError):
+    """A signals-only unit measured no signal (its message says why)."""
+
+
+def _check_measured(membership: dict[str, object], options: MeasureOptions) -> None:
+    """Raise :class:`NothingMeasured` unless ``membership`` holds a signal's value."""
+    if any(membership.get(spec.name) is not None for spec in SIGNALS):
+        return
+    for why in ("error", "not_measured"):
+        if why in membership:
+            raise NothingMeasured(f"no membership signal was measured: {membership[why]}")
+    if not options.signals:
+        raise NothingMeasured(
+            "membership signals are turned off, so the signals-only method has nothing to "
+            "measure; turn them on or pick an extraction method"
+        )
+    raise NothingMeasured(
+        "no membership signal was measured: the victim is scored neither from its weights "
+        "(a local model) nor by its server (an endpoint that returns a prompt's log-probs, "
+        "`echo` with `logprobs`), or the text has no token to score"
+    )

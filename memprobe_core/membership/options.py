@@ -13,18 +13,29 @@ and how it is shown; reports, CSV columns and pages read it from here (docs/meth
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import Any
 
 import pandas as pd
 
 from memprobe_core.errors import OptionError, UsageError
+from memprobe_core.membership.dc_pdd import DEFAULT_DC_PDD_CAP, TokenFrequencies
+from memprobe_core.membership.pac import (
+    DEFAULT_PAC_HIGH_PERCENT,
+    DEFAULT_PAC_LOW_PERCENT,
+    DEFAULT_PAC_SWAP_RATE,
+    MAX_PAC_AUGMENTATIONS,
+)
 
 DEFAULT_MIN_K_PERCENT = 20.0  # Shi et al. 2024 report k = 20 as their default
 DEFAULT_EXTRACT_K = 50  # Carlini et al. 2023 ("Quantifying Memorization") use 50-token suffixes
 # Labelled texts per class that ReCaLL / Con-ReCall put in front of every text. Off by default:
 # the texts used are left out of the evaluated set, and each shot lengthens every forward pass.
 MAX_RECALL_SHOTS = 32
+# Continuations SaMIA samples per snippet and length. Off by default: each sample is a decode of
+# len(suffix) tokens; its paper and reference code use 10.
+MAX_SAMIA_SAMPLES = 64
 
 
 @dataclass(frozen=True)
@@ -41,6 +52,9 @@ class SignalSpec:
         description: one line for the manual and tooltips.
         needs_prefixes: only computed in a labelled audit with ``recall_shots`` (ReCaLL and
             Con-ReCall put labelled texts in front of each text).
+        needs_samples: only computed with ``samia_samples`` (SaMIA samples continuations).
+        needs_option: only computed when its own option turns it on (DC-PDD: a reference
+            corpus's token frequencies; PAC: ``pac_augmentations``).
     """
 
     name: str
@@ -49,6 +63,8 @@ class SignalSpec:
     needs_reference: bool
     description: str
     needs_prefixes: bool = False
+    needs_samples: bool = False
+    needs_option: bool = False
 
     @property
     def column(self) -> str:
@@ -92,6 +108,41 @@ SIGNALS: tuple[SignalSpec, ...] = (
         "(LL(x | non-member prefix) − LL(x | member prefix)) / LL(x) (Wang et al. 2024)",
         needs_prefixes=True,
     ),
+    SignalSpec(
+        "dc_pdd",
+        "DC-PDD",
+        True,
+        False,
+        "mean over first occurrences of min(p_t · log 1/f_t, a), f_t the token's frequency in "
+        "a reference corpus (Zhang et al. 2024)",
+        needs_option=True,
+    ),
+    SignalSpec(
+        "pac",
+        "PAC",
+        False,
+        False,
+        "polarized distance of the token log-probs minus its mean over word-swapped copies "
+        "(Ye et al. 2024)",
+        needs_option=True,
+    ),
+    SignalSpec(
+        "samia",
+        "SaMIA",
+        True,
+        False,
+        "mean ROUGE-1 recall of sampled continuations of the prefix against the suffix "
+        "(Kaneko et al. 2024)",
+        needs_samples=True,
+    ),
+    SignalSpec(
+        "samia_zlib",
+        "SaMIA*zlib",
+        True,
+        False,
+        "mean of each sample's ROUGE-1 recall × its zlib-compressed bytes (Kaneko et al. 2024)",
+        needs_samples=True,
+    ),
 )
 SIGNAL_BY_NAME: dict[str, SignalSpec] = {s.name: s for s in SIGNALS}
 
@@ -110,6 +161,20 @@ class MeasureOptions:
             fields below; the report leaves those texts out of the membership table.
         recall_prefix_ids: the snippet ids of the texts picked (members, then non-members).
         recall_member_prefix / recall_nonmember_prefix: their texts, in the order used.
+        samia_samples: continuations of the prefix SaMIA samples from the victim per snippet
+            and length (0: SaMIA is not measured; its paper uses 10), in one generate call
+            seeded with the run's seed (:mod:`memprobe_core.membership.samia`).
+        dc_pdd_frequencies: DC-PDD's token counts of a reference corpus under the victim's
+            tokenizer (``None``: DC-PDD is not measured); counted once when an audit starts
+            (:mod:`memprobe_core.membership.dc_pdd`), from ``--dc-pdd-corpus`` or the audit's
+            own non-members.
+        dc_pdd_cap: ``a``, DC-PDD's upper bound of each token's score (> 0).
+        pac_augmentations: word-swapped copies of each text PAC compares it with (0: PAC is
+            not measured; its paper uses 5); they go through the victim in the signals' one
+            forward call (:mod:`memprobe_core.membership.pac`).
+        pac_swap_rate: swaps per copy, as a share of the text's words (0 < r ≤ 1).
+        pac_low_percent / pac_high_percent: the lowest / highest k % of the token log-probs
+            whose means the polarized distance subtracts (0 < k ≤ 100).
     """
 
     signals: bool = True
@@ -119,6 +184,13 @@ class MeasureOptions:
     recall_prefix_ids: tuple[str, ...] = ()
     recall_member_prefix: tuple[str, ...] = ()
     recall_nonmember_prefix: tuple[str, ...] = ()
+    samia_samples: int = 0
+    dc_pdd_frequencies: TokenFrequencies | None = None
+    dc_pdd_cap: float = DEFAULT_DC_PDD_CAP
+    pac_augmentations: int = 0
+    pac_swap_rate: float = DEFAULT_PAC_SWAP_RATE
+    pac_low_percent: float = DEFAULT_PAC_LOW_PERCENT
+    pac_high_percent: float = DEFAULT_PAC_HIGH_PERCENT
 
     def __post_init__(self) -> None:
         if not 0.0 < float(self.min_k_percent) <= 100.0:
@@ -139,8 +211,40 @@ class MeasureOptions:
             raise OptionError(
                 "recall_shots", shots, f"give a whole number from 0 to {MAX_RECALL_SHOTS}"
             )
+        samples = self.samia_samples
+        if (
+            isinstance(samples, bool)
+            or not isinstance(samples, int)
+            or not 0 <= samples <= MAX_SAMIA_SAMPLES
+        ):
+            raise OptionError(
+                "samia_samples",
+                samples,
+                f"give a whole number from 0 (off) to {MAX_SAMIA_SAMPLES}, e.g. 10",
+            )
         for name in ("recall_prefix_ids", "recall_member_prefix", "recall_nonmember_prefix"):
             object.__setattr__(self, name, tuple(getattr(self, name)))  # lists from a stored config
+        if isinstance(self.dc_pdd_frequencies, dict):  # from a stored config
+            object.__setattr__(
+                self, "dc_pdd_frequencies", TokenFrequencies.from_dict(self.dc_pdd_frequencies)
+            )
+        _check_fraction("dc_pdd_cap", self.dc_pdd_cap, "a positive number, e.g. 0.01", top=None)
+        count = self.pac_augmentations
+        if (
+            isinstance(count, bool)
+            or not isinstance(count, int)
+            or not 0 <= count <= MAX_PAC_AUGMENTATIONS
+        ):
+            raise OptionError(
+                "pac_augmentations",
+                count,
+                f"give a whole number from 0 (off) to {MAX_PAC_AUGMENTATIONS}, e.g. 5",
+            )
+        _check_fraction("pac_swap_rate", self.pac_swap_rate, "a share in (0, 1], e.g. 0.3", top=1.0)
+        for name, example in (("pac_low_percent", 30), ("pac_high_percent", 5)):
+            _check_fraction(
+                name, getattr(self, name), f"a percentage in (0, 100], e.g. {example}", top=100.0
+            )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> MeasureOptions:
@@ -150,26 +254,40 @@ class MeasureOptions:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def _check_fraction(name: str, value: Any, what: str, *, top: float | None) -> None:
+    """Refuse ``value`` unless it is a finite number in ``(0, top]`` (``top`` ``None``: no bound)."""
+    number = None
+    if not isinstance(value, bool) and isinstance(value, (int, float)):
+        number = float(value)
+    if (
+        number is None
+        or not math.isfinite(number)
+        or number <= 0
+        or (top is not None and number > top)
+    ):
+        raise OptionError(name, value, f"give {what}")
+
+
 def signals_frame(membership: dict[str, Any] | None) -> pd.DataFrame:
     """A result's membership signals as rows to show: signal, value, which way means member.
 
     Empty when nothing was measured; a recorded failure, or a black-box victim whose server
-    cannot score a text, shows as one row with its message.
+    cannot score a text, shows as one row with its message (first), and so does SaMIA not
+    measured; the signals that were measured (SaMIA needs no log-probs) follow.
     """
     membership = membership or {}
-    for why in ("error", "not_measured"):  # a failed pass; a server that cannot score a text
-        if why in membership:
-            return pd.DataFrame(
-                [
-                    {
-                        "signal": why.replace("_", " "),
-                        "value": None,
-                        "member if": "",
-                        "what": str(membership[why]),
-                    }
-                ]
-            )
-    rows = [
+    # A failed pass; a server that cannot score a text; SaMIA's sampling that could not be done.
+    notes = {
+        "error": "error",
+        "not_measured": "not measured",
+        "samia_not_measured": "SaMIA not measured",
+    }
+    rows: list[dict[str, Any]] = [
+        {"signal": shown, "value": None, "member if": "", "what": str(membership[why])}
+        for why, shown in notes.items()
+        if why in membership
+    ]
+    rows += [
         {
             "signal": spec.label,
             "value": float(membership[spec.name]),

@@ -14,6 +14,9 @@ docs/method.md §8 defines them; :data:`~memprobe_core.membership.options.SIGNAL
   and standard deviation of ``log p(z | x_<t)`` for ``z ∼ p(· | x_<t)`` (Zhang et al. 2024);
 - ``ref_ratio`` (with a reference model): victim total NLL per UTF-8 byte of the text minus the
   reference's, so the two tokenizers may differ.
+- ``dc_pdd`` (with token frequencies of a reference corpus, :mod:`.dc_pdd`) and ``pac`` (with
+  ``pac_augmentations``, :mod:`.pac`): from the same pass; PAC's word-swapped copies are extra
+  rows of its one forward call (or extra texts of the server's requests).
 
 Conventions:
 
@@ -48,9 +51,11 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
+from memprobe_core.membership.dc_pdd import count_tokens, dc_pdd_score
 from memprobe_core.membership.options import MeasureOptions
+from memprobe_core.membership.pac import augment, pac_score
 from memprobe_core.membership.recall import (
     conditioned_row,
     is_prefix_text,
@@ -294,8 +299,28 @@ def _pad_id(tokenizer: Any) -> int:
     return int(pad) if pad is not None else 0
 
 
-def _victim_pass(victim: Generator, piece: SplitSnippet) -> tuple[TokenStats, list[float], int]:
-    """x and lower(x) through the victim in one call: (stats of x, ℓ of lower(x), suffix start)."""
+class _Pass(NamedTuple):
+    """What one scoring pass of the victim gave (``[0]`` is ``stats``, as the older tuple).
+
+    Attributes:
+        stats: statistics of x's scored tokens. lower: ``ℓ`` of lower(x).
+        suffix_start: index into ``stats`` of the first suffix token.
+        extra: ``ℓ`` of each extra text (PAC's word-swapped copies), in the order given.
+        scored_ids: the token ids ``stats`` scores (DC-PDD; ``None`` from a server, whose
+            tokenizer is not ours).
+        vocab_size: the width of the victim's logits (DC-PDD's ``V``; ``None`` from a server).
+    """
+
+    stats: TokenStats
+    lower: list[float]
+    suffix_start: int
+    extra: list[tuple[float, ...]]
+    scored_ids: tuple[int, ...] | None = None
+    vocab_size: int | None = None
+
+
+def _victim_pass(victim: Generator, piece: SplitSnippet, extra_texts: Sequence[str] = ()) -> _Pass:
+    """x, lower(x) and ``extra_texts`` through the victim in one forward call."""
     white: Any = victim  # checked by _usable: torch_model, tokenizer and device are there
     tok = white.tokenizer
     ids, n_prefix = victim_ids(tok, piece)
@@ -303,11 +328,25 @@ def _victim_pass(victim: Generator, piece: SplitSnippet) -> tuple[TokenStats, li
     lower_text = piece.text.lower()
     lower_row, _ = model_row(tok, tok.encode(lower_text, add_special_tokens=False), lower_text)
     same = lower_row == row  # nothing to lower-case: one row does
-    rows = [row] if same else [row, lower_row]
+    extra_rows = [
+        model_row(tok, tok.encode(t, add_special_tokens=False), t)[0] for t in extra_texts
+    ]
+    rows = ([row] if same else [row, lower_row]) + extra_rows
     logits = forward_rows(white.torch_model, rows, pad_id=_pad_id(tok), device=white.device)
     stats = row_stats(logits[0], row, calibrate=True)
     lower = stats.log_probs if same else row_stats(logits[1], lower_row, calibrate=False).log_probs
-    return stats, list(lower), max(n_prefix - first, 0)
+    start = len(rows) - len(extra_rows)
+    extra = [
+        row_stats(logits[start + i], r, calibrate=False).log_probs for i, r in enumerate(extra_rows)
+    ]
+    return _Pass(
+        stats,
+        list(lower),
+        max(n_prefix - first, 0),
+        extra,
+        scored_ids=tuple(row[1:]),  # row_stats scores row[1:]
+        vocab_size=int(logits.shape[-1]),
+    )
 
 
 def _reference_nll(reference: Generator, text: str) -> float | None:
@@ -329,17 +368,18 @@ def _reference_nll(reference: Generator, text: str) -> float | None:
     return -sum(row_stats(logits[0], row, calibrate=False).log_probs)
 
 
-def _server_pass(victim: Generator, piece: SplitSnippet) -> tuple[TokenStats, list[float], int]:
-    """x and lower(x) scored by a black-box victim's server: (stats of x without μ/σ, ℓ of
-    lower(x), suffix start). The suffix's tokens are those starting at or after the prefix's
-    length in characters (the server's tokenizer is not ours)."""
+def _server_pass(victim: Generator, piece: SplitSnippet, extra_texts: Sequence[str] = ()) -> _Pass:
+    """x, lower(x) and ``extra_texts`` scored by a black-box victim's server in one request
+    batch (stats of x without μ/σ). The suffix's tokens are those starting at or after the
+    prefix's length in characters (the server's tokenizer is not ours)."""
     text, lower_text = piece.text, piece.text.lower()
     texts = [text] if lower_text == text else [text, lower_text]
-    scored = victim.text_logprobs(texts)
+    scored = victim.text_logprobs([*texts, *extra_texts])
     boundary = len(piece.prefix)
     suffix_start = sum(1 for start in scored[0].offsets if start < boundary)
-    lower = scored[-1].log_probs
-    return TokenStats(scored[0].log_probs), list(lower), suffix_start
+    lower = scored[len(texts) - 1].log_probs
+    extra = [tuple(s.log_probs) for s in scored[len(texts) :]]
+    return _Pass(TokenStats(scored[0].log_probs), list(lower), suffix_start, extra)
 
 
 # --- the cache and the entry point ------------------------------------------------------------
@@ -459,6 +499,16 @@ def compute_signals(
         options.recall_member_prefix,
         options.recall_nonmember_prefix,
         options.recall_prefix_ids,
+        # DC-PDD: the table (its str hash is cached), its cap, and whether this snippet is one
+        # of the counted non-members (scored leave-one-out); PAC's copies and k's.
+        options.dc_pdd_frequencies,
+        float(options.dc_pdd_cap),
+        options.dc_pdd_frequencies is not None
+        and piece.snippet.id in options.dc_pdd_frequencies.counted,
+        options.pac_augmentations,
+        float(options.pac_swap_rate),
+        float(options.pac_low_percent),
+        float(options.pac_high_percent),
     )
     cached = _CACHE.get(key)
     if cached is not None:
@@ -496,7 +546,10 @@ def _measure(
 
     with torch.inference_mode():
         white = _usable(victim)
-        stats, lower, suffix_start = (_victim_pass if white else _server_pass)(victim, piece)
+        # PAC's word-swapped copies ride in the same forward call (or request batch).
+        copies = augment(piece.text, options.pac_augmentations, options.pac_swap_rate)
+        scored = (_victim_pass if white else _server_pass)(victim, piece, copies)
+        stats, lower, suffix_start = scored.stats, scored.lower, scored.suffix_start
         if not stats.log_probs:
             log.warning("snippet %s: no token to score; signals not measured", piece.snippet.id)
             return {}
@@ -524,8 +577,71 @@ def _measure(
                 victim, piece, options
             )
         out.update(recall_scores(-out["loss"], *conditioned))
+    if options.dc_pdd_frequencies is not None:
+        out["dc_pdd"] = _dc_pdd(victim, piece, options, scored)
+    if options.pac_augmentations:
+        out["pac"] = _pac(piece, options, scored)
     out["scored_by"] = "forward" if white else "server"
     return out
+
+
+_WARNED: set[str] = set()
+
+
+def _not_measured(signal: str, why: str) -> None:
+    """Log once per process why ``signal`` is ``None`` (every unit of a run has the same reason)."""
+    message = f"{signal} not measured: {why}"
+    if message not in _WARNED:
+        _WARNED.add(message)
+        log.warning("%s", message)
+
+
+def _dc_pdd(
+    victim: Generator, piece: SplitSnippet, options: MeasureOptions, scored: _Pass
+) -> float | None:
+    """DC-PDD from the pass's own log-probs and token ids (docs/method.md §8); ``None``, the
+    reason logged, where the table cannot be used."""
+    freq = options.dc_pdd_frequencies
+    assert freq is not None
+    if scored.scored_ids is None or scored.vocab_size is None:
+        _not_measured(
+            "DC-PDD",
+            "a black-box victim's server tokenizes with its own vocabulary, which the "
+            "reference corpus was not counted with",
+        )
+        return None
+    tok: Any = victim.tokenizer
+    if tokenizer_name(tok) != freq.tokenizer:
+        _not_measured(
+            "DC-PDD",
+            f"the reference corpus was counted with tokenizer {freq.tokenizer!r}, the victim's "
+            f"is {tokenizer_name(tok)!r}",
+        )
+        return None
+    # A counted non-member is scored against the other texts' counts only (leave-one-out).
+    own = count_tokens(tok, [piece.snippet.text]) if piece.snippet.id in freq.counted else None
+    return dc_pdd_score(
+        scored.stats.log_probs,
+        scored.scored_ids,
+        freq.table,
+        freq.total,
+        scored.vocab_size,
+        options.dc_pdd_cap,
+        leave_out=own,
+    )
+
+
+def _pac(piece: SplitSnippet, options: MeasureOptions, scored: _Pass) -> float | None:
+    """PAC from x's log-probs and its copies' (``None`` where one is empty or not finite)."""
+    for i, lps in enumerate(scored.extra):
+        if not lps or _non_finite(lps, f"PAC's copy {i + 1}"):
+            _not_measured(
+                "PAC", f"snippet {piece.snippet.id}: a word-swapped copy has no finite score"
+            )
+            return None
+    return pac_score(
+        scored.stats.log_probs, scored.extra, options.pac_low_percent, options.pac_high_percent
+    )
 
 
 def _prefixes(options: MeasureOptions, text: str) -> list[str]:

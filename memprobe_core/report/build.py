@@ -36,8 +36,9 @@ import numpy as np
 import pandas as pd
 
 from memprobe_core.attacks.options import check_size
-from memprobe_core.attacks.registry import baseline_methods, method_label, method_rank
+from memprobe_core.attacks.registry import baseline_methods, extracts, method_label, method_rank
 from memprobe_core.config import SEED_RANGE
+from memprobe_core.errors import UsageError
 from memprobe_core.membership.blind import RANDOM_SPLIT_COLUMNS, BlindBaseline, validity_controls
 from memprobe_core.membership.evaluate import (
     DEFAULT_FPR_RULE,
@@ -46,6 +47,11 @@ from memprobe_core.membership.evaluate import (
     check_fpr_rule,
     membership_meta,
     membership_table,
+)
+from memprobe_core.membership.inference import (
+    DEFAULT_SIGNIFICANCE,
+    DatasetInference,
+    inference_for_results,
 )
 from memprobe_core.report.select import apply_selection
 from memprobe_core.report.stats import (
@@ -150,6 +156,9 @@ class Report:
         random_split: :data:`~memprobe_core.membership.blind.RANDOM_SPLIT_COLUMNS` — every
             membership score on two random halves of the members (AUROC should be 0.5;
             ``flagged`` rows say it is not); empty unless the audit has at least 4 members.
+        dataset_inference: one :class:`~memprobe_core.membership.inference.DatasetInference`
+            per length of a ``memprobe infer`` run (suspect set vs held-out set); empty for
+            other runs.
     """
 
     table1: pd.DataFrame
@@ -166,6 +175,7 @@ class Report:
     random_split: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=RANDOM_SPLIT_COLUMNS)
     )
+    dataset_inference: list[DatasetInference] = field(default_factory=list)
 
 
 def bootstrap_ci(
@@ -396,6 +406,7 @@ def build_report(
     fpr_rule: str = DEFAULT_FPR_RULE,
     texts: Mapping[str, str] | None = None,
     left_out: Collection[str] = (),
+    inference: Mapping[str, Any] | None = None,
 ) -> Report:
     """Every table from a results frame (``Store.results_frame``).
 
@@ -414,6 +425,9 @@ def build_report(
         left_out: snippet ids kept out of the membership table and its controls (ReCaLL's
             prefix texts: their own ratio is measured against themselves); named in
             ``meta["membership_left_out"]``.
+        inference: a dataset-inference run's settings (``significance``, ``seed`` of the
+            splits): its members are the suspect set, its non-members the held-out set
+            (``None``: not such a run).
 
     Raises:
         ValueError: ``resamples`` out of range (the message says what to give).
@@ -456,10 +470,21 @@ def build_report(
     blind, random_split = validity_controls(
         evaluated, texts, membership, resamples=resamples, seed=seed, fpr_rule=rule
     )
+    inferred = (
+        inference_for_results(
+            evaluated,
+            significance=inference.get("significance", DEFAULT_SIGNIFICANCE),
+            seed=int(inference.get("seed", seed)),
+        )
+        if inference is not None
+        else []
+    )
+    # The signals-only method asks no model for the suffix: it has no Mem, PII or gain to show.
+    extraction = _extracting(results)
     return Report(
-        table1=table1(results, resamples=resamples, seed=seed),
-        paired=paired_improvement(results, resamples=resamples, seed=seed),
-        pii=pii_totals(results),
+        table1=table1(extraction, resamples=resamples, seed=seed),
+        paired=paired_improvement(extraction, resamples=resamples, seed=seed),
+        pii=pii_totals(extraction),
         costs=cost_per_method(results),
         errors=errors if errors is not None else pd.DataFrame(),
         membership=membership,
@@ -467,7 +492,15 @@ def build_report(
         meta=info,
         blind_baseline=blind,
         random_split=random_split,
+        dataset_inference=inferred,
     )
+
+
+def _extracting(results: pd.DataFrame) -> pd.DataFrame:
+    """The rows of methods that ask a model for the suffix (``MethodSpec.extracts``)."""
+    if results.empty or "method" not in results:
+        return results
+    return results[results["method"].map(extracts).astype(bool)]
 
 
 def _without_labels(results: pd.DataFrame, snippet_ids: Collection[str]) -> pd.DataFrame:
@@ -497,6 +530,14 @@ def report_for_run(store: Any, run_id: int, **kwargs: Any) -> Report:
         kwargs["texts"] = {s.id: s.text for s in store.samples(run_id)}
     measure = ((run.get("config") or {}).get("options") or {}).get("measure") or {}
     kwargs.setdefault("left_out", tuple(measure.get("recall_prefix_ids") or ()))
+    inference = ((run.get("config") or {}).get("dataset") or {}).get("inference")
+    if inference is not None:  # a `memprobe infer` run; given settings override the stored
+        kwargs["inference"] = {**inference, **(kwargs.get("inference") or {})}
+    elif kwargs.get("inference"):
+        raise UsageError(
+            f"run {run_id} is not a dataset-inference run (made by `memprobe infer`), so it "
+            "has no significance level to set; leave the option out"
+        )
     return build_report(
         store.results_frame(run_id), errors=store.errors_frame(run_id), meta=meta, **kwargs
     )
@@ -525,4 +566,5 @@ def report_to_dict(report: Report) -> dict[str, Any]:
             report.blind_baseline.to_dict() if report.blind_baseline is not None else None
         ),
         "random_split": _records(report.random_split),
+        "dataset_inference": [d.to_dict() for d in report.dataset_inference],
     }

@@ -22,6 +22,7 @@ from memprobe_core.membership.blind import (
     random_split_warning,
 )
 from memprobe_core.membership.evaluate import FPR_TARGETS
+from memprobe_core.membership.inference import ASSUMPTION, METHOD, DatasetInference
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import SMALL_N_MARK, n_mark, num, p_text, signed_ci, with_ci
 from memprobe_core.report.stats import DEFAULT_RESAMPLES, SMALL_N
@@ -210,6 +211,52 @@ def _validity_lines(report: Report) -> list[str]:
     return lines
 
 
+def _inference_lines(inferred: list[DatasetInference]) -> list[str]:
+    """A ``memprobe infer`` run's answer, per length: the test, its control and the weights."""
+    lines = [
+        "\nDataset inference — was the suspect set used to train the victim? "
+        "(suspect = member, held-out = non-member in the tables below)",
+        f"Method: {METHOD}",
+        f"Assumption: {ASSUMPTION}",
+    ]
+    for one in inferred:
+        lines.append(
+            f"Length {one.length}: {one.n_suspect} suspect / {one.n_heldout} held-out texts, "
+            f"level {one.significance:g}, split seed {one.seed}"
+        )
+        lines.append(
+            f"  {'REJECTED' if one.test and one.test.rejected else 'Result'}: {one.verdict}"
+        )
+        if one.test is not None:
+            t = one.test
+            lines.append(
+                f"  Welch t = {t.t:.3f}, df = {t.df:.1f}; mean score suspect {t.mean_suspect:.3f} "
+                f"vs held-out {t.mean_heldout:.3f}; fitted on {t.n_a[0]}/{t.n_a[1]}, tested on "
+                f"{t.n_b[0]}/{t.n_b[1]}"
+            )
+            weights = ", ".join(f"{name} {w:+.3f}" for name, w in one.weights.items())
+            lines.append(f"  Weights (standardised, member-oriented signals): {weights}")
+        if one.control is not None:
+            verdict = "rejects" if one.control.rejected else "does not reject"
+            lines.append(
+                f"  Random-split control (two random halves of the suspect set): "
+                f"p = {one.control.p_value:.3g}, {verdict}"
+            )
+        if one.control_warning:
+            lines.append(f"  WARNING: {one.control_warning}")
+        by_reason: dict[str, list[str]] = {}
+        for name, why in one.left_out.items():
+            by_reason.setdefault(why, []).append(name)
+        if by_reason:
+            lines.append(
+                "  Signals left out: "
+                + "; ".join(f"{why}: {', '.join(names)}" for why, names in by_reason.items())
+            )
+        if one.test is not None and one.note:
+            lines.append(f"  Note: {one.note}")
+    return lines
+
+
 def _footnotes(report: Report) -> list[str]:
     marked = bool(report.table1["small_n"].any()) if not report.table1.empty else False
     if not report.paired.empty:
@@ -239,8 +286,14 @@ def render_text(report: Report) -> str:
     """
     meta = report.meta
     lines = _header_lines(meta)
-    if report.table1.empty:
+    if report.dataset_inference:
+        lines += _inference_lines(report.dataset_inference)
+    if report.table1.empty and report.costs.empty:
         lines.append("\nNo finished units yet.")
+    elif report.table1.empty:
+        lines.append(
+            "\nNo Table 1: the finished units are signals-only (no extraction method ran)."
+        )
     else:
         lines += _table1_lines(
             report.table1,

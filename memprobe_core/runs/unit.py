@@ -174,7 +174,7 @@ def run_unit(
                 unit.method, piece, models, options, on_event=record_then_forward, cancel=cancel
             )
             if not (result.status == "cancelled" and on_cancel == "requeue"):
-                measure_result(result, piece, models, options.measure)
+                measure_result(result, piece, models, options.measure, seed=options.seed)
         except (KeyboardInterrupt, sqlite3.Error, StoreError):
             # sqlite3.Error / StoreError: the store itself failed (disk full, read-only,
             # corrupted, its -wal deleted): recording it as the unit's error would need the

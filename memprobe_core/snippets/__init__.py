@@ -4,6 +4,8 @@
 - :mod:`.loaders`: snippets from a user's file (.txt, .jsonl, .csv, .parquet), bounded and checked.
 - :mod:`.corpus`: the built-in demo corpus assembled from what installed packages ship.
 - :mod:`.nonmembers`: the generated non-member set of a labelled audit (made on this machine).
+- :mod:`.dated`: the dated split, release notes labelled by their date against the embedded
+  victim's training cut-off (a labelled audit of one genre).
 """
 
 from memprobe_core.snippets.corpus import demo_corpus

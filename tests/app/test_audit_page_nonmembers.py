@@ -40,3 +40,21 @@ def test_damaged_nonmember_file_is_an_error_not_a_crash() -> None:
     at.checkbox(key="audit_nonmembers").check().run()
     assert not at.exception
     assert any("memprobe corpus nonmembers --build" in e.value for e in at.error)
+
+
+def test_opt_in_signals_from_the_method_options_reach_the_run() -> None:
+    at = open_page("pages/3_Audit.py")
+    assert not at.number_input(key="audit_samia").value  # off by default
+    assert [n for n in at.number_input if n.key == "audit_recall_shots"] == []  # unlabelled
+    at.checkbox(key="audit_nonmembers").check().run()
+    at.number_input(key="audit_limit").set_value(2).run()
+    at.number_input(key="audit_recall_shots").set_value(1)
+    at.number_input(key="audit_samia").set_value(2)
+    at.multiselect(key="audit_methods").set_value(["ps_inst"])
+    at.multiselect(key="audit_lengths").set_value([50])
+    at.button(key="audit_start").click()
+    run_until(at, lambda a: "state: finished" in texts(a), timeout=120)
+    (run,) = Store(os.environ["MEMPROBE_STORE"]).list_runs()
+    measure = run["config"]["options"]["measure"]
+    assert (measure["recall_shots"], measure["samia_samples"]) == (1, 2)
+    assert len(measure["recall_prefix_ids"]) == 2  # one member and one non-member picked

@@ -36,7 +36,9 @@ def test_labelled_audit_reports_auroc_per_signal_and_method(tmp_path, capsys):
     prefixes = Store(store).get_run(run["id"])["config"]["options"]["measure"]["recall_prefix_ids"]
     assert len(prefixes) == 2
     evaluated = results[~results["snippet_id"].isin(prefixes)]
-    measured = [s.column for s in SIGNALS if not s.needs_reference]
+    measured = [
+        s.column for s in SIGNALS if not (s.needs_reference or s.needs_samples or s.needs_option)
+    ]
     assert evaluated[measured].notna().all().all(), evaluated[measured]
     assert results.loc[results["snippet_id"].isin(prefixes), "signal_recall"].isna().all()
     assert results["extractable"].notna().all()
@@ -44,6 +46,9 @@ def test_labelled_audit_reports_auroc_per_signal_and_method(tmp_path, capsys):
     assert main(["--store", str(store), "report", str(run["id"]), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     rows = {row["score"]: row for row in report["membership"]}
-    assert set(rows) == {s.name for s in SIGNALS if not s.needs_reference} | {"ps_base"}
+    scored = {
+        s.name for s in SIGNALS if not (s.needs_reference or s.needs_samples or s.needs_option)
+    }
+    assert set(rows) == scored | {"ps_base"}
     assert all(0.0 <= row["auroc"] <= 1.0 for row in rows.values())
     assert all((row["n_members"], row["n_nonmembers"]) == (2, 2) for row in rows.values())

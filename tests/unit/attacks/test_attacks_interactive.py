@@ -266,7 +266,14 @@ def test_missing_attacker_and_unknown_method_say_what_to_do():
         run_interactive(make_split(), ModelSet(victim=counting_victim()), AttackOptions())
     with pytest.raises(ValueError, match="ps_base, ps_inst, reverse_lm, gcg, interactive"):
         run_method("nope", make_split(), ModelSet(victim=counting_victim()), AttackOptions())
-    assert set(method_names()) == {"ps_base", "ps_inst", "reverse_lm", "gcg", "interactive"}
+    assert set(method_names()) == {
+        "ps_base",
+        "ps_inst",
+        "reverse_lm",
+        "gcg",
+        "interactive",
+        "signals",
+    }
     res = run_method(
         "interactive",
         make_split(),

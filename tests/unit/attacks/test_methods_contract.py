@@ -1,4 +1,5 @@
-"""One contract, run over every registered extraction method (garak's plugin-contract habit).
+"""One contract, run over every registered extraction method (garak's plugin-contract habit),
+and the smaller one of the signals-only method.
 
 Every registered method must: emit events in the documented grammar, with the same payload
 types; put exactly the candidates it announced into its trace; return a complete result whose
@@ -13,7 +14,7 @@ import threading
 
 import pytest
 
-from memprobe_core.attacks import AttackOptions, ModelSet, method_names, run_method
+from memprobe_core.attacks import AttackOptions, ModelSet, registry, run_method
 from memprobe_core.attacks.events import (
     CandidateScored,
     Finished,
@@ -62,6 +63,8 @@ OPTIONS = AttackOptions(
     interactive=InteractiveOptions(rounds=2, n_candidates=3),
     gcg=GCGOptions(steps=2, top_k=8, search_width=8),
 )
+# The methods that ask a model for the suffix; ``signals`` has its own contract below.
+EXTRACTING = [s.name for s in registry.specs() if s.extracts]
 MANIFEST_KEYS = {"models", "scoring", "alpha", "alpha_source", "seed", "split", "versions"}
 # SearchStep* (RoundStarted CandidateScored* RoundFinished)+ Finished, one letter per event.
 GRAMMAR = re.compile(r"S*(RC*F)+E")
@@ -96,7 +99,7 @@ def run(method: str, tiny, cancel: threading.Event | None = None):
     return piece, result, events
 
 
-@pytest.mark.parametrize("method", method_names())
+@pytest.mark.parametrize("method", EXTRACTING)
 def test_events_follow_the_grammar_and_match_the_trace(method, tiny):
     _, result, events = run(method, tiny)
     assert GRAMMAR.fullmatch("".join(LETTER[type(e)] for e in events)), [e.kind for e in events]
@@ -113,7 +116,7 @@ def test_events_follow_the_grammar_and_match_the_trace(method, tiny):
             assert event.round == event.candidate.round
 
 
-@pytest.mark.parametrize("method", method_names())
+@pytest.mark.parametrize("method", EXTRACTING)
 def test_result_is_complete_and_consistent(method, tiny):
     piece, result, _ = run(method, tiny)
     assert (result.method, result.snippet_id, result.length, result.status) == (
@@ -142,13 +145,24 @@ def test_result_is_complete_and_consistent(method, tiny):
     }
 
 
-@pytest.mark.parametrize("method", method_names())
+@pytest.mark.parametrize("method", registry.method_names())
 def test_a_cancel_before_the_start_returns_a_cancelled_result(method, tiny):
     cancel = threading.Event()
     cancel.set()
     _, result, events = run(method, tiny, cancel=cancel)
     assert result.status == "cancelled"
     assert isinstance(events[-1], Finished) and events[-1].result is result
+
+
+def test_the_signals_only_method_asks_no_model_and_says_so(tiny):
+    piece, result, events = run("signals", tiny)
+    assert [type(e) for e in events] == [Finished] and events[0].result is result
+    assert (result.status, result.output, result.trace, result.mem) == ("finished", "", [], 0.0)
+    assert result.costs.victim_queries == 0 and result.costs.generated_tokens == 0
+    assert set(result.manifest) >= MANIFEST_KEYS
+    assert result.manifest["split"]["suffix_tokens"] == piece.suffix_tokens
+    assert not registry.get_method("signals").extracts
+    assert "signals" not in registry.offered_methods(["victim"], [], extracting_only=True)
 
 
 def test_two_runs_at_once_on_one_model_keep_their_own_costs():

@@ -10,14 +10,24 @@ from memprobe_core.errors import UsageError
 
 
 def test_built_in_methods_in_table_1_order_with_their_labels() -> None:
-    assert registry.method_names() == ["ps_base", "ps_inst", "reverse_lm", "gcg", "interactive"]
+    assert registry.method_names() == [
+        "ps_base",
+        "ps_inst",
+        "reverse_lm",
+        "gcg",
+        "interactive",
+        "signals",
+    ]
     assert [registry.method_label(m) for m in registry.method_names()] == [
         "P-S-Base",
         "P-S-Inst",
         "Reverse-LM",
         "GCG",
         "Ours (interactive)",
+        "Signals only",
     ]
+    assert [registry.extracts(m) for m in registry.method_names()] == [True] * 5 + [False]
+    assert registry.extracts("old_method")  # stored by another version: an extraction
     assert registry.default_audit_methods() == ["ps_base", "ps_inst", "interactive"]
     # Paired gains are reported over P-S-Inst first, then P-S-Base.
     assert registry.baseline_methods() == ("ps_inst", "ps_base")
@@ -42,6 +52,11 @@ def test_offered_methods_follow_the_roles_and_the_white_box_rule() -> None:
         "ps_base",
         "ps_inst",
         "gcg",
+        "signals",
+    ]
+    # Compare compares extractions: the signals-only method is left out there.
+    assert registry.offered_methods(everything, ("base",), extracting_only=True) == [
+        m for m in registry.method_names() if m != "signals"
     ]
 
 

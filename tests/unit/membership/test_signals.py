@@ -129,7 +129,11 @@ def test_hand_computed_signals_with_bos():
     piece = piece_of(victim)
     assert piece.prefix_ids == (0, 1) and piece.suffix_ids == (2, 2, 1)
     out = sig.compute_signals(victim, piece, MeasureOptions(min_k_percent=40))
-    assert set(out) == {s.name for s in SIGNALS if not (s.needs_reference or s.needs_prefixes)} | {
+    assert set(out) == {
+        s.name
+        for s in SIGNALS
+        if not (s.needs_reference or s.needs_prefixes or s.needs_samples or s.needs_option)
+    } | {
         "tokens",
         "min_k_percent",
         "scored_by",
@@ -178,7 +182,9 @@ def test_reference_ratio_per_byte_across_tokenizers():
     reference = WhiteBox(Bigram(), CharTokenizer(bos=True, name="other"), "reference")
     out = sig.compute_signals(victim, piece_of(victim), MeasureOptions(), reference)
     assert out["ref_ratio"] == pytest.approx(-0.2 * LN2, rel=1e-6)
-    assert list(out)[:8] == [s.name for s in SIGNALS if not s.needs_prefixes]  # in SIGNALS order
+    assert list(out)[:8] == [
+        s.name for s in SIGNALS if not (s.needs_prefixes or s.needs_samples or s.needs_option)
+    ]  # in SIGNALS order
 
 
 def test_min_k_count_is_floor_and_at_least_one():

@@ -1,0 +1,104 @@
+"""Dataset-inference runs (docs/method.md §10): an audit of the signals-only method over a
+suspect set and a held-out set.
+
+One place builds such a run for the CLI (``memprobe infer``) and the Audit page: the suspect
+texts are labelled ``member`` and the held-out texts ``nonmember`` (so the membership table, the
+blind baseline and the random-split control read them as any labelled audit), their ids are
+prefixed with their set (two files' default ids may collide), and the run's dataset record holds
+the test's settings under ``inference`` — which is what makes the report
+(:func:`memprobe_core.report.build.report_for_run`) add the test. Stored, run and resumed as any
+audit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from memprobe_core.attacks.options import AttackOptions
+from memprobe_core.attacks.signals_only import METHOD
+from memprobe_core.audit.audit import start_audit
+from memprobe_core.errors import UsageError
+from memprobe_core.membership.inference import MIN_TEXTS, check_significance
+from memprobe_core.runs.roles import ModelNames
+from memprobe_core.snippets.split import MEMBER, NONMEMBER, Snippet
+
+# Each set's name (its ids' prefix and its domain) and the label its texts get.
+SETS = {"suspect": MEMBER, "heldout": NONMEMBER}
+
+
+class TooFewTexts(UsageError):
+    """A set has fewer texts than the test's halves need (``which``: ``suspect`` / ``heldout``)."""
+
+    def __init__(self, which: str, count: int) -> None:
+        self.which, self.count = which, count
+        super().__init__(
+            f"the {'suspect' if which == 'suspect' else 'held-out'} set has {count} usable "
+            f"text(s); dataset inference splits each set in two halves and needs at least "
+            f"{MIN_TEXTS} texts in each (Maini et al. use hundreds: give more texts)"
+        )
+
+
+def inference_snippets(suspect: Sequence[Snippet], heldout: Sequence[Snippet]) -> list[Snippet]:
+    """Both sets as one labelled dataset (suspect first), ids prefixed with the set's name.
+
+    Raises:
+        TooFewTexts: a set has fewer than ``MIN_TEXTS`` texts.
+    """
+    out = []
+    for which, texts in (("suspect", suspect), ("heldout", heldout)):
+        if len(texts) < MIN_TEXTS:
+            raise TooFewTexts(which, len(texts))
+        out += [replace(s, id=f"{which}:{s.id}", label=SETS[which], domain=which) for s in texts]
+    return out
+
+
+def start_inference(
+    store: Any,
+    suspect: Sequence[Snippet],
+    heldout: Sequence[Snippet],
+    lengths: Sequence[int],
+    options: AttackOptions | None = None,
+    models: ModelNames | None = None,
+    *,
+    significance: float,
+    sources: tuple[str, str] = ("suspect", "held-out"),
+    title: str = "",
+) -> int:
+    """Record a dataset-inference run and return its id; nothing runs yet (``run_audit``).
+
+    Args:
+        suspect / heldout: the two sets' texts (labels and ids of their own are replaced).
+        lengths: tokens of each text scored; one test per length.
+        options: the measure options (the signals-only method has no others); ``seed`` also
+            seeds the test's random halves.
+        significance: the level of the one-sided test (changeable at report time).
+        sources: where each set came from (file names), for the record.
+
+    Raises:
+        TooFewTexts: a set is too small. OptionError: ``significance`` not in (0, 1).
+        ValueError: as ``start_audit`` (lengths, a recall option on these texts …).
+    """
+    options = options or AttackOptions()
+    level = check_significance(significance)
+    snippets = inference_snippets(suspect, heldout)
+    dataset = {
+        "source": f"{sources[0]} (suspect) + {sources[1]} (held-out)",
+        "inference": {
+            "suspect": sources[0],
+            "heldout": sources[1],
+            "significance": level,
+            "seed": options.seed,
+        },
+    }
+    return start_audit(
+        store,
+        snippets,
+        [METHOD],
+        lengths,
+        options,
+        models,
+        title=title or f"infer {sources[0]} vs {sources[1]}",
+        dataset=dataset,
+    )

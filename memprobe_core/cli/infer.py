@@ -1,0 +1,190 @@
+"""``memprobe infer SUSPECT --heldout HELDOUT``: was the suspect set, as a whole, trained on?
+
+Dataset inference (docs/method.md §10, :mod:`memprobe_core.membership.inference`): the
+membership signals of every text of both sets, a weighting learnt on one half, a one-sided Welch
+t-test on the other. The run is an audit of the signals-only method over both sets (suspect
+texts labelled ``member``, held-out texts ``nonmember``), stored and resumable like any audit
+(`memprobe resume RUN`); its report leads with the test, and keeps the blind baseline and the
+per-signal AUROC beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from memprobe_core.attacks.options import AttackOptions
+from memprobe_core.attacks.signals_only import METHOD
+from memprobe_core.audit import (
+    TooFewTexts,
+    inference_snippets,
+    load_models,
+    run_audit,
+    start_inference,
+)
+from memprobe_core.cli import common
+from memprobe_core.cli.audit import add_executor_options, executor_from_args
+from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNITS_FAILED
+from memprobe_core.cli.output import ProgressBar, echo, terminal_json
+from memprobe_core.errors import UsageError
+from memprobe_core.membership import MeasureOptions
+from memprobe_core.membership.inference import DEFAULT_SIGNIFICANCE, check_significance
+from memprobe_core.membership.options import MAX_SAMIA_SAMPLES
+from memprobe_core.report.build import report_for_run, report_to_dict
+from memprobe_core.report.text import render_text
+from memprobe_core.snippets.loaders import load_snippets
+from memprobe_core.snippets.split import Snippet
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    infer = common.add_command(
+        sub,
+        "infer",
+        "dataset inference: was the SUSPECT set used to train the victim? (needs a held-out "
+        "set of the same distribution; resumable; prints the test and the report)",
+    )
+    infer.add_argument(
+        "suspect",
+        type=Path,
+        help="the texts the model may have been trained on: a .txt, .jsonl, .csv or .parquet file",
+    )
+    infer.add_argument(
+        "--heldout",
+        type=Path,
+        required=True,
+        help="texts of the same distribution (sources, time, format) that the model cannot "
+        "have seen, same file kinds",
+    )
+    infer.add_argument("--text-column", help="column holding the text, both files (default: text)")
+    infer.add_argument("--id-column", help="column holding ids, both files (default: <file>:<row>)")
+    common.add_txt_mode(infer, "the two files")
+    infer.add_argument(
+        "--lengths",
+        nargs="+",
+        type=int,
+        default=[200],
+        help="tokens of each text scored (its first N); one test per length",
+    )
+    infer.add_argument(
+        "--limit",
+        type=int,
+        help="use only the first N texts of each file (default: all)",
+    )
+    infer.add_argument(
+        "--significance",
+        type=float,
+        help=f"level of the one-sided test (default: {DEFAULT_SIGNIFICANCE})",
+    )
+    infer.add_argument(
+        "--seed",
+        type=int,
+        help=f"seed of the random halves (and of SaMIA's samples; default: {AttackOptions.seed})",
+    )
+    infer.add_argument(
+        "--min-k-percent",
+        type=float,
+        help=f"k of the Min-K%% signals (default: {MeasureOptions.min_k_percent})",
+    )
+    infer.add_argument(
+        "--samia-samples",
+        type=int,
+        metavar="N",
+        help=f"also measure SaMIA with N samples per text (0 to {MAX_SAMIA_SAMPLES}; "
+        "default: 0, off)",
+    )
+    infer.add_argument("--title", default="", help="label shown in `memprobe runs`")
+    infer.add_argument(
+        "--json", action="store_true", help="print the report as JSON (key dataset_inference)"
+    )
+    common.add_models(infer)
+    add_executor_options(infer)
+    infer.set_defaults(handler=run)
+
+
+def _load(args: argparse.Namespace, path: Path) -> list[Snippet]:
+    """One set's texts, as the file gives them (rejected rows named on stderr)."""
+    loaded = load_snippets(
+        path,
+        text_column="text" if args.text_column is None else args.text_column,
+        id_column=args.id_column,
+        limit=args.limit,
+        **common.file_options(args),
+    )
+    for rejection in loaded.rejected:
+        echo(f"{path}: row {rejection.row} skipped: {rejection.reason}", sys.stderr)
+    return loaded.snippets[: args.limit] if args.limit is not None else loaded.snippets
+
+
+def _named(args: argparse.Namespace, exc: TooFewTexts) -> UsageError:
+    """``exc`` naming the argument that gave the set."""
+    flag = f"SUSPECT {args.suspect}" if exc.which == "suspect" else f"--heldout {args.heldout}"
+    return UsageError(f"{flag}: {exc}")
+
+
+def _options(args: argparse.Namespace) -> AttackOptions:
+    try:
+        measure = MeasureOptions(
+            **common.given(min_k_percent=args.min_k_percent, samia_samples=args.samia_samples)
+        )
+        return AttackOptions(measure=measure, **common.given(seed=args.seed))
+    except UsageError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    """Record the inference run, score both sets, print the test and the report."""
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(f"--limit {args.limit}: give 1 or more")
+    significance = check_significance(
+        DEFAULT_SIGNIFICANCE if args.significance is None else args.significance
+    )
+    options = _options(args)
+    suspect, heldout = _load(args, args.suspect), _load(args, args.heldout)
+    try:
+        inference_snippets(suspect, heldout)  # too small a set: refused before models load
+    except TooFewTexts as exc:
+        raise _named(args, exc) from exc
+    names = common.model_names(args)
+    executor = executor_from_args(args)
+    store = common.open_store(args)
+    models = load_models(names, [METHOD]) if executor.name == "local" else None
+    try:
+        run_id = start_inference(
+            store,
+            suspect,
+            heldout,
+            args.lengths,
+            options,
+            names,
+            significance=significance,
+            sources=(str(args.suspect), str(args.heldout)),
+            title=args.title or f"infer {args.suspect.name} vs {args.heldout.name}",
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    echo(
+        f"inference run {run_id}: {len(suspect)} suspect and {len(heldout)} held-out "
+        f"text(s) × {len(args.lengths)} length(s)",
+        sys.stderr,
+    )
+    bar = ProgressBar(sys.stderr)
+    try:
+        summary = run_audit(store, run_id, models=models, on_progress=bar, executor=executor)
+    finally:
+        bar.close()
+    if summary.status == "interrupted":
+        echo(
+            f"interrupted: {summary.done}/{summary.total} texts scored; continue with "
+            f"`memprobe resume {run_id}`",
+            sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    report = report_for_run(store, run_id)
+    if args.json:
+        echo(terminal_json(report_to_dict(report)), multiline=True)
+    else:
+        echo(render_text(report), multiline=True)
+    return EXIT_UNITS_FAILED if summary.errors else EXIT_OK

@@ -1,0 +1,120 @@
+"""`memprobe infer SUSPECT --heldout HELDOUT` end to end on a served tiny model: the stored run,
+its report (text and JSON), a resume, and the inputs it refuses before anything is stored."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memprobe_core.cli import main
+from memprobe_core.store import Store
+
+
+def _jsonl(path: Path, texts: list[str]) -> Path:
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    return path
+
+
+def _sets(tmp_path: Path, n: int = 8) -> tuple[Path, Path]:
+    # Two files with the same name in two folders: their default ids (<file>:<row>) collide.
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    licence = "Permission is hereby granted, free of charge, to any person obtaining a copy {}"
+    story = "The lighthouse keeper counted {} gulls before the storm reached the northern pier"
+    suspect = _jsonl(tmp_path / "a" / "data.jsonl", [licence.format(i) * 2 for i in range(n)])
+    heldout = _jsonl(tmp_path / "b" / "data.jsonl", [story.format(i) * 2 for i in range(n)])
+    return suspect, heldout
+
+
+@pytest.fixture
+def served():
+    from memprobe_core.membership import signals as sig
+    from memprobe_core.models import clear_cache
+    from tests.helpers.openai_server import serve
+    from tests.helpers.tiny_models import tiny_hf_generator
+
+    sig.clear_cache()
+    clear_cache()
+    with serve(tiny_hf_generator(seed=5), "served-model") as server:
+        yield ["--victim", "served-model", "--base-url", server.base_url]
+
+
+def test_infer_stores_a_resumable_run_and_reports_the_test(tmp_path, capsys, served):
+    suspect, heldout = _sets(tmp_path)
+    store = tmp_path / "runs.sqlite"
+    argv = ["--store", str(store), "infer", str(suspect), "--heldout", str(heldout)]
+    argv += ["--lengths", "12", "--json", *served]
+    assert main(argv) == 0, capsys.readouterr().err
+    report = json.loads(capsys.readouterr().out)
+    (inferred,) = report["dataset_inference"]
+    assert (inferred["n_suspect"], inferred["n_heldout"], inferred["length"]) == (8, 8, 12)
+    assert 0.0 <= inferred["test"]["p_value"] <= 1.0
+    assert inferred["features"] and "loss" in inferred["features"]
+    assert inferred["verdict"] and inferred["assumption"]
+    assert report["blind_baseline"]["n_members"] == 8  # the control beside the test
+    assert report["table1"] == []  # signals only: nothing was extracted
+    assert {row["kind"] for row in report["membership"]} == {"signal"}
+
+    with Store(store) as opened:
+        (run,) = opened.list_runs()
+        config = opened.get_run(run["id"])["config"]
+        assert config["methods"] == ["signals"]
+        assert config["dataset"]["inference"]["significance"] == 0.05
+        ids = [s.id for s in opened.samples(run["id"])]
+        assert len(set(ids)) == 16 and ids[0].startswith("suspect:")
+        pending = opened.units(run["id"])[:3]
+        for unit in pending:  # as if the process had died there
+            opened.reset_unit(run["id"], unit["key"])
+    assert main(["--store", str(store), "resume", str(run["id"])]) == 0
+    text = capsys.readouterr().out
+    assert "Dataset inference" in text and "Length 12: 8 suspect / 8 held-out" in text
+    assert "No Table 1: the finished units are signals-only" in text
+
+    argv = ["--store", str(store), "report", str(run["id"]), "--json", "--significance", "0.5"]
+    assert main(argv) == 0
+    again = json.loads(capsys.readouterr().out)["dataset_inference"][0]
+    assert again["significance"] == 0.5
+    assert again["test"]["p_value"] == inferred["test"]["p_value"]  # same seed, same halves
+
+
+def test_a_set_too_small_to_halve_is_refused_before_anything_is_stored(tmp_path, capsys):
+    suspect, heldout = _sets(tmp_path, n=3)
+    store = tmp_path / "runs.sqlite"
+    argv = ["--store", str(store), "infer", str(suspect), "--heldout", str(heldout)]
+    assert main([*argv, "--victim", "fake"]) == 2
+    err = capsys.readouterr().err
+    assert f"SUSPECT {suspect}: the suspect set has 3 usable text(s)" in err
+    assert "at least 4" in err
+    assert not store.exists() or Store(store).list_runs() == []
+
+
+@pytest.mark.parametrize("level", ["0", "1", "1.5", "-0.01"])
+def test_a_significance_outside_zero_and_one_exits_2_naming_it(tmp_path, capsys, level):
+    suspect, heldout = _sets(tmp_path)
+    store = tmp_path / "runs.sqlite"
+    argv = ["--store", str(store), "infer", str(suspect), "--heldout", str(heldout)]
+    assert main([*argv, "--significance", level, "--victim", "fake"]) == 2
+    assert "--significance" in capsys.readouterr().err
+    assert not store.exists() or Store(store).list_runs() == []
+
+
+def test_significance_on_a_run_that_is_no_inference_is_refused(tmp_path, capsys):
+    store = tmp_path / "runs.sqlite"
+    probe = ["--store", str(store), "probe", "--victim", "fake", "--attacker", "fake"]
+    assert (
+        main([*probe, "--corpus-id", "legal:mit-33338842", "--method", "ps_inst", "--length", "64"])
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["--store", str(store), "report", "1", "--significance", "0.1"]) == 2
+    assert "not a dataset-inference run" in capsys.readouterr().err
+
+
+def test_a_missing_heldout_file_exits_2_naming_it(tmp_path, capsys):
+    suspect, _ = _sets(tmp_path)
+    missing = tmp_path / "nowhere.jsonl"
+    argv = ["--store", str(tmp_path / "runs.sqlite"), "infer", str(suspect)]
+    assert main([*argv, "--heldout", str(missing), "--victim", "fake"]) == 2
+    assert "nowhere.jsonl" in capsys.readouterr().err

@@ -1,0 +1,50 @@
+"""Units of the signals-only method through the audit runner and the report: measured, or
+failed naming why; never counted as an extraction."""
+
+from __future__ import annotations
+
+from memprobe_core.attacks import ModelSet
+from memprobe_core.audit import run_audit, start_audit
+from memprobe_core.models import load
+from memprobe_core.report.build import report_for_run
+from memprobe_core.snippets.split import Snippet
+from memprobe_core.store import Store
+from tests.helpers.tiny_models import tiny_hf_generator
+
+TEXT = "Permission is hereby granted, free of charge, to any person obtaining a copy of this {}"
+
+
+def _labelled(n: int = 4) -> list[Snippet]:
+    return [
+        Snippet(f"{label}{i}", TEXT.format(f"{label} {i} ") * 3, "legal", label=label)
+        for label in ("member", "nonmember")
+        for i in range(n)
+    ]
+
+
+def test_signals_only_units_carry_signals_and_no_extraction_figures(tmp_path):
+    tiny = tiny_hf_generator(seed=2)
+    with Store(tmp_path / "runs.sqlite") as store:
+        run_id = start_audit(store, _labelled(), ["signals", "ps_inst"], [16])
+        summary = run_audit(store, run_id, models=ModelSet(victim=tiny, base=tiny))
+        assert (summary.done, summary.errors) == (16, 0)
+        results = store.results_frame(run_id)
+        mine = results[results["method"] == "signals"]
+        assert mine["signal_loss"].notna().all() and mine["signal_min_k"].notna().all()
+        assert mine["extractable"].isna().all()  # no output, so no verbatim metrics
+        report = report_for_run(store, run_id)
+    assert set(report.table1["method"]) == {"ps_inst"}
+    assert set(report.pii["method"]) == {"ps_inst"}
+    methods = report.membership[report.membership["kind"] == "method"]
+    assert set(methods["score"]) == {"ps_inst"}  # the signals-only method has no Mem to rank
+    assert "signals" in set(report.costs["method"])  # its cost is still shown
+
+
+def test_a_signals_only_unit_that_measures_nothing_fails_naming_why(tmp_path):
+    fake = load("fake")  # no weights and no scoring server: nothing to measure
+    with Store(tmp_path / "runs.sqlite") as store:
+        run_id = start_audit(store, _labelled(2), ["signals"], [16])
+        summary = run_audit(store, run_id, models=ModelSet(victim=fake))
+        assert summary.errors == 4
+        errors = store.errors_frame(run_id)
+    assert errors["error"].str.contains("NothingMeasured: no membership signal was measured").all()
