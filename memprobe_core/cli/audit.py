@@ -16,10 +16,10 @@ from memprobe_core.audit import load_models, resume_audit, run_audit, start_audi
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNITS_FAILED
 from memprobe_core.cli.output import ProgressBar, echo
-from memprobe_core.errors import UsageError
+from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.executors import EXECUTORS, Executor, make_executor
 from memprobe_core.executors.ray import INSTALL_HINT, RayOptions
-from memprobe_core.membership import dc_pdd
+from memprobe_core.membership import canaries, dc_pdd
 from memprobe_core.membership.signals import tokenizer_name
 from memprobe_core.report.build import report_for_run
 from memprobe_core.report.text import render_text
@@ -63,6 +63,21 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "installed packages ship, members dated a year before the embedded victim's training "
         "cut-off, non-members dated after its release (docs/method.md §11); --per-domain N keeps "
         "N members and N non-members",
+    )
+    audit.add_argument(
+        "--canaries",
+        action="store_true",
+        help="--corpus: a labelled audit where membership is the only difference: a random "
+        "half of a generated pool (one domain, --domains legal|code, default legal) is "
+        "fine-tuned into a copy of the embedded victim (minutes on a CPU, once; cached), which "
+        "becomes the victim and base; --per-domain N: N members and N non-members (default "
+        "20; docs/method.md §11)",
+    )
+    audit.add_argument(
+        "--canary-epochs",
+        type=int,
+        help="--canaries: passes over the members when fine-tuning (fewer: a weaker, more "
+        f"pre-training-like exposure; default: {canaries.CanarySettings.epochs})",
     )
     audit.add_argument("--text-column", help="dataset column holding the text (default: text)")
     audit.add_argument("--id-column", help="dataset column holding ids (default: <file>:<row>)")
@@ -350,6 +365,11 @@ def _check_flags_apply(args: argparse.Namespace) -> None:
             "--nonmembers adds generated non-members to the built-in corpus: use it with "
             "--corpus (a dataset file carries its own labels: see --label-column)"
         )
+    if args.canaries:
+        raise UsageError(
+            "--canaries fine-tunes the embedded victim on generated texts of the built-in "
+            "corpus's generator: use it with --corpus"
+        )
     if args.dated_split:
         raise UsageError(
             "--dated-split is a labelled selection of the built-in corpus: use it with --corpus "
@@ -363,13 +383,56 @@ def _check_flags_apply(args: argparse.Namespace) -> None:
         )
 
 
+def _canary_snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, Any]]:
+    """The canary pool (labelled) and its record; the fine-tuned victim is built when missing."""
+    clashes = [
+        f
+        for f, on in (("--nonmembers", args.nonmembers), ("--dated-split", args.dated_split))
+        if on
+    ]
+    clashes += [f for f in ("--victim", "--base") if getattr(args, f[2:]) is not None]
+    if clashes:
+        raise UsageError(
+            f"--canaries brings its own labels and its own fine-tuned victim (also the base): "
+            f"leave out {', '.join(clashes)}"
+        )
+    domains = args.domains or ["legal"]
+    if len(domains) != 1:
+        raise UsageError(
+            f"--canaries fine-tunes on one domain; give one of --domains legal or --domains "
+            f"code, not {' '.join(domains)}"
+        )
+    try:
+        settings = canaries.CanarySettings(
+            domain=domains[0], **common.given(per_side=args.per_domain, epochs=args.canary_epochs)
+        )
+    except OptionError as exc:
+        flags = {"domain": "--domains", "per_side": "--per-domain", "epochs": "--canary-epochs"}
+        flag = flags.get(exc.option, exc.option)
+        raise UsageError(f"{flag} {exc.value!r}: {exc.problem}") from exc
+    built = canaries.ensure_canaries(
+        settings,
+        on_progress=lambda step, total, what: echo(
+            f"fine-tuning the canary victim (once; cached): step {step}/{total}, {what}",
+            sys.stderr,
+        ),
+    )
+    # The fine-tuned copy is the victim, and its own base (P-S-Base asks it too).
+    args.victim = args.base = str(built.model_path)
+    return built.snippets, {"source": "canaries", "canaries": canaries.summary(built)}
+
+
 def _snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, Any]]:
     info: dict[str, Any]
     if bool(args.dataset) == bool(args.corpus):
         raise UsageError("give a dataset file or --corpus (one of the two)")
+    if args.canary_epochs is not None and not args.canaries:
+        raise UsageError("--canary-epochs sets the fine-tuning of --canaries: add --canaries")
     _check_flags_apply(args)
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit {args.limit}: give 1 or more")
+    if args.canaries:
+        return _canary_snippets(args)
     if args.corpus and args.dated_split:
         if args.nonmembers or args.domains is not None:
             raise UsageError(
