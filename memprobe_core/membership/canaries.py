@@ -214,7 +214,7 @@ def _build(
     source = ensure_cache(settings.base_model)
     tokenizer = AutoTokenizer.from_pretrained(str(source))
     # A fresh copy in float32: the cached victim other jobs may be using is never touched.
-    model = AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32)
+    model: Any = AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32)
     snippets = pool(settings, pool_seed)
     members = [s for s in snippets if s.label == MEMBER]
     losses = fine_tune(model, tokenizer, [s.text for s in members], settings, on_progress)
