@@ -19,6 +19,7 @@ from typing import Any
 from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.attacks.signals_only import METHOD
 from memprobe_core.audit.audit import start_audit
+from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.errors import UsageError
 from memprobe_core.membership.inference import MIN_TEXTS, check_significance
 from memprobe_core.runs.roles import ModelNames
@@ -65,6 +66,8 @@ def start_inference(
     significance: float,
     sources: tuple[str, str] = ("suspect", "held-out"),
     title: str = "",
+    split_tokenizer: str = "model",
+    prefix_ratio: float = DEFAULT_PREFIX_RATIO,
 ) -> int:
     """Record a dataset-inference run and return its id; nothing runs yet (``run_audit``).
 
@@ -75,6 +78,8 @@ def start_inference(
             seeds the test's random halves.
         significance: the level of the one-sided test (changeable at report time).
         sources: where each set came from (file names), for the record.
+        split_tokenizer / prefix_ratio: how each text is cut into prefix and suffix (the suffix
+            loss and SaMIA read the cut), as ``start_audit``.
 
     Raises:
         TooFewTexts: a set is too small. OptionError: ``significance`` not in (0, 1).
@@ -100,5 +105,7 @@ def start_inference(
         options,
         models,
         title=title or f"infer {sources[0]} vs {sources[1]}",
+        split_tokenizer=split_tokenizer,
+        prefix_ratio=prefix_ratio,
         dataset=dataset,
     )

@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     # Load before recording the run: an unknown model fails fast and leaves no empty run. On Ray
     # the workers load them (the driver may have no GPU); a worker that cannot says so per unit.
     models = load_models(names, args.methods) if executor.name == "local" else None
-    options = _with_dc_pdd(args, options, snippets, names, models)
+    options = with_dc_pdd(args, options, snippets, names, models)
     try:
         run_id = start_audit(
             store,
@@ -256,7 +256,7 @@ def _run_and_report(
     return EXIT_UNITS_FAILED if summary.errors else EXIT_OK
 
 
-def _with_dc_pdd(
+def with_dc_pdd(
     args: argparse.Namespace,
     options: AttackOptions,
     snippets: list[Snippet],

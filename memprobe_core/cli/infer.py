@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any, get_args
 
 from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.attacks.signals_only import METHOD
@@ -24,15 +25,17 @@ from memprobe_core.audit import (
     start_inference,
 )
 from memprobe_core.cli import common
-from memprobe_core.cli.audit import add_executor_options, executor_from_args
+from memprobe_core.cli.audit import add_executor_options, executor_from_args, with_dc_pdd
 from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNITS_FAILED
 from memprobe_core.cli.output import ProgressBar, echo, terminal_json
 from memprobe_core.errors import UsageError
 from memprobe_core.membership import MeasureOptions
 from memprobe_core.membership.inference import DEFAULT_SIGNIFICANCE, check_significance
 from memprobe_core.membership.options import MAX_SAMIA_SAMPLES
+from memprobe_core.membership.pac import MAX_PAC_AUGMENTATIONS
 from memprobe_core.report.build import report_for_run, report_to_dict
 from memprobe_core.report.text import render_text
+from memprobe_core.runs.unit import SplitSpec, SplitTokenizer
 from memprobe_core.snippets.loaders import load_snippets
 from memprobe_core.snippets.split import Snippet
 
@@ -67,6 +70,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="tokens of each text scored (its first N); one test per length",
     )
     infer.add_argument(
+        "--split-tokenizer",
+        choices=get_args(SplitTokenizer),
+        help=f"cut texts by the victim's tokens or by whitespace words (default: "
+        f"{SplitSpec.tokenizer})",
+    )
+    infer.add_argument(
+        "--prefix-ratio",
+        type=float,
+        help=f"prefix share of each text, for the suffix loss and SaMIA (default: "
+        f"{SplitSpec.prefix_ratio})",
+    )
+    infer.add_argument(
         "--limit",
         type=int,
         help="use only the first N texts of each file (default: all)",
@@ -93,11 +108,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=f"also measure SaMIA with N samples per text (0 to {MAX_SAMIA_SAMPLES}; "
         "default: 0, off)",
     )
+    infer.add_argument(
+        "--pac-augmentations",
+        type=int,
+        metavar="N",
+        help=f"also measure PAC against N word-swapped copies of each text (0 to "
+        f"{MAX_PAC_AUGMENTATIONS}; default: 0, off)",
+    )
     infer.add_argument("--title", default="", help="label shown in `memprobe runs`")
     infer.add_argument(
         "--json", action="store_true", help="print the report as JSON (key dataset_inference)"
     )
     common.add_models(infer)
+    common.add_dc_pdd_options(infer)  # --dc-pdd-nonmembers: the held-out set's counts
     add_executor_options(infer)
     infer.set_defaults(handler=run)
 
@@ -116,6 +139,28 @@ def _load(args: argparse.Namespace, path: Path) -> list[Snippet]:
     return loaded.snippets[: args.limit] if args.limit is not None else loaded.snippets
 
 
+def _check_lengths(args: argparse.Namespace, texts: list[Snippet], tokenizer: Any) -> None:
+    """Refuse, before anything is stored, texts shorter than the longest ``--lengths``: their
+    units would fail and the test would run on fewer texts than given."""
+    need = max(args.lengths)
+    for which, path in (
+        ("suspect", f"SUSPECT {args.suspect}"),
+        ("heldout", f"--heldout {args.heldout}"),
+    ):
+        short = [
+            s.id.removeprefix(f"{which}:")
+            for s in texts
+            if s.id.startswith(f"{which}:")
+            and len(tokenizer.encode(s.text, add_special_tokens=False)) < need
+        ]
+        if short:
+            named = ", ".join(short[:5]) + (f" and {len(short) - 5} more" if len(short) > 5 else "")
+            raise UsageError(
+                f"{path}: {len(short)} text(s) have fewer than {need} victim tokens ({named}); "
+                f"give a shorter --lengths, or leave those texts out"
+            )
+
+
 def _named(args: argparse.Namespace, exc: TooFewTexts) -> UsageError:
     """``exc`` naming the argument that gave the set."""
     flag = f"SUSPECT {args.suspect}" if exc.which == "suspect" else f"--heldout {args.heldout}"
@@ -125,7 +170,11 @@ def _named(args: argparse.Namespace, exc: TooFewTexts) -> UsageError:
 def _options(args: argparse.Namespace) -> AttackOptions:
     try:
         measure = MeasureOptions(
-            **common.given(min_k_percent=args.min_k_percent, samia_samples=args.samia_samples)
+            **common.given(
+                min_k_percent=args.min_k_percent,
+                samia_samples=args.samia_samples,
+                pac_augmentations=args.pac_augmentations,
+            )
         )
         return AttackOptions(measure=measure, **common.given(seed=args.seed))
     except UsageError:
@@ -144,13 +193,17 @@ def run(args: argparse.Namespace) -> int:
     options = _options(args)
     suspect, heldout = _load(args, args.suspect), _load(args, args.heldout)
     try:
-        inference_snippets(suspect, heldout)  # too small a set: refused before models load
+        labelled = inference_snippets(suspect, heldout)  # too small: refused before models load
     except TooFewTexts as exc:
         raise _named(args, exc) from exc
     names = common.model_names(args)
     executor = executor_from_args(args)
     store = common.open_store(args)
+    spec = common.split_spec(args)
     models = load_models(names, [METHOD]) if executor.name == "local" else None
+    if models is not None and spec.tokenizer == "model" and models.victim.tokenizer is not None:
+        _check_lengths(args, labelled, models.victim.tokenizer)
+    options = with_dc_pdd(args, options, labelled, names, models)
     try:
         run_id = start_inference(
             store,
@@ -162,6 +215,8 @@ def run(args: argparse.Namespace) -> int:
             significance=significance,
             sources=(str(args.suspect), str(args.heldout)),
             title=args.title or f"infer {args.suspect.name} vs {args.heldout.name}",
+            split_tokenizer=spec.tokenizer,
+            prefix_ratio=spec.prefix_ratio,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc

@@ -76,8 +76,15 @@ def _sections(
     max_examples: int,
 ) -> list[Section]:
     sections = [parts.manifest_section(report, run, units)]
+    if report.dataset_inference:
+        sections.append(parts.inference_section(report))
     if report.table1.empty:
-        sections.append(Section("table1", "Table 1", notes=["No finished unit yet."]))
+        empty = (
+            "No finished unit yet."
+            if report.costs.empty
+            else "Signals only: no extraction method ran, so there is no Table 1."
+        )
+        sections.append(Section("table1", "Table 1", notes=[empty]))
     else:
         sections.append(parts.table1_section(report, first_figure=1))
     n_figures = len(sections[-1].figures)

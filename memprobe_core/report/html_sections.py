@@ -31,6 +31,8 @@ from memprobe_core.membership.blind import (
     random_split_warning,
 )
 from memprobe_core.membership.evaluate import FPR_TARGETS
+from memprobe_core.membership.inference import ASSUMPTION as INFERENCE_ASSUMPTION
+from memprobe_core.membership.inference import METHOD as INFERENCE_METHOD
 from memprobe_core.report import figures
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import n_mark, num, p_text, signed_ci, with_ci
@@ -283,6 +285,56 @@ def membership_section(report: Report, first_figure: int) -> Section:
         fig = figures.roc_figure(report.roc, length, membership=m)
         title = f"ROC, length {length}"
         section.figures.append(_figure(fig, first_figure + len(section.figures), title))
+    return section
+
+
+def inference_section(report: Report) -> Section:
+    """A dataset-inference run's test per length, its control and the fitted weights."""
+    section = Section(
+        "inference",
+        "Dataset inference",
+        notes=[
+            f"Was the suspect set used to train the victim? {INFERENCE_METHOD}.",
+            f"Assumption: {INFERENCE_ASSUMPTION}.",
+            "The membership table and validity controls read the suspect set as members and "
+            "the held-out set as non-members.",
+        ],
+    )
+    rows = []
+    for one in report.dataset_inference:
+        for name, outcome in (("suspect vs held-out", one.test), ("control", one.control)):
+            if outcome is None:
+                continue
+            rows.append(
+                [
+                    _cell(one.length),
+                    Cell(name),
+                    _cell(f"{one.n_suspect} / {one.n_heldout}"),
+                    _cell(f"{outcome.p_value:.3g}"),
+                    Cell("rejected" if outcome.rejected else "not rejected"),
+                    _cell(f"{outcome.t:.3f}"),
+                    _cell(f"{outcome.df:.1f}"),
+                ]
+            )
+        verdict = f"Length {one.length}: {one.verdict}"
+        (section.warnings if one.test is not None and one.test.rejected else section.notes).append(
+            verdict
+        )
+        if one.control_warning:
+            section.warnings.append(one.control_warning)
+        if one.weights:
+            weights = ", ".join(f"{n} {w:.3f}" for n, w in one.weights.items())
+            section.notes.append(f"Length {one.length}, fitted weights: {weights}.")
+        if one.note and one.test is not None:
+            section.notes.append(one.note)
+    if rows:
+        section.tables.append(
+            Table(
+                columns=["Length", "test", "suspect / held-out", "p", "at the level", "t", "df"],
+                rows=rows,
+                title="One-sided Welch t-test of the learnt scores (B halves)",
+            )
+        )
     return section
 
 

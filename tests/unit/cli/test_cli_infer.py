@@ -78,6 +78,12 @@ def test_infer_stores_a_resumable_run_and_reports_the_test(tmp_path, capsys, ser
     assert again["significance"] == 0.5
     assert again["test"]["p_value"] == inferred["test"]["p_value"]  # same seed, same halves
 
+    html = tmp_path / "report.html"
+    assert main(["--store", str(store), "report", str(run["id"]), "--html", str(html)]) == 0
+    page = html.read_text(encoding="utf-8")
+    assert "Dataset inference" in page and "One-sided Welch t-test" in page
+    assert "Signals only: no extraction method ran" in page
+
 
 def test_a_set_too_small_to_halve_is_refused_before_anything_is_stored(tmp_path, capsys):
     suspect, heldout = _sets(tmp_path, n=3)
@@ -118,3 +124,29 @@ def test_a_missing_heldout_file_exits_2_naming_it(tmp_path, capsys):
     argv = ["--store", str(tmp_path / "runs.sqlite"), "infer", str(suspect)]
     assert main([*argv, "--heldout", str(missing), "--victim", "fake"]) == 2
     assert "nowhere.jsonl" in capsys.readouterr().err
+
+
+def test_opt_in_signals_join_the_weighting(tmp_path, capsys, served):
+    suspect, heldout = _sets(tmp_path)
+    argv = ["--store", str(tmp_path / "runs.sqlite"), "infer", str(suspect), "--heldout"]
+    argv += [str(heldout), "--lengths", "12", "--pac-augmentations", "2", "--json", *served]
+    assert main(argv) == 0, capsys.readouterr().err
+    (inferred,) = json.loads(capsys.readouterr().out)["dataset_inference"]
+    assert "pac" in inferred["features"] or "pac" in inferred["left_out"]
+    assert inferred["left_out"].get("pac") != "not measured in this run"
+
+
+def test_texts_shorter_than_the_length_are_refused_naming_the_file(tmp_path, capsys):
+    from tests.helpers.tiny_models import tiny_causal_lm
+
+    model, tokenizer = tiny_causal_lm(seed=2)
+    folder = tmp_path / "tiny-victim"
+    model.save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    suspect, heldout = _sets(tmp_path)
+    store = tmp_path / "runs.sqlite"
+    argv = ["--store", str(store), "infer", str(suspect), "--heldout", str(heldout)]
+    assert main([*argv, "--victim", str(folder), "--lengths", "12", "400"]) == 2
+    err = capsys.readouterr().err
+    assert f"SUSPECT {suspect}: 8 text(s) have fewer than 400 victim tokens" in err
+    assert not store.exists() or Store(store).list_runs() == []
