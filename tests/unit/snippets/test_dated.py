@@ -273,20 +273,14 @@ def test_limit_keeps_the_first_pairs(installed: list) -> None:
 
 
 def _args(**given: object) -> argparse.Namespace:
-    from memprobe_core.cli import audit
+    """`memprobe audit --corpus --dated-split --per-domain 2` as the real parser reads it (every
+    flag present with its default), then ``given`` on top."""
+    from memprobe_core.cli.main import build_parser
 
-    flags = {
-        "dataset": None,
-        "corpus": True,
-        "domains": None,
-        "per_domain": 2,
-        "nonmembers": False,
-        "dated_split": True,
-        "limit": None,
-    }
-    flags.update(dict.fromkeys(audit._DATASET_FLAGS))
-    flags.update(given)
-    return argparse.Namespace(**flags)
+    args = build_parser().parse_args(["audit", "--corpus", "--dated-split", "--per-domain", "2"])
+    for name, value in given.items():
+        setattr(args, name, value)
+    return args
 
 
 def test_cli_dated_split_records_its_provenance(installed: list) -> None:
