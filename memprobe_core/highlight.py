@@ -208,14 +208,15 @@ def segments_to_html(segments: Sequence[Segment], *, mark_style: str = MARK_STYL
     """
     parts = []
     for seg in segments:
-        text = html.escape(seg.text, quote=True)
+        text = html.escape(show_controls(seg.text), quote=True)
         parts.append(f'<mark style="{mark_style}">{text}</mark>' if seg.in_lcs else text)
     return "".join(parts)
 
 
 def escape_block(text: str) -> str:
-    """Escaped text for inside an HTML block (``white-space: pre-wrap`` keeps its spacing)."""
-    return html.escape(text, quote=True)
+    """Escaped text for inside an HTML block (``white-space: pre-wrap`` keeps its spacing);
+    control and bidi characters shown as visible escapes."""
+    return html.escape(show_controls(text), quote=True)
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>:$&\"'=^])")
@@ -229,3 +230,30 @@ def markdown_escape(text: object) -> str:
     punctuation character as itself, so the reader sees the text exactly as typed.
     """
     return _MD_SPECIAL.sub(r"\\\1", str(text))
+
+
+# Characters a terminal or a browser acts on instead of showing: C0 controls (ESC, BEL, CR, BS,
+# NUL …), DEL, C1 controls (0x9b is a one-byte CSI), the line and paragraph separators, and the
+# bidi embeddings, overrides, isolates and marks that reorder what is shown. Tab is kept; a
+# newline only in a block shown as several lines. One list for the terminal (cli.output) and the
+# HTML report.
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_UNSAFE_LINE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029{BIDI_CONTROLS}]")
+_UNSAFE_BLOCK = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029{BIDI_CONTROLS}]")
+
+
+def visible_escape(match: re.Match[str]) -> str:
+    """A matched control character as the literal text ``\\x1b`` / ``\\u202e``."""
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def show_controls(text: str, *, multiline: bool = True) -> str:
+    r"""``text`` with every control and reordering character shown as a visible escape.
+
+    ``multiline``: newlines stay (and ``\r\n`` becomes ``\n``); otherwise a newline is shown as
+    ``\x0a`` too, so one value cannot forge a line of its own.
+    """
+    if multiline:
+        return _UNSAFE_BLOCK.sub(visible_escape, text.replace("\r\n", "\n"))
+    return _UNSAFE_LINE.sub(visible_escape, text)

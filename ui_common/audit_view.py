@@ -413,6 +413,9 @@ def inference_view(report: Report) -> None:
             st.error(md(one.control_warning))
         if one.test is None:
             continue
+        for note in (one.test.note, one.control_note):
+            if note:
+                st.caption(md(note))
         rows = [
             {
                 "test": name,

@@ -16,7 +16,12 @@ from memprobe_core.audit.audit import (
     run_audit,
     start_audit,
 )
-from memprobe_core.audit.inference import TooFewTexts, inference_snippets, start_inference
+from memprobe_core.audit.inference import (
+    SharedTexts,
+    TooFewTexts,
+    inference_snippets,
+    start_inference,
+)
 from memprobe_core.runs.roles import (
     ModelNames,
     default_model_names,
@@ -31,6 +36,7 @@ __all__ = [
     "ModelNames",
     "ProgressCallback",
     "Runner",
+    "SharedTexts",
     "TooFewTexts",
     "default_model_names",
     "inference_snippets",

@@ -142,6 +142,11 @@ def start_audit(
     if split_tokenizer not in ("model", "whitespace"):
         raise ValueError(f"split tokenizer {split_tokenizer!r} is unknown; use model or whitespace")
     options = options or AttackOptions()
+    if not any(registry.extracts(m) for m in methods) and not options.measure.signals:
+        raise ValueError(
+            "the signals-only method measures membership signals, and they are turned off "
+            "(--no-signals): turn them on, or add an extraction method"
+        )
     # ReCaLL's prefixes are picked once, from the dataset, and stored with the run: a resume
     # or a Ray worker measures with the same texts.
     options = replace(options, measure=with_recall_prefixes(options.measure, snippets))

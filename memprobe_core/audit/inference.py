@@ -41,12 +41,28 @@ class TooFewTexts(UsageError):
         )
 
 
+class SharedTexts(UsageError):
+    """The two sets share texts: a held-out text must be one the model cannot have seen."""
+
+    def __init__(self, count: int, example: str) -> None:
+        self.count = count
+        super().__init__(
+            f"{count} text(s) are in both the suspect and the held-out set (e.g. "
+            f"{example[:60]!r}); the held-out set must hold texts the model cannot have seen: "
+            "remove them from one of the two"
+        )
+
+
 def inference_snippets(suspect: Sequence[Snippet], heldout: Sequence[Snippet]) -> list[Snippet]:
     """Both sets as one labelled dataset (suspect first), ids prefixed with the set's name.
 
     Raises:
         TooFewTexts: a set has fewer than ``MIN_TEXTS`` texts.
+        SharedTexts: a text is in both sets (the same file given twice, say).
     """
+    shared = {s.text for s in suspect} & {s.text for s in heldout}
+    if shared:
+        raise SharedTexts(len(shared), min(shared))
     out = []
     for which, texts in (("suspect", suspect), ("heldout", heldout)):
         if len(texts) < MIN_TEXTS:

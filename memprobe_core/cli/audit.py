@@ -180,12 +180,16 @@ def executor_from_args(args: argparse.Namespace) -> Executor:
 
 def run(args: argparse.Namespace) -> int:
     """Record a new audit, load its models, run it and print its report."""
-    snippets, info = _snippets(args)
     options = common.attack_options(args)
     spec = common.split_spec(args)
-    names = common.model_names(args)
     executor = executor_from_args(args)
+    # Every usage check before the dataset: --canaries fine-tunes a model (minutes) to make it.
+    common.model_names(args)
+    if args.dc_pdd_corpus is not None and not args.dc_pdd_corpus.is_file():
+        raise UsageError(f"--dc-pdd-corpus {args.dc_pdd_corpus}: no such file")
     store = common.open_store(args)
+    snippets, info = _snippets(args)
+    names = common.model_names(args)  # again: --canaries names its fine-tuned victim
     # Load before recording the run: an unknown model fails fast and leaves no empty run. On Ray
     # the workers load them (the driver may have no GPU); a worker that cannot says so per unit.
     models = load_models(names, args.methods) if executor.name == "local" else None
@@ -432,8 +436,8 @@ def _snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, Any]]:
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit {args.limit}: give 1 or more")
     if args.canaries:
-        return _canary_snippets(args)
-    if args.corpus and args.dated_split:
+        snippets, info = _canary_snippets(args)
+    elif args.corpus and args.dated_split:
         if args.nonmembers or args.domains is not None:
             raise UsageError(
                 "--dated-split has its own members, non-members and domain (changelog): leave "

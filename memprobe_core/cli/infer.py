@@ -18,6 +18,7 @@ from typing import Any, get_args
 from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.attacks.signals_only import METHOD
 from memprobe_core.audit import (
+    SharedTexts,
     TooFewTexts,
     inference_snippets,
     load_models,
@@ -126,23 +127,37 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _load(args: argparse.Namespace, path: Path) -> list[Snippet]:
-    """One set's texts, as the file gives them (rejected rows named on stderr)."""
+    """One set's texts, as the file gives them (rejected rows named on stderr). A label column
+    is not read: the set a file is given as is its texts' label. ``--txt-mode`` applies to a
+    ``.txt`` file only, so a ``.txt`` suspect set may go with a ``.csv`` held-out set."""
+    options = common.file_options(args)
+    if path.suffix.lower() != ".txt":
+        options.pop("txt_mode", None)
     loaded = load_snippets(
         path,
         text_column="text" if args.text_column is None else args.text_column,
         id_column=args.id_column,
         limit=args.limit,
-        **common.file_options(args),
+        read_labels=False,
+        **options,
     )
     for rejection in loaded.rejected:
         echo(f"{path}: row {rejection.row} skipped: {rejection.reason}", sys.stderr)
     return loaded.snippets[: args.limit] if args.limit is not None else loaded.snippets
 
 
-def _check_lengths(args: argparse.Namespace, texts: list[Snippet], tokenizer: Any) -> None:
+def _check_lengths(args: argparse.Namespace, texts: list[Snippet], tokenizer: Any | None) -> None:
     """Refuse, before anything is stored, texts shorter than the longest ``--lengths``: their
-    units would fail and the test would run on fewer texts than given."""
+    units would fail and the test would run on fewer texts than given. ``tokenizer`` ``None``:
+    whitespace words (``--split-tokenizer whitespace``)."""
     need = max(args.lengths)
+    unit = "victim tokens" if tokenizer is not None else "words"
+
+    def size(text: str) -> int:
+        if tokenizer is None:
+            return len(text.split())
+        return len(tokenizer.encode(text, add_special_tokens=False))
+
     for which, path in (
         ("suspect", f"SUSPECT {args.suspect}"),
         ("heldout", f"--heldout {args.heldout}"),
@@ -150,21 +165,32 @@ def _check_lengths(args: argparse.Namespace, texts: list[Snippet], tokenizer: An
         short = [
             s.id.removeprefix(f"{which}:")
             for s in texts
-            if s.id.startswith(f"{which}:")
-            and len(tokenizer.encode(s.text, add_special_tokens=False)) < need
+            if s.id.startswith(f"{which}:") and size(s.text) < need
         ]
         if short:
             named = ", ".join(short[:5]) + (f" and {len(short) - 5} more" if len(short) > 5 else "")
             raise UsageError(
-                f"{path}: {len(short)} text(s) have fewer than {need} victim tokens ({named}); "
+                f"{path}: {len(short)} text(s) have fewer than {need} {unit} ({named}); "
                 f"give a shorter --lengths, or leave those texts out"
             )
 
 
-def _named(args: argparse.Namespace, exc: TooFewTexts) -> UsageError:
-    """``exc`` naming the argument that gave the set."""
-    flag = f"SUSPECT {args.suspect}" if exc.which == "suspect" else f"--heldout {args.heldout}"
-    return UsageError(f"{flag}: {exc}")
+def _flag(args: argparse.Namespace, which: str | None) -> str:
+    """How the command line gave set ``which`` (``None``: both)."""
+    named = {"suspect": f"SUSPECT {args.suspect}", "heldout": f"--heldout {args.heldout}"}
+    return named.get(which or "", f"SUSPECT {args.suspect} and --heldout {args.heldout}")
+
+
+def _named(args: argparse.Namespace, exc: UsageError) -> UsageError:
+    """``exc`` (about one set, or about both) naming the arguments that gave them."""
+    which = getattr(exc, "which", None)
+    path = args.suspect if which == "suspect" else args.heldout
+    hint = (
+        " (a .txt file is one text; --txt-mode blocks reads one per blank-line-separated block)"
+        if isinstance(exc, TooFewTexts) and path.suffix.lower() == ".txt" and not args.txt_mode
+        else ""
+    )
+    return UsageError(f"{_flag(args, which)}: {exc}{hint}")
 
 
 def _options(args: argparse.Namespace) -> AttackOptions:
@@ -194,15 +220,25 @@ def run(args: argparse.Namespace) -> int:
     suspect, heldout = _load(args, args.suspect), _load(args, args.heldout)
     try:
         labelled = inference_snippets(suspect, heldout)  # too small: refused before models load
-    except TooFewTexts as exc:
+    except (TooFewTexts, SharedTexts) as exc:
         raise _named(args, exc) from exc
+    for which, texts in (("suspect", suspect), ("heldout", heldout)):
+        repeats = len(texts) - len({s.text for s in texts})
+        if repeats:
+            echo(
+                f"warning: {_flag(args, which)}: {repeats} text(s) repeat another "
+                "of the same set; each copy counts in the test",
+                sys.stderr,
+            )
     names = common.model_names(args)
     executor = executor_from_args(args)
     store = common.open_store(args)
     spec = common.split_spec(args)
     models = load_models(names, [METHOD]) if executor.name == "local" else None
-    if models is not None and spec.tokenizer == "model" and models.victim.tokenizer is not None:
-        _check_lengths(args, labelled, models.victim.tokenizer)
+    if spec.tokenizer == "whitespace":
+        _check_lengths(args, labelled, None)
+    elif models is not None and models.victim.tokenizer is not None:
+        _check_lengths(args, labelled, models.victim.tokenizer)  # Ray: the workers cut them
     options = with_dc_pdd(args, options, labelled, names, models)
     try:
         run_id = start_inference(
@@ -232,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
         bar.close()
     if summary.status == "interrupted":
         echo(
-            f"interrupted: {summary.done}/{summary.total} texts scored; continue with "
+            f"interrupted: {summary.done}/{summary.total} units done; continue with "
             f"`memprobe resume {run_id}`",
             sys.stderr,
         )

@@ -30,23 +30,12 @@ from memprobe_core.attacks.events import (
 )
 from memprobe_core.attacks.registry import method_label
 from memprobe_core.attacks.result import AttackResult
+from memprobe_core.highlight import BIDI_CONTROLS, show_controls
 from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import RunRecord
 
-# Characters a terminal acts on instead of showing: C0 controls (ESC, BEL, CR, BS …), DEL, C1
-# controls (0x9b is a one-byte CSI), the line and paragraph separators, and the bidi embeddings,
-# overrides, isolates and marks that reorder what is shown. Tab is kept; a newline only in a
-# block printed as several lines.
-_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-_UNSAFE_LINE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029{_BIDI}]")
-_UNSAFE_BLOCK = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029{_BIDI}]")
 # What json.dumps(ensure_ascii=False) leaves raw (it escapes only C0, quote and backslash).
-_UNSAFE_IN_JSON = re.compile(f"[\x7f-\x9f\u2028\u2029{_BIDI}]")
-
-
-def _visible(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+_UNSAFE_IN_JSON = re.compile(f"[\x7f-\x9f\u2028\u2029{BIDI_CONTROLS}]")
 
 
 def terminal_safe(text: object, *, multiline: bool = False) -> str:
@@ -57,10 +46,7 @@ def terminal_safe(text: object, *, multiline: bool = False) -> str:
     the report), and ``\r\n`` line ends become ``\n``; otherwise a newline is shown as ``\x0a``,
     so one value cannot forge a line of its own.
     """
-    text = text if isinstance(text, str) else str(text)
-    if multiline:
-        return _UNSAFE_BLOCK.sub(_visible, text.replace("\r\n", "\n"))
-    return _UNSAFE_LINE.sub(_visible, text)
+    return show_controls(text if isinstance(text, str) else str(text), multiline=multiline)
 
 
 def echo(

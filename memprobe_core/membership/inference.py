@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -101,6 +102,7 @@ class WelchOutcome:
         rejected: ``p_value`` < the significance level.
         n_a / n_b: texts fitted on and tested on, per set (``[suspect, held-out]``).
         mean_suspect / mean_heldout: mean score of each set's B half.
+        note: why the test was not a t-test (:data:`NO_WEIGHT`), else ``None``.
     """
 
     t: float
@@ -111,6 +113,14 @@ class WelchOutcome:
     n_b: tuple[int, int]
     mean_suspect: float
     mean_heldout: float
+    note: str | None = None
+
+
+# Why a test's p is 1 without a t-test (its t and df are then not a test's).
+NO_WEIGHT = (
+    "every weight is 0 (no signal points to the suspect set on the A halves): no score to "
+    "test, p = 1 by rule"
+)
 
 
 @dataclass(frozen=True)
@@ -171,8 +181,19 @@ class DatasetInference:
             "halves of the suspect set were told apart, so this test's p-value cannot be trusted"
         )
 
+    @property
+    def control_note(self) -> str | None:
+        """Why the random-split control did not run (``None``: it ran, or the test did not)."""
+        if self.test is None or self.control is not None:
+            return None
+        return (
+            f"the random-split control is not run: it halves the suspect set and needs at "
+            f"least {2 * MIN_TEXTS} suspect texts ({self.n_suspect} here)"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        out["control_note"] = self.control_note
         out["verdict"] = self.verdict
         out["control_warning"] = self.control_warning
         out["assumption"] = ASSUMPTION
@@ -242,17 +263,19 @@ def _test(
         warnings.simplefilter("ignore", RuntimeWarning)
         welch = stats.ttest_ind(scores_s, scores_h, equal_var=False, alternative="greater")
     p = float(welch.pvalue)
-    if math.isnan(p) or not np.any(model[-1].coef_):  # nothing to test
+    unweighted = not np.any(model[-1].coef_)
+    if math.isnan(p) or unweighted:  # nothing to test
         p = 1.0
     outcome = WelchOutcome(
-        t=float(welch.statistic) if math.isfinite(welch.statistic) else 0.0,
-        df=float(welch.df),
+        t=float(welch.statistic) if math.isfinite(welch.statistic) and not unweighted else 0.0,
+        df=float(welch.df) if not unweighted else math.nan,
         p_value=p,
         rejected=p < significance,
         n_a=(len(s_a), len(h_a)),
         n_b=(len(s_b), len(h_b)),
         mean_suspect=float(np.mean(scores_s)),
         mean_heldout=float(np.mean(scores_h)),
+        note=NO_WEIGHT if unweighted else None,
     )
     return outcome, model[-1].coef_
 
@@ -304,7 +327,8 @@ def dataset_inference(
         first, second = _halves(len(suspect), rng)
         control, _ = _test(s_values[first], s_values[second], significance=significance, rng=rng)
     names = [c.removeprefix("signal_") for c in columns]
-    few = min(len(suspect), len(heldout)) < FEW_TEXTS
+    # A rejection stands on its p-value; only a non-rejection on few texts says little.
+    few = min(len(suspect), len(heldout)) < FEW_TEXTS and not test.rejected
     return DatasetInference(
         **base,
         features=tuple(names),
@@ -322,12 +346,29 @@ def dataset_inference(
 
 
 def inference_for_results(
-    results: pd.DataFrame, *, significance: float = DEFAULT_SIGNIFICANCE, seed: int = 0
+    results: pd.DataFrame,
+    *,
+    significance: float = DEFAULT_SIGNIFICANCE,
+    seed: int = 0,
+    lengths: Sequence[int] = (),
 ) -> list[DatasetInference]:
     """Dataset inference per length of a run whose suspect texts are labelled ``member`` and
-    held-out texts ``nonmember`` (as ``memprobe infer`` records them)."""
+    held-out texts ``nonmember`` (as ``memprobe infer`` records them). A length of ``lengths``
+    that no finished unit has gets a "not run" entry, not silence."""
     rows = _labelled(results)
-    out = []
+    scored = {int(n) for n in rows["length"].unique()} if not rows.empty else set()
+    out = [
+        DatasetInference(
+            length=int(n),
+            n_suspect=0,
+            n_heldout=0,
+            significance=check_significance(significance),
+            seed=int(seed),
+            note="no text was scored at this length yet (or every unit failed: see the "
+            "failed units)",
+        )
+        for n in sorted(set(int(n) for n in lengths) - scored)
+    ]
     for length, at in rows.groupby("length", sort=True):
         per_text = signal_scores(at)  # one row per snippet, signals oriented (sign is learnt)
         out.append(
@@ -339,4 +380,4 @@ def inference_for_results(
                 seed=seed,
             )
         )
-    return out
+    return sorted(out, key=lambda one: one.length)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 from memprobe_core.attacks import registry
 from memprobe_core.attacks.model_set import ModelSet
@@ -67,7 +68,7 @@ def measure_result(
         result.membership = {**result.membership, **samia}
     result.costs.measure_seconds = time.perf_counter() - started
     if not extracting:
-        _check_measured(result.membership, options)
+        _check_measured(result.membership, options, models.victim)
     return result
 
 
@@ -75,8 +76,9 @@ class NothingMeasured(MemprobeError, RuntimeError):
     """A signals-only unit measured no signal (its message says why)."""
 
 
-def _check_measured(membership: dict[str, object], options: MeasureOptions) -> None:
-    """Raise :class:`NothingMeasured` unless ``membership`` holds a signal's value."""
+def _check_measured(membership: dict[str, object], options: MeasureOptions, victim: Any) -> None:
+    """Raise :class:`NothingMeasured` unless ``membership`` holds a signal's value; the message
+    says which cause applies."""
     if any(membership.get(spec.name) is not None for spec in SIGNALS):
         return
     for why in ("error", "not_measured"):
@@ -87,8 +89,13 @@ def _check_measured(membership: dict[str, object], options: MeasureOptions) -> N
             "membership signals are turned off, so the signals-only method has nothing to "
             "measure; turn them on or pick an extraction method"
         )
+    name = getattr(victim, "model_id", victim)
+    if not victim.white_box and not victim.scores_text:
+        raise NothingMeasured(
+            f"no membership signal was measured: the victim {name} exposes no weights and its "
+            "backend returns no prompt log-probs (an endpoint answering `echo` with `logprobs` "
+            "does); SaMIA needs neither: add --samia-samples N"
+        )
     raise NothingMeasured(
-        "no membership signal was measured: the victim is scored neither from its weights "
-        "(a local model) nor by its server (an endpoint that returns a prompt's log-probs, "
-        "`echo` with `logprobs`), or the text has no token to score"
+        f"no membership signal was measured: the text has no token to score on {name}"
     )

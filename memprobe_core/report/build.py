@@ -475,6 +475,7 @@ def build_report(
             evaluated,
             significance=inference.get("significance", DEFAULT_SIGNIFICANCE),
             seed=int(inference.get("seed", seed)),
+            lengths=inference.get("lengths", ()),
         )
         if inference is not None
         else []
@@ -532,7 +533,8 @@ def report_for_run(store: Any, run_id: int, **kwargs: Any) -> Report:
     kwargs.setdefault("left_out", tuple(measure.get("recall_prefix_ids") or ()))
     inference = ((run.get("config") or {}).get("dataset") or {}).get("inference")
     if inference is not None:  # a `memprobe infer` run; given settings override the stored
-        kwargs["inference"] = {**inference, **(kwargs.get("inference") or {})}
+        lengths = (run.get("config") or {}).get("lengths") or ()
+        kwargs["inference"] = {**inference, "lengths": lengths, **(kwargs.get("inference") or {})}
     elif kwargs.get("inference"):
         raise UsageError(
             f"run {run_id} is not a dataset-inference run (made by `memprobe infer`), so it "

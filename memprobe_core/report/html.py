@@ -32,6 +32,8 @@ import pandas as pd
 from jinja2 import Environment
 from markupsafe import Markup
 
+from memprobe_core.attacks.registry import extracts
+from memprobe_core.highlight import show_controls
 from memprobe_core.report import html_sections as parts
 from memprobe_core.report.build import Report, report_for_run
 from memprobe_core.report.export import write_output
@@ -100,9 +102,18 @@ def _sections(
         (_rows(report.errors), parts.errors_section),
     )
     sections += [build(report) for shown, build in optional if shown]
-    if units:
-        sections.append(parts.examples_section(units, labels, max_examples))
+    # A signals-only unit has no prompt or output to show.
+    answered = [u for u in units if extracts(u["method"])]
+    if answered:
+        sections.append(parts.examples_section(answered, labels, max_examples))
     return sections
+
+
+def _shown(value: Any) -> Any:
+    """Jinja's ``finalize``: plain strings with control characters made visible."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return show_controls(value)
+    return value
 
 
 def render_html(
@@ -142,7 +153,10 @@ def render_html(
     title = f"memprobe audit report — run {meta.get('run_id', '?')}"
     if meta.get("title"):
         title += f": {meta['title']}"
-    env = Environment(autoescape=True, keep_trailing_newline=True)
+    # Every plain text shown (ids, titles, file names, notes) has its control and bidi
+    # characters made visible before autoescaping: a NUL or a right-to-left override from a
+    # dataset would otherwise reach the page (markup we built, Markup, passes as it is).
+    env = Environment(autoescape=True, keep_trailing_newline=True, finalize=_shown)
     page = env.from_string(TEMPLATE).render(
         title=title,
         version=__version__,

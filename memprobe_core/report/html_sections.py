@@ -322,6 +322,7 @@ def inference_section(report: Report) -> Section:
         )
         if one.control_warning:
             section.warnings.append(one.control_warning)
+        section.notes += [n for n in (one.test and one.test.note, one.control_note) if n]
         if one.weights:
             weights = ", ".join(f"{n} {w:.3f}" for n, w in one.weights.items())
             section.notes.append(f"Length {one.length}, fitted weights: {weights}.")

@@ -227,7 +227,7 @@ def _inference_lines(inferred: list[DatasetInference]) -> list[str]:
         lines.append(
             f"  {'REJECTED' if one.test and one.test.rejected else 'Result'}: {one.verdict}"
         )
-        if one.test is not None:
+        if one.test is not None and one.test.note is None:
             t = one.test
             lines.append(
                 f"  Welch t = {t.t:.3f}, df = {t.df:.1f}; mean score suspect {t.mean_suspect:.3f} "
@@ -236,6 +236,10 @@ def _inference_lines(inferred: list[DatasetInference]) -> list[str]:
             )
             weights = ", ".join(f"{name} {w:+.3f}" for name, w in one.weights.items())
             lines.append(f"  Weights (standardised, member-oriented signals): {weights}")
+        if one.test is not None and one.test.note:
+            lines.append(f"  Note: {one.test.note}")
+        if one.control_note:
+            lines.append(f"  {one.control_note[0].upper()}{one.control_note[1:]}")
         if one.control is not None:
             verdict = "rejects" if one.control.rejected else "does not reject"
             lines.append(

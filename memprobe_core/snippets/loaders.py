@@ -172,6 +172,7 @@ class _Options:
     codec: str = "utf-8-sig"  # what is decoded with (utf-8 skips a byte-order mark)
     max_snippets: int = MAX_FILE_SNIPPETS
     limit: int | None = None
+    read_labels: bool = True
 
 
 def load_snippets(
@@ -187,6 +188,7 @@ def load_snippets(
     limit: int | None = None,
     encoding: str = "utf-8",
     label_column: str | None = None,
+    read_labels: bool = True,
 ) -> LoadResult:
     """Read snippets from a file; the format follows the extension.
 
@@ -208,6 +210,8 @@ def load_snippets(
         label_column: the column holding each row's member / non-member label (values of
             :data:`LABEL_WORDS` or :data:`MEMBER_WORDS`, any case); None looks for a column
             named ``label``, then ``member`` (any case); a file with neither is unlabelled.
+        read_labels: ``False`` reads no label column at all, not even one named ``label``
+            (dataset inference gives each file's texts their label itself).
 
     Returns:
         The snippets and the rejected rows.
@@ -240,6 +244,7 @@ def load_snippets(
             label_column,
             max_snippets,
             limit,
+            read_labels=read_labels,
         ),
     )
 
@@ -258,6 +263,7 @@ def load_snippets_from_bytes(
     limit: int | None = None,
     encoding: str = "utf-8",
     label_column: str | None = None,
+    read_labels: bool = True,
 ) -> LoadResult:
     """Read snippets from the bytes of a file (a dashboard upload); see :func:`load_snippets`.
 
@@ -265,7 +271,7 @@ def load_snippets_from_bytes(
         data: the file's content.
         filename: its name; the extension picks the format and the stem makes generated ids.
         text_column, id_column, domain_column, domain, txt_mode, max_bytes, max_snippets,
-            limit, encoding, label_column: as in :func:`load_snippets`.
+            limit, encoding, label_column, read_labels: as in :func:`load_snippets`.
     """
     _check_extension(filename)
     _check_size(filename, len(data), max_bytes)
@@ -282,6 +288,7 @@ def load_snippets_from_bytes(
             label_column,
             max_snippets,
             limit,
+            read_labels=read_labels,
         ),
     )
 
@@ -339,6 +346,8 @@ def _options(
     label_column: str | None,
     max_snippets: int,
     limit: int | None,
+    *,
+    read_labels: bool = True,
 ) -> _Options:
     if txt_mode not in TXT_MODES:
         raise DataError(f"txt_mode {txt_mode!r} is unknown; use one of {list(TXT_MODES)}")
@@ -358,6 +367,7 @@ def _options(
         codec=_codec(encoding),
         max_snippets=max_snippets,
         limit=limit,
+        read_labels=read_labels,
     )
 
 
@@ -592,7 +602,7 @@ def _parquet_records(
         if opts.limit is None and rows > opts.max_snippets:  # known without reading a row
             raise TooManySnippets(filename, opts.max_snippets, rows=rows)
         wanted = [column for _, column in _column_roles(opts) if column is not None]
-        if opts.label_column is None:  # the auto-detected label column must be read too
+        if opts.label_column is None and opts.read_labels:  # the auto-detected one too
             wanted += [n for n in names if n.lower() in AUTO_LABEL_COLUMNS]
         wanted = list(dict.fromkeys(wanted))
         keys.update(dict.fromkeys(wanted))
@@ -682,6 +692,8 @@ def _to_snippets(
 def _label_candidates(keys: dict[str, None], opts: _Options) -> list[str]:
     """The columns among ``keys`` that may be the label column (the one given, or any named
     like one of :data:`AUTO_LABEL_COLUMNS`)."""
+    if not opts.read_labels:
+        return []
     if opts.label_column is not None:
         return [opts.label_column]
     return [k for k in keys if isinstance(k, str) and k.strip().lower() in AUTO_LABEL_COLUMNS]
@@ -738,6 +750,8 @@ def _surrogate_problem(role: str, value: str) -> str | None:
 
 def _label_column(keys: dict[str, None], opts: _Options) -> tuple[str, dict[str, str]] | None:
     """The column labels are read from and its vocabulary; None for an unlabelled file."""
+    if not opts.read_labels:
+        return None
     if opts.label_column is not None:
         return opts.label_column, {**LABEL_WORDS, **MEMBER_WORDS}
     for wanted, words in zip(AUTO_LABEL_COLUMNS, (LABEL_WORDS, MEMBER_WORDS)):

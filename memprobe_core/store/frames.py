@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe_core.attacks.registry import method_label
+from memprobe_core.attacks.registry import extracts, method_label
 from memprobe_core.membership.options import SIGNALS
 from memprobe_core.store.records import CandidateRecord, UnitRecord
 
@@ -177,6 +177,13 @@ def result_row(
     scoring = manifest.get("scoring") or (config.get("options") or {}).get("scoring") or {}
     truth, copied, invented = pii_counts(result.get("pii") or {})
     seed = manifest.get("seed", (config.get("options") or {}).get("seed"))
+    # The signals-only method asks no model for the suffix: its Mem, LCS_P, objective and PII
+    # are not 0 but undefined, so they are empty (a CSV mean of its Mem would be a made-up 0).
+    scored = extracts(result["method"])
+
+    def extraction(value: Any) -> Any:
+        return value if scored else None
+
     return {
         "run_id": run_id,
         "snippet_id": result["snippet_id"],
@@ -184,10 +191,10 @@ def result_row(
         "method": result["method"],
         "method_label": method_label(result["method"]),
         "length": int(result["length"]),
-        "mem": result.get("mem"),
-        "lcs_p": result.get("lcs_p"),
-        "dis": result.get("dis"),
-        "objective": result.get("objective"),
+        "mem": extraction(result.get("mem")),
+        "lcs_p": extraction(result.get("lcs_p")),
+        "dis": extraction(result.get("dis")),
+        "objective": extraction(result.get("objective")),
         "alpha": result.get("alpha"),
         "status": "finished",
         "prompt": result.get("prompt", ""),
@@ -196,9 +203,9 @@ def result_row(
         "attacker_queries": costs.get("attacker_queries", 0),
         "generated_tokens": costs.get("generated_tokens", 0),
         "seconds": costs.get("wall_seconds", 0.0),
-        "pii_truth": truth,
-        "pii_copied": copied,
-        "pii_invented": invented,
+        "pii_truth": extraction(truth),
+        "pii_copied": extraction(copied),
+        "pii_invented": extraction(invented),
         **{
             role: _model_name(manifest, config, role)
             for role in ("victim", "base", "attacker", "init", "reverse")
@@ -209,9 +216,9 @@ def result_row(
         "output_window": scoring.get("output_window"),
         "seed": seed,
         # Which Mem each selection rule gives (store/schema v3; None for older results).
-        "mem_init": result.get("mem_init"),
-        "mem_best": result.get("mem_best"),
-        "mem_reference": result.get("mem_reference"),
+        "mem_init": extraction(result.get("mem_init")),
+        "mem_best": extraction(result.get("mem_best")),
+        "mem_reference": extraction(result.get("mem_reference")),
         "selection": manifest.get("selection", "objective"),
         "compat": manifest.get("compat", "paper"),
         "meta_prompts": manifest.get("meta_prompts"),

@@ -36,5 +36,7 @@ def test_the_fine_tuned_half_stands_out_and_the_victim_is_reused(tmp_path, capsy
     assert loss["auroc"] >= 0.9, loss  # 6 training steps on the members, none on the others
     assert report["blind_baseline"]["n_members"] == 6
 
-    assert main(argv) == 0  # the same settings: the built victim is reused
+    assert main([*argv, "--limit", "3"]) == 0  # the same settings: the victim is reused
     assert "fine-tuning the canary victim" not in capsys.readouterr().err
+    with Store(store) as opened:
+        assert opened.list_runs()[0]["units_total"] == 3  # --limit applies to the canaries

@@ -150,3 +150,49 @@ def test_texts_shorter_than_the_length_are_refused_naming_the_file(tmp_path, cap
     err = capsys.readouterr().err
     assert f"SUSPECT {suspect}: 8 text(s) have fewer than 400 victim tokens" in err
     assert not store.exists() or Store(store).list_runs() == []
+
+
+def test_sets_sharing_a_text_are_refused_and_repeats_warned(tmp_path, capsys):
+    suspect, heldout = _sets(tmp_path)
+    store = tmp_path / "runs.sqlite"
+    argv = ["--store", str(store), "infer", str(suspect), "--heldout", str(suspect)]
+    assert main([*argv, "--victim", "fake"]) == 2
+    err = capsys.readouterr().err
+    assert "8 text(s) are in both the suspect and the held-out set" in err
+    assert not store.exists() or Store(store).list_runs() == []
+
+
+def test_label_columns_are_not_read_and_txt_mode_applies_to_the_txt_file_only(
+    tmp_path, capsys, served
+):
+    suspect = tmp_path / "suspect.txt"
+    suspect.write_text(
+        "\n\n".join(
+            f"Permission is hereby granted, free of charge, number {i} " * 2 for i in range(4)
+        )
+    )
+    heldout = tmp_path / "heldout.jsonl"
+    rows = [
+        {
+            "text": f"The keeper counted {i} gulls before the storm reached the pier " * 2,
+            "label": "maybe",
+        }
+        for i in range(4)
+    ]
+    heldout.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    argv = ["--store", str(tmp_path / "runs.sqlite"), "infer", str(suspect), "--heldout"]
+    argv += [str(heldout), "--txt-mode", "blocks", "--lengths", "8", "--json", *served]
+    assert main(argv) == 0, capsys.readouterr().err
+    (inferred,) = json.loads(capsys.readouterr().out)["dataset_inference"]
+    assert (inferred["n_suspect"], inferred["n_heldout"]) == (4, 4)
+    assert inferred["control"] is None and "needs at least 8" in inferred["control_note"]
+
+
+def test_whitespace_split_texts_shorter_than_the_length_are_refused(tmp_path, capsys):
+    suspect, heldout = _sets(tmp_path)
+    store = tmp_path / "runs.sqlite"
+    argv = ["--store", str(store), "infer", str(suspect), "--heldout", str(heldout)]
+    argv += ["--split-tokenizer", "whitespace", "--lengths", "500", "--victim", "fake"]
+    assert main(argv) == 2
+    assert "8 text(s) have fewer than 500 words" in capsys.readouterr().err
+    assert not store.exists() or Store(store).list_runs() == []

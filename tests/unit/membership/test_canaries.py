@@ -118,3 +118,10 @@ def test_canary_epochs_without_canaries_is_refused(tmp_path, capsys):
     argv = ["--store", str(tmp_path / "r.sqlite"), "audit", "--corpus", "--canary-epochs", "2"]
     assert main(argv) == 2
     assert "add --canaries" in capsys.readouterr().err
+
+
+def test_a_bad_store_is_refused_before_any_fine_tuning(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cn, "_build", lambda *a: pytest.fail("fine-tuned before the checks"))
+    argv = ["--store", str(tmp_path), "audit", "--corpus", "--canaries", "--per-domain", "3"]
+    assert main([*argv, "--canary-epochs", "2"]) == 2  # a folder is no store
+    assert "store" in capsys.readouterr().err

@@ -171,3 +171,30 @@ def test_inference_for_results_reads_members_as_suspect_per_length():
     assert all(o.test is not None and o.test.rejected for o in out)
     as_dict = out[0].to_dict()
     assert as_dict["verdict"] == out[0].verdict and "assumption" in as_dict
+
+
+def test_a_length_with_no_scored_text_says_not_run_and_notes_follow_the_outcome():
+    rng = np.random.default_rng(3)
+    rows = []
+    for label, shift in (("member", 2.0), ("nonmember", 0.0)):
+        frame = _sets(rng, 12, shift)
+        frame[["signal_loss", "signal_zlib"]] *= -1
+        for i, values in enumerate(frame.to_dict(orient="records")):
+            rows.append({"snippet_id": f"{label}{i}", "label": label, "length": 32} | values)
+    out = inference_for_results(pd.DataFrame(rows), lengths=[32, 64])
+    assert [o.length for o in out] == [32, 64]
+    assert out[1].test is None and "no text was scored at this length" in out[1].note
+    found = out[0]
+    assert found.test is not None and found.test.rejected
+    assert found.note is None  # a rejection is not "little power"
+    assert found.control is not None and found.control_note is None
+    small = dataset_inference(_sets(rng, 6, 0.0), _sets(rng, 6, 0.0), length=8)
+    assert small.control is None and "needs at least 8 suspect texts (6 here)" in small.control_note
+
+
+def test_weights_all_zero_give_p_one_with_the_reason_not_a_made_up_t():
+    rng = np.random.default_rng(8)
+    # The suspect set looks *less* member-like on every signal: no non-negative weight helps.
+    out = dataset_inference(_sets(rng, 40, -2.0), _sets(rng, 40, 0.0), length=8)
+    assert out.test is not None and out.test.p_value == 1.0 and not out.test.rejected
+    assert out.test.note == di.NO_WEIGHT and math.isnan(out.test.df)

@@ -32,6 +32,9 @@ def test_signals_only_units_carry_signals_and_no_extraction_figures(tmp_path):
         mine = results[results["method"] == "signals"]
         assert mine["signal_loss"].notna().all() and mine["signal_min_k"].notna().all()
         assert mine["extractable"].isna().all()  # no output, so no verbatim metrics
+        # Nor a Mem, LCS_P or PII count: empty, not a made-up 0 (a CSV mean would read it).
+        assert mine[["mem", "lcs_p", "objective", "pii_copied"]].isna().all().all()
+        assert results.loc[results["method"] == "ps_inst", "mem"].notna().all()
         report = report_for_run(store, run_id)
     assert set(report.table1["method"]) == {"ps_inst"}
     assert set(report.pii["method"]) == {"ps_inst"}
@@ -48,3 +51,18 @@ def test_a_signals_only_unit_that_measures_nothing_fails_naming_why(tmp_path):
         assert summary.errors == 4
         errors = store.errors_frame(run_id)
     assert errors["error"].str.contains("NothingMeasured: no membership signal was measured").all()
+    assert errors["error"].str.contains("exposes no weights").all()  # the cause, named
+
+
+def test_signals_only_with_the_signals_turned_off_is_refused_before_it_is_stored(tmp_path):
+    import pytest
+
+    from memprobe_core.attacks import AttackOptions
+    from memprobe_core.membership import MeasureOptions
+
+    off = AttackOptions(measure=MeasureOptions(signals=False))
+    with Store(tmp_path / "runs.sqlite") as store:
+        with pytest.raises(ValueError, match="signals-only method measures membership signals"):
+            start_audit(store, _labelled(2), ["signals"], [16], off)
+        assert store.list_runs() == []
+        start_audit(store, _labelled(2), ["signals", "ps_inst"], [16], off)  # extraction: fine
