@@ -187,9 +187,13 @@ def run(args: argparse.Namespace) -> int:
     common.model_names(args)
     if args.dc_pdd_corpus is not None and not args.dc_pdd_corpus.is_file():
         raise UsageError(f"--dc-pdd-corpus {args.dc_pdd_corpus}: no such file")
-    store = common.open_store(args)
-    snippets, info = _snippets(args)
+    store = None
+    if args.canaries:  # a bad store is refused before the fine-tuning, not after it
+        _canary_settings(args)
+        store = common.open_store(args)
+    snippets, info = _snippets(args)  # a refused dataset leaves no store file behind
     names = common.model_names(args)  # again: --canaries names its fine-tuned victim
+    store = store or common.open_store(args)
     # Load before recording the run: an unknown model fails fast and leaves no empty run. On Ray
     # the workers load them (the driver may have no GPU); a worker that cannot says so per unit.
     models = load_models(names, args.methods) if executor.name == "local" else None
@@ -387,8 +391,8 @@ def _check_flags_apply(args: argparse.Namespace) -> None:
         )
 
 
-def _canary_snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, Any]]:
-    """The canary pool (labelled) and its record; the fine-tuned victim is built when missing."""
+def _canary_settings(args: argparse.Namespace) -> canaries.CanarySettings:
+    """The canary settings the flags ask for (every clash refused; nothing is built)."""
     clashes = [
         f
         for f, on in (("--nonmembers", args.nonmembers), ("--dated-split", args.dated_split))
@@ -414,8 +418,13 @@ def _canary_snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str,
         flags = {"domain": "--domains", "per_side": "--per-domain", "epochs": "--canary-epochs"}
         flag = flags.get(exc.option, exc.option)
         raise UsageError(f"{flag} {exc.value!r}: {exc.problem}") from exc
+    return settings
+
+
+def _canary_snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, Any]]:
+    """The canary pool (labelled) and its record; the fine-tuned victim is built when missing."""
     built = canaries.ensure_canaries(
-        settings,
+        _canary_settings(args),
         on_progress=lambda step, total, what: echo(
             f"fine-tuning the canary victim (once; cached): step {step}/{total}, {what}",
             sys.stderr,
