@@ -12,16 +12,17 @@ from typing import Any
 from memprobe_core.attacks import registry
 from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.attacks.options import AttackOptions
+from memprobe_core.attacks.signals_only import METHOD as SIGNALS_ONLY
 from memprobe_core.audit import load_models, resume_audit, run_audit, start_audit
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNITS_FAILED
-from memprobe_core.cli.output import ProgressBar, echo
+from memprobe_core.cli.output import ProgressBar, echo, terminal_json
 from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.executors import EXECUTORS, Executor, make_executor
 from memprobe_core.executors.ray import INSTALL_HINT, RayOptions
 from memprobe_core.membership import canaries, dc_pdd
 from memprobe_core.membership.signals import tokenizer_name
-from memprobe_core.report.build import report_for_run
+from memprobe_core.report.build import report_for_run, report_to_dict
 from memprobe_core.report.text import render_text
 from memprobe_core.runs.roles import ModelNames
 from memprobe_core.snippets.corpus import demo_corpus, nonmember_summary
@@ -218,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
         f"{len(args.lengths)} length(s)",
         sys.stderr,
     )
-    return _run_and_report(store, run_id, models=models, executor=executor)
+    return run_and_report(store, run_id, models=models, executor=executor)
 
 
 def resume_run(args: argparse.Namespace) -> int:
@@ -228,12 +229,12 @@ def resume_run(args: argparse.Namespace) -> int:
     run = store.get_run(args.run)
     if run["kind"] != "audit":
         raise UsageError(f"run {args.run} is a {run['kind']}, not an audit; only audits resume")
-    return _run_and_report(
+    return run_and_report(
         store, args.run, models=None, retry_errors=args.retry_errors, executor=executor, resume=True
     )
 
 
-def _run_and_report(
+def run_and_report(
     store: Store,
     run_id: int,
     *,
@@ -241,7 +242,10 @@ def _run_and_report(
     executor: Executor,
     retry_errors: bool = False,
     resume: bool = False,
+    as_json: bool = False,
 ) -> int:
+    """Run (or resume) a recorded audit with a progress bar, then print its report (text, or
+    JSON with ``as_json``); the exit code says whether it was interrupted or units failed."""
     bar = ProgressBar(sys.stderr)
     try:
         if resume:
@@ -259,8 +263,9 @@ def _run_and_report(
             sys.stderr,
         )
         return EXIT_INTERRUPTED
+    report = report_for_run(store, run_id)
     # Escaped here, not in render_text: its text also goes to files, which keep it as is.
-    echo(render_text(report_for_run(store, run_id)), multiline=True)
+    echo(terminal_json(report_to_dict(report)) if as_json else render_text(report), multiline=True)
     return EXIT_UNITS_FAILED if summary.errors else EXIT_OK
 
 
@@ -304,7 +309,7 @@ def with_dc_pdd(
                 f"--dc-pdd-corpus {corpus}: the reference corpus has no text "
                 f"({len(loaded.rejected)} row(s) rejected); give a file of non-empty texts"
             )
-    victim = (models or load_models(names, ["ps_base"])).victim
+    victim = (models or load_models(names, [SIGNALS_ONLY])).victim  # the victim alone
     tokenizer = victim.tokenizer
     if tokenizer is None or not victim.white_box:
         log.warning(

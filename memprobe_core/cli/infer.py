@@ -22,20 +22,21 @@ from memprobe_core.audit import (
     TooFewTexts,
     inference_snippets,
     load_models,
-    run_audit,
     start_inference,
 )
 from memprobe_core.cli import common
-from memprobe_core.cli.audit import add_executor_options, executor_from_args, with_dc_pdd
-from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNITS_FAILED
-from memprobe_core.cli.output import ProgressBar, echo, terminal_json
+from memprobe_core.cli.audit import (
+    add_executor_options,
+    executor_from_args,
+    run_and_report,
+    with_dc_pdd,
+)
+from memprobe_core.cli.output import echo
 from memprobe_core.errors import UsageError
 from memprobe_core.membership import MeasureOptions
 from memprobe_core.membership.inference import DEFAULT_SIGNIFICANCE, check_significance
 from memprobe_core.membership.options import MAX_SAMIA_SAMPLES
 from memprobe_core.membership.pac import MAX_PAC_AUGMENTATIONS
-from memprobe_core.report.build import report_for_run, report_to_dict
-from memprobe_core.report.text import render_text
 from memprobe_core.runs.unit import SplitSpec, SplitTokenizer
 from memprobe_core.snippets.loaders import load_snippets
 from memprobe_core.snippets.split import Snippet
@@ -261,21 +262,4 @@ def run(args: argparse.Namespace) -> int:
         f"text(s) × {len(args.lengths)} length(s)",
         sys.stderr,
     )
-    bar = ProgressBar(sys.stderr)
-    try:
-        summary = run_audit(store, run_id, models=models, on_progress=bar, executor=executor)
-    finally:
-        bar.close()
-    if summary.status == "interrupted":
-        echo(
-            f"interrupted: {summary.done}/{summary.total} units done; continue with "
-            f"`memprobe resume {run_id}`",
-            sys.stderr,
-        )
-        return EXIT_INTERRUPTED
-    report = report_for_run(store, run_id)
-    if args.json:
-        echo(terminal_json(report_to_dict(report)), multiline=True)
-    else:
-        echo(render_text(report), multiline=True)
-    return EXIT_UNITS_FAILED if summary.errors else EXIT_OK
+    return run_and_report(store, run_id, models=models, executor=executor, as_json=args.json)
