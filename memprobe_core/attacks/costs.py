@@ -50,16 +50,23 @@ class CostMeter:
     costs: Costs = field(default_factory=Costs)
 
     def generate(
-        self, role: str, model: Generator, requests: Sequence[Request], decoding: Decoding
+        self,
+        role: str,
+        model: Generator,
+        requests: Sequence[Request],
+        decoding: Decoding,
+        *,
+        references: Sequence[str] | None = None,
     ) -> list[list[Completion]]:
-        """Call ``model.generate`` and charge what it spent to ``role`` (victim or attacker).
+        """Call ``model.generate`` and charge what it spent to ``role`` (victim or attacker);
+        ``references`` (the true suffix per request) let a backend draft greedy tokens.
 
         The charge is computed from this call's own completions and clock, never from the
         model's running counters: a model is shared (cached once per process), so another job
         generating on it at the same time would otherwise leak its work into this run's costs.
         """
         t0 = time.perf_counter()
-        out = model.generate(list(requests), **decoding.kwargs())
+        out = model.generate(list(requests), **decoding.kwargs(), references=references)
         seconds = time.perf_counter() - t0
         sequences = [c for row in out for c in row]
         self.charge(

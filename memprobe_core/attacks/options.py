@@ -197,6 +197,9 @@ class AttackOptions:
             ``reference``); every result records all three, p* is always argmax O.
         bos_in_prefix: the split counts the tokenizer's BOS as one of the prefix tokens, as the
             reference code does (prefix 65 text tokens + BOS at length 200).
+        speculative: give the victim's greedy decoding the true suffix to draft from (the
+            ``hf`` backend verifies the draft in one pass; identical answers, fewer passes;
+            ``--no-speculative`` turns it off).
         measure: what is measured beside each result: membership signals, Min-K% k,
             k-extractability's k (:class:`memprobe_core.membership.MeasureOptions`).
         interactive / gcg / reverse / ps: each built-in method's own options
@@ -215,6 +218,7 @@ class AttackOptions:
     meta_prompts: MetaPrompts | None = None
     selection: Selection | None = None
     bos_in_prefix: bool | None = None
+    speculative: bool = True
     # Dicts (from a stored config) become the dataclasses in __post_init__.
     measure: MeasureOptions = field(default_factory=MeasureOptions)
     interactive: InteractiveOptions = field(default_factory=InteractiveOptions)

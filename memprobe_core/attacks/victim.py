@@ -78,11 +78,16 @@ def answer_requests(
     """Greedy answers of ``model`` (the victim, or the base model for P-S-Base), windowed.
 
     The budget is :func:`victim_budget`; the window (``options.scoring.output_window``) is cut
-    from the generated ids when the backend returns them (see ``metrics.window_text``).
+    from the generated ids when the backend returns them (see ``metrics.window_text``). With
+    ``options.speculative`` the true suffix goes along as each request's reference: a backend
+    that can drafts from it, with the same answers (docs/method.md §12).
     """
     if not requests:
         return []
-    rows = meter.generate(role, model, list(requests), victim_decoding(split, options))
+    references = [split.suffix] * len(requests) if options.speculative else None
+    rows = meter.generate(
+        role, model, list(requests), victim_decoding(split, options), references=references
+    )
     tokenizer = scoring_tokenizer(split, model)
     out = []
     for row in rows:

@@ -254,6 +254,12 @@ def add_method_options(parser: argparse.ArgumentParser) -> None:
         f"(default: {GCGOptions.answer_model})",
     )
     group.add_argument(
+        "--no-speculative",
+        action="store_true",
+        help="decode the victim's greedy answers one token per step, without drafting from "
+        "the true suffix (the answers are the same either way; drafting is faster)",
+    )
+    group.add_argument(
         "--no-chat-template",
         action="store_true",
         help="P-S-Inst: raw prefix only, not also inside the victim's chat template",
@@ -437,6 +443,7 @@ def attack_options(args: argparse.Namespace) -> AttackOptions:
             ps=built.pop("ps"),
             reverse=built.pop("reverse", ReverseOptions()),
             method_options=built,  # the sections of methods registered beyond the built-in ones
+            speculative=not getattr(args, "no_speculative", False),
             **given(seed=args.seed, compat=args.compat),
         )
     except UsageError:

@@ -187,6 +187,7 @@ class Generator(ABC):
         temperature: float = 0.0,
         top_p: float = 1.0,
         seed: int | None = None,
+        references: Sequence[str] | None = None,
     ) -> list[list[Completion]]:
         """Generate ``n`` completions for each request.
 
@@ -197,6 +198,9 @@ class Generator(ABC):
             temperature: 0 for greedy decoding, > 0 to sample.
             top_p: nucleus sampling mass (used when sampling).
             seed: makes sampling reproducible on the same machine.
+            references: per request, the text it is expected to be answered with (an audit's
+                true suffix). A backend may draft greedy tokens from it and verify them
+                (``hf``: ``hf_speculative``); it never changes what is generated.
 
         Returns:
             One list of ``n`` completions per request, in request order.
@@ -213,6 +217,10 @@ class Generator(ABC):
             raise ValueError(f"top_p={top_p} must be in (0, 1]")
         for i, request in enumerate(requests):
             _check_request(request, i)
+        if references is not None and len(references) != len(requests):
+            raise ValueError(
+                f"{len(references)} references for {len(requests)} requests: give one per request"
+            )
         if not requests:
             return []
         import time
@@ -225,6 +233,7 @@ class Generator(ABC):
             temperature=temperature,
             top_p=top_p,
             seed=seed,
+            references=list(references) if references is not None else None,
         )
         self.stats.calls += 1
         self.stats.requests += len(requests)
@@ -243,8 +252,10 @@ class Generator(ABC):
         temperature: float,
         top_p: float,
         seed: int | None,
+        references: list[str] | None = None,
     ) -> list[list[Completion]]:
-        """Backend-specific generation (arguments already validated)."""
+        """Backend-specific generation (arguments already validated; ``references`` may be
+        ignored: they only let a backend go faster)."""
 
 
 def _check_request(request: Request, index: int) -> None:

@@ -151,6 +151,7 @@ class FakeGenerator(Generator):
         temperature: float,
         top_p: float,
         seed: int | None,
+        references: list[str] | None = None,  # no drafting here: not used
     ) -> list[list[Completion]]:
         if self.latency_s:
             time.sleep(self.latency_s)  # one wait per call, as a batched GPU forward pass

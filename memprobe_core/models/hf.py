@@ -35,13 +35,20 @@ from memprobe_core.models.hf_decode import (
     seeded,
     supports_own_loop,
 )
+from memprobe_core.models.hf_speculative import DraftPolicy, DraftStats, decode_drafted
 
 log = logging.getLogger(__name__)
 
 _DTYPES = ("bfloat16", "float16", "float32")
 GenerationLoop = Literal["memprobe", "transformers"]
 _LOOPS = ("memprobe", "transformers")
-_EXTRA_OPTIONS = ("stop_token_ids", "generation_loop", "compile", "attn_implementation")
+_EXTRA_OPTIONS = (
+    "stop_token_ids",
+    "generation_loop",
+    "compile",
+    "attn_implementation",
+    "speculative",
+)
 
 
 def pick_device(device: str | None) -> str:
@@ -84,6 +91,11 @@ class HFGenerator(Generator):
         compile: ``model.generate`` with a static KV cache and ``torch.compile`` (off by default:
             on a 2-core CPU it compiled for 124 s and then ran at 0.41× this package's own loop,
             ``python bench/generation.py --compile``; meant for GPUs).
+        speculative: greedy rows given a reference text (``generate(references=…)``) draft
+            from it and verify the draft in one forward pass (``hf_speculative``; on by
+            default, the same tokens as without it; only with memprobe's own loop).
+        draft_policy: how much to draft (``hf_speculative.DraftPolicy``; default: its
+            defaults, with a GPU's cost per position on CUDA).
     """
 
     backend = "hf"
@@ -99,6 +111,8 @@ class HFGenerator(Generator):
         stop_token_ids: Sequence[int] | None = None,
         generation_loop: GenerationLoop = "memprobe",
         compile: bool = False,
+        speculative: bool = True,
+        draft_policy: DraftPolicy | None = None,
     ) -> None:
         super().__init__()
         if max_batch_size is not None and max_batch_size < 1:
@@ -109,6 +123,10 @@ class HFGenerator(Generator):
             )
         self.generation_loop: GenerationLoop = generation_loop
         self.compile = bool(compile)
+        self.speculative = bool(speculative)
+        self.draft_policy = draft_policy or _default_policy(model)
+        # What drafting did since the model was loaded (benchmarks read it).
+        self.draft_stats = DraftStats()
         self._own_loop_ok = supports_own_loop(model)
         if generation_loop == "memprobe" and not self._own_loop_ok:
             log.info(
@@ -168,6 +186,7 @@ class HFGenerator(Generator):
             "attn_implementation": getattr(config, "_attn_implementation", None),
             "generation_loop": "memprobe" if self._uses_own_loop else "transformers",
             "compile": self.compile,
+            "speculative": self.speculative and self._uses_own_loop,
         }
         out.update(self._manifest_extra)
         return out
@@ -188,6 +207,8 @@ class HFGenerator(Generator):
             "stop_token_ids": self.stop_token_ids,
             "generation_loop": self.generation_loop,
             "compile": self.compile,
+            "speculative": self.speculative,
+            "draft_policy": self.draft_policy,
         }
         kwargs.update(changes)
         return HFGenerator(self._model, self._tokenizer, **kwargs)
@@ -229,11 +250,13 @@ class HFGenerator(Generator):
         temperature: float,
         top_p: float,
         seed: int | None,
+        references: list[str] | None = None,
     ) -> list[list[Completion]]:
         import torch
 
         greedy = temperature == 0
         prompts = [self.prompt_ids(r) for r in requests]
+        drafts = self._draft_ids(references) if greedy else None
         # Greedy: every one of the n completions is the same, so compute it once per request.
         copies = 1 if greedy else n
         jobs = [i for i in range(len(prompts)) for _ in range(copies)]
@@ -252,8 +275,9 @@ class HFGenerator(Generator):
             batch = self.max_batch_size or len(order)
             while start < len(order):
                 chunk = order[start : start + batch]
+                chunk_drafts = [drafts[jobs[j]] for j in chunk] if drafts is not None else None
                 try:
-                    rows = self._run_batch([prompts[jobs[j]] for j in chunk], plan)
+                    rows = self._run_batch([prompts[jobs[j]] for j in chunk], plan, chunk_drafts)
                 except torch.OutOfMemoryError as exc:
                     if batch == 1:
                         raise ModelError(
@@ -275,6 +299,12 @@ class HFGenerator(Generator):
             out.append(mine * n if greedy else mine)
         return out
 
+    def _draft_ids(self, references: list[str] | None) -> list[list[int]] | None:
+        """The reference texts as token ids to draft from (``None``: no drafting)."""
+        if references is None or not self.speculative or not self._uses_own_loop:
+            return None
+        return [list(self._tokenizer.encode(r, add_special_tokens=False)) for r in references]
+
     def _seed_globally(self, plan: _Plan) -> bool:
         # The own loop draws from a torch.Generator of its own; model.generate only knows the
         # global generator, which is then seeded inside fork_rng.
@@ -284,8 +314,11 @@ class HFGenerator(Generator):
     def _uses_own_loop(self) -> bool:
         return self.generation_loop == "memprobe" and not self.compile and self._own_loop_ok
 
-    def _run_batch(self, prompts: list[list[int]], plan: _Plan) -> list[Completion]:
-        """Generate for one batch of prompt rows (equal rows share one prefill in the own loop)."""
+    def _run_batch(
+        self, prompts: list[list[int]], plan: _Plan, drafts: list[list[int]] | None = None
+    ) -> list[Completion]:
+        """Generate for one batch of prompt rows (equal rows share one prefill in the own loop;
+        greedy rows with ``drafts`` draft from them)."""
         import torch
 
         spec = BatchDecoding(
@@ -297,6 +330,11 @@ class HFGenerator(Generator):
         )
         if not self._uses_own_loop:
             rows = generate_reference(self._model, prompts, spec, compile_=self.compile)
+            return [self._completion(row) for row in rows]
+        if drafts is not None and plan.greedy:
+            rows = decode_drafted(
+                self._model, prompts, drafts, spec, self.draft_policy, self.draft_stats
+            )
             return [self._completion(row) for row in rows]
         generator = None
         if plan.seed is not None and not plan.greedy:
@@ -330,6 +368,12 @@ class _Plan:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
+
+
+def _default_policy(model: Any) -> DraftPolicy:
+    # A GPU reads the weights once for many positions almost for free; a CPU computes each.
+    on_cuda = str(getattr(model, "device", "cpu")).startswith("cuda")
+    return DraftPolicy(position_cost=0.005) if on_cuda else DraftPolicy()
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
@@ -489,4 +533,5 @@ def load_hf(
         stop_token_ids=options.extra.get("stop_token_ids"),
         generation_loop=options.extra.get("generation_loop", "memprobe"),
         compile=bool(options.extra.get("compile", False)),
+        speculative=bool(options.extra.get("speculative", True)),
     )

@@ -66,6 +66,16 @@ class _Buffer:
         """Keep (or repeat) batch rows ``index``."""
         self.keys, self.values = self.keys[index], self.values[index]
 
+    def shift_rows(self, shifts: list[int]) -> None:
+        """Move row ``r``'s filled part ``shifts[r]`` positions right, dropping its last
+        ``shifts[r]`` entries (rejected draft slots, ``hf_speculative``); the entries left
+        behind at its start are masked out by the caller."""
+        for row, shift in enumerate(shifts):
+            if shift:
+                end = self.n
+                self.keys[row, :, shift:end] = self.keys[row, :, : end - shift].clone()
+                self.values[row, :, shift:end] = self.values[row, :, : end - shift].clone()
+
     def _reserve(self, keys: Any, values: Any, capacity: int) -> None:
         old_keys, old_values = self.keys, self.values
         self.capacity = capacity
@@ -102,6 +112,21 @@ def _make_layer_classes() -> tuple[type, type]:
             self._buffer.select(indices)
             self.keys, self.values = self._buffer.filled()
 
+        def can_shift(self) -> bool:
+            """Whether :meth:`shift_rows` works: the buffer, not transformers' tensors, holds it."""
+            return self._buffer is not None
+
+        def room(self) -> int:
+            """Positions one more call may add with :meth:`shift_rows` still working after it."""
+            return 1 << 30 if self._buffer is not None else 0
+
+        def shift_rows(self, shifts: list[int]) -> None:
+            """Per row, move the cached entries right (see ``_Buffer.shift_rows``)."""
+            if self._buffer is None or self._buffer.keys is None:
+                raise RuntimeError("this cache layer no longer holds its buffer; cannot shift rows")
+            self._buffer.shift_rows(shifts)
+            self.keys, self.values = self._buffer.filled()
+
         def _to_plain(self) -> None:
             """From here on transformers' own code: the filled part becomes ordinary tensors."""
             if self._buffer is not None and self._buffer.keys is not None:
@@ -135,6 +160,13 @@ def _make_layer_classes() -> tuple[type, type]:
         def __init__(self, capacity: int, sliding_window: int) -> None:
             DynamicSlidingWindowLayer.__init__(self, sliding_window)
             self._buffer = _Buffer(min(capacity, sliding_window - 1))
+
+        def room(self) -> int:
+            # Past window - 1 tokens transformers' code takes over and drops the oldest: a pass
+            # must fit, so that the entries a row shifts back in are still there.
+            if self._buffer is None:
+                return 0
+            return self.sliding_window - 1 - self.cumulative_length
 
         def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> Any:
             fits = self.cumulative_length + key_states.shape[-2] <= self.sliding_window - 1

@@ -46,6 +46,7 @@ class ScriptedCall:
     Attributes:
         requests: the requests as given (texts or chats), in order.
         n, max_new_tokens, temperature, top_p, seed: the call's decoding settings.
+        references: the texts the caller expects per request (``generate(references=…)``).
     """
 
     requests: list[Request]
@@ -54,6 +55,7 @@ class ScriptedCall:
     temperature: float
     top_p: float
     seed: int | None
+    references: list[str] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -158,10 +160,11 @@ class ScriptedGenerator(Generator):
         temperature: float,
         top_p: float,
         seed: int | None,
+        references: list[str] | None = None,
     ) -> list[list[Completion]]:
         if self.latency_s:
             time.sleep(self.latency_s)
-        call = ScriptedCall(list(requests), n, max_new_tokens, temperature, top_p, seed)
+        call = ScriptedCall(list(requests), n, max_new_tokens, temperature, top_p, seed, references)
         self.calls.append(call)
         rng = random.Random(seed)
         out = []

@@ -103,6 +103,7 @@ class VLLMGenerator(Generator):
         temperature: float,
         top_p: float,
         seed: int | None,
+        references: list[str] | None = None,  # no drafting here: not used
     ) -> list[list[Completion]]:
         from vllm import SamplingParams
 

@@ -159,6 +159,7 @@ class OpenAIGenerator(Generator):
         temperature: float,
         top_p: float,
         seed: int | None,
+        references: list[str] | None = None,  # no drafting here: not used
     ) -> list[list[Completion]]:
         def one(request: Request) -> list[Completion]:
             return self._complete(request, n, max_new_tokens, temperature, top_p, seed)

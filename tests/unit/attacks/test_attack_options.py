@@ -72,3 +72,18 @@ def test_the_compat_preset_fills_max_prompt_tokens_without_touching_the_callers_
 def test_a_wrong_type_for_a_method_section_is_refused():
     with pytest.raises(TypeError, match="gcg must be a GCGOptions"):
         AttackOptions(gcg=3)  # type: ignore[arg-type]
+
+
+def test_no_speculative_flag_and_stored_configs():
+    """``--no-speculative`` turns drafting off; a config stored before the option drafts."""
+    import argparse
+
+    from memprobe_core.cli.common import add_method_options, attack_options
+
+    parser = argparse.ArgumentParser()
+    add_method_options(parser)
+    assert attack_options(parser.parse_args([])).speculative is True
+    assert attack_options(parser.parse_args(["--no-speculative"])).speculative is False
+    old = AttackOptions().to_dict()
+    del old["speculative"]
+    assert AttackOptions.from_dict(old).speculative is True

@@ -94,3 +94,19 @@ def test_ps_cancelled_before_the_query():
     victim = recorder("victim", chat=True)
     res = run_method("ps_inst", sp(), ModelSet(victim=victim), AttackOptions(), cancel=cancel)
     assert res.status == "cancelled" and seen(victim) == [] and res.trace == []
+
+
+@pytest.mark.parametrize("speculative", [True, False])
+def test_the_true_suffix_goes_along_as_the_draft_unless_turned_off(speculative):
+    """Every greedy victim answer is asked with the suffix as its reference (a backend drafts
+    from it); ``speculative=False`` (``--no-speculative``) sends none."""
+    base = recorder("base", chat=False)
+    piece = sp()
+    run_prefix_suffix(
+        piece,
+        ModelSet(victim=recorder("v", True), base=base),
+        AttackOptions(speculative=speculative),
+        variant="base",
+    )
+    (call,) = base.calls
+    assert call.references == ([piece.suffix] if speculative else None)
