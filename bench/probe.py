@@ -146,6 +146,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         help="comma list of hf generation loops to run side by side: memprobe (own loop: "
         "shared prefill, finished rows dropped) and/or transformers (model.generate)",
     )
+    p.add_argument(
+        "--drafting",
+        default="on",
+        help="comma list: on (the victim drafts from the true suffix, the default) and/or off "
+        "(--no-speculative); with both, the victim outputs of the two runs must be identical",
+    )
     p.add_argument("--json", default=None, help="also write the rows to this file")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument(
@@ -183,23 +189,46 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     for loop in args.loops.split(","):
         models = ModelSet(victim=with_loop(victim, loop), attacker=with_loop(attacker, loop))
         for mode in args.modes.split(","):
-            options = AttackOptions(
-                seed=0,
-                interactive=InteractiveOptions(
-                    rounds=args.rounds, n_candidates=args.n, batched=mode == "batched"
-                ),
-            )
-            cpu0 = time.process_time()
-            with profiled(args.profile, args.top, f"{loop}/{mode}"):
-                res = run_interactive(sp, models, options)
-            rows.append(summary(loop, mode, res, time.process_time() - cpu0))
-            traces[(loop, mode)] = res.trace
-            print(json.dumps(rows[-1]), flush=True)
+            for drafting in args.drafting.split(","):
+                options = AttackOptions(
+                    seed=0,
+                    speculative=drafting == "on",
+                    interactive=InteractiveOptions(
+                        rounds=args.rounds, n_candidates=args.n, batched=mode == "batched"
+                    ),
+                )
+                cpu0 = time.process_time()
+                with profiled(args.profile, args.top, f"{loop}/{mode}/{drafting}"):
+                    res = run_interactive(sp, models, options)
+                rows.append(
+                    {"drafting": drafting, **summary(loop, mode, res, time.process_time() - cpu0)}
+                )
+                traces[(loop, mode, drafting)] = res.trace
+                print(json.dumps(rows[-1]), flush=True)
+            if len(args.drafting.split(",")) == 2:
+                outputs = {
+                    d: [c.output for c in traces[(loop, mode, d)]] for d in args.drafting.split(",")
+                }
+                a, b = outputs.values()
+                same = sum(x == y for x, y in zip(a, b))
+                print(
+                    f"{loop}/{mode}: victim outputs identical with and without drafting: "
+                    f"{same}/{len(a)}",
+                    flush=True,
+                )
     head = list(rows[0])
     print("\n" + " | ".join(f"{h:>14}" for h in head))
     for row in rows:
         print(" | ".join(f"{row[h]!s:>14}" for h in head))
-    by = {(r["loop"], r["mode"]): r for r in rows}
+    by = {(r["loop"], r["mode"]): r for r in rows if r["drafting"] == args.drafting.split(",")[0]}
+    drafted = {(r["loop"], r["mode"], r["drafting"]): r for r in rows}
+    for loop in args.loops.split(","):
+        for mode in args.modes.split(","):
+            if (loop, mode, "on") in drafted and (loop, mode, "off") in drafted:
+                print(
+                    f"\n{loop}/{mode}: without drafting / with drafting: "
+                    + ratios(drafted[(loop, mode, "off")], drafted[(loop, mode, "on")])
+                )
     for loop in args.loops.split(","):
         if (loop, "batched") in by and (loop, "unbatched") in by:
             print(
@@ -212,7 +241,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 f"\n{mode}: transformers loop / memprobe loop: "
                 + ratios(by[("transformers", mode)], by[("memprobe", mode)])
             )
-            check_victim(victim, traces[("transformers", mode)], sp.suffix_tokens)
+            first = args.drafting.split(",")[0]
+            check_victim(victim, traces[("transformers", mode, first)], sp.suffix_tokens)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return rows

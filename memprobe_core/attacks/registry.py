@@ -60,6 +60,8 @@ class MethodSpec:
             method that only measures (``signals``): it has no Mem, so Table 1, the paired
             gains, PII counts and the membership table's method rows leave it out, and the
             Compare page does not offer it.
+        verbatim: the method measures the verbatim metrics itself without an output to score
+            (``verbatim``: teacher-forced greedy match); Table 1 shows its extraction rate.
     """
 
     name: str
@@ -76,6 +78,7 @@ class MethodSpec:
     summary: str = ""
     candidates: Callable[[Any], int] | None = None
     extracts: bool = True
+    verbatim: bool = False
 
     def __post_init__(self) -> None:
         unknown = [r for r in (*self.roles, *self.white_box_roles) if r not in ROLES]
@@ -236,6 +239,18 @@ def extracts(name: str) -> bool:
     another version, is taken to: every method before ``signals`` did)."""
     spec = _REGISTRY.get(name)
     return spec.extracts if spec is not None else True
+
+
+def in_table1(name: str) -> bool:
+    """Whether method ``name`` has a Table 1 row: it extracts, or it measures verbatim metrics."""
+    spec = _REGISTRY.get(name)
+    return spec is None or spec.extracts or spec.verbatim
+
+
+def measures_verbatim(name: str) -> bool:
+    """Whether method ``name`` fills its verbatim metrics itself (``MethodSpec.verbatim``)."""
+    spec = _REGISTRY.get(name)
+    return spec is not None and spec.verbatim
 
 
 def import_modules(package: ModuleType) -> list[str]:

@@ -80,7 +80,7 @@ def answer_requests(
     The budget is :func:`victim_budget`; the window (``options.scoring.output_window``) is cut
     from the generated ids when the backend returns them (see ``metrics.window_text``). With
     ``options.speculative`` the true suffix goes along as each request's reference: a backend
-    that can drafts from it, with the same answers (docs/method.md §12).
+    that can drafts from it, with the same answers (docs/method.md §9).
     """
     if not requests:
         return []

@@ -142,7 +142,8 @@ def start_audit(
     if split_tokenizer not in ("model", "whitespace"):
         raise ValueError(f"split tokenizer {split_tokenizer!r} is unknown; use model or whitespace")
     options = options or AttackOptions()
-    if not any(registry.extracts(m) for m in methods) and not options.measure.signals:
+    measures_something = any(registry.extracts(m) or registry.measures_verbatim(m) for m in methods)
+    if not measures_something and not options.measure.signals:
         raise ValueError(
             "the signals-only method measures membership signals, and they are turned off "
             "(--no-signals): turn them on, or add an extraction method"

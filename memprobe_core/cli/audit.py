@@ -13,6 +13,7 @@ from memprobe_core.attacks import registry
 from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.attacks.signals_only import METHOD as SIGNALS_ONLY
+from memprobe_core.attacks.verbatim_only import METHOD as VERBATIM_METHOD
 from memprobe_core.audit import load_models, resume_audit, run_audit, start_audit
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNITS_FAILED
@@ -95,8 +96,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--methods",
         nargs="+",
         choices=registry.method_names(),
-        default=registry.default_audit_methods(),
-        help="methods to run",
+        help=f"methods to run (default: {' '.join(registry.default_audit_methods())})",
+    )
+    audit.add_argument(
+        "--verbatim-only",
+        action="store_true",
+        help="no generation: k-extractability and the greedy match length from one "
+        "teacher-forced pass per snippet, beside the membership signals (the method "
+        "`verbatim`; the same numbers greedy P-S generation gives, in forward passes)",
     )
     audit.add_argument(
         "--lengths",
@@ -179,8 +186,25 @@ def executor_from_args(args: argparse.Namespace) -> Executor:
     )
 
 
+def audit_methods(args: argparse.Namespace) -> list[str]:
+    """The methods the flags ask for: ``--methods``, ``--verbatim-only`` or the default.
+
+    Raises:
+        UsageError: both ``--methods`` and ``--verbatim-only``.
+    """
+    if args.verbatim_only:
+        if args.methods:
+            raise UsageError(
+                "--verbatim-only runs the method `verbatim` alone; drop --methods, or name "
+                "verbatim among --methods instead"
+            )
+        return [VERBATIM_METHOD]
+    return list(args.methods or registry.default_audit_methods())
+
+
 def run(args: argparse.Namespace) -> int:
     """Record a new audit, load its models, run it and print its report."""
+    args.methods = audit_methods(args)
     options = common.attack_options(args)
     spec = common.split_spec(args)
     executor = executor_from_args(args)

@@ -67,7 +67,7 @@ def measure_result(
     if samia:
         result.membership = {**result.membership, **samia}
     result.costs.measure_seconds = time.perf_counter() - started
-    if not extracting:
+    if not extracting and not registry.measures_verbatim(result.method):
         _check_measured(result.membership, options, models.victim)
     return result
 

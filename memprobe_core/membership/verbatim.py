@@ -8,6 +8,9 @@ memorization literature also ask whether the text came out *verbatim*:
   Models"): the output's first ``k`` tokens equal the suffix's first ``k`` tokens exactly
   (k = 50 by default). When the suffix is shorter than ``k`` the whole suffix must come out, and
   ``extract_k`` records the k actually used.
+- **greedy match length** (``match_tokens``): how many of the suffix's tokens the output
+  reproduces from its start (k-extractable is ``match_tokens >= k``); the ``verbatim`` method
+  measures it without generating (docs/method.md §9).
 - **longest verbatim span**: the longest contiguous run shared by output and suffix, in tokens
   (of the victim's tokenizer) and in characters.
 
@@ -38,6 +41,16 @@ def longest_common_span(a: Sequence[Any], b: Sequence[Any]) -> int:
     return matcher.find_longest_match(0, len(a), 0, len(b)).size
 
 
+def leading_match(output_ids: Sequence[int], suffix_ids: Sequence[int]) -> int:
+    """How many leading tokens of ``suffix_ids`` the output starts with."""
+    n = 0
+    for a, b in zip(output_ids, suffix_ids):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
 def k_extractable(output_ids: Sequence[int], suffix_ids: Sequence[int], k: int) -> tuple[bool, int]:
     """Whether the output starts with the suffix's first ``k`` tokens, and the k used.
 
@@ -62,7 +75,7 @@ def verbatim_metrics(
         k: k of k-extractability.
 
     Returns:
-        ``{"extract_k", "extractable", "span_tokens", "span_chars"}`` (the keys of
+        ``{"extract_k", "extractable", "match_tokens", "span_tokens", "span_chars"}`` (the keys of
         ``memprobe_core.store.frames.VERBATIM_COLUMNS``).
     """
     tok: TextTokenizer = tokenizer if tokenizer is not None else WhitespaceTokenizer()
@@ -72,6 +85,7 @@ def verbatim_metrics(
     return {
         "extract_k": k_used,
         "extractable": extractable,
+        "match_tokens": leading_match(output_ids, suffix_ids),
         "span_tokens": longest_common_span(output_ids, suffix_ids),
         "span_chars": longest_common_span(output, suffix),
     }

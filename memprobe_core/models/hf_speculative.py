@@ -4,7 +4,7 @@ Every greedy answer an audit asks of a victim is compared with a suffix memprobe
 That suffix is the ideal draft for speculative decoding: the model reads the drafted tokens in
 one forward pass, and the argmax at each position says which of them greedy decoding would have
 written. The longest agreeing run is kept plus the model's own next token, exactly the tokens
-one-token-per-step greedy decoding gives (``docs/method.md`` §12). Where the model reproduces its
+one-token-per-step greedy decoding gives (``docs/method.md`` §9). Where the model reproduces its
 training data, the case an audit looks for, a whole suffix costs a few forward passes instead of
 one per token.
 
@@ -353,7 +353,7 @@ def greedy_agreement(
     pad_id: int,
 ) -> list[int]:
     """For each row, how many leading tokens of its continuation greedy decoding of its prompt
-    writes, from ONE forward pass and no generation (teacher forcing; docs/method.md §12).
+    writes, from ONE forward pass and no generation (teacher forcing; docs/method.md §9).
 
     The prompt followed by the continuation (its last token dropped: nothing is compared after
     it) is fed once; the argmax at the position before each continuation token is the token

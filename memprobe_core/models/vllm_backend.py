@@ -138,6 +138,30 @@ def _completions(request_output: Any) -> list[Completion]:
     return out
 
 
+def speculative_config(tokens: Any) -> dict[str, Any] | None:
+    """vLLM's own n-gram speculative decoding (prompt lookup: drafts are found in the prompt
+    and the output so far, verified by the model, so greedy answers are unchanged), with
+    ``tokens`` drafted per step; ``None`` (off) when not given. vLLM takes no per-request
+    draft, so the true suffix cannot be the draft as in the ``hf`` backend (docs/method.md §9).
+
+    Raises:
+        ModelError: ``tokens`` is not a whole number from 1 to 64.
+    """
+    if tokens is None:
+        return None
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or not 1 <= tokens <= 64:
+        raise ModelError(
+            f"speculative_ngram_tokens={tokens!r}: give a whole number of tokens from 1 to 64"
+        )
+    # The same pattern lengths as the hf backend's re-synchronisation (3, then 2).
+    return {
+        "method": "ngram",
+        "num_speculative_tokens": tokens,
+        "prompt_lookup_max": 3,
+        "prompt_lookup_min": 2,
+    }
+
+
 def load_vllm(name: str, options: LoadOptions) -> VLLMGenerator:
     """Start a vLLM engine (the ``vllm`` backend's entry point).
 
@@ -153,6 +177,7 @@ def load_vllm(name: str, options: LoadOptions) -> VLLMGenerator:
         "max_model_len",
         "tensor_parallel_size",
         "enable_prefix_caching",
+        "speculative_ngram_tokens",
     }
     unknown = set(options.extra) - known
     if unknown:
@@ -188,6 +213,9 @@ def load_vllm(name: str, options: LoadOptions) -> VLLMGenerator:
     for key in ("gpu_memory_utilization", "max_model_len", "tensor_parallel_size"):
         if key in options.extra:
             kwargs[key] = options.extra[key]
+    speculative = speculative_config(options.extra.get("speculative_ngram_tokens"))
+    if speculative is not None:
+        kwargs["speculative_config"] = speculative
     log.info("starting vLLM for %s", model)
     try:
         llm = LLM(**kwargs)

@@ -36,7 +36,13 @@ import numpy as np
 import pandas as pd
 
 from memprobe_core.attacks.options import check_size
-from memprobe_core.attacks.registry import baseline_methods, extracts, method_label, method_rank
+from memprobe_core.attacks.registry import (
+    baseline_methods,
+    extracts,
+    in_table1,
+    method_label,
+    method_rank,
+)
 from memprobe_core.config import SEED_RANGE
 from memprobe_core.errors import UsageError
 from memprobe_core.membership.blind import RANDOM_SPLIT_COLUMNS, BlindBaseline, validity_controls
@@ -99,6 +105,7 @@ TABLE1_COLUMNS = [
     "dis_hi",
     "objective",
     "extractable",
+    "match_tokens",
     "span_tokens",
 ]
 PAIRED_COLUMNS = [
@@ -228,7 +235,7 @@ def _table1_row(
             values, resamples=resamples, seed=seed
         )
     # Verbatim figures (booleans average to a share); NaN, not 0, where nothing was measured.
-    for metric in ("extractable", "span_tokens"):
+    for metric in ("extractable", "match_tokens", "span_tokens"):
         row[metric] = _mean_or_nan(group, metric)
     return row
 
@@ -480,10 +487,11 @@ def build_report(
         if inference is not None
         else []
     )
-    # The signals-only method asks no model for the suffix: it has no Mem, PII or gain to show.
+    # The signals-only method asks no model for the suffix: it has no Mem, PII or gain to show;
+    # verbatim-only has no Mem either, but its extraction rate is a Table 1 row.
     extraction = _extracting(results)
     return Report(
-        table1=table1(extraction, resamples=resamples, seed=seed),
+        table1=table1(_in_table1(results), resamples=resamples, seed=seed),
         paired=paired_improvement(extraction, resamples=resamples, seed=seed),
         pii=pii_totals(extraction),
         costs=cost_per_method(results),
@@ -502,6 +510,13 @@ def _extracting(results: pd.DataFrame) -> pd.DataFrame:
     if results.empty or "method" not in results:
         return results
     return results[results["method"].map(extracts).astype(bool)]
+
+
+def _in_table1(results: pd.DataFrame) -> pd.DataFrame:
+    """The rows of methods with a Table 1 row (``registry.in_table1``)."""
+    if results.empty or "method" not in results:
+        return results
+    return results[results["method"].map(in_table1).astype(bool)]
 
 
 def _without_labels(results: pd.DataFrame, snippet_ids: Collection[str]) -> pd.DataFrame:

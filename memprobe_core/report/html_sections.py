@@ -194,7 +194,11 @@ def _figure(fig: go.Figure, number: int, title: str) -> Figure:
 def _verbatim_columns(t1: pd.DataFrame, extract_k: Any) -> dict[str, Any]:
     """Table 1's verbatim columns (with their interval when the frame has one), if measured."""
     k = f"k={extract_k}" if extract_k else "k"
-    headers = {"extractable": f"Extractable ({k})", "span_tokens": "Span (tokens)"}
+    headers = {
+        "extractable": f"Extractable ({k})",
+        "match_tokens": "Match (tokens)",
+        "span_tokens": "Span (tokens)",
+    }
     return {
         header: _ci(column)
         for column, header in headers.items()

@@ -46,13 +46,17 @@ def _header_lines(meta: dict[str, Any]) -> list[str]:
 
 def _verbatim_columns(t1: pd.DataFrame, extract_k: Any) -> dict[str, list[str]]:
     """Table 1's verbatim columns, or none when no unit measured them (older runs)."""
-    measured = [c for c in ("extractable", "span_tokens") if c in t1 and t1[c].notna().any()]
+    measured = [
+        c for c in ("extractable", "match_tokens", "span_tokens") if c in t1 and t1[c].notna().any()
+    ]
     if not measured:
         return {}
     k = f"k={extract_k}" if extract_k else "k"
+    blank = [math.nan] * len(t1)
     return {
-        f"Extractable ({k})": [num(v) for v in t1.get("extractable", [math.nan] * len(t1))],
-        "Span (tokens)": [num(v, 1) for v in t1.get("span_tokens", [math.nan] * len(t1))],
+        f"Extractable ({k})": [num(v) for v in t1.get("extractable", blank)],
+        "Match (tokens)": [num(v, 1) for v in t1.get("match_tokens", blank)],
+        "Span (tokens)": [num(v, 1) for v in t1.get("span_tokens", blank)],
     }
 
 

@@ -18,7 +18,13 @@ from memprobe_core.membership.options import SIGNALS
 from memprobe_core.store.records import CandidateRecord, UnitRecord
 
 # Verbatim-extraction columns (``AttackResult.verbatim``), in the order shown.
-VERBATIM_COLUMNS: list[str] = ["extract_k", "extractable", "span_tokens", "span_chars"]
+VERBATIM_COLUMNS: list[str] = [
+    "extract_k",
+    "extractable",
+    "match_tokens",
+    "span_tokens",
+    "span_chars",
+]
 SIGNAL_COLUMNS: list[str] = [s.column for s in SIGNALS]
 
 RESULT_COLUMNS: list[str] = [

@@ -273,6 +273,7 @@ def test_missing_attacker_and_unknown_method_say_what_to_do():
         "gcg",
         "interactive",
         "signals",
+        "verbatim",
     }
     res = run_method(
         "interactive",

@@ -16,6 +16,7 @@ def test_built_in_methods_in_table_1_order_with_their_labels() -> None:
         "reverse_lm",
         "gcg",
         "interactive",
+        "verbatim",
         "signals",
     ]
     assert [registry.method_label(m) for m in registry.method_names()] == [
@@ -24,9 +25,10 @@ def test_built_in_methods_in_table_1_order_with_their_labels() -> None:
         "Reverse-LM",
         "GCG",
         "Ours (interactive)",
+        "Verbatim only",
         "Signals only",
     ]
-    assert [registry.extracts(m) for m in registry.method_names()] == [True] * 5 + [False]
+    assert [registry.extracts(m) for m in registry.method_names()] == [True] * 5 + [False] * 2
     assert registry.extracts("old_method")  # stored by another version: an extraction
     assert registry.default_audit_methods() == ["ps_base", "ps_inst", "interactive"]
     # Paired gains are reported over P-S-Inst first, then P-S-Base.
@@ -44,7 +46,11 @@ def test_order_puts_unregistered_names_last_and_drops_repeats() -> None:
 
 def test_offered_methods_follow_the_roles_and_the_white_box_rule() -> None:
     everything = ("victim", "base", "attacker", "reverse")
-    assert registry.offered_methods(everything, white_box=("base",)) == registry.method_names()
+    assert registry.offered_methods(everything, white_box=("base", "victim")) == (
+        registry.method_names()
+    )
+    # An endpoint as the victim: no teacher-forced verbatim pass.
+    assert "verbatim" not in registry.offered_methods(everything, white_box=("base",))
     # An endpoint as the base model: no gradients, so no GCG.
     assert "gcg" not in registry.offered_methods(everything, white_box=())
     # No reverse model: no Reverse-LM; no attacker: no interactive (its init model is the attacker).
@@ -54,9 +60,9 @@ def test_offered_methods_follow_the_roles_and_the_white_box_rule() -> None:
         "gcg",
         "signals",
     ]
-    # Compare compares extractions: the signals-only method is left out there.
-    assert registry.offered_methods(everything, ("base",), extracting_only=True) == [
-        m for m in registry.method_names() if m != "signals"
+    # Compare compares extractions: the measuring-only methods are left out there.
+    assert registry.offered_methods(everything, ("base", "victim"), extracting_only=True) == [
+        m for m in registry.method_names() if m not in ("signals", "verbatim")
     ]
 
 

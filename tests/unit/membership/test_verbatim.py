@@ -40,6 +40,7 @@ def test_verbatim_metrics_of_an_exact_copy_and_of_a_paraphrase():
     assert exact == {
         "extract_k": 5,
         "extractable": True,
+        "match_tokens": 9,
         "span_tokens": 9,
         "span_chars": len(suffix),
     }
@@ -47,4 +48,5 @@ def test_verbatim_metrics_of_an_exact_copy_and_of_a_paraphrase():
     # "quick brown fox" is the longest shared run; the whole suffix (9 words) is k's reach.
     assert para["extract_k"] == 9 and para["extractable"] is False
     assert para["span_tokens"] == 3
+    assert para["match_tokens"] == 0  # "a" is not "the": nothing matches from the start
     assert para["span_chars"] == len(" quick brown fox ")

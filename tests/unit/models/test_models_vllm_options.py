@@ -93,6 +93,20 @@ def test_n_sampled_candidates_are_one_engine_call(fake_vllm):
     assert len(fake_vllm["calls"]) == 1 and fake_vllm["calls"][0][1]["n"] == 24
 
 
+def test_ngram_speculative_decoding_is_off_unless_asked(fake_vllm):
+    load_vllm("vllm:some/model", LoadOptions())
+    assert "speculative_config" not in fake_vllm["engines"][0]
+    load_vllm("vllm:some/model", LoadOptions(extra={"speculative_ngram_tokens": 8}))
+    assert fake_vllm["engines"][1]["speculative_config"] == {
+        "method": "ngram",
+        "num_speculative_tokens": 8,
+        "prompt_lookup_max": 3,
+        "prompt_lookup_min": 2,
+    }
+    with pytest.raises(ModelError, match="speculative_ngram_tokens"):
+        load_vllm("vllm:some/model", LoadOptions(extra={"speculative_ngram_tokens": 0}))
+
+
 def test_an_unknown_engine_option_is_refused(fake_vllm):
     with pytest.raises(ModelError, match="does not know option"):
         load_vllm("vllm:some/model", LoadOptions(extra={"prefix_cache": True}))

@@ -303,7 +303,13 @@ def test_every_finished_unit_stores_its_verbatim_metrics(store):
         store, run_id, UNIT, SNIPPET, models(), AttackOptions(), split_spec=SPEC, runner=scripted(2)
     )
     verbatim = store.result(run_id, UNIT).verbatim
-    assert verbatim == {"extract_k": 20, "extractable": False, "span_tokens": 0, "span_chars": 0}
+    assert verbatim == {
+        "extract_k": 20,
+        "extractable": False,
+        "match_tokens": 0,
+        "span_tokens": 0,
+        "span_chars": 0,
+    }
     # A black-box victim has no signals: recorded as not measured, not as zeros.
     assert store.result(run_id, UNIT).membership == {}
 

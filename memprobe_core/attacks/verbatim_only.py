@@ -1,0 +1,156 @@
+"""Verbatim only: k-extractability and the greedy match length from one forward pass.
+
+A unit of ``verbatim`` asks what P-S with the raw prefix asks — does greedy decoding of the
+prefix give the suffix back? — without decoding: the prefix as the victim would be prompted with
+it, then the suffix, go through the victim once, and the argmax before each suffix token is the
+token greedy decoding writes there given the suffix so far (``hf_speculative.greedy_agreement``).
+The leading run where they agree is exactly the run greedy decoding reproduces, so
+
+- ``match_tokens`` — how many suffix tokens greedy decoding reproduces from the start,
+- ``extractable`` — whether that reaches ``extract_k`` (k-extractability, Carlini et al. 2023),
+
+are the numbers generation would give (docs/method.md §9; a test compares them with P-S
+answers), at the cost of one scoring pass instead of one decode step per token. The longest
+verbatim span needs the whole greedy answer and is not measured; neither is Mem.
+
+``MethodSpec.extracts`` is ``False`` (no output is scored: no Mem, PII or paired gain) and
+``MethodSpec.verbatim`` is ``True``: Table 1 shows its extraction rate. The membership signals
+are measured beside it as for every unit, so ``--verbatim-only`` is an extraction-rate and
+membership audit in forward passes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from memprobe_core.attacks.costs import CostMeter
+from memprobe_core.attacks.events import EventCallback, Finished, emit
+from memprobe_core.attacks.manifest import build_manifest
+from memprobe_core.attacks.model_set import MissingModelError, ModelSet
+from memprobe_core.attacks.options import AttackOptions
+from memprobe_core.attacks.registry import MethodSpec, register
+from memprobe_core.attacks.result import AttackResult, build_result
+from memprobe_core.snippets.split import SplitSnippet
+
+METHOD = "verbatim"
+
+
+def suffix_ids(split: SplitSnippet, victim: Any) -> list[int]:
+    """The suffix as the victim's tokens: the split's own when the victim's tokenizer cut it,
+    else the suffix text encoded by the victim's tokenizer."""
+    from memprobe_core.membership.signals import tokenizer_name
+
+    tok = victim.tokenizer
+    if split.tokenizer_name == tokenizer_name(tok):
+        return list(split.suffix_ids)
+    return list(tok.encode(split.suffix, add_special_tokens=False))
+
+
+def greedy_match(split: SplitSnippet, victim: Any) -> tuple[int, int]:
+    """``(matched, suffix tokens)``: how many leading suffix tokens greedy decoding of the raw
+    prefix reproduces on ``victim`` (one forward pass)."""
+    import torch
+
+    from memprobe_core.models.hf_speculative import greedy_agreement
+
+    suffix = suffix_ids(split, victim)
+    if not suffix:
+        return 0, 0
+    pad = victim.tokenizer.pad_token_id
+    with torch.inference_mode():
+        (matched,) = greedy_agreement(
+            victim.torch_model,
+            [victim.prompt_ids(split.prefix)],
+            [suffix],
+            pad_id=int(pad) if pad is not None else 0,
+        )
+    return matched, len(suffix)
+
+
+def verbatim_record(matched: int, suffix_tokens: int, k: int) -> dict[str, Any]:
+    """The ``verbatim`` dict of a teacher-forced unit (the span metrics: not measured)."""
+    k_used = min(k, suffix_tokens)
+    return {
+        "extract_k": k_used,
+        "extractable": k_used > 0 and matched >= k_used,
+        "match_tokens": matched,
+        "span_tokens": None,
+        "span_chars": None,
+        "teacher_forced": True,
+    }
+
+
+def run_verbatim_only(
+    split: SplitSnippet,
+    models: ModelSet,
+    options: AttackOptions,
+    *,
+    on_event: EventCallback | None = None,
+    cancel: threading.Event | None = None,
+    **_: Any,
+) -> AttackResult:
+    """The teacher-forced verbatim metrics of ``split`` on the victim (``cancelled`` when
+    ``cancel`` was set before it started).
+
+    Raises:
+        MissingModelError: the victim exposes no weights (an endpoint): a forward pass over a
+            given text with every position's argmax needs them.
+    """
+    victim = models.victim
+    cancelled = cancel is not None and cancel.is_set()
+    if not cancelled and (not victim.white_box or getattr(victim, "torch_model", None) is None):
+        raise MissingModelError(
+            f"verbatim-only needs the victim's weights (one forward pass over prefix + suffix); "
+            f"{victim.model_id!r} (backend {victim.backend!r}) has none. Use P-S-Base, which "
+            "asks it to generate, or load the victim with the 'hf' backend."
+        )
+    meter = CostMeter()
+    manifest = build_manifest(
+        METHOD,
+        split,
+        models,
+        options,
+        0.0,
+        "none (no output is scored)",
+        decoding={"victim": {"teacher_forced": True, "greedy": True}},
+        extra={"scored_model": None},
+    )
+    result = build_result(
+        METHOD,
+        split,
+        chosen=None,
+        trace=[],
+        alpha=0.0,
+        dis=None,
+        meter=meter,
+        manifest=manifest,
+        status="cancelled" if cancelled else "finished",
+    )
+    if not cancelled:
+        started = time.perf_counter()
+        matched, total = greedy_match(split, victim)
+        # One forward pass of the victim, counted as one query that generated nothing.
+        meter.charge("victim", queries=1, tokens=0, seconds=time.perf_counter() - started)
+        result.costs = meter.finish()
+        result.verbatim = verbatim_record(matched, total, options.measure.extract_k)
+    emit(on_event, Finished(result=result))
+    return result
+
+
+register(
+    MethodSpec(
+        name=METHOD,
+        label="Verbatim only",
+        run=run_verbatim_only,
+        roles=("victim",),
+        white_box_roles=("victim",),
+        rank=85,
+        default_in_compare=False,
+        extracts=False,
+        verbatim=True,
+        summary="no generation: k-extractability and the greedy match length from one "
+        "teacher-forced pass of the victim, beside the membership signals",
+    )
+)

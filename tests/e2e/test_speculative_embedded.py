@@ -1,0 +1,79 @@
+"""Drafting and teacher forcing on the embedded victim: the tokens greedy decoding gives.
+
+Real weights (Gemma-3-270M base, 262k vocabulary, sliding-window layers), demo-corpus snippets
+and texts the model reproduces (a prefix followed by its own greedy answer).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from memprobe_core.attacks import AttackOptions, ModelSet, run_method
+from memprobe_core.membership.options import MeasureOptions
+from memprobe_core.membership.verbatim import leading_match
+from memprobe_core.models import embedded, load
+from memprobe_core.models.hf_speculative import DraftStats
+from memprobe_core.snippets.corpus import demo_corpus
+from memprobe_core.snippets.split import DataError, Snippet, split
+
+pytestmark = pytest.mark.slow
+
+LENGTH = 48  # 16 prefix + 32 suffix tokens
+
+
+@pytest.fixture(scope="module")
+def victim():
+    if not embedded.package_installed("gemma-3-270m"):
+        pytest.skip("the embedded Gemma package is not installed")
+    return load("gemma-3-270m")
+
+
+def _pieces(victim, count: int):
+    out = []
+    for snippet in demo_corpus(domains="legal"):
+        try:
+            out.append(split(snippet, victim.tokenizer, LENGTH))
+        except DataError:
+            continue
+        if len(out) == count:
+            return out
+    return out
+
+
+def _own(victim, piece):
+    """The piece's prefix followed by the model's own greedy answer, cut again."""
+    answer = victim.generate([piece.prefix], max_new_tokens=piece.suffix_tokens + 8)[0][0].text
+    text = piece.prefix + answer
+    return split(Snippet(piece.snippet.id + ":own", text, "legal"), victim.tokenizer, LENGTH)
+
+
+def test_drafted_answers_are_the_plain_greedy_answers(victim):
+    pieces = _pieces(victim, 3)
+    pieces += [_own(victim, p) for p in pieces[:2]]
+    prefixes = [p.prefix for p in pieces]
+    references = [p.suffix for p in pieces]
+    budget = max(p.suffix_tokens for p in pieces)
+    plain = victim.variant(speculative=False).generate(prefixes, max_new_tokens=budget)
+    victim.draft_stats = DraftStats()
+    batched = victim.generate(prefixes, max_new_tokens=budget, references=references)
+    assert batched == plain
+    one_by_one = [
+        victim.generate([p.prefix], max_new_tokens=budget, references=[p.suffix])[0]
+        for p in pieces[-2:]
+    ]
+    assert one_by_one == plain[-2:]
+    stats = victim.draft_stats
+    assert stats.accepted >= 2 * 20  # the reproduced texts were verified in long runs
+
+
+def test_verbatim_only_equals_generation(victim):
+    pieces = _pieces(victim, 3)
+    pieces.append(_own(victim, pieces[0]))
+    options = AttackOptions(measure=MeasureOptions(signals=False, extract_k=16))
+    for piece in pieces:
+        result = run_method("verbatim", piece, ModelSet(victim=victim), options)
+        answer = victim.generate([piece.prefix], max_new_tokens=piece.suffix_tokens)[0][0]
+        expected = leading_match(answer.token_ids, piece.suffix_ids)
+        assert result.verbatim["match_tokens"] == expected, piece.snippet.id
+        assert result.verbatim["extractable"] == (expected >= 16)
+    assert result.verbatim["extractable"]  # the reproduced text is 16-extractable
