@@ -6,6 +6,8 @@ and texts the model reproduces (a prefix followed by its own greedy answer).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from memprobe_core.attacks import AttackOptions, ModelSet, run_method
@@ -14,7 +16,7 @@ from memprobe_core.membership.verbatim import leading_match
 from memprobe_core.models import embedded, load
 from memprobe_core.models.hf_speculative import DraftStats
 from memprobe_core.snippets.corpus import demo_corpus
-from memprobe_core.snippets.split import DataError, Snippet, split
+from memprobe_core.snippets.split import DataError, split
 
 pytestmark = pytest.mark.slow
 
@@ -41,10 +43,9 @@ def _pieces(victim, count: int):
 
 
 def _own(victim, piece):
-    """The piece's prefix followed by the model's own greedy answer, cut again."""
-    answer = victim.generate([piece.prefix], max_new_tokens=piece.suffix_tokens + 8)[0][0].text
-    text = piece.prefix + answer
-    return split(Snippet(piece.snippet.id + ":own", text, "legal"), victim.tokenizer, LENGTH)
+    """The piece with the model's own greedy answer as its suffix (text and ids)."""
+    answer = victim.generate([piece.prefix], max_new_tokens=piece.suffix_tokens)[0][0]
+    return replace(piece, suffix=answer.text, suffix_ids=tuple(answer.token_ids))
 
 
 def test_drafted_answers_are_the_plain_greedy_answers(victim):
