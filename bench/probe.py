@@ -13,6 +13,7 @@ and then checks that both give the same greedy victim outputs for the last round
     python bench/probe.py --modes batched --loops memprobe,transformers   # own loop vs model.generate
     python bench/probe.py --modes batched --profile         # cProfile: where the time goes
     python bench/probe.py --modes batched --profile torch   # per torch operator
+    python bench/probe.py --modes batched --drafting on,off  # victim drafting from the suffix vs not
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Four sets of texts, by how much of the suffix the model gives back:
 - ``unknown``: generated non-members it has never seen.
 
 Every answer of every mode must be token for token the same (the run stops otherwise); each row
-gives seconds per mode and the ratios.
+gives seconds per mode (the median of ``--repeats`` interleaved runs) and the ratios.
 
     python bench/speculative.py                   # length 100, 6 texts per set
     python bench/speculative.py --length 200 --per-set 4
@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -161,6 +162,9 @@ def main() -> None:
     parser.add_argument(
         "--sets", default="memorised,reproduced,partial,unknown", help="comma-separated sets"
     )
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="runs of each mode, interleaved (median kept)"
+    )
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()
 
@@ -183,11 +187,26 @@ def main() -> None:
         if not pieces:
             print(f"{name}: no text")
             continue
-        victim.draft_stats = DraftStats()
-        drafted, t_drafted = answer(victim, pieces, args.batch, drafted=True)
-        stats = victim.draft_stats
-        plain, t_plain = answer(victim, pieces, args.batch, drafted=False)
-        reference, t_generate = answer(generate, pieces, args.batch, drafted=False)
+        times: dict[str, list[float]] = {"drafted": [], "plain": [], "generate": []}
+        outputs: dict[str, list[Any]] = {}
+        modes = {
+            "drafted": (victim, True),
+            "plain": (victim, False),
+            "generate": (generate, False),
+        }
+        for rep in range(args.repeats):
+            # The order rotates between repeats: no mode always runs first on a warm machine.
+            names = list(modes)[rep % 3 :] + list(modes)[: rep % 3]
+            for mode in names:
+                gen, with_draft = modes[mode]
+                if mode == "drafted":
+                    victim.draft_stats = DraftStats()
+                outputs[mode], seconds = answer(gen, pieces, args.batch, drafted=with_draft)
+                times[mode].append(seconds)
+                if mode == "drafted":
+                    stats = victim.draft_stats
+        t_drafted, t_plain, t_generate = (statistics.median(times[m]) for m in modes)
+        drafted, plain, reference = (outputs[m] for m in modes)
         if not drafted == plain == reference:
             bad = [
                 t.name for t, a, b, c in zip(pieces, drafted, plain, reference) if not a == b == c
@@ -198,6 +217,7 @@ def main() -> None:
             set=name,
             texts=len(pieces),
             batch=args.batch,
+            repeats=args.repeats,
             tokens=tokens,
             matched=round(sum(matched(a, p) for a, p in zip(drafted, pieces)) / len(pieces), 3),
             drafted_s=round(t_drafted, 2),

@@ -66,6 +66,10 @@ class _Buffer:
         """Keep (or repeat) batch rows ``index``."""
         self.keys, self.values = self.keys[index], self.values[index]
 
+    def crop_end(self, count: int) -> None:
+        """Forget the last ``count`` filled positions of every row (rejected draft slots)."""
+        self.n -= count
+
     def shift_rows(self, shifts: list[int]) -> None:
         """Move row ``r``'s filled part ``shifts[r]`` positions right, dropping its last
         ``shifts[r]`` entries (rejected draft slots, ``hf_speculative``); the entries left
@@ -119,6 +123,15 @@ def _make_layer_classes() -> tuple[type, type]:
         def room(self) -> int:
             """Positions one more call may add with :meth:`shift_rows` still working after it."""
             return 1 << 30 if self._buffer is not None else 0
+
+        def crop_end(self, count: int) -> None:
+            """Forget the last ``count`` positions of every row (see ``_Buffer.crop_end``)."""
+            if self._buffer is None or self._buffer.keys is None:
+                raise RuntimeError("this cache layer no longer holds its buffer; cannot crop it")
+            self._buffer.crop_end(count)
+            self.keys, self.values = self._buffer.filled()
+            if hasattr(self, "cumulative_length"):  # a sliding-window layer counts its tokens
+                self.cumulative_length -= count
 
         def shift_rows(self, shifts: list[int]) -> None:
             """Per row, move the cached entries right (see ``_Buffer.shift_rows``)."""

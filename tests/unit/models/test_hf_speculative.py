@@ -155,16 +155,16 @@ def test_drafter_looks_in_the_prompt_too():
 
 
 def test_acceptance_rate_and_draft_length():
-    policy = DraftPolicy(position_cost=0.05, prior_acceptance=0.5)
+    policy = DraftPolicy(position_cost=0.1, prior_acceptance=0.5)
     good, bad = Drafter([1] * 50, [], policy), Drafter([1] * 50, [], policy)
     good.record(40, 40)
     bad.record(40, 0)
     assert good.rate() > 0.9 > 0.1 > bad.rate()
     long_draft = (1,) * 32
-    assert draft_length([long_draft], [good], 0.05) >= 8  # a row that keeps its drafts drafts long
-    assert draft_length([long_draft], [bad], 0.05) == 0  # one that loses them takes plain steps
+    assert draft_length([long_draft], [good], 0.1) >= 8  # a row that keeps its drafts drafts long
+    assert draft_length([long_draft], [bad], 0.1) == 0  # one that loses them takes plain steps
     # A batch of rows that lose their drafts does not pay for one row that keeps them.
-    assert draft_length([long_draft] * 24, [good] + [bad] * 23, 0.05) == 0
+    assert draft_length([long_draft] * 24, [good] + [bad] * 23, 0.1) == 0
 
 
 # --- teacher forcing ----------------------------------------------------------------------------
