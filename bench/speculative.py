@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from memprobe_core.membership.verbatim import leading_match
 from memprobe_core.models import load
 from memprobe_core.models.embedded import DEFAULT_VICTIM
 from memprobe_core.models.hf_speculative import DraftStats, greedy_agreement
@@ -146,12 +147,7 @@ def answer(gen: Any, texts: list[Text], batch: int, drafted: bool) -> tuple[list
 
 def matched(ids: tuple[int, ...], text: Text) -> float:
     """Share of the suffix's tokens the answer reproduces from its start."""
-    n = 0
-    for a, b in zip(ids, text.suffix_ids):
-        if a != b:
-            break
-        n += 1
-    return n / max(1, len(text.suffix_ids))
+    return leading_match(ids, text.suffix_ids) / max(1, len(text.suffix_ids))
 
 
 def main() -> None:

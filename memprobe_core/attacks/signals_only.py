@@ -39,20 +39,36 @@ def run_signals_only(
 ) -> AttackResult:
     """An empty result for ``split`` (no candidate, Mem 0) that the unit runner measures
     (``cancelled`` when ``cancel`` was set before it started, as every method)."""
-    meter = CostMeter()
+    cancelled = cancel is not None and cancel.is_set()
+    result = unscored_result(METHOD, split, models, options, CostMeter(), cancelled=cancelled)
+    emit(on_event, Finished(result=result))
+    return result
+
+
+def unscored_result(
+    method: str,
+    split: SplitSnippet,
+    models: ModelSet,
+    options: AttackOptions,
+    meter: CostMeter,
+    *,
+    cancelled: bool,
+    decoding: dict[str, Any] | None = None,
+) -> AttackResult:
+    """The result of a method that scores no output (no candidate, Mem 0, no α), ``cancelled``
+    or ``finished``; shared by the measuring-only methods (``signals``, ``verbatim``)."""
     manifest = build_manifest(
-        METHOD,
+        method,
         split,
         models,
         options,
         0.0,
         "none (no output is scored)",
-        decoding={},
+        decoding=decoding or {},
         extra={"scored_model": None},
     )
-    cancelled = cancel is not None and cancel.is_set()
-    result = build_result(
-        METHOD,
+    return build_result(
+        method,
         split,
         chosen=None,
         trace=[],
@@ -62,8 +78,6 @@ def run_signals_only(
         manifest=manifest,
         status="cancelled" if cancelled else "finished",
     )
-    emit(on_event, Finished(result=result))
-    return result
 
 
 register(

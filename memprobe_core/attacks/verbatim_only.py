@@ -27,11 +27,11 @@ from typing import Any
 
 from memprobe_core.attacks.costs import CostMeter
 from memprobe_core.attacks.events import EventCallback, Finished, emit
-from memprobe_core.attacks.manifest import build_manifest
 from memprobe_core.attacks.model_set import MissingModelError, ModelSet
 from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.attacks.registry import MethodSpec, register
-from memprobe_core.attacks.result import AttackResult, build_result
+from memprobe_core.attacks.result import AttackResult
+from memprobe_core.attacks.signals_only import unscored_result
 from memprobe_core.snippets.split import SplitSnippet
 
 METHOD = "verbatim"
@@ -107,26 +107,14 @@ def run_verbatim_only(
             "asks it to generate, or load the victim with the 'hf' backend."
         )
     meter = CostMeter()
-    manifest = build_manifest(
+    result = unscored_result(
         METHOD,
         split,
         models,
         options,
-        0.0,
-        "none (no output is scored)",
+        meter,
+        cancelled=cancelled,
         decoding={"victim": {"teacher_forced": True, "greedy": True}},
-        extra={"scored_model": None},
-    )
-    result = build_result(
-        METHOD,
-        split,
-        chosen=None,
-        trace=[],
-        alpha=0.0,
-        dis=None,
-        meter=meter,
-        manifest=manifest,
-        status="cancelled" if cancelled else "finished",
     )
     if not cancelled:
         started = time.perf_counter()
