@@ -54,9 +54,12 @@ def measure_result(
         # Verbatim metrics count tokens of the tokenizer that cut the snippet: the victim's,
         # or whitespace words when it has none (black-box) or the split asked for words.
         tokenizer = models.victim.tokenizer if piece.tokenizer_name != "whitespace" else None
-        result.verbatim = verbatim_metrics(
-            piece.suffix, result.output, tokenizer, options.extract_k
-        )
+        # A method may have measured verbatim figures of its own (ACR, divergence spans): they
+        # stay beside the output's metrics, and win a key both set.
+        result.verbatim = {
+            **verbatim_metrics(piece.suffix, result.output, tokenizer, options.extract_k),
+            **result.verbatim,
+        }
     try:
         result.membership = compute_signals(models.victim, piece, options, models.reference)
     except Exception as exc:  # recorded: the unit's result stands without its signals
