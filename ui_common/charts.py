@@ -373,3 +373,49 @@ def run_comparison_bars(
     )
     fig.update_layout(height=360)
     return fig
+
+
+def extraction_curve(verbatim: Mapping[str, Any], *, points: int = 200) -> go.Figure | None:
+    """The (n, p) curve of probabilistic extraction: the chance that n samples under the
+    measured scheme write the true suffix at least once, ``1 − (1 − p_z)^n``, on a log n axis
+    reaching past ``n_at_p`` (docs/method.md §12). ``None`` when p_z was not measured or is 0
+    (the chance is 0 for every n: the caption says so instead)."""
+    import numpy as np
+
+    from memprobe_core.membership.sampler import extraction_chance
+
+    log10_p_z = verbatim.get("log10_p_z")
+    if log10_p_z is None:
+        return None
+    # From one sample to 100× the samples that give a 99 % chance, so the curve's rise shows.
+    top = max(2.0, 2.0 - float(log10_p_z) + 1.0)
+    log_n = np.linspace(0.0, top, points)
+    chance = [extraction_chance(float(log10_p_z), 10.0**x) for x in log_n]
+    fig = go.Figure(
+        go.Scatter(
+            x=10.0**log_n,
+            y=chance,
+            mode="lines",
+            name="P(extracted within n samples)",
+            hovertemplate="n = %{x:.3g}<br>chance %{y:.3f}<extra></extra>",
+        )
+    )
+    p, n = verbatim.get("discover_p"), verbatim.get("n_at_p")
+    if p is not None and n is not None:
+        fig.add_trace(
+            go.Scatter(
+                x=[n],
+                y=[extraction_chance(float(log10_p_z), float(n))],
+                mode="markers",
+                name=f"n at p = {p:g}",
+                marker={"size": 10},
+            )
+        )
+    fig.update_layout(
+        title=escape_label(f"Probabilistic extraction under {verbatim.get('pz_scheme', '?')}"),
+        xaxis={"type": "log", "title": "samples n"},
+        yaxis={"title": "chance the suffix comes out", "range": [0, 1.02]},
+        height=320,
+        margin={"t": 50, "b": 40},
+    )
+    return fig

@@ -21,6 +21,7 @@ from ui_common.render import (
     candidates_table,
     overlap_view,
     pii_view,
+    pz_view,
     signals_view,
     verbatim_caption,
 )
@@ -54,6 +55,9 @@ def render(snap: ProgressSnapshot) -> None:
     # One snippet and length: its signals are the same under every method; show them once.
     st.subheader("Membership signals of the snippet")
     signals_view(next(iter(results.values())).membership)
+    # p_z is of the true suffix given the prefix: the snippet's, the same under every method.
+    st.subheader("Probabilistic extraction of the suffix")
+    pz_view(next(iter(results.values())).verbatim, key="cmp_pz")
     # Built once per finished method: the page is redrawn for every candidate of the one in flight.
     version = (split_info.get("run_id"), tuple(results))
     left, right = st.columns(2)

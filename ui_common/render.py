@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from memprobe_core.highlight import escape_block, overlap, segments_to_html
+from memprobe_core.membership.extraction_probability import describe_extraction_probability
 from memprobe_core.membership.options import signals_frame
 from memprobe_core.report.build import report_for_run
 from memprobe_core.report.export import to_safe_csv
@@ -242,10 +243,29 @@ def verbatim_caption(verbatim: dict[str, Any] | None) -> str:
     )
 
 
+def pz_caption(verbatim: dict[str, Any] | None) -> str:
+    """One line on probabilistic extraction: p_z under its scheme and the samples n at p."""
+    return describe_extraction_probability(verbatim)
+
+
+def pz_view(verbatim: dict[str, Any] | None, *, key: str = "pz") -> None:
+    """The caption and the (n, p) curve of a result's probabilistic extraction (the caption's
+    text is ours and the scheme's label; the server's reason is shown as plain text)."""
+    caption = pz_caption(verbatim)
+    if verbatim and "pz_not_measured" in verbatim:
+        st.text(caption)
+        return
+    st.markdown(caption)
+    fig = charts.extraction_curve(verbatim or {})
+    if fig is not None:
+        st.plotly_chart(fig, width="stretch", key=key)
+
+
 def measures_view(result: Any) -> None:
     """A result's verbatim-extraction metrics and its snippet's membership signals."""
     st.subheader("Verbatim extraction and membership signals")
     st.markdown(verbatim_caption(_field(result, "verbatim")))
+    pz_view(_field(result, "verbatim"))
     signals_view(_field(result, "membership"))
 
 

@@ -343,6 +343,39 @@ def _add_measure_options(group: argparse._ArgumentGroup) -> None:
         f"(default: {MeasureOptions.extract_k})",
     )
     group.add_argument(
+        "--no-pz",
+        action="store_true",
+        help="skip probabilistic extraction (log10 p_z of the true suffix under the sampling "
+        "scheme below and the samples n needed at --discover-p; one forward pass per snippet "
+        "and length; default: measured)",
+    )
+    group.add_argument(
+        "--pz-temperature",
+        type=float,
+        metavar="T",
+        help="the sampling scheme p_z is measured under: temperature (0: greedy, p_z is 0 or 1; "
+        f"default: {MeasureOptions.pz_temperature:g})",
+    )
+    group.add_argument(
+        "--pz-top-k",
+        type=int,
+        metavar="K",
+        help=f"... and top-k (0: off; default: {MeasureOptions.pz_top_k}, as Hayes et al.)",
+    )
+    group.add_argument(
+        "--pz-top-p",
+        type=float,
+        metavar="P",
+        help=f"... and top-p (1: off; default: {MeasureOptions.pz_top_p:g})",
+    )
+    group.add_argument(
+        "--discover-p",
+        type=float,
+        metavar="P",
+        help="the chance of extraction n_at_p is sized for: the fewest samples that write the "
+        f"suffix at least once with probability P, in (0, 1) (default: {MeasureOptions.discover_p})",
+    )
+    group.add_argument(
         "--samia-samples",
         type=int,
         metavar="N",
@@ -419,6 +452,11 @@ def attack_options(args: argparse.Namespace) -> AttackOptions:
             signals=False if args.no_signals else None,
             min_k_percent=args.min_k_percent,
             extract_k=args.extract_k,
+            pz=False if getattr(args, "no_pz", False) else None,
+            pz_temperature=getattr(args, "pz_temperature", None),
+            pz_top_k=getattr(args, "pz_top_k", None),
+            pz_top_p=getattr(args, "pz_top_p", None),
+            discover_p=getattr(args, "discover_p", None),
             samia_samples=getattr(args, "samia_samples", None),
             recall_shots=getattr(args, "recall_shots", None),
             pac_augmentations=getattr(args, "pac_augmentations", None),

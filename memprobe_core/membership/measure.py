@@ -15,6 +15,7 @@ from memprobe_core.attacks import registry
 from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.errors import MemprobeError
+from memprobe_core.membership.extraction_probability import measure_extraction_probability
 from memprobe_core.membership.options import SIGNALS, MeasureOptions
 from memprobe_core.membership.samia import measure_samia
 from memprobe_core.membership.signals import compute_signals
@@ -34,6 +35,9 @@ def measure_result(
     seed: int = 0,
 ) -> AttackResult:
     """Fill ``result.verbatim`` and ``result.membership`` (in place; returned for chaining).
+
+    ``result.verbatim`` also gets probabilistic extraction (``log10_p_z``, ``n_at_p``, …) when
+    ``options.pz``: for every method, the methods that only measure included.
 
     With ``options.samia_samples``, SaMIA's samples of the victim (seeded with ``seed``, the
     run's) join the membership signals; it needs no log-probs, so a black-box victim whose
@@ -59,6 +63,24 @@ def measure_result(
         result.verbatim = {
             **verbatim_metrics(piece.suffix, result.output, tokenizer, options.extract_k),
             **result.verbatim,
+        }
+    if options.pz:
+        # p_z is of the snippet's suffix given its prefix: the same for every method of a unit.
+        scheme = options.pz_scheme
+        result.verbatim = {
+            **result.verbatim,
+            **measure_extraction_probability(models.victim, piece, scheme, options.discover_p),
+        }
+        result.manifest = {
+            **result.manifest,
+            "extraction_probability": {
+                "scheme": scheme.label(),
+                "temperature": scheme.temperature,
+                "top_k": scheme.top_k,
+                "top_p": scheme.top_p,
+                "discover_p": options.discover_p,
+                "given": "the true prefix (the split's tokens), teacher-forced",
+            },
         }
     try:
         result.membership = compute_signals(models.victim, piece, options, models.reference)

@@ -27,6 +27,13 @@ from memprobe_core.membership.pac import (
     DEFAULT_PAC_SWAP_RATE,
     MAX_PAC_AUGMENTATIONS,
 )
+from memprobe_core.membership.sampler import (
+    DEFAULT_DISCOVER_P,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_TOP_K,
+    DEFAULT_TOP_P,
+    SamplingScheme,
+)
 
 DEFAULT_MIN_K_PERCENT = 20.0  # Shi et al. 2024 report k = 20 as their default
 DEFAULT_EXTRACT_K = 50  # Carlini et al. 2023 ("Quantifying Memorization") use 50-token suffixes
@@ -175,6 +182,15 @@ class MeasureOptions:
         pac_swap_rate: swaps per copy, as a share of the text's words (0 < r ≤ 1).
         pac_low_percent / pac_high_percent: the lowest / highest k % of the token log-probs
             whose means the polarized distance subtracts (0 < k ≤ 100).
+        pz: measure probabilistic extraction: ``log10_p_z``, the log10 probability that one
+            sample of the victim under the scheme below writes the true suffix after the prefix,
+            and ``n_at_p``, the samples needed to see it with probability ``discover_p``
+            (:mod:`memprobe_core.membership.extraction_probability`; one forward pass per
+            snippet and length).
+        pz_temperature / pz_top_k / pz_top_p: that sampling scheme (default: temperature 1,
+            top-k 40, no top-p, as Hayes et al.; temperature 0 is greedy: p_z is 0 or 1;
+            ``top_k`` 0 and ``top_p`` 1 turn those off).
+        discover_p: the chance of extraction ``n_at_p`` is sized for (0 < p < 1).
     """
 
     signals: bool = True
@@ -191,8 +207,24 @@ class MeasureOptions:
     pac_swap_rate: float = DEFAULT_PAC_SWAP_RATE
     pac_low_percent: float = DEFAULT_PAC_LOW_PERCENT
     pac_high_percent: float = DEFAULT_PAC_HIGH_PERCENT
+    pz: bool = True
+    pz_temperature: float = DEFAULT_TEMPERATURE
+    pz_top_k: int = DEFAULT_TOP_K
+    pz_top_p: float = DEFAULT_TOP_P
+    discover_p: float = DEFAULT_DISCOVER_P
+
+    @property
+    def pz_scheme(self) -> SamplingScheme:
+        """The sampler whose probability of the suffix ``p_z`` is (checked when built)."""
+        return SamplingScheme(self.pz_temperature, self.pz_top_k, self.pz_top_p)
 
     def __post_init__(self) -> None:
+        self.pz_scheme  # noqa: B018  (built to check the three pz_* options)
+        p = self.discover_p
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p < 1:
+            raise OptionError(
+                "discover_p", p, "give the chance of extraction to size n for, in (0, 1), e.g. 0.5"
+            )
         if not 0.0 < float(self.min_k_percent) <= 100.0:
             raise UsageError(
                 f"min_k_percent {self.min_k_percent} is out of range; give a percentage in "

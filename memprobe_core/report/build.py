@@ -107,6 +107,9 @@ TABLE1_COLUMNS = [
     "extractable",
     "match_tokens",
     "span_tokens",
+    "log10_p_z",
+    "pz_zero",
+    "log10_n_at_p",
 ]
 PAIRED_COLUMNS = [
     "method",
@@ -237,7 +240,26 @@ def _table1_row(
     # Verbatim figures (booleans average to a share); NaN, not 0, where nothing was measured.
     for metric in ("extractable", "match_tokens", "span_tokens"):
         row[metric] = _mean_or_nan(group, metric)
+    row.update(_pz_figures(group))
     return row
+
+
+def _pz_figures(group: pd.DataFrame) -> dict[str, float]:
+    """Probabilistic extraction of a Table 1 cell: the median log10 p_z and log10 n_at_p over
+    the units whose p_z > 0, and the share of measured units whose p_z = 0 (a suffix token the
+    scheme cannot draw); NaN where none was measured."""
+    if "log10_p_z" not in group or "pz_outside_support" not in group:
+        return {"log10_p_z": math.nan, "pz_zero": math.nan, "log10_n_at_p": math.nan}
+    log10_p_z = pd.to_numeric(group["log10_p_z"], errors="coerce")
+    zero = pd.to_numeric(group["pz_outside_support"], errors="coerce") > 0
+    measured = log10_p_z.notna() | zero
+    positive = log10_p_z[log10_p_z.notna()]
+    log10_n = pd.to_numeric(group.get("log10_n_at_p"), errors="coerce")[log10_p_z.notna()]
+    return {
+        "log10_p_z": float(positive.median()) if len(positive) else math.nan,
+        "pz_zero": float(zero[measured].mean()) if measured.any() else math.nan,
+        "log10_n_at_p": float(log10_n.median()) if log10_n.notna().any() else math.nan,
+    }
 
 
 def table1(
@@ -469,6 +491,10 @@ def build_report(
                 {int(k) for k in pd.to_numeric(results["extract_k"], errors="coerce").dropna()}
             )
             info["extract_k"] = ", ".join(map(str, ks)) if ks else None
+        for column, key in (("pz_scheme", "pz_scheme"), ("discover_p", "discover_p")):
+            if column in results:  # p_z's sampling scheme and p, shown in Table 1's header
+                values = sorted({str(v) for v in results[column].dropna().unique()})
+                info[key] = ", ".join(values) if values else None
     evaluated = _without_labels(results, left_out)
     membership, roc = membership_table(evaluated, resamples=resamples, seed=seed, fpr_rule=rule)
     info.update(membership_meta(evaluated, membership, rule))

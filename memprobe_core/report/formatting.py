@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from memprobe_core.membership.sampler import power_of_ten  # noqa: F401  (the report's too)
+
 SMALL_N_MARK = "†"
 
 

@@ -35,7 +35,7 @@ from memprobe_core.membership.inference import ASSUMPTION as INFERENCE_ASSUMPTIO
 from memprobe_core.membership.inference import METHOD as INFERENCE_METHOD
 from memprobe_core.report import figures
 from memprobe_core.report.build import Report
-from memprobe_core.report.formatting import n_mark, num, p_text, signed_ci, with_ci
+from memprobe_core.report.formatting import n_mark, num, p_text, power_of_ten, signed_ci, with_ci
 from memprobe_core.report.stats import SMALL_N
 
 log = logging.getLogger(__name__)
@@ -206,6 +206,18 @@ def _verbatim_columns(t1: pd.DataFrame, extract_k: Any) -> dict[str, Any]:
     }
 
 
+def _pz_columns(t1: pd.DataFrame, discover_p: Any) -> dict[str, Any]:
+    """Table 1's probabilistic-extraction columns, if any unit measured p_z."""
+    if "pz_zero" not in t1 or not t1["pz_zero"].notna().any():
+        return {}
+    p = f"p={discover_p}" if discover_p else "p"
+    return {
+        "log10 p_z (median)": lambda r: num(r["log10_p_z"], 1),
+        "p_z = 0 (share)": lambda r: num(r["pz_zero"], 2),
+        f"n at {p} (median)": lambda r: power_of_ten(r["log10_n_at_p"]),
+    }
+
+
 def table1_section(report: Report, first_figure: int) -> Section:
     t1 = report.table1
     columns: dict[str, Any] = {
@@ -219,6 +231,7 @@ def table1_section(report: Report, first_figure: int) -> Section:
         "Objective": lambda r: num(r["objective"]),
     }
     columns.update(_verbatim_columns(t1, report.meta.get("extract_k")))
+    columns.update(_pz_columns(t1, report.meta.get("discover_p")))
     notes = [
         f"Mem = {report.meta.get('selection_label', 'objective')}. Means with "
         f"{report.meta.get('interval', 'BCa bootstrap 95 %')} intervals "
@@ -227,6 +240,13 @@ def table1_section(report: Report, first_figure: int) -> Section:
         f"† n < {SMALL_N}: too few snippets for a reliable interval. A mean without brackets has "
         "no interval (fewer than two values, or all equal).",
     ]
+    if report.meta.get("pz_scheme") and "pz_zero" in t1 and t1["pz_zero"].notna().any():
+        notes.append(
+            f"p_z: the chance that one sample under {report.meta['pz_scheme']} writes the true "
+            "suffix after the prefix (Hayes et al. 2024), median over units with p_z > 0; "
+            "'p_z = 0': share of units with a suffix token the scheme cannot draw; n: samples "
+            "needed to extract it with probability p."
+        )
     section = Section("table1", "Table 1", notes=notes, tables=[_table(t1, columns)])
     per_domain = t1[t1["domain"] != "all"]
     for length in sorted(per_domain["length"].unique()):

@@ -24,7 +24,15 @@ from memprobe_core.membership.blind import (
 from memprobe_core.membership.evaluate import FPR_TARGETS
 from memprobe_core.membership.inference import ASSUMPTION, METHOD, DatasetInference
 from memprobe_core.report.build import Report
-from memprobe_core.report.formatting import SMALL_N_MARK, n_mark, num, p_text, signed_ci, with_ci
+from memprobe_core.report.formatting import (
+    SMALL_N_MARK,
+    n_mark,
+    num,
+    p_text,
+    power_of_ten,
+    signed_ci,
+    with_ci,
+)
 from memprobe_core.report.stats import DEFAULT_RESAMPLES, SMALL_N
 
 
@@ -60,9 +68,22 @@ def _verbatim_columns(t1: pd.DataFrame, extract_k: Any) -> dict[str, list[str]]:
     }
 
 
+def _pz_columns(t1: pd.DataFrame, discover_p: Any) -> dict[str, list[str]]:
+    """Table 1's probabilistic-extraction columns, or none when no unit measured p_z."""
+    if "pz_zero" not in t1 or not t1["pz_zero"].notna().any():
+        return {}
+    p = f"p={discover_p}" if discover_p else "p"
+    return {
+        "log10 p_z": [num(v, 1) for v in t1["log10_p_z"]],
+        "p_z=0": [num(v, 2) for v in t1["pz_zero"]],
+        f"n at {p}": [power_of_ten(v) for v in t1["log10_n_at_p"]],
+    }
+
+
 def _table1_lines(
-    t1: pd.DataFrame, resamples: Any, selection: str | None, extract_k: Any = None
+    t1: pd.DataFrame, resamples: Any, selection: str | None, meta: dict[str, Any]
 ) -> list[str]:
+    extract_k, discover_p = meta.get("extract_k"), meta.get("discover_p")
     table = pd.DataFrame(
         {
             "Method": t1["method_label"],
@@ -74,6 +95,7 @@ def _table1_lines(
             "Dis": [with_ci(*r) for r in zip(t1["dis"], t1["dis_lo"], t1["dis_hi"])],
             "Objective": [num(v) for v in t1["objective"]],
             **_verbatim_columns(t1, extract_k),
+            **_pz_columns(t1, discover_p),
         }
     )
     title = (
@@ -82,6 +104,11 @@ def _table1_lines(
     )
     if selection:
         title += f"\nMem = {selection}"
+    if meta.get("pz_scheme") and "log10 p_z" in table:
+        title += (
+            f"\np_z under {meta['pz_scheme']}: median over units with p_z > 0; p_z=0: share of "
+            "units with a suffix token the scheme cannot draw; n: samples to extract at p"
+        )
     return [title, table.to_string(index=False)]
 
 
@@ -307,7 +334,7 @@ def render_text(report: Report) -> str:
             report.table1,
             meta.get("resamples", DEFAULT_RESAMPLES),
             meta.get("selection_label"),
-            meta.get("extract_k"),
+            meta,
         )
     if not report.paired.empty:
         lines += _paired_lines(report.paired)

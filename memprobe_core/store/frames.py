@@ -24,6 +24,13 @@ VERBATIM_COLUMNS: list[str] = [
     "match_tokens",
     "span_tokens",
     "span_chars",
+    # probabilistic extraction (membership.extraction_probability)
+    "log10_p_z",
+    "n_at_p",
+    "log10_n_at_p",
+    "discover_p",
+    "pz_scheme",
+    "pz_outside_support",
 ]
 SIGNAL_COLUMNS: list[str] = [s.column for s in SIGNALS]
 

@@ -54,6 +54,8 @@ def test_probe_runs_to_completion_and_every_candidate_is_stored(fake_ui) -> None
     # The overlap view: escaped HTML with the common subsequence marked.
     assert any("<mark" in h.proto.body for h in at.html)
     assert len(at.get("plotly_chart")) == 2
+    # The fake victim has no weights and its "server" scores no text: p_z says why it is absent.
+    assert any("Probabilistic extraction" in str(m.value) for m in [*at.markdown, *at.text])
     store = Store(fake_ui)
     (run,) = store.list_runs()
     assert run["kind"] == "probe" and run["status"] == "finished"

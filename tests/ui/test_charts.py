@@ -194,3 +194,21 @@ def test_run_comparison_bars_escape_method_labels_and_run_names() -> None:
     assert EVIL_ESCAPED in text and "<a href" not in text and "<b>#2" not in text
     assert {trace.name for trace in fig.data} == {"#1", "&lt;b&gt;#2&lt;/b&gt;"}
     assert fig.layout.title.text == "Mean Mem by method, run A vs run B"
+
+
+def test_the_extraction_curve_rises_to_p_at_n_at_p_and_escapes_the_scheme():
+    import math
+
+    import pytest
+
+    from ui_common.charts import extraction_curve
+
+    verbatim = {"log10_p_z": -3.0, "n_at_p": 693.0, "discover_p": 0.5, "pz_scheme": "<b>x</b>"}
+    fig = extraction_curve(verbatim)
+    curve, marker = fig.data
+    assert curve.y[0] == pytest.approx(1e-3)  # one sample: p_z
+    assert curve.y[-1] > 0.99 and list(curve.y) == sorted(curve.y)  # rises to certainty
+    assert marker.x[0] == 693.0 and marker.y[0] == pytest.approx(1 - (1 - 1e-3) ** 693)
+    assert marker.y[0] >= 0.5 > 1 - math.exp(692 * math.log1p(-1e-3))
+    assert "<b>" not in fig.layout.title.text
+    assert extraction_curve({"log10_p_z": None, "pz_scheme": "greedy"}) is None

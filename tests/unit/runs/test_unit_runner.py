@@ -309,6 +309,10 @@ def test_every_finished_unit_stores_its_verbatim_metrics(store):
         "match_tokens": 0,
         "span_tokens": 0,
         "span_chars": 0,
+        # p_z needs the victim's weights or a server that scores a text: said, not zeros.
+        "pz_scheme": "temperature 1, top-k 40",
+        "pz_not_measured": "the victim exposes no weights and its server returns no prompt "
+        "log-probs",
     }
     # A black-box victim has no signals: recorded as not measured, not as zeros.
     assert store.result(run_id, UNIT).membership == {}
