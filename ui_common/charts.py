@@ -378,7 +378,7 @@ def run_comparison_bars(
 def extraction_curve(verbatim: Mapping[str, Any], *, points: int = 200) -> go.Figure | None:
     """The (n, p) curve of probabilistic extraction: the chance that n samples under the
     measured scheme write the true suffix at least once, ``1 − (1 − p_z)^n``, on a log n axis
-    reaching past ``n_at_p`` (docs/method.md §12). ``None`` when p_z was not measured or is 0
+    reaching past ``n_at_p`` (docs/method.md §14). ``None`` when p_z was not measured or is 0
     (the chance is 0 for every n: the caption says so instead)."""
     import numpy as np
 

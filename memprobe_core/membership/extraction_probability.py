@@ -1,6 +1,6 @@
 """Probabilistic extraction: how likely a sampler is to write the true suffix, and how many samples
 it takes (Hayes et al. 2024, "Measuring memorization in language models via probabilistic
-extraction"; docs/method.md §12).
+extraction"; docs/method.md §14).
 
 One greedy answer says whether *that* decoding reproduces the suffix. An adversary who samples
 can try many times; what matters is ``p_z``, the probability that one sample of the victim,

@@ -1,4 +1,4 @@
-"""The sampling scheme of probabilistic extraction and its arithmetic (docs/method.md §12).
+"""The sampling scheme of probabilistic extraction and its arithmetic (docs/method.md §14).
 
 :class:`SamplingScheme` names a sampler (temperature, top-k, top-p); :func:`sampler_log_probs`
 gives the probability it draws each given token from a position's logits, through transformers'

@@ -1,4 +1,4 @@
-"""Probabilistic extraction (docs/method.md §12): p_z from one teacher-forced pass equals the
+"""Probabilistic extraction (docs/method.md §14): p_z from one teacher-forced pass equals the
 product of the sampler's own probabilities computed step by step and independently (numpy, not
 transformers' warpers), matches what ``model.generate`` draws, and the (n, p) arithmetic holds."""
 

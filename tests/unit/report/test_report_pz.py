@@ -1,4 +1,4 @@
-"""Table 1's probabilistic-extraction columns (docs/method.md §12): the median log10 p_z and n at
+"""Table 1's probabilistic-extraction columns (docs/method.md §14): the median log10 p_z and n at
 p over units with p_z > 0, the share with p_z = 0, in the frame, the text report and the HTML."""
 
 from __future__ import annotations
