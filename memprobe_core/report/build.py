@@ -59,6 +59,12 @@ from memprobe_core.membership.inference import (
     DatasetInference,
     inference_for_results,
 )
+from memprobe_core.report.leakage import (
+    DIVERGENCE_COLUMNS,
+    acr_figures,
+    divergence_totals,
+    pz_figures,
+)
 from memprobe_core.report.select import apply_selection
 from memprobe_core.report.stats import (
     DEFAULT_RESAMPLES,
@@ -110,6 +116,8 @@ TABLE1_COLUMNS = [
     "log10_p_z",
     "pz_zero",
     "log10_n_at_p",
+    "acr",
+    "acr_memorized",
 ]
 PAIRED_COLUMNS = [
     "method",
@@ -169,6 +177,8 @@ class Report:
         dataset_inference: one :class:`~memprobe_core.membership.inference.DatasetInference`
             per length of a ``memprobe infer`` run (suspect set vs held-out set); empty for
             other runs.
+        divergence: :data:`~memprobe_core.report.leakage.DIVERGENCE_COLUMNS` — the divergence
+            attack's totals per method and length; empty unless it ran.
     """
 
     table1: pd.DataFrame
@@ -186,6 +196,9 @@ class Report:
         default_factory=lambda: pd.DataFrame(columns=RANDOM_SPLIT_COLUMNS)
     )
     dataset_inference: list[DatasetInference] = field(default_factory=list)
+    divergence: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=DIVERGENCE_COLUMNS)
+    )
 
 
 def bootstrap_ci(
@@ -240,26 +253,9 @@ def _table1_row(
     # Verbatim figures (booleans average to a share); NaN, not 0, where nothing was measured.
     for metric in ("extractable", "match_tokens", "span_tokens"):
         row[metric] = _mean_or_nan(group, metric)
-    row.update(_pz_figures(group))
+    row.update(pz_figures(group))
+    row.update(acr_figures(group))
     return row
-
-
-def _pz_figures(group: pd.DataFrame) -> dict[str, float]:
-    """Probabilistic extraction of a Table 1 cell: the median log10 p_z and log10 n_at_p over
-    the units whose p_z > 0, and the share of measured units whose p_z = 0 (a suffix token the
-    scheme cannot draw); NaN where none was measured."""
-    if "log10_p_z" not in group or "pz_outside_support" not in group:
-        return {"log10_p_z": math.nan, "pz_zero": math.nan, "log10_n_at_p": math.nan}
-    log10_p_z = pd.to_numeric(group["log10_p_z"], errors="coerce")
-    zero = pd.to_numeric(group["pz_outside_support"], errors="coerce") > 0
-    measured = log10_p_z.notna() | zero
-    positive = log10_p_z[log10_p_z.notna()]
-    log10_n = pd.to_numeric(group.get("log10_n_at_p"), errors="coerce")[log10_p_z.notna()]
-    return {
-        "log10_p_z": float(positive.median()) if len(positive) else math.nan,
-        "pz_zero": float(zero[measured].mean()) if measured.any() else math.nan,
-        "log10_n_at_p": float(log10_n.median()) if log10_n.notna().any() else math.nan,
-    }
 
 
 def table1(
@@ -528,6 +524,7 @@ def build_report(
         blind_baseline=blind,
         random_split=random_split,
         dataset_inference=inferred,
+        divergence=divergence_totals(results),
     )
 
 
@@ -610,4 +607,5 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         ),
         "random_split": _records(report.random_split),
         "dataset_inference": [d.to_dict() for d in report.dataset_inference],
+        "divergence": _records(report.divergence),
     }

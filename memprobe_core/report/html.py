@@ -97,6 +97,7 @@ def _sections(
         (_rows(report.paired), parts.paired_section),
         (labelled, lambda r: parts.membership_section(r, n_figures + 1)),
         (report.blind_baseline is not None, parts.validity_section),
+        (_rows(report.divergence), parts.divergence_section),
         (_rows(report.pii), parts.pii_section),
         (_rows(report.costs), parts.cost_section),
         (_rows(report.errors), parts.errors_section),

@@ -218,6 +218,40 @@ def _pz_columns(t1: pd.DataFrame, discover_p: Any) -> dict[str, Any]:
     }
 
 
+def _acr_columns(t1: pd.DataFrame) -> dict[str, Any]:
+    """Table 1's adversarial-compression columns, if an ``acr`` unit ran."""
+    if "acr_memorized" not in t1 or not t1["acr_memorized"].notna().any():
+        return {}
+    return {
+        "ACR (median, found)": lambda r: num(r["acr"], 2),
+        "ACR > 1 (share)": lambda r: num(r["acr_memorized"], 2),
+    }
+
+
+def divergence_section(report: Report) -> Section:
+    columns = {
+        "Method": lambda r: r["method_label"],
+        "Length": lambda r: r["length"],
+        "units": lambda r: r["units"],
+        "samples": lambda r: r["samples"],
+        "generated tokens": lambda r: r["generated_tokens"],
+        "spans": lambda r: r["spans"],
+        "in own snippet": lambda r: r["own_spans"],
+        "matched tokens": lambda r: r["matched_tokens"],
+        "longest": lambda r: r["longest"],
+        "units with a span": lambda r: r["units_with_span"],
+        "min tokens": lambda r: r["min_tokens"],
+    }
+    notes = [
+        "Divergence attack (Nasr et al. 2023): verbatim spans of at least 'min tokens' tokens "
+        "of the audited snippets (and any reference corpus) found in the victim's samples of "
+        "repeat-a-word prompts; 'in own snippet': in the snippet of the unit that sampled them."
+    ]
+    return Section(
+        "divergence", "Divergence", notes=notes, tables=[_table(report.divergence, columns)]
+    )
+
+
 def table1_section(report: Report, first_figure: int) -> Section:
     t1 = report.table1
     columns: dict[str, Any] = {
@@ -232,6 +266,7 @@ def table1_section(report: Report, first_figure: int) -> Section:
     }
     columns.update(_verbatim_columns(t1, report.meta.get("extract_k")))
     columns.update(_pz_columns(t1, report.meta.get("discover_p")))
+    columns.update(_acr_columns(t1))
     notes = [
         f"Mem = {report.meta.get('selection_label', 'objective')}. Means with "
         f"{report.meta.get('interval', 'BCa bootstrap 95 %')} intervals "

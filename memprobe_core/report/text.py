@@ -80,6 +80,39 @@ def _pz_columns(t1: pd.DataFrame, discover_p: Any) -> dict[str, list[str]]:
     }
 
 
+def _acr_columns(t1: pd.DataFrame) -> dict[str, list[str]]:
+    """Table 1's adversarial-compression columns, or none when no ``acr`` unit ran."""
+    if "acr_memorized" not in t1 or not t1["acr_memorized"].notna().any():
+        return {}
+    return {
+        "ACR": [num(v, 2) for v in t1["acr"]],
+        "ACR>1": [num(v, 2) for v in t1["acr_memorized"]],
+    }
+
+
+def _divergence_lines(d: pd.DataFrame) -> list[str]:
+    table = pd.DataFrame(
+        {
+            "Method": d["method_label"],
+            "Length": d["length"],
+            "units": d["units"],
+            "samples": d["samples"],
+            "tokens": d["generated_tokens"],
+            "spans": d["spans"],
+            "own": d["own_spans"],
+            "matched": d["matched_tokens"],
+            "longest": d["longest"],
+            "units w/ span": d["units_with_span"],
+            "min": d["min_tokens"],
+        }
+    )
+    return [
+        "\nDivergence: verbatim spans (≥ min tokens) of the audited set in the samples "
+        "(own: in the unit's snippet)",
+        table.to_string(index=False),
+    ]
+
+
 def _table1_lines(
     t1: pd.DataFrame, resamples: Any, selection: str | None, meta: dict[str, Any]
 ) -> list[str]:
@@ -96,6 +129,7 @@ def _table1_lines(
             "Objective": [num(v) for v in t1["objective"]],
             **_verbatim_columns(t1, extract_k),
             **_pz_columns(t1, discover_p),
+            **_acr_columns(t1),
         }
     )
     title = (
@@ -338,6 +372,8 @@ def render_text(report: Report) -> str:
         )
     if not report.paired.empty:
         lines += _paired_lines(report.paired)
+    if not report.divergence.empty:
+        lines += _divergence_lines(report.divergence)
     if not report.pii.empty:
         lines += _pii_lines(report.pii)
     if not report.costs.empty:

@@ -31,6 +31,20 @@ VERBATIM_COLUMNS: list[str] = [
     "discover_p",
     "pz_scheme",
     "pz_outside_support",
+    # adversarial compression (attacks.acr)
+    "acr",
+    "acr_prompt_tokens",
+    "acr_target_tokens",
+    "acr_memorized",
+    "acr_bound",
+    # divergence (attacks.divergence)
+    "divergence_spans",
+    "divergence_own_spans",
+    "divergence_longest",
+    "divergence_tokens",
+    "divergence_min_tokens",
+    "divergence_samples",
+    "divergence_generated_tokens",
 ]
 SIGNAL_COLUMNS: list[str] = [s.column for s in SIGNALS]
 

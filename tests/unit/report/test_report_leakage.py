@@ -1,5 +1,6 @@
-"""Table 1's probabilistic-extraction columns (docs/method.md §14): the median log10 p_z and n at
-p over units with p_z > 0, the share with p_z = 0, in the frame, the text report and the HTML."""
+"""The report's leakage figures (docs/method.md §14–§16): Table 1's probabilistic-extraction
+columns (the median log10 p_z and n at p over units with p_z > 0, the share with p_z = 0) and
+ACR columns, and the divergence totals, in the frame, the text report, the HTML and the JSON."""
 
 from __future__ import annotations
 
@@ -82,3 +83,47 @@ def test_text_and_html_reports_show_the_columns_and_the_scheme():
 )
 def test_a_count_given_by_its_log10_reads_at_any_size(log10_n, shown):
     assert power_of_ten(log10_n) == shown
+
+
+def with_method(frame: pd.DataFrame, method: str, **columns) -> pd.DataFrame:
+    return frame.assign(method=method, method_label=method, **columns)
+
+
+def test_table1_has_the_median_acr_of_found_prompts_and_the_memorized_share():
+    frame = with_method(
+        results(),
+        "acr",
+        acr=[2.5, None, 0.8, 4.0, None],
+        acr_memorized=[True, False, False, True, None],  # the last unit: not an acr result
+    )
+    row = table1(frame, resamples=500).iloc[0]
+    assert row["acr"] == pytest.approx(2.5)  # median of 2.5, 0.8, 4.0
+    assert row["acr_memorized"] == pytest.approx(2 / 4)
+    text = render_text(build_report(frame, resamples=500))
+    assert "ACR>1" in text and "2.50" in text
+    assert "ACR (median, found)" in render_html(build_report(frame, resamples=500))
+    assert "ACR" not in render_text(build_report(results(), resamples=500))
+
+
+def test_divergence_totals_add_up_per_method_and_length():
+    frame = with_method(
+        results(),
+        "divergence",
+        divergence_spans=[0, 2, 1, 0, None],
+        divergence_own_spans=[0, 1, 0, 0, None],
+        divergence_longest=[0, 70, 52, 0, None],
+        divergence_tokens=[0, 130, 52, 0, None],
+        divergence_min_tokens=[50, 50, 50, 50, None],
+        divergence_samples=[4, 4, 4, 4, None],
+        divergence_generated_tokens=[1000, 1024, 990, 1024, None],
+    )
+    report = build_report(frame, resamples=500)
+    (row,) = report.divergence.to_dict(orient="records")
+    assert (row["units"], row["samples"], row["generated_tokens"]) == (4, 16, 4038)
+    assert (row["spans"], row["own_spans"], row["matched_tokens"]) == (3, 1, 182)
+    assert (row["longest"], row["units_with_span"], row["min_tokens"]) == (70, 2, "50")
+    assert "Divergence: verbatim spans" in render_text(report)
+    assert "units with a span" in render_html(report)
+    data = json.loads(json.dumps(report_to_dict(report), allow_nan=False))
+    assert data["divergence"][0]["spans"] == 3
+    assert build_report(results(), resamples=500).divergence.empty

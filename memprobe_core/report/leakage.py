@@ -1,0 +1,102 @@
+"""Report figures of the leakage measures beyond one greedy answer (docs/method.md §14–§16):
+probabilistic extraction's medians and the adversarial compression ratio in Table 1's cells, and
+the divergence attack's totals per method and length.
+
+Each reads the verbatim columns a result row carries (``memprobe_core.store.frames``); a frame
+from a run that measured none of them gives NaN (Table 1) or no rows (totals), and the text and
+HTML reports then leave the columns or the section out.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from memprobe_core.attacks.registry import method_label, method_rank
+
+DIVERGENCE_COLUMNS = [
+    "method",
+    "method_label",
+    "length",
+    "units",
+    "samples",
+    "generated_tokens",
+    "spans",
+    "own_spans",
+    "matched_tokens",
+    "longest",
+    "units_with_span",
+    "min_tokens",
+]
+
+
+def _numbers(group: pd.DataFrame, column: str) -> pd.Series:
+    if column not in group:  # a frame from before the column existed
+        return pd.Series([math.nan] * len(group), index=group.index, dtype=float)
+    return pd.to_numeric(group[column], errors="coerce")
+
+
+def pz_figures(group: pd.DataFrame) -> dict[str, float]:
+    """Probabilistic extraction of a Table 1 cell: the median log10 p_z and log10 n_at_p over
+    the units whose p_z > 0, and the share of measured units whose p_z = 0 (a suffix token the
+    scheme cannot draw); NaN where none was measured."""
+    log10_p_z = _numbers(group, "log10_p_z")
+    zero = _numbers(group, "pz_outside_support") > 0
+    measured = log10_p_z.notna() | zero
+    positive = log10_p_z.notna()
+    log10_n = _numbers(group, "log10_n_at_p")[positive]
+    return {
+        "log10_p_z": float(log10_p_z[positive].median()) if positive.any() else math.nan,
+        "pz_zero": float(zero[measured].mean()) if measured.any() else math.nan,
+        "log10_n_at_p": float(log10_n.median()) if log10_n.notna().any() else math.nan,
+    }
+
+
+def acr_figures(group: pd.DataFrame) -> dict[str, float]:
+    """The adversarial compression ratio of a Table 1 cell: the median ACR over the units where
+    a prompt was found, and the share of ``acr`` units that are memorized (ACR > 1)."""
+    memorized = group["acr_memorized"] if "acr_memorized" in group else pd.Series(dtype=object)
+    measured = memorized.notna()
+    acr = _numbers(group, "acr").dropna()
+    return {
+        "acr": float(acr.median()) if len(acr) else math.nan,
+        "acr_memorized": float(memorized[measured].astype(bool).mean())
+        if measured.any()
+        else math.nan,
+    }
+
+
+def divergence_totals(results: pd.DataFrame) -> pd.DataFrame:
+    """The divergence attack's totals per method and length (:data:`DIVERGENCE_COLUMNS`): its
+    units, samples and generated tokens; the verbatim spans of at least ``min_tokens`` tokens
+    found in them (in any snippet of the audited set or the reference corpus, and in the unit's
+    own snippet), the tokens they cover, the longest, and how many units found one."""
+    if results.empty or "divergence_spans" not in results:
+        return pd.DataFrame(columns=DIVERGENCE_COLUMNS)
+    rows = results[pd.to_numeric(results["divergence_spans"], errors="coerce").notna()]
+    out = []
+    for (method, length), group in rows.groupby(["method", "length"]):
+        spans = _numbers(group, "divergence_spans")
+        min_tokens = _numbers(group, "divergence_min_tokens").dropna().unique()
+        out.append(
+            {
+                "method": method,
+                "method_label": method_label(method),
+                "length": int(length),
+                "units": len(group),
+                "samples": int(_numbers(group, "divergence_samples").fillna(0).sum()),
+                "generated_tokens": int(
+                    _numbers(group, "divergence_generated_tokens").fillna(0).sum()
+                ),
+                "spans": int(spans.sum()),
+                "own_spans": int(_numbers(group, "divergence_own_spans").fillna(0).sum()),
+                "matched_tokens": int(_numbers(group, "divergence_tokens").fillna(0).sum()),
+                "longest": int(_numbers(group, "divergence_longest").fillna(0).max()),
+                "units_with_span": int((spans > 0).sum()),
+                "min_tokens": ", ".join(str(int(v)) for v in sorted(min_tokens)) or "–",
+            }
+        )
+    frame = pd.DataFrame(out, columns=DIVERGENCE_COLUMNS)
+    order = frame["method"].map(method_rank)
+    return frame.assign(_o=order).sort_values(["_o", "length"]).drop(columns="_o")
