@@ -19,6 +19,7 @@ from ui_common.page import md
 from ui_common.render import (
     cached_figure,
     candidates_table,
+    method_measures_view,
     overlap_view,
     pii_view,
     pz_view,
@@ -94,3 +95,4 @@ def render(snap: ProgressSnapshot) -> None:
             st.markdown("PII in this output (copied from the suffix / invented):")
             pii_view(r.pii)
             st.markdown(verbatim_caption(r.verbatim))
+            method_measures_view(r.verbatim)

@@ -15,6 +15,7 @@ import streamlit as st
 from memprobe_core.highlight import escape_block, overlap, segments_to_html
 from memprobe_core.membership.extraction_probability import describe_extraction_probability
 from memprobe_core.membership.options import signals_frame
+from memprobe_core.report import leakage
 from memprobe_core.report.build import report_for_run
 from memprobe_core.report.export import to_safe_csv
 from memprobe_core.report.html import render_html
@@ -261,10 +262,17 @@ def pz_view(verbatim: dict[str, Any] | None, *, key: str = "pz") -> None:
         st.plotly_chart(fig, width="stretch", key=key)
 
 
+def method_measures_view(verbatim: dict[str, Any] | None) -> None:
+    """What a method measured itself beside its answer (ACR, divergence spans), as plain text."""
+    for line in leakage.describe_lines_of_method(verbatim):
+        st.text(line)
+
+
 def measures_view(result: Any) -> None:
     """A result's verbatim-extraction metrics and its snippet's membership signals."""
     st.subheader("Verbatim extraction and membership signals")
     st.markdown(verbatim_caption(_field(result, "verbatim")))
+    method_measures_view(_field(result, "verbatim"))
     pz_view(_field(result, "verbatim"))
     signals_view(_field(result, "membership"))
 

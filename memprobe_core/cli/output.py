@@ -31,7 +31,7 @@ from memprobe_core.attacks.events import (
 from memprobe_core.attacks.registry import method_label
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.highlight import BIDI_CONTROLS, show_controls
-from memprobe_core.membership.extraction_probability import describe_extraction_probability
+from memprobe_core.report import leakage
 from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import RunRecord
 
@@ -192,8 +192,7 @@ def print_result(run_id: int, result: AttackResult, out: TextIO | None = None) -
         f"prompt: {short(result.prompt, 200)}",
         f"output: {short(result.output, 200)}",
     ]
-    if "pz_scheme" in result.verbatim:
-        lines.append(describe_extraction_probability(result.verbatim))
+    lines += leakage.describe(result.verbatim)
     for line in lines:  # one line each: a newline inside a value is shown, not obeyed
         echo(line, out)
 

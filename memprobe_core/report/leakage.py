@@ -10,10 +10,12 @@ HTML reports then leave the columns or the section out.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 
 from memprobe_core.attacks.registry import method_label, method_rank
+from memprobe_core.membership.extraction_probability import describe_extraction_probability
 
 DIVERGENCE_COLUMNS = [
     "method",
@@ -100,3 +102,56 @@ def divergence_totals(results: pd.DataFrame) -> pd.DataFrame:
     frame = pd.DataFrame(out, columns=DIVERGENCE_COLUMNS)
     order = frame["method"].map(method_rank)
     return frame.assign(_o=order).sort_values(["_o", "length"]).drop(columns="_o")
+
+
+def describe_acr(verbatim: dict[str, Any]) -> str | None:
+    """One line on an ``acr`` result (``None`` for other results)."""
+    if "acr_memorized" not in verbatim:
+        return None
+    target = verbatim.get("acr_target_tokens")
+    if verbatim.get("acr") is None:
+        bound = verbatim.get("acr_bound")
+        below = f": ACR < {bound:.2f}" if isinstance(bound, (int, float)) else ""
+        return (
+            f"Adversarial compression: no prompt reproduced the {target}-token target within "
+            f"the search budget{below}; not memorized."
+        )
+    verdict = "memorized (ACR > 1)" if verbatim.get("acr_memorized") else "not memorized"
+    return (
+        f"Adversarial compression: a {verbatim.get('acr_prompt_tokens')}-token prompt reproduces "
+        f"the {target}-token target exactly: ACR {verbatim['acr']:.2f}, {verdict}."
+    )
+
+
+def describe_divergence(verbatim: dict[str, Any]) -> str | None:
+    """One line on a ``divergence`` result (``None`` for other results)."""
+    if "divergence_spans" not in verbatim:
+        return None
+    spans = verbatim.get("divergence_spans") or 0
+    where = (
+        f"; longest {verbatim.get('divergence_longest')} tokens, "
+        f"{verbatim.get('divergence_own_spans')} in this snippet"
+        if spans
+        else ""
+    )
+    return (
+        f"Divergence: {spans} verbatim span(s) of at least {verbatim.get('divergence_min_tokens')} "
+        f"tokens of the audited text in {verbatim.get('divergence_samples')} samples "
+        f"({verbatim.get('divergence_generated_tokens')} tokens){where}."
+    )
+
+
+def describe_lines_of_method(verbatim: dict[str, Any] | None) -> list[str]:
+    """Plain-text lines on what a method measured itself (ACR, divergence spans)."""
+    verbatim = verbatim or {}
+    lines = [describe_acr(verbatim), describe_divergence(verbatim)]
+    return [line for line in lines if line]
+
+
+def describe(verbatim: dict[str, Any] | None) -> list[str]:
+    """Plain-text lines on a result's leakage measures beyond its greedy answer (the CLI)."""
+    verbatim = verbatim or {}
+    lines = describe_lines_of_method(verbatim)
+    if "pz_scheme" in verbatim:
+        lines.append(describe_extraction_probability(verbatim))
+    return lines

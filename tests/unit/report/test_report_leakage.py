@@ -127,3 +127,38 @@ def test_divergence_totals_add_up_per_method_and_length():
     data = json.loads(json.dumps(report_to_dict(report), allow_nan=False))
     assert data["divergence"][0]["spans"] == 3
     assert build_report(results(), resamples=500).divergence.empty
+
+
+def test_the_lines_shown_for_a_result_name_each_outcome():
+    from memprobe_core.report.leakage import describe, describe_lines_of_method
+
+    found = describe(
+        {"acr_memorized": True, "acr": 2.5, "acr_prompt_tokens": 4, "acr_target_tokens": 10}
+    )
+    assert found == [
+        "Adversarial compression: a 4-token prompt reproduces the 10-token target exactly: "
+        "ACR 2.50, memorized (ACR > 1)."
+    ]
+    (missed,) = describe(
+        {"acr_memorized": False, "acr": None, "acr_bound": 0.5, "acr_target_tokens": 10}
+    )
+    assert "no prompt reproduced the 10-token target" in missed and "ACR < 0.50" in missed
+    divergence = {
+        "divergence_spans": 2,
+        "divergence_min_tokens": 50,
+        "divergence_samples": 4,
+        "divergence_generated_tokens": 1000,
+        "divergence_longest": 70,
+        "divergence_own_spans": 1,
+    }
+    (line,) = describe_lines_of_method(divergence)
+    assert "2 verbatim span(s) of at least 50 tokens" in line and "longest 70" in line
+    pz = {
+        "pz_scheme": "greedy",
+        "log10_p_z": 0.0,
+        "pz_tokens": 3,
+        "discover_p": 0.5,
+        "log10_n_at_p": 0.0,
+    }
+    assert describe(pz)[-1].startswith("Probabilistic extraction (greedy): log10 p_z = 0.00")
+    assert describe_lines_of_method(pz) == [] and describe({}) == []
