@@ -32,6 +32,7 @@ from memprobe_core.membership.options import (
     MAX_SAMIA_SAMPLES,
     MeasureOptions,
 )
+from memprobe_core.models import embedded
 from memprobe_core.runs.probe import start_probe
 from memprobe_core.runs.unit import SplitSpec
 from memprobe_core.snippets.split import DataError, Snippet
@@ -60,13 +61,27 @@ def slot_of(role: str, slots: Mapping[str, str]) -> str:
 def offered_methods(
     models: Mapping[str, ModelChoice], slots: Mapping[str, str], *, extracting_only: bool = False
 ) -> list[str]:
-    """The registered methods whose roles all have a model in the sidebar, and whose white-box
-    roles have a local model (an endpoint exposes no weights or gradients); with
-    ``extracting_only``, not the signals-only method (Compare compares extractions)."""
+    """The registered methods whose roles all have a model in the sidebar, whose white-box
+    roles have a local model (an endpoint exposes no weights or gradients) and whose chat roles
+    have a model that may have a chat template; with ``extracting_only``, not the signals-only
+    method (Compare compares extractions)."""
     roles = [r for r in registry.ROLES if slot_of(r, slots) in models]
     set_roles = [r for r in roles if models[slot_of(r, slots)].name]
     white_box = [r for r in set_roles if models[slot_of(r, slots)].white_box]
-    return registry.offered_methods(set_roles, white_box, extracting_only=extracting_only)
+    chat = [r for r in set_roles if not _known_without_chat_template(models[slot_of(r, slots)])]
+    return registry.offered_methods(
+        set_roles, white_box, extracting_only=extracting_only, chat=chat
+    )
+
+
+def _known_without_chat_template(choice: ModelChoice) -> bool:
+    """Whether the choice loads a model known to have no chat template before it is loaded: an
+    embedded base model, or the fake backend (the sidebar never gives it one). A hub model or
+    an endpoint may have one; a chat method refuses it at run time if it has not."""
+    if choice.kind == "fake":
+        return True
+    known = embedded.EMBEDDED.get(choice.name)
+    return choice.kind == "embedded" and known is not None and known.kind == "base"
 
 
 def unoffered_note(offered: list[str]) -> str | None:
@@ -78,7 +93,8 @@ def unoffered_note(offered: list[str]) -> str | None:
     for spec in missing:
         needs = ", ".join(spec.roles)
         box = f"; white box: {', '.join(spec.white_box_roles)}" if spec.white_box_roles else ""
-        parts.append(f"{spec.label} (needs {needs}{box})")
+        chat = f"; a chat model: {', '.join(spec.chat_roles)}" if spec.chat_roles else ""
+        parts.append(f"{spec.label} (needs {needs}{box}{chat})")
     return "Not offered with these models: " + "; ".join(parts) + "."
 
 

@@ -74,6 +74,7 @@ class GCGSearch:
         step_losses: lowest candidate loss of each step (can go up: candidates are random).
         evaluated / dropped: candidates whose loss was computed / dropped for not round-tripping.
         cancelled: the search stopped early on the cancel flag.
+        stopped: the ``stop`` callback ended the search early (its goal was reached).
         counts: the forward/backward passes, tokens and seconds the search spent.
     """
 
@@ -85,6 +86,7 @@ class GCGSearch:
     evaluated: int = 0
     dropped: int = 0
     cancelled: bool = False
+    stopped: bool = False
     counts: SearchCounts = field(default_factory=SearchCounts)
 
 
@@ -338,6 +340,7 @@ def gcg_search(
     not_allowed: Sequence[int] = (),
     prefix_cache: bool = True,
     on_step: Callable[[int, float, float, list[int]], None] | None = None,
+    stop: Callable[[list[int]], bool] | None = None,
     cancel: threading.Event | None = None,
 ) -> GCGSearch:
     """Minimise the cross-entropy of ``target_ids`` given ``lead_ids + prompt_ids + after_ids``.
@@ -358,6 +361,9 @@ def gcg_search(
         prefix_cache: reuse the KV cache of ``lead_ids`` (False: recompute it every pass; same
             losses to float tolerance, for tests and benchmarks).
         on_step: called after each step with (step, best loss, step's lowest loss, best ids).
+        stop: called after each step (after ``on_step``) with the best ids; ``True`` ends the
+            search there with ``stopped`` set (ACR stops once the best prompt reproduces the
+            target: lowering its loss further buys nothing).
         cancel: checked between steps and between candidate batches.
 
     Returns:
@@ -403,6 +409,9 @@ def gcg_search(
             )
             if on_step:
                 on_step(step, result.best_loss, result.step_losses[-1], result.best_ids)
+            if stop is not None and stop(result.best_ids):
+                result.stopped = True
+                break
             if moved and step < steps:  # the gradient only changes with the current prompt
                 current = torch.tensor(result.best_ids, dtype=torch.long, device=current.device)
                 grad, _ = token_gradient(problem, current)

@@ -48,6 +48,9 @@ class MethodSpec:
             none of its own); two methods may share one (P-S-Base and P-S-Inst share ``ps``).
         options_class: the frozen dataclass of those options (defaults: its field defaults).
         white_box_roles: roles whose model must expose weights and gradients (GCG: ``base``).
+        chat_roles: roles whose model must have a chat template (``divergence``: ``victim``, whose
+            prompt is a chat message); an audit refuses a model known to have none before any
+            unit runs.
         default_in_audit: run by an audit when no method is named.
         default_in_compare: ticked on the Compare page when offered (GCG is not: each step is a
             forward and backward pass of the base model, slow on a CPU).
@@ -72,6 +75,7 @@ class MethodSpec:
     options_key: str | None = None
     options_class: type | None = None
     white_box_roles: tuple[str, ...] = ()
+    chat_roles: tuple[str, ...] = ()
     default_in_audit: bool = False
     default_in_compare: bool = True
     baseline_rank: int | None = None
@@ -81,7 +85,8 @@ class MethodSpec:
     verbatim: bool = False
 
     def __post_init__(self) -> None:
-        unknown = [r for r in (*self.roles, *self.white_box_roles) if r not in ROLES]
+        needs = (*self.roles, *self.white_box_roles, *self.chat_roles)
+        unknown = [r for r in needs if r not in ROLES]
         if unknown:
             raise ValueError(f"method {self.name!r}: unknown role(s) {unknown}; use {ROLES}")
         if (self.options_key is None) != (self.options_class is None):
@@ -212,7 +217,11 @@ def roles_needed(methods: Iterable[str], *, reference: bool = False) -> list[str
 
 
 def offered_methods(
-    available: Iterable[str], white_box: Iterable[str], *, extracting_only: bool = False
+    available: Iterable[str],
+    white_box: Iterable[str],
+    *,
+    extracting_only: bool = False,
+    chat: Iterable[str] | None = None,
 ) -> list[str]:
     """The methods that can run with the models at hand, in report order.
 
@@ -220,16 +229,23 @@ def offered_methods(
         available: roles that have a model (``init`` counts as present when the attacker is).
         white_box: roles whose model exposes weights and gradients.
         extracting_only: leave out the methods that only measure (``MethodSpec.extracts``).
+        chat: roles whose model has a chat template (``MethodSpec.chat_roles``); ``None``: not
+            known (models named but not loaded), so no method is left out for it: one whose
+            model turns out to have none refuses to run, naming it.
     """
     have = set(available)
     if "attacker" in have:
         have.add("init")
     open_box = set(white_box)
+    chatting = have if chat is None else set(chat)
+    if chat is not None and "attacker" in chatting:
+        chatting.add("init")
     return [
         s.name
         for s in specs()
         if set(s.roles) <= have
         and set(s.white_box_roles) <= open_box
+        and set(s.chat_roles) <= chatting
         and (s.extracts or not extracting_only)
     ]
 

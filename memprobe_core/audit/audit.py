@@ -27,15 +27,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from memprobe_core import __version__
-from memprobe_core.attacks import registry, run_method
+from memprobe_core.attacks import divergence, registry, run_method
 from memprobe_core.attacks.events import EventCallback
-from memprobe_core.attacks.model_set import ModelSet
+from memprobe_core.attacks.model_set import MissingModelError, ModelSet
 from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.errors import MemprobeError
 from memprobe_core.executors.base import AuditWork, Executor
 from memprobe_core.executors.local import LocalExecutor
 from memprobe_core.membership.recall import with_recall_prefixes
+from memprobe_core.models import embedded
 from memprobe_core.runs.probe import RunConfig
 from memprobe_core.runs.roles import (
     ModelNames,
@@ -129,7 +130,10 @@ def start_audit(
 
     Raises:
         ValueError: no snippets, an unknown method, a length below 2 or a bad tokenizer choice.
-        UsageError: ``options.measure.recall_shots`` on a dataset with too few labelled texts.
+        UsageError: ``options.measure.recall_shots`` on a dataset with too few labelled texts;
+            divergence's reference corpus missing or empty.
+        MissingModelError: a method that needs a chat model (divergence) named with a model
+            known to have no chat template (an embedded base model).
     """
     methods = registry.check_methods(methods)
     if not snippets:
@@ -151,11 +155,15 @@ def start_audit(
     # ReCaLL's prefixes are picked once, from the dataset, and stored with the run: a resume
     # or a Ray worker measures with the same texts.
     options = replace(options, measure=with_recall_prefixes(options.measure, snippets))
+    names = (models or ModelNames()).resolved()
+    refuse_known_without_chat(methods, names)
+    if divergence.METHOD in methods:
+        options = _with_divergence_corpus(options, snippets)
     config = RunConfig(
         methods=tuple(methods),
         lengths=tuple(lengths),
         options=options,
-        models=(models or ModelNames()).resolved().to_dict(),
+        models=names.to_dict(),
         split=SplitSpec(tokenizer=split_tokenizer, prefix_ratio=prefix_ratio),  # type: ignore[arg-type]
         dataset=dataset or {},
     )
@@ -260,6 +268,7 @@ def run_audit(
     # Claimed (owner written, status running) in one write transaction before any other change:
     # of two processes starting this run at once, one gets it and the other is refused here.
     _claim(store, run_id)
+    _record_audit_corpus(store, run_id)
     run = store.get_run(run_id)  # with the owner just written, for the manifest below
     _redo_units_left_running(store, run_id)
     pending = [u["key"] for u in store.units(run_id, status="pending")]
@@ -276,7 +285,7 @@ def run_audit(
         config=run["config"],
         units=pending,
         snippets=snippets_by_id(store, run_id),
-        models_factory=models_factory or models_from_config,
+        models_factory=ChatCheckedFactory(models_factory or models_from_config),
         on_start=tally.progress,
         on_end=tally.unit_ended,
         on_models=lambda loaded: _record_manifest(store, run_id, run, loaded, executor.name),
@@ -285,6 +294,8 @@ def run_audit(
         runner=runner,
     )
     try:
+        if models is not None:  # loaded by the caller: checked here, before any unit runs
+            refuse_models_without_chat(run["config"]["methods"], models)
         executor.run(work, models)
     except KeyboardInterrupt:  # the executor already put the units in flight back to pending
         log.info("audit %d interrupted", run_id)
@@ -297,6 +308,92 @@ def run_audit(
     store.set_run_status(run_id, status)
     tally.progress(None)
     return _summary(store, run_id, status, tally.ran, started)
+
+
+def _with_divergence_corpus(options: AttackOptions, snippets: Sequence[Snippet]) -> AttackOptions:
+    """``options`` whose divergence section holds the audited dataset's fingerprint, its
+    reference corpus checked now (refused before anything is stored).
+
+    The snippets are matched from the store, which keeps them in full (``samples``): the config
+    names them by fingerprint here, and by store file and run once the audit runs
+    (:func:`_record_audit_corpus`), so the stored config stays small whatever the dataset.
+    """
+    divergence.check_reference_corpus(options.for_method(divergence.METHOD))
+    return divergence.with_audit_corpus(
+        options, fingerprint=divergence.corpus_fingerprint(snippets)
+    )
+
+
+def _record_audit_corpus(store: Store, run_id: int) -> None:
+    """Name this store file and run in the config's divergence options, where a divergence unit
+    (here, or in a Ray worker that reads the same file) loads the audited snippets from.
+
+    Done as the audit runs, not when it is created: the run id is known then, and a store
+    file moved since is named where it is now. Nothing is written when the config names it.
+    """
+    config = store.get_run(run_id)["config"]
+    if divergence.METHOD not in config.get("methods", ()):
+        return
+    options = config.setdefault("options", {})
+    sections = options.setdefault("method_options", {})
+    section = sections.setdefault(divergence.METHOD, {})
+    wanted = {"corpus_store": str(store.path.resolve()), "corpus_run": int(run_id)}
+    if all(section.get(key) == value for key, value in wanted.items()):
+        return
+    section.update(wanted)
+    store.update_run(run_id, config=config)
+
+
+def refuse_known_without_chat(methods: Sequence[str], names: ModelNames) -> None:
+    """Refuse a method that needs a chat model (``MethodSpec.chat_roles``) named with a model
+    known by its name to have no chat template: an embedded base model. Any other model is
+    checked once loaded (:class:`ChatCheckedFactory`).
+
+    Raises:
+        MissingModelError: naming the method, the role and the model.
+    """
+    if names.backend not in (None, "hf"):
+        return  # another backend serves the name: only the loaded model can tell
+    for method in methods:
+        for role in registry.get_method(method).chat_roles:
+            name = getattr(names, role)
+            known = embedded.EMBEDDED.get(name or "")
+            if known is not None and known.kind == "base":
+                raise _no_chat_template(method, role, name)
+
+
+def refuse_models_without_chat(methods: Sequence[str], models: ModelSet) -> None:
+    """Refuse loaded models a chat method cannot use (a model without a chat template).
+
+    Raises:
+        MissingModelError: naming the method, the role and the model.
+    """
+    for method in methods:
+        spec = registry.get_method(method) if method in registry.method_names() else None
+        for role in spec.chat_roles if spec is not None else ():
+            model = getattr(models, role, None)
+            if model is not None and not model.has_chat_template:
+                raise _no_chat_template(method, role, getattr(model, "model_id", str(model)))
+
+
+def _no_chat_template(method: str, role: str, name: object) -> MissingModelError:
+    return MissingModelError(
+        f"{method} needs a chat model as its {role}: {role} {name!r} has no chat template; "
+        f"name an instruction-tuned {role} (e.g. {embedded.DEFAULT_INSTRUCT})"
+    )
+
+
+@dataclass(frozen=True)
+class ChatCheckedFactory:
+    """A models factory whose model set is refused, once loaded and before any unit runs, when a
+    chat method's model has no chat template. Plain and picklable: a Ray worker calls it."""
+
+    factory: Callable[[dict[str, Any]], ModelSet]
+
+    def __call__(self, config: dict[str, Any]) -> ModelSet:
+        models = self.factory(config)
+        refuse_models_without_chat(config.get("methods", ()), models)
+        return models
 
 
 def _redo_units_left_running(store: Store, run_id: int) -> None:

@@ -236,6 +236,10 @@ def divergence_section(report: Report) -> Section:
         "samples": lambda r: r["samples"],
         "generated tokens": lambda r: r["generated_tokens"],
         "spans": lambda r: r["spans"],
+        "distinct spans": lambda r: r["distinct_spans"],
+        "snippets given back": lambda r: (
+            "–" if pd.isna(r["snippets_given_back"]) else int(r["snippets_given_back"])
+        ),
         "in own snippet": lambda r: r["own_spans"],
         "matched tokens": lambda r: r["matched_tokens"],
         "longest": lambda r: r["longest"],

@@ -25,6 +25,8 @@ DIVERGENCE_COLUMNS = [
     "samples",
     "generated_tokens",
     "spans",
+    "distinct_spans",
+    "snippets_given_back",
     "own_spans",
     "matched_tokens",
     "longest",
@@ -69,17 +71,31 @@ def acr_figures(group: pd.DataFrame) -> dict[str, float]:
     }
 
 
+def _distinct_matches(group: pd.DataFrame) -> set[tuple[str, int, int]] | None:
+    """The distinct ``(doc, doc_start, tokens)`` spans the group's units found: two units whose
+    samples gave back the same passage count it once (``None``: not recorded, older rows)."""
+    if "divergence_matches" not in group:
+        return None
+    found: set[tuple[str, int, int]] = set()
+    for matches in group["divergence_matches"]:
+        if isinstance(matches, (list, tuple)):
+            found.update((str(doc), int(start), int(tokens)) for doc, start, tokens in matches)
+    return found
+
+
 def divergence_totals(results: pd.DataFrame) -> pd.DataFrame:
     """The divergence attack's totals per method and length (:data:`DIVERGENCE_COLUMNS`): its
     units, samples and generated tokens; the verbatim spans of at least ``min_tokens`` tokens
     found in them (in any snippet of the audited set or the reference corpus, and in the unit's
-    own snippet), the tokens they cover, the longest, and how many units found one."""
+    own snippet), the distinct ones over the whole audit and the snippets they are in, the
+    tokens they cover, the longest, and how many units found one."""
     if results.empty or "divergence_spans" not in results:
         return pd.DataFrame(columns=DIVERGENCE_COLUMNS)
     rows = results[pd.to_numeric(results["divergence_spans"], errors="coerce").notna()]
     out = []
     for (method, length), group in rows.groupby(["method", "length"]):
         spans = _numbers(group, "divergence_spans")
+        distinct = _distinct_matches(group)
         min_tokens = _numbers(group, "divergence_min_tokens").dropna().unique()
         out.append(
             {
@@ -92,6 +108,10 @@ def divergence_totals(results: pd.DataFrame) -> pd.DataFrame:
                     _numbers(group, "divergence_generated_tokens").fillna(0).sum()
                 ),
                 "spans": int(spans.sum()),
+                "distinct_spans": len(distinct) if distinct is not None else int(spans.sum()),
+                "snippets_given_back": len({doc for doc, _, _ in distinct})
+                if distinct is not None
+                else None,
                 "own_spans": int(_numbers(group, "divergence_own_spans").fillna(0).sum()),
                 "matched_tokens": int(_numbers(group, "divergence_tokens").fillna(0).sum()),
                 "longest": int(_numbers(group, "divergence_longest").fillna(0).max()),

@@ -99,6 +99,8 @@ def _divergence_lines(d: pd.DataFrame) -> list[str]:
             "samples": d["samples"],
             "tokens": d["generated_tokens"],
             "spans": d["spans"],
+            "distinct": d["distinct_spans"],
+            "snippets": [num(v, 0) if v is not None else "–" for v in d["snippets_given_back"]],
             "own": d["own_spans"],
             "matched": d["matched_tokens"],
             "longest": d["longest"],

@@ -45,6 +45,7 @@ VERBATIM_COLUMNS: list[str] = [
     "divergence_min_tokens",
     "divergence_samples",
     "divergence_generated_tokens",
+    "divergence_matches",  # the distinct spans, [[doc, doc_start, tokens], …]
 ]
 SIGNAL_COLUMNS: list[str] = [s.column for s in SIGNALS]
 

@@ -272,6 +272,8 @@ def test_missing_attacker_and_unknown_method_say_what_to_do():
         "reverse_lm",
         "gcg",
         "interactive",
+        "acr",
+        "divergence",
         "signals",
         "verbatim",
     }

@@ -15,6 +15,8 @@ import threading
 import pytest
 
 from memprobe_core.attacks import AttackOptions, ModelSet, registry, run_method
+from memprobe_core.attacks.acr import ACROptions
+from memprobe_core.attacks.divergence import DivergenceOptions
 from memprobe_core.attacks.events import (
     CandidateScored,
     Finished,
@@ -62,7 +64,13 @@ OPTIONS = AttackOptions(
     seed=3,
     interactive=InteractiveOptions(rounds=2, n_candidates=3),
     gcg=GCGOptions(steps=2, top_k=8, search_width=8),
+    method_options={
+        "acr": ACROptions(steps_per_length=2, top_k=8, search_width=8),
+        "divergence": DivergenceOptions(samples=2, max_new_tokens=24, min_span_tokens=4),
+    },
 )
+# Methods that sample their victim by design (the rest answer greedily).
+SAMPLING = {"divergence"}
 # The methods that ask a model for the suffix; ``signals`` has its own contract below.
 EXTRACTING = [s.name for s in registry.specs() if s.extracts]
 MANIFEST_KEYS = {"models", "scoring", "alpha", "alpha_source", "seed", "split", "versions"}
@@ -85,6 +93,10 @@ def tiny():
 def models_for(method: str, tiny) -> ModelSet:
     if method == "gcg":  # white box: a real (tiny) transformers model
         return ModelSet(victim=tiny, base=tiny)
+    if method == "acr":  # its search runs on the victim's own weights
+        return ModelSet(victim=tiny)
+    if method == "divergence":  # a chat victim (the repeat-a-word request is a chat message)
+        return ModelSet(victim=load("fake", chat_template=True))
     if method == "reverse_lm":  # the reverse model needs weights and a tokenizer too
         return ModelSet(victim=tiny, reverse=tiny)
     fake = load("fake")
@@ -137,6 +149,9 @@ def test_result_is_complete_and_consistent(method, tiny):
     # Whoever answers for the victim decodes greedily; the keys stored results always had.
     decoding = result.manifest["decoding"]
     answering = next(decoding[k] for k in ("victim", "model", "base") if k in decoding)
+    if method in SAMPLING:
+        assert answering["do_sample"] is True and answering["temperature"] > 0
+        return
     assert answering == {
         "temperature": 0.0,
         "top_p": 1.0,

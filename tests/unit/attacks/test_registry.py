@@ -16,6 +16,8 @@ def test_built_in_methods_in_table_1_order_with_their_labels() -> None:
         "reverse_lm",
         "gcg",
         "interactive",
+        "acr",
+        "divergence",
         "verbatim",
         "signals",
     ]
@@ -25,10 +27,12 @@ def test_built_in_methods_in_table_1_order_with_their_labels() -> None:
         "Reverse-LM",
         "GCG",
         "Ours (interactive)",
+        "ACR",
+        "Divergence",
         "Verbatim only",
         "Signals only",
     ]
-    assert [registry.extracts(m) for m in registry.method_names()] == [True] * 5 + [False] * 2
+    assert [registry.extracts(m) for m in registry.method_names()] == [True] * 7 + [False] * 2
     assert registry.extracts("old_method")  # stored by another version: an extraction
     assert registry.default_audit_methods() == ["ps_base", "ps_inst", "interactive"]
     # Paired gains are reported over P-S-Inst first, then P-S-Base.
@@ -54,12 +58,19 @@ def test_offered_methods_follow_the_roles_and_the_white_box_rule() -> None:
     # An endpoint as the base model: no gradients, so no GCG.
     assert "gcg" not in registry.offered_methods(everything, white_box=())
     # No reverse model: no Reverse-LM; no attacker: no interactive (its init model is the attacker).
-    assert registry.offered_methods(("victim", "base"), white_box=("base",)) == [
+    # A victim without weights: no ACR (its search runs on the victim).
+    assert registry.offered_methods(("victim", "base"), white_box=("base",), chat=()) == [
         "ps_base",
         "ps_inst",
         "gcg",
         "signals",
     ]
+    # Divergence asks a chat victim; not knowing whether it has a template offers it (it then
+    # refuses a victim without one, naming it).
+    assert "divergence" in registry.offered_methods(("victim",), white_box=(), chat=("victim",))
+    assert "divergence" in registry.offered_methods(("victim",), white_box=())
+    assert "divergence" not in registry.offered_methods(("victim",), white_box=(), chat=())
+    assert "acr" in registry.offered_methods(("victim",), white_box=("victim",))
     # Compare compares extractions: the measuring-only methods are left out there.
     assert registry.offered_methods(everything, ("base", "victim"), extracting_only=True) == [
         m for m in registry.method_names() if m not in ("signals", "verbatim")

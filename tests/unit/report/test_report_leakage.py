@@ -116,12 +116,15 @@ def test_divergence_totals_add_up_per_method_and_length():
         divergence_min_tokens=[50, 50, 50, 50, None],
         divergence_samples=[4, 4, 4, 4, None],
         divergence_generated_tokens=[1000, 1024, 990, 1024, None],
+        # units 1 and 2 both gave back s1's passage at 10: one distinct span
+        divergence_matches=[[], [["s1", 10, 70], ["s3", 0, 60]], [["s1", 10, 70]], [], None],
     )
     report = build_report(frame, resamples=500)
     (row,) = report.divergence.to_dict(orient="records")
     assert (row["units"], row["samples"], row["generated_tokens"]) == (4, 16, 4038)
     assert (row["spans"], row["own_spans"], row["matched_tokens"]) == (3, 1, 182)
     assert (row["longest"], row["units_with_span"], row["min_tokens"]) == (70, 2, "50")
+    assert (row["distinct_spans"], row["snippets_given_back"]) == (2, 2)
     assert "Divergence: verbatim spans" in render_text(report)
     assert "units with a span" in render_html(report)
     data = json.loads(json.dumps(report_to_dict(report), allow_nan=False))
