@@ -285,7 +285,7 @@ def run_audit(
         config=run["config"],
         units=pending,
         snippets=snippets_by_id(store, run_id),
-        models_factory=ChatCheckedFactory(models_factory or models_from_config),
+        models_factory=CheckedModelsFactory(models_factory or models_from_config),
         on_start=tally.progress,
         on_end=tally.unit_ended,
         on_models=lambda loaded: _record_manifest(store, run_id, run, loaded, executor.name),
@@ -295,7 +295,7 @@ def run_audit(
     )
     try:
         if models is not None:  # loaded by the caller: checked here, before any unit runs
-            refuse_models_without_chat(run["config"]["methods"], models)
+            refuse_unfit_models(run["config"]["methods"], models)
         executor.run(work, models)
     except KeyboardInterrupt:  # the executor already put the units in flight back to pending
         log.info("audit %d interrupted", run_id)
@@ -347,7 +347,7 @@ def _record_audit_corpus(store: Store, run_id: int) -> None:
 def refuse_known_without_chat(methods: Sequence[str], names: ModelNames) -> None:
     """Refuse a method that needs a chat model (``MethodSpec.chat_roles``) named with a model
     known by its name to have no chat template: an embedded base model. Any other model is
-    checked once loaded (:class:`ChatCheckedFactory`).
+    checked once loaded (:class:`CheckedModelsFactory`).
 
     Raises:
         MissingModelError: naming the method, the role and the model.
@@ -362,18 +362,35 @@ def refuse_known_without_chat(methods: Sequence[str], names: ModelNames) -> None
                 raise _no_chat_template(method, role, name)
 
 
-def refuse_models_without_chat(methods: Sequence[str], models: ModelSet) -> None:
-    """Refuse loaded models a chat method cannot use (a model without a chat template).
+def refuse_unfit_models(methods: Sequence[str], models: ModelSet) -> None:
+    """Refuse loaded models a method cannot use: one without a chat template for a chat method
+    (``MethodSpec.chat_roles``), one without weights for a white-box role
+    (``MethodSpec.white_box_roles``: GCG's base, ACR's and verbatim-only's victim). Checked
+    once the models are loaded and before any unit runs, so an audit never fails unit by unit
+    for a model it could not have used.
 
     Raises:
         MissingModelError: naming the method, the role and the model.
     """
     for method in methods:
         spec = registry.get_method(method) if method in registry.method_names() else None
-        for role in spec.chat_roles if spec is not None else ():
+        if spec is None:
+            continue
+        for role in spec.chat_roles:
             model = getattr(models, role, None)
             if model is not None and not model.has_chat_template:
                 raise _no_chat_template(method, role, getattr(model, "model_id", str(model)))
+        for role in spec.white_box_roles:
+            model = getattr(models, role, None)
+            if model is not None and (
+                not model.white_box or getattr(model, "torch_model", None) is None
+            ):
+                raise MissingModelError(
+                    f"{spec.label} needs the weights of its {role} model (a white box): "
+                    f"{role} {getattr(model, 'model_id', model)!r} (backend "
+                    f"{getattr(model, 'backend', '?')!r}) has none; load it with the 'hf' "
+                    "backend, or leave the method out"
+                )
 
 
 def _no_chat_template(method: str, role: str, name: object) -> MissingModelError:
@@ -384,15 +401,16 @@ def _no_chat_template(method: str, role: str, name: object) -> MissingModelError
 
 
 @dataclass(frozen=True)
-class ChatCheckedFactory:
+class CheckedModelsFactory:
     """A models factory whose model set is refused, once loaded and before any unit runs, when a
-    chat method's model has no chat template. Plain and picklable: a Ray worker calls it."""
+    method cannot use one of its models (:func:`refuse_unfit_models`). Plain and picklable: a
+    Ray worker calls it."""
 
     factory: Callable[[dict[str, Any]], ModelSet]
 
     def __call__(self, config: dict[str, Any]) -> ModelSet:
         models = self.factory(config)
-        refuse_models_without_chat(config.get("methods", ()), models)
+        refuse_unfit_models(config.get("methods", ()), models)
         return models
 
 

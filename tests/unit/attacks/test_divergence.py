@@ -16,7 +16,7 @@ from memprobe_core.attacks.divergence import DivergenceOptions
 from memprobe_core.attacks.events import CandidateScored, Finished, RoundFinished, RoundStarted
 from memprobe_core.attacks.model_set import MissingModelError
 from memprobe_core.audit import ModelNames, run_audit, start_audit
-from memprobe_core.audit.audit import ChatCheckedFactory
+from memprobe_core.audit.audit import CheckedModelsFactory
 from memprobe_core.cli.common import attack_options
 from memprobe_core.cli.main import build_parser
 from memprobe_core.errors import OptionError, UsageError
@@ -246,7 +246,7 @@ def test_what_a_ray_worker_is_sent_pickles() -> None:
     assert pickle.loads(pickle.dumps(opts)).for_method("divergence") == opts.for_method(
         "divergence"
     )
-    factory = pickle.loads(pickle.dumps(ChatCheckedFactory(models_from_config)))
+    factory = pickle.loads(pickle.dumps(CheckedModelsFactory(models_from_config)))
     assert factory.factory is models_from_config
 
 
@@ -369,7 +369,7 @@ def test_an_audit_refuses_a_victim_without_a_chat_template_before_any_unit(tmp_p
         run_audit(store, run_id, models=ModelSet(victim=base))
     assert base.calls == []
     # Without a chat method, the same victim is fine.
-    assert ChatCheckedFactory(lambda c: ModelSet(victim=base))({"methods": ["ps_inst"]})
+    assert CheckedModelsFactory(lambda c: ModelSet(victim=base))({"methods": ["ps_inst"]})
 
 
 def test_an_audit_refuses_a_missing_reference_corpus_up_front(tmp_path) -> None:

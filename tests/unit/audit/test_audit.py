@@ -295,3 +295,39 @@ def test_a_run_owned_by_a_live_process_is_not_run_twice(store):
     assert (summary.status, summary.done, summary.ran) == ("finished", 1, 1)
     summary = run_audit(store, run_id, models=models(), runner=FakeRunner())
     assert summary.status == "finished"
+
+
+@pytest.mark.parametrize(
+    ("method", "role"), [("acr", "victim"), ("gcg", "base"), ("verbatim", "victim")]
+)
+def test_a_white_box_method_with_a_model_without_weights_is_refused_before_any_unit(
+    store, method, role
+):
+    """ACR's and verbatim-only's victim and GCG's base must expose weights: an audit that names
+    an endpoint (here a scripted black-box model) there fails up front, naming the role and the
+    model, with every unit still pending and no model asked anything."""
+    from memprobe_core.attacks.model_set import MissingModelError
+
+    run_id = start_audit(
+        store,
+        snippets(2),
+        ["ps_inst", method],
+        [12],
+        models=ModelNames(backend="fake"),
+        split_tokenizer="whitespace",
+    )
+    given = models()
+    with pytest.raises(MissingModelError, match=f"needs the weights of its {role} model.*test/"):
+        run_audit(store, run_id, models=given)
+    assert {u["status"] for u in store.units(run_id)} == {"pending"}
+    assert all(not getattr(m, "calls", []) for m in (given.victim, given.base))
+    # Without the white-box method the same models run.
+    run_id = start_audit(
+        store,
+        snippets(1),
+        ["ps_inst"],
+        [12],
+        models=ModelNames(backend="fake"),
+        split_tokenizer="whitespace",
+    )
+    assert run_audit(store, run_id, models=given).status == "finished"
