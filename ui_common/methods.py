@@ -281,9 +281,40 @@ def measure_widgets(key: str, *, labelled: bool) -> dict[str, Any]:
         help="sampled continuations of each prefix scored by ROUGE-1 (its paper: 10); needs no "
         "log-probs",
     )
+    d1, d2, d3 = st.columns(3)
+    temperature = d1.number_input(
+        "p_z temperature",
+        0.0,
+        10.0,
+        MeasureOptions.pz_temperature,
+        key=f"{key}_pz_temperature",
+        help="the sampling scheme p_z (the chance one sample writes the true suffix) is measured "
+        "under: temperature (0: greedy); docs/method.md §14",
+    )
+    top_k = d2.number_input(
+        "p_z top-k",
+        0,
+        1_000_000,
+        MeasureOptions.pz_top_k,
+        key=f"{key}_pz_top_k",
+        help="… its top-k (0: off; Hayes et al.: 40)",
+    )
+    discover_p = d3.number_input(
+        "Extraction chance p",
+        0.01,
+        0.99,
+        MeasureOptions.discover_p,
+        key=f"{key}_discover_p",
+        help="n at p: the fewest samples that write the suffix with this probability",
+    )
     return {
         "measure": MeasureOptions(
-            recall_shots=int(recall), pac_augmentations=int(pac), samia_samples=int(samia)
+            recall_shots=int(recall),
+            pac_augmentations=int(pac),
+            samia_samples=int(samia),
+            pz_temperature=float(temperature),
+            pz_top_k=int(top_k),
+            discover_p=float(discover_p),
         )
     }
 

@@ -50,6 +50,8 @@ def test_opt_in_signals_from_the_method_options_reach_the_run() -> None:
     at.number_input(key="audit_limit").set_value(2).run()
     at.number_input(key="audit_recall_shots").set_value(1)
     at.number_input(key="audit_samia").set_value(2)
+    at.number_input(key="audit_pz_top_k").set_value(0)
+    at.number_input(key="audit_discover_p").set_value(0.9)
     at.multiselect(key="audit_methods").set_value(["ps_inst"])
     at.multiselect(key="audit_lengths").set_value([50])
     at.button(key="audit_start").click()
@@ -57,4 +59,5 @@ def test_opt_in_signals_from_the_method_options_reach_the_run() -> None:
     (run,) = Store(os.environ["MEMPROBE_STORE"]).list_runs()
     measure = run["config"]["options"]["measure"]
     assert (measure["recall_shots"], measure["samia_samples"]) == (1, 2)
+    assert (measure["pz_top_k"], measure["discover_p"], measure["pz_temperature"]) == (0, 0.9, 1.0)
     assert len(measure["recall_prefix_ids"]) == 2  # one member and one non-member picked
