@@ -59,7 +59,7 @@ from memprobe_core.attacks.events import (
 from memprobe_core.attacks.gcg import _charge_search, _lead_ids
 from memprobe_core.attacks.gcg_core import SearchCounts, gcg_search
 from memprobe_core.attacks.manifest import build_manifest
-from memprobe_core.attacks.model_set import MissingModelError, ModelSet
+from memprobe_core.attacks.model_set import MissingModelError, ModelSet, has_weights
 from memprobe_core.attacks.options import AttackOptions, check_size
 from memprobe_core.attacks.registry import MethodSpec, register
 from memprobe_core.attacks.result import AttackResult, build_result
@@ -610,7 +610,7 @@ def _white_box_victim(models: ModelSet) -> Generator:
     """The victim, checked to have weights, gradients and a tokenizer."""
     victim = models.victim
     tok = victim.tokenizer
-    if not victim.white_box or getattr(victim, "torch_model", None) is None or tok is None:
+    if not has_weights(victim) or tok is None:
         raise MissingModelError(
             f"ACR needs the victim's weights (a token-gradient search and teacher-forced "
             f"checks on it); {victim.model_id!r} (backend {victim.backend!r}) has none. Load "

@@ -38,7 +38,7 @@ from memprobe_core.attacks.gcg_core import (  # noqa: F401  (re-exported: the se
     round_trips,
 )
 from memprobe_core.attacks.manifest import build_manifest
-from memprobe_core.attacks.model_set import MissingModelError, ModelSet, require
+from memprobe_core.attacks.model_set import MissingModelError, ModelSet, has_weights, require
 from memprobe_core.attacks.options import AttackOptions, GCGOptions
 from memprobe_core.attacks.registry import MethodSpec, register
 from memprobe_core.attacks.result import AttackResult, build_result
@@ -165,7 +165,7 @@ def _white_box_base(models: ModelSet) -> tuple[Generator, TextTokenizer]:
     """The base model and its tokenizer, checked to have weights and gradients."""
     base = require(models.base, "base", METHOD, "a white-box model for token gradients")
     tok = base.tokenizer
-    if not base.white_box or getattr(base, "torch_model", None) is None or tok is None:
+    if not has_weights(base) or tok is None:
         raise MissingModelError(
             f"GCG needs a white-box base model (weights and gradients); {base.model_id!r} "
             f"(backend {base.backend!r}) has none. Load the base with the 'hf' backend."

@@ -73,3 +73,9 @@ def require(model: Generator | None, role: str, method: str, what: str = "") -> 
             f"(e.g. memprobe_core.models.load(...)) or pick another method"
         )
     return model
+
+
+def has_weights(model: Generator) -> bool:
+    """Whether ``model`` exposes its weights and gradients (a white box: the ``hf`` backend's
+    ``torch_model``), as GCG's base, ACR's and verbatim-only's victim need."""
+    return bool(model.white_box) and getattr(model, "torch_model", None) is not None

@@ -27,7 +27,7 @@ from typing import Any
 
 from memprobe_core.attacks.costs import CostMeter
 from memprobe_core.attacks.events import EventCallback, Finished, emit
-from memprobe_core.attacks.model_set import MissingModelError, ModelSet
+from memprobe_core.attacks.model_set import MissingModelError, ModelSet, has_weights
 from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.attacks.registry import MethodSpec, register
 from memprobe_core.attacks.result import AttackResult
@@ -100,7 +100,7 @@ def run_verbatim_only(
     """
     victim = models.victim
     cancelled = cancel is not None and cancel.is_set()
-    if not cancelled and (not victim.white_box or getattr(victim, "torch_model", None) is None):
+    if not cancelled and not has_weights(victim):
         raise MissingModelError(
             f"verbatim-only needs the victim's weights (one forward pass over prefix + suffix); "
             f"{victim.model_id!r} (backend {victim.backend!r}) has none. Use P-S-Base, which "

@@ -29,7 +29,7 @@ from typing import Any
 from memprobe_core import __version__
 from memprobe_core.attacks import divergence, registry, run_method
 from memprobe_core.attacks.events import EventCallback
-from memprobe_core.attacks.model_set import MissingModelError, ModelSet
+from memprobe_core.attacks.model_set import MissingModelError, ModelSet, has_weights
 from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.errors import MemprobeError
@@ -382,9 +382,7 @@ def refuse_unfit_models(methods: Sequence[str], models: ModelSet) -> None:
                 raise _no_chat_template(method, role, getattr(model, "model_id", str(model)))
         for role in spec.white_box_roles:
             model = getattr(models, role, None)
-            if model is not None and (
-                not model.white_box or getattr(model, "torch_model", None) is None
-            ):
+            if model is not None and not has_weights(model):
                 raise MissingModelError(
                     f"{spec.label} needs the weights of its {role} model (a white box): "
                     f"{role} {getattr(model, 'model_id', model)!r} (backend "
