@@ -14,6 +14,7 @@ and then checks that both give the same greedy victim outputs for the last round
     python bench/probe.py --modes batched --profile         # cProfile: where the time goes
     python bench/probe.py --modes batched --profile torch   # per torch operator
     python bench/probe.py --modes batched --drafting on,off  # victim drafting from the suffix vs not
+    python bench/probe.py --modes batched --buckets on,off   # victim prefill in length buckets vs not
 """
 
 from __future__ import annotations
@@ -153,6 +154,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         help="comma list: on (the victim drafts from the true suffix, the default) and/or off "
         "(--no-speculative); with both, the victim outputs of the two runs must be identical",
     )
+    p.add_argument(
+        "--buckets",
+        default="on",
+        help="comma list: on (the victim's prompts prefilled in length buckets, the default) "
+        "and/or off (one padded prefill); with both, the victim outputs must be identical",
+    )
     p.add_argument("--json", default=None, help="also write the rows to this file")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument(
@@ -186,11 +193,21 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         f"snippet {sp.snippet.id} ({sp.snippet.domain}): {len(sp.prefix_ids)} + {sp.suffix_tokens} tokens",
         flush=True,
     )
+    # Warm-up, not timed: a process's first forward passes pay for kernels and allocations
+    # (the embedded Gemma's first prefill took 14 s), which would land on the first run only.
+    for gen in (victim, attacker):
+        gen.generate(["Warm up."], max_new_tokens=2)
     rows, traces = [], {}
+    bucket_runs = args.buckets.split(",")
     for loop in args.loops.split(","):
-        models = ModelSet(victim=with_loop(victim, loop), attacker=with_loop(attacker, loop))
         for mode in args.modes.split(","):
-            for drafting in args.drafting.split(","):
+            for drafting, buckets in [
+                (d, b) for d in args.drafting.split(",") for b in bucket_runs
+            ]:
+                looped = with_loop(victim, loop)
+                if hasattr(looped, "variant"):
+                    looped = looped.variant(prefill_buckets=buckets == "on")
+                models = ModelSet(victim=looped, attacker=with_loop(attacker, loop))
                 options = AttackOptions(
                     seed=0,
                     speculative=drafting == "on",
@@ -199,12 +216,23 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     ),
                 )
                 cpu0 = time.process_time()
-                with profiled(args.profile, args.top, f"{loop}/{mode}/{drafting}"):
+                with profiled(args.profile, args.top, f"{loop}/{mode}/{drafting}/{buckets}"):
                     res = run_interactive(sp, models, options)
+                cpu = time.process_time() - cpu0
                 rows.append(
-                    {"drafting": drafting, **summary(loop, mode, res, time.process_time() - cpu0)}
+                    {"drafting": drafting, "buckets": buckets, **summary(loop, mode, res, cpu)}
                 )
-                traces[(loop, mode, drafting)] = res.trace
+                if buckets == bucket_runs[0]:
+                    traces[(loop, mode, drafting)] = res.trace
+                else:
+                    bucket_traces = (traces[(loop, mode, drafting)], res.trace)
+                    a, b = ([c.output for c in t] for t in bucket_traces)
+                    same = sum(x == y for x, y in zip(a, b))
+                    print(
+                        f"{loop}/{mode}: victim outputs identical with and without prefill "
+                        f"buckets: {same}/{len(a)}",
+                        flush=True,
+                    )
                 print(json.dumps(rows[-1]), flush=True)
             if len(args.drafting.split(",")) == 2:
                 outputs = {
@@ -221,8 +249,21 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     print("\n" + " | ".join(f"{h:>14}" for h in head))
     for row in rows:
         print(" | ".join(f"{row[h]!s:>14}" for h in head))
-    by = {(r["loop"], r["mode"]): r for r in rows if r["drafting"] == args.drafting.split(",")[0]}
-    drafted = {(r["loop"], r["mode"], r["drafting"]): r for r in rows}
+    first_buckets = [r for r in rows if r["buckets"] == bucket_runs[0]]
+    by = {
+        (r["loop"], r["mode"]): r
+        for r in first_buckets
+        if r["drafting"] == args.drafting.split(",")[0]
+    }
+    drafted = {(r["loop"], r["mode"], r["drafting"]): r for r in first_buckets}
+    for loop in args.loops.split(","):
+        for mode in args.modes.split(","):
+            pair = {r["buckets"]: r for r in rows if (r["loop"], r["mode"]) == (loop, mode)}
+            if "on" in pair and "off" in pair:
+                print(
+                    f"\n{loop}/{mode}: without prefill buckets / with them: "
+                    + ratios(pair["off"], pair["on"])
+                )
     for loop in args.loops.split(","):
         for mode in args.modes.split(","):
             if (loop, mode, "on") in drafted and (loop, mode, "off") in drafted:

@@ -65,6 +65,11 @@ class MethodSpec:
             Compare page does not offer it.
         verbatim: the method measures the verbatim metrics itself without an output to score
             (``verbatim``: teacher-forced greedy match); Table 1 shows its extraction rate.
+        prefetch: ``(pieces, models, options) -> None``, called by an executor with the pieces of
+            this method's next units before it runs them: it may compute, in batches, what those
+            units will ask for and keep it where their ``run`` looks first (``verbatim``: many
+            snippets in one forward pass). It must change only what the units cost, never what
+            they record; a failure is logged and the units compute for themselves.
     """
 
     name: str
@@ -83,6 +88,7 @@ class MethodSpec:
     candidates: Callable[[Any], int] | None = None
     extracts: bool = True
     verbatim: bool = False
+    prefetch: Callable[..., None] | None = None
 
     def __post_init__(self) -> None:
         needs = (*self.roles, *self.white_box_roles, *self.chat_roles)

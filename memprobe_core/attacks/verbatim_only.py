@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from memprobe_core.attacks.costs import CostMeter
@@ -32,9 +33,14 @@ from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.attacks.registry import MethodSpec, register
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.attacks.signals_only import unscored_result
+from memprobe_core.membership.signals import _SignalCache
 from memprobe_core.snippets.split import SplitSnippet
 
 METHOD = "verbatim"
+
+
+# Greedy matches by (victim, prompt ids, suffix ids): filled by ``prefetch`` or by a unit.
+_MATCHES = _SignalCache(size=4096)
 
 
 def suffix_ids(split: SplitSnippet, victim: Any) -> list[int]:
@@ -48,25 +54,76 @@ def suffix_ids(split: SplitSnippet, victim: Any) -> list[int]:
     return list(tok.encode(split.suffix, add_special_tokens=False))
 
 
-def greedy_match(split: SplitSnippet, victim: Any) -> tuple[int, int]:
-    """``(matched, suffix tokens)``: how many leading suffix tokens greedy decoding of the raw
-    prefix reproduces on ``victim`` (one forward pass)."""
+# Snippets of one teacher-forced batch (``prefetch``): sorted by length first, so a batch pads
+# little; 16 rows of the embedded Gemma took 0.18 s a snippet against 0.40 s one at a time.
+PREFETCH_BATCH = 16
+
+
+def _rows(split: SplitSnippet, victim: Any) -> tuple[list[int], list[int]]:
+    """(prompt ids, suffix ids): the prefix as the victim is prompted with it, the suffix."""
+    return list(victim.prompt_ids(split.prefix)), suffix_ids(split, victim)
+
+
+def _match_key(victim: Any, prompt: list[int], suffix: list[int]) -> tuple[Any, ...]:
+    from memprobe_core.membership.signals import _model_key
+
+    return (_model_key(victim), tuple(prompt), tuple(suffix))
+
+
+def _agreements(victim: Any, rows: list[tuple[list[int], list[int]]]) -> list[int]:
     import torch
 
     from memprobe_core.models.hf_speculative import greedy_agreement
 
-    suffix = suffix_ids(split, victim)
-    if not suffix:
-        return 0, 0
     pad = victim.tokenizer.pad_token_id
     with torch.inference_mode():
-        (matched,) = greedy_agreement(
+        return greedy_agreement(
             victim.torch_model,
-            [victim.prompt_ids(split.prefix)],
-            [suffix],
+            [prompt for prompt, _ in rows],
+            [suffix for _, suffix in rows],
             pad_id=int(pad) if pad is not None else 0,
         )
+
+
+def greedy_match(split: SplitSnippet, victim: Any) -> tuple[int, int]:
+    """``(matched, suffix tokens)``: how many leading suffix tokens greedy decoding of the raw
+    prefix reproduces on ``victim`` (teacher forcing; what :func:`prefetch` computed, when it
+    did)."""
+    prompt, suffix = _rows(split, victim)
+    if not suffix:
+        return 0, 0
+    key = _match_key(victim, prompt, suffix)
+    cached = _MATCHES.get(key)
+    if cached is not None:
+        return int(cached["matched"]), len(suffix)
+    (matched,) = _agreements(victim, [(prompt, suffix)])
+    _MATCHES.put(key, {"matched": matched})
     return matched, len(suffix)
+
+
+def prefetch(pieces: Sequence[SplitSnippet], models: ModelSet, options: AttackOptions) -> None:
+    """The greedy match of every piece in batched teacher-forced passes (``MethodSpec.prefetch``),
+    kept where :func:`greedy_match` looks first. The same numbers as one piece at a time: a
+    row's positions see only its own tokens (tests compare batched with generation)."""
+    victim = models.victim
+    if not has_weights(victim):
+        return  # each unit refuses it, naming the victim
+    todo: dict[tuple[Any, ...], tuple[list[int], list[int]]] = {}
+    for piece in pieces:
+        prompt, suffix = _rows(piece, victim)
+        key = _match_key(victim, prompt, suffix)
+        if suffix and _MATCHES.get(key) is None:
+            todo[key] = (prompt, suffix)
+    keys = sorted(todo, key=lambda k: len(todo[k][0]) + len(todo[k][1]))
+    for start in range(0, len(keys), PREFETCH_BATCH):
+        batch = keys[start : start + PREFETCH_BATCH]
+        for key, matched in zip(batch, _agreements(victim, [todo[k] for k in batch])):
+            _MATCHES.put(key, {"matched": matched})
+
+
+def clear_cache() -> None:
+    """Forget every greedy match computed (tests, benchmarks)."""
+    _MATCHES.clear()
 
 
 def verbatim_record(matched: int, suffix_tokens: int, k: int) -> dict[str, Any]:
@@ -138,6 +195,7 @@ register(
         default_in_compare=False,
         extracts=False,
         verbatim=True,
+        prefetch=prefetch,
         summary="no generation: k-extractability and the greedy match length from one "
         "teacher-forced pass of the victim, beside the membership signals",
     )

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from memprobe_core.membership.sampler import (
@@ -90,9 +90,63 @@ def describe_extraction_probability(verbatim: dict[str, Any] | None) -> str:
 _CACHE = _SignalCache()
 
 
+# The sampler's suffix log-probs handed over by the membership signals' pass, which feeds the
+# same row (:func:`remember_suffix_log_probs`): with signals on, p_z costs no pass of its own.
+_HANDED_OVER = _SignalCache()
+
+
 def clear_cache() -> None:
     """Forget every cached p_z (benchmarks time the computation itself)."""
     _CACHE.clear()
+    _HANDED_OVER.clear()
+
+
+def _pass_key(victim: Generator, piece: SplitSnippet, scheme: SamplingScheme) -> tuple[Any, ...]:
+    from memprobe_core.membership import signals
+
+    key: tuple[Any, ...] = (signals._model_key(victim), piece.text, piece.prefix)
+    return key + (piece.prefix_ids, piece.suffix_ids, scheme)
+
+
+def suffix_row(tokenizer: Any, piece: SplitSnippet) -> tuple[list[int], int]:
+    """The row p_z feeds (the signals' row: the split's own ids, the signals' BOS rule) and the
+    index in it of the first suffix token (0 when nothing predicts it: not measurable)."""
+    from memprobe_core.membership.signals import model_row, victim_ids
+
+    ids, n_prefix = victim_ids(tokenizer, piece)
+    row, first = model_row(tokenizer, ids, piece.text)
+    # The suffix starts at row index n_prefix + (BOS added in front ? 1 : 0).
+    return row, n_prefix + (1 if first == 0 else 0)
+
+
+def sampler_suffix_log_probs(
+    logits: Any, row: Sequence[int], start: int, scheme: SamplingScheme
+) -> list[float]:
+    """The sampler's log-probs of ``row[start:]`` from the logits of ``row``'s positions
+    (``logits[j]`` predicts ``row[j + 1]``; only ``[start - 1, len(row) - 1)`` is read)."""
+    import torch
+
+    targets = torch.tensor(list(row[start:]), dtype=torch.long, device=logits.device)
+    picked = logits[start - 1 : len(row) - 1]
+    return [float(v) for v in sampler_log_probs(picked, targets, scheme).cpu()]
+
+
+def logits_taker(
+    victim: Generator, piece: SplitSnippet, scheme: SamplingScheme
+) -> Callable[[Sequence[int], Any], None]:
+    """A consumer for another pass's ``(row, logits)`` (the membership signals',
+    ``compute_signals(on_logits=…)``): when the row is the one p_z feeds, the suffix log-probs
+    are computed from those logits and kept for :func:`suffix_log_probs`, which then needs no
+    pass of its own."""
+
+    def take(row: Sequence[int], logits: Any) -> None:
+        own, start = suffix_row(victim.tokenizer, piece)
+        if list(row) != own or not 0 < start < len(own):
+            return
+        log_probs = sampler_suffix_log_probs(logits, own, start, scheme)
+        _HANDED_OVER.put(_pass_key(victim, piece, scheme), {"log_probs": log_probs})
+
+    return take
 
 
 def suffix_log_probs(victim: Generator, piece: SplitSnippet, scheme: SamplingScheme) -> list[float]:
@@ -122,13 +176,10 @@ def suffix_log_probs(victim: Generator, piece: SplitSnippet, scheme: SamplingSch
 def _white_box_log_probs(victim: Any, piece: SplitSnippet, scheme: SamplingScheme) -> list[float]:
     import torch
 
-    from memprobe_core.membership.signals import model_row, victim_ids
-
-    tok = victim.tokenizer
-    ids, n_prefix = victim_ids(tok, piece)
-    row, first = model_row(tok, ids, piece.text)
-    # The suffix starts at row index n_prefix + (BOS added in front ? 1 : 0).
-    start = n_prefix + (1 if first == 0 else 0)
+    handed = _HANDED_OVER.get(_pass_key(victim, piece, scheme))
+    if handed is not None:
+        return list(handed["log_probs"])
+    row, start = suffix_row(victim.tokenizer, piece)
     n_suffix = len(row) - start
     if n_suffix <= 0 or start == 0:
         return []

@@ -15,7 +15,10 @@ from memprobe_core.attacks import registry
 from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.errors import MemprobeError
-from memprobe_core.membership.extraction_probability import measure_extraction_probability
+from memprobe_core.membership.extraction_probability import (
+    logits_taker,
+    measure_extraction_probability,
+)
 from memprobe_core.membership.options import SIGNALS, MeasureOptions
 from memprobe_core.membership.samia import measure_samia
 from memprobe_core.membership.signals import compute_signals
@@ -64,6 +67,16 @@ def measure_result(
             **verbatim_metrics(piece.suffix, result.output, tokenizer, options.extract_k),
             **result.verbatim,
         }
+    # The signals first: their pass (white-box) also gives p_z's log-probs, the same row.
+    take = logits_taker(models.victim, piece, options.pz_scheme) if options.pz else None
+    try:
+        result.membership = compute_signals(
+            models.victim, piece, options, models.reference, on_logits=take
+        )
+    except Exception as exc:  # recorded: the unit's result stands without its signals
+        message = redact_secrets(f"{type(exc).__name__}: {exc}")
+        log.warning("membership signals of %s failed: %s", piece.snippet.id, message)
+        result.membership = {"error": message}
     if options.pz:
         # p_z is of the snippet's suffix given its prefix: the same for every method of a unit.
         scheme = options.pz_scheme
@@ -82,12 +95,6 @@ def measure_result(
                 "given": "the true prefix (the split's tokens), teacher-forced",
             },
         }
-    try:
-        result.membership = compute_signals(models.victim, piece, options, models.reference)
-    except Exception as exc:  # recorded: the unit's result stands without its signals
-        message = redact_secrets(f"{type(exc).__name__}: {exc}")
-        log.warning("membership signals of %s failed: %s", piece.snippet.id, message)
-        result.membership = {"error": message}
     samia = measure_samia(models.victim, piece, options, seed=seed)  # {} when off
     if samia:
         result.membership = {**result.membership, **samia}

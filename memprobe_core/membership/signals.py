@@ -49,7 +49,7 @@ import threading
 import weakref
 import zlib
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -319,8 +319,19 @@ class _Pass(NamedTuple):
     vocab_size: int | None = None
 
 
-def _victim_pass(victim: Generator, piece: SplitSnippet, extra_texts: Sequence[str] = ()) -> _Pass:
-    """x, lower(x) and ``extra_texts`` through the victim in one forward call."""
+# Receives x's row and that row's logits (T_max, V) from the signals' forward pass, so another
+# measurement over the same row needs no pass of its own (probabilistic extraction's p_z).
+LogitsConsumer = Callable[[Sequence[int], Any], None]
+
+
+def _victim_pass(
+    victim: Generator,
+    piece: SplitSnippet,
+    extra_texts: Sequence[str] = (),
+    on_logits: LogitsConsumer | None = None,
+) -> _Pass:
+    """x, lower(x) and ``extra_texts`` through the victim in one forward call; ``on_logits``
+    gets x's row and its logits."""
     white: Any = victim  # checked by _usable: torch_model, tokenizer and device are there
     tok = white.tokenizer
     ids, n_prefix = victim_ids(tok, piece)
@@ -334,6 +345,8 @@ def _victim_pass(victim: Generator, piece: SplitSnippet, extra_texts: Sequence[s
     rows = ([row] if same else [row, lower_row]) + extra_rows
     logits = forward_rows(white.torch_model, rows, pad_id=_pad_id(tok), device=white.device)
     stats = row_stats(logits[0], row, calibrate=True)
+    if on_logits is not None:
+        on_logits(row, logits[0])
     lower = stats.log_probs if same else row_stats(logits[1], lower_row, calibrate=False).log_probs
     start = len(rows) - len(extra_rows)
     extra = [
@@ -459,6 +472,8 @@ def compute_signals(
     piece: SplitSnippet,
     options: MeasureOptions,
     reference: Generator | None = None,
+    *,
+    on_logits: LogitsConsumer | None = None,
 ) -> dict[str, Any]:
     """The membership signals of ``piece`` on ``victim`` (docs/method.md §8).
 
@@ -471,6 +486,8 @@ def compute_signals(
         options: ``signals`` on/off and ``min_k_percent``.
         reference: a second model for ``ref_ratio`` (its tokenizer may differ), scored the same
             two ways; one that can be scored neither way is skipped with a warning.
+        on_logits: called with x's row and its logits when a white-box pass runs (not when
+            the signals come from the cache).
 
     Returns:
         ``{name: value}`` for the names in ``SIGNALS`` (``ref_ratio`` only with a reference),
@@ -514,7 +531,7 @@ def compute_signals(
     if cached is not None:
         return cached
     try:
-        result = _measure(victim, piece, options, reference)
+        result = _measure(victim, piece, options, reference, on_logits)
     except LogprobsUnavailable as exc:  # the victim's server cannot score a text: say why
         log.warning("membership signals of %s not measured: %s", piece.snippet.id, exc)
         result = {"not_measured": str(exc)}
@@ -540,7 +557,11 @@ def _non_finite(log_probs: Sequence[float], what: str) -> str | None:
 
 
 def _measure(
-    victim: Generator, piece: SplitSnippet, options: MeasureOptions, reference: Generator | None
+    victim: Generator,
+    piece: SplitSnippet,
+    options: MeasureOptions,
+    reference: Generator | None,
+    on_logits: LogitsConsumer | None = None,
 ) -> dict[str, Any]:
     import torch
 
@@ -548,7 +569,10 @@ def _measure(
         white = _usable(victim)
         # PAC's word-swapped copies ride in the same forward call (or request batch).
         copies = augment(piece.text, options.pac_augmentations, options.pac_swap_rate)
-        scored = (_victim_pass if white else _server_pass)(victim, piece, copies)
+        if white:
+            scored = _victim_pass(victim, piece, copies, on_logits)
+        else:
+            scored = _server_pass(victim, piece, copies)
         stats, lower, suffix_start = scored.stats, scored.lower, scored.suffix_start
         if not stats.log_probs:
             log.warning("snippet %s: no token to score; signals not measured", piece.snippet.id)

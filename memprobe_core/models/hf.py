@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from memprobe_core.models.base import (
     chat_as_text,
 )
 from memprobe_core.models.hf_decode import (
+    BUCKET_MIN_SAVED,
     BatchDecoding,
     Decoded,
     decode,
@@ -48,6 +50,7 @@ _EXTRA_OPTIONS = (
     "compile",
     "attn_implementation",
     "speculative",
+    "prefill_buckets",
 )
 
 
@@ -96,6 +99,9 @@ class HFGenerator(Generator):
             default, the same tokens as without it; only with memprobe's own loop).
         draft_policy: how much to draft (``hf_speculative.DraftPolicy``; default: its
             defaults, with a GPU's cost per position on CUDA).
+        prefill_buckets: prompts of very different lengths are prefilled in length buckets
+            merged into one batch (``hf_decode.length_buckets``; on by default, the same tokens
+            as one padded prefill; only with memprobe's own loop).
     """
 
     backend = "hf"
@@ -113,6 +119,7 @@ class HFGenerator(Generator):
         compile: bool = False,
         speculative: bool = True,
         draft_policy: DraftPolicy | None = None,
+        prefill_buckets: bool = True,
     ) -> None:
         super().__init__()
         if max_batch_size is not None and max_batch_size < 1:
@@ -124,6 +131,7 @@ class HFGenerator(Generator):
         self.generation_loop: GenerationLoop = generation_loop
         self.compile = bool(compile)
         self.speculative = bool(speculative)
+        self.prefill_buckets = bool(prefill_buckets)
         self.draft_policy = draft_policy or _default_policy(model)
         # What drafting did since the model was loaded (benchmarks read it).
         self.draft_stats = DraftStats()
@@ -187,6 +195,7 @@ class HFGenerator(Generator):
             "generation_loop": "memprobe" if self._uses_own_loop else "transformers",
             "compile": self.compile,
             "speculative": self.speculative and self._uses_own_loop,
+            "prefill_buckets": self.prefill_buckets and self._uses_own_loop,
         }
         out.update(self._manifest_extra)
         return out
@@ -209,6 +218,7 @@ class HFGenerator(Generator):
             "compile": self.compile,
             "speculative": self.speculative,
             "draft_policy": self.draft_policy,
+            "prefill_buckets": self.prefill_buckets,
         }
         kwargs.update(changes)
         return HFGenerator(self._model, self._tokenizer, **kwargs)
@@ -327,6 +337,7 @@ class HFGenerator(Generator):
             top_p=plan.top_p,
             stop_ids=self.stop_token_ids,
             pad_id=self._tokenizer.pad_token_id,
+            bucket_min_saved=BUCKET_MIN_SAVED if self.prefill_buckets else sys.maxsize,
         )
         if not self._uses_own_loop:
             rows = generate_reference(self._model, prompts, spec, compile_=self.compile)
@@ -534,4 +545,5 @@ def load_hf(
         generation_loop=options.extra.get("generation_loop", "memprobe"),
         compile=bool(options.extra.get("compile", False)),
         speculative=bool(options.extra.get("speculative", True)),
+        prefill_buckets=bool(options.extra.get("prefill_buckets", True)),
     )

@@ -9,10 +9,15 @@ rows that already ended until the last one ends. This loop instead
 - drops rows that emitted a stop token from the batch (cache, mask and positions shrink with it);
 - writes each step's keys and values into memory reserved for the whole run
   (``hf_kvcache.preallocated_cache``) instead of copying the cache at every step;
-- returns the generated token ids, so nobody re-tokenizes the outputs.
+- returns the generated token ids, so nobody re-tokenizes the outputs;
+- prefills prompts of very different lengths in length buckets, merged into one left-padded
+  cache (:func:`length_buckets`): a victim round's 24 prompts of 17 to 124 tokens padded to 124
+  were 2,976 positions for 1,029 real ones (6.6 s on the embedded Gemma; 2.7 s in 3 buckets).
 
 The model calls are the ones ``generate`` makes (left padding, position ids from the attention
-mask, ``logits_to_keep=1``, no mask when nothing is padded), so greedy outputs are the same;
+mask, ``logits_to_keep=1``, no mask when nothing is padded), so greedy outputs are the same (a
+bucketed prefill computes fewer padded positions beside the real ones: the same tokens, logits
+equal to float rounding);
 sampling applies transformers' own temperature and top-p warpers and draws by inverse CDF
 (``draw``: the same distribution as ``torch.multinomial``, a tenth of its cost) from a
 ``torch.Generator`` seeded per call.
@@ -29,6 +34,10 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
+# Bucket a prefill only when it skips at least this many padded positions: below it the extra
+# calls and the merge are not worth it.
+BUCKET_MIN_SAVED = 256
+
 
 @dataclass(frozen=True)
 class BatchDecoding:
@@ -41,6 +50,8 @@ class BatchDecoding:
         top_p: nucleus mass when sampling (1.0: off).
         stop_ids: token ids that end a row (the stop token counts as generated).
         pad_id: the id written into padded prompt positions (masked out).
+        bucket_min_saved: prefill the prompts in length buckets (:func:`length_buckets`) when
+            that skips at least this many padded positions; a very large value turns it off.
     """
 
     max_new_tokens: int
@@ -48,6 +59,7 @@ class BatchDecoding:
     top_p: float
     stop_ids: tuple[int, ...]
     pad_id: int
+    bucket_min_saved: int = BUCKET_MIN_SAVED
 
     @property
     def greedy(self) -> bool:
@@ -121,26 +133,116 @@ class _State:
         self.rows = self.rows[index]
 
 
-def _prefill(model: Any, prompts: list[list[int]], spec: BatchDecoding, device: Any) -> _State:
+# A forward call's fixed cost in prompt positions, when choosing buckets (on the embedded
+# Gemma on 2 CPU cores a call costs about what 15-30 more positions do; erring high keeps
+# buckets few).
+BUCKET_CALL_COST = 64
+
+
+def length_buckets(
+    lengths: list[int], min_saved: int, call_cost: int | None = None
+) -> list[list[int]]:
+    """Row indices grouped for prefilling: one group (all rows, in order) unless groups of
+    similar lengths skip at least ``min_saved`` padded positions.
+
+    Rows sorted by length are cut into consecutive groups minimising Σ (rows × longest) +
+    ``call_cost`` per group (default :data:`BUCKET_CALL_COST`; dynamic programming over the
+    cut points: exact, O(rows²)).
+    """
+    call_cost = BUCKET_CALL_COST if call_cost is None else call_cost
+    n = len(lengths)
+    whole = [list(range(n))]
+    if n < 2:
+        return whole
+    order = sorted(range(n), key=lambda i: lengths[i])
+    sorted_lengths = [lengths[i] for i in order]
+    best = [0] + [float("inf")] * n  # best[j]: cost of the first j sorted rows
+    cut = [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(j):
+            cost = best[i] + (j - i) * sorted_lengths[j - 1] + call_cost
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    if n * sorted_lengths[-1] + call_cost - best[n] < min_saved:
+        return whole
+    groups, j = [], n
+    while j > 0:
+        groups.append([order[k] for k in range(cut[j], j)])
+        j = cut[j]
+    return groups[::-1]
+
+
+def _left_padded(prompts: list[list[int]], pad_id: int, device: Any) -> tuple[Any, Any, Any]:
+    """``(ids, mask, positions)`` of ``prompts`` left padded to the longest, (B, T) each;
+    positions as ``generate`` computes them from the mask."""
     import torch
 
-    from memprobe_core.models.hf_kvcache import preallocated_cache
-
     width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), spec.pad_id, dtype=torch.long)  # (B, T), left padded
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)  # (B, T), left padded
     mask = torch.zeros((len(prompts), width), dtype=torch.long)
     for row, prompt in enumerate(prompts):
         ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
         mask[row, width - len(prompt) :] = 1
     ids, mask = ids.to(device), mask.to(device)
-    positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)  # (B, T), as generate computes them
+    positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
+    return ids, mask, positions
+
+
+def _prefill(model: Any, prompts: list[list[int]], spec: BatchDecoding, device: Any) -> _State:
+    import torch
+
+    from memprobe_core.models.hf_kvcache import preallocated_cache
+
+    ids, mask, positions = _left_padded(prompts, spec.pad_id, device)
+    width = ids.shape[1]
     cache = preallocated_cache(model.config, capacity=width + spec.max_new_tokens)
     # generate drops an all-ones mask (no padding) for the whole run; do the same so the
     # attention kernels, hence greedy outputs, are the ones generate would use.
     run_mask = None if bool((mask == 1).all()) else mask
-    logits = _forward(model, ids, run_mask, positions, cache)
+    groups = length_buckets([len(p) for p in prompts], spec.bucket_min_saved)
+    logits = None
+    if len(groups) > 1:
+        logits = _bucketed_prefill(model, prompts, groups, spec, cache)
+    if logits is None:
+        logits = _forward(model, ids, run_mask, positions, cache)
     rows = torch.arange(len(prompts), device=device)
     return _State(cache, run_mask, positions[:, -1:] + 1, logits, rows)
+
+
+def _bucketed_prefill(
+    model: Any, prompts: list[list[int]], groups: list[list[int]], spec: BatchDecoding, cache: Any
+) -> Any:
+    """Prefill each group of rows on its own and write their keys and values into ``cache``
+    as one left-padded batch would hold them; the last position's float32 logits, (B, V).
+    ``None`` (nothing written) when ``cache`` cannot take merged rows (a layer that is not
+    memprobe's buffer, or prompts past a sliding window).
+
+    Each real position sees the same tokens and position ids as in one padded prefill; only
+    which padded positions are computed beside it changes (greedy outputs are tested equal).
+    """
+    import torch
+
+    from memprobe_core.models.hf_kvcache import (
+        can_merge_prefills,
+        merge_prefills,
+        preallocated_cache,
+    )
+
+    width = max(len(p) for p in prompts)
+    if not can_merge_prefills(cache, width):
+        return None
+    parts: list[tuple[Any, list[int]]] = []
+    logits: list[Any] = [None] * len(prompts)
+    for rows in groups:
+        part = [prompts[r] for r in rows]
+        ids, mask, positions = _left_padded(part, spec.pad_id, model.device)
+        own = preallocated_cache(model.config, capacity=ids.shape[1])
+        run_mask = None if bool((mask == 1).all()) else mask
+        for row, row_logits in zip(rows, _forward(model, ids, run_mask, positions, own)):
+            logits[row] = row_logits
+        parts.append((own, rows))
+    merge_prefills(cache, parts, batch=len(prompts), width=width)
+    return torch.stack(logits)
 
 
 def _forward(model: Any, ids: Any, mask: Any, positions: Any, cache: Any) -> Any:

@@ -30,6 +30,40 @@ def preallocated_cache(config: Any, capacity: int) -> Any:
     return cache
 
 
+def can_merge_prefills(cache: Any, width: int) -> bool:
+    """Whether :func:`merge_prefills` can fill ``cache`` with prompts of ``width`` positions:
+    every layer is a fresh buffer of this module, and a sliding-window layer's window holds them."""
+    for layer in cache.layers:
+        if getattr(layer, "_buffer", None) is None or layer.is_initialized:
+            return False
+        if hasattr(layer, "sliding_window") and width > layer.sliding_window - 1:
+            return False
+    return True
+
+
+def merge_prefills(
+    cache: Any, parts: list[tuple[Any, list[int]]], *, batch: int, width: int
+) -> None:
+    """Write each part's prefilled rows into ``cache`` as one left-padded batch of ``width``
+    positions holds them (a part: ``(its cache, the batch rows it holds, in order)``): row ``r``
+    of a part ``w`` positions wide lands in columns ``width − w … width − 1``; the columns
+    before are zeros, masked by the caller's attention mask as padding is."""
+    import torch
+
+    for index, layer in enumerate(cache.layers):
+        first = parts[0][0].layers[index].keys  # (b, H, w, D)
+        capacity = layer._buffer.capacity
+        shape = (batch, first.shape[1], capacity, first.shape[-1])
+        keys, values = first.new_zeros(shape), first.new_zeros(shape)
+        for part, rows in parts:
+            source = part.layers[index]
+            w = source.keys.shape[-2]
+            at = torch.tensor(rows, device=first.device)
+            keys[at, :, width - w : width] = source.keys
+            values[at, :, width - w : width] = source.values
+        layer.adopt(keys, values, width)
+
+
 def _preallocated(layer: Any, capacity: int) -> Any:
     from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
@@ -115,6 +149,19 @@ def _make_layer_classes() -> tuple[type, type]:
                 return super().batch_select_indices(indices)
             self._buffer.select(indices)
             self.keys, self.values = self._buffer.filled()
+
+        def adopt(self, keys: Any, values: Any, filled: int) -> None:
+            """Take ``keys`` / ``values`` (B, H, capacity, D) as this layer's buffer with the
+            first ``filled`` positions written (:func:`merge_prefills`)."""
+            assert self._buffer is not None
+            if not self.is_initialized:
+                self.lazy_initialization(keys, values)
+            buffer = self._buffer
+            buffer.keys, buffer.values = keys, values
+            buffer.capacity, buffer.n = keys.shape[-2], filled
+            self.keys, self.values = buffer.filled()
+            if hasattr(self, "cumulative_length"):  # a sliding-window layer counts its tokens
+                self.cumulative_length = filled
 
         def can_shift(self) -> bool:
             """Whether :meth:`shift_rows` works: the buffer, not transformers' tensors, holds it."""

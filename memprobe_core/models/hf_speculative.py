@@ -362,45 +362,156 @@ def greedy_agreement(
     prompts: Sequence[Sequence[int]],
     continuations: Sequence[Sequence[int]],
     pad_id: int,
+    *,
+    first_chunk: int = 16,
+    growth: int = 4,
+    max_positions: int = 256,
 ) -> list[int]:
     """For each row, how many leading tokens of its continuation greedy decoding of its prompt
-    writes, from ONE forward pass and no generation (teacher forcing; docs/method.md §9).
+    writes, by teacher forcing and no generation (docs/method.md §9).
 
-    The prompt followed by the continuation (its last token dropped: nothing is compared after
-    it) is fed once; the argmax at the position before each continuation token is the token
-    greedy decoding writes there *given the continuation so far*, so the leading run where the
-    two agree is exactly the run greedy decoding reproduces. Rows are left padded (position ids
-    from the mask, as ``hf_decode`` prefills them) so the compared positions are the last ones.
+    The prompt followed by the continuation is fed; the argmax at the position before each
+    continuation token is the token greedy decoding writes there *given the continuation so
+    far*, so the leading run where the two agree is exactly the run greedy decoding reproduces.
+
+    Only that leading run counts, so the continuation is fed in growing chunks (``first_chunk``
+    compared tokens, then ``growth`` times more, from the KV cache of the pass before) and a row
+    leaves the batch at its first disagreement: text the model does not reproduce costs the
+    prompt and one short chunk, with the vocabulary projection on that chunk only; a reproduced
+    one costs the same positions as one pass over everything. The chunking changes which
+    positions are computed together, not what is computed (each position sees the same tokens).
+    Rows are left padded (position ids from the mask, as ``hf_decode`` prefills them).
 
     Returns:
         Per row, the agreeing run's length (0 to ``len(continuation)``).
+
+    Raises:
+        ValueError: a row with a continuation has an empty prompt (nothing predicts its first
+            token), or ``first_chunk`` / ``growth`` / ``max_positions`` is below 1 / 2 / 1.
     """
-    import torch
 
-    from memprobe_core.models.hf_decode import _forward_params
+    if first_chunk < 1 or growth < 2 or max_positions < 1:
+        raise ValueError(
+            "first_chunk and max_positions must be >= 1 and growth >= 2, not "
+            f"{first_chunk}, {max_positions}, {growth}"
+        )
+    conts = [list(c) for c in continuations]
+    matched = [0] * len(conts)
+    live = [i for i, c in enumerate(conts) if c]
+    if any(not prompts[i] for i in live):
+        raise ValueError("every row with a continuation needs a prompt token to predict it from")
+    if not live:
+        return matched
+    done = 0  # continuation tokens compared (and agreeing) so far, the same for every live row
+    first = min(first_chunk, max(1, max_positions // len(live)))
+    upto = {i: min(len(conts[i]), first) for i in live}
+    # The first pass: prompt + the chunk's tokens but its last (it is only compared).
+    pass_ = _TeacherPass(model, pad_id)
+    chosen = pass_.first([list(prompts[i]) + conts[i][: upto[i] - 1] for i in live], live, upto)
+    while True:
+        survivors = []
+        for i in live:
+            want = conts[i][done : upto[i]]
+            agree = _agreeing(want, chosen[i])
+            matched[i] = done + agree
+            if agree == len(want) and upto[i] < len(conts[i]):
+                survivors.append(i)
+        if not survivors:
+            return matched
+        live, done = survivors, upto[survivors[0]]  # survivors compared the same count
+        step = min(done * (growth - 1), max(1, max_positions // len(live)))
+        upto = {i: min(len(conts[i]), done + step) for i in live}
+        # Feed from the last compared token: its position predicts the next uncompared one.
+        chosen = pass_.more([conts[i][done - 1 : upto[i] - 1] for i in live], live, upto, done)
 
-    rows = [list(p) + list(c[:-1]) for p, c in zip(prompts, continuations)]
-    keep = max(len(c) for c in continuations)
-    if keep == 0:
-        return [0] * len(rows)
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, T), left padded
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, row in enumerate(rows):
-        ids[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
-        mask[i, width - len(row) :] = 1
-    kwargs: dict[str, Any] = {"input_ids": ids.to(model.device), "use_cache": False}
-    if not bool((mask == 1).all()):
-        kwargs["attention_mask"] = mask.to(model.device)
-    params = _forward_params(model)
-    if "position_ids" in params:
-        kwargs["position_ids"] = ((mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)).to(model.device)
-    if "logits_to_keep" in params:
-        kwargs["logits_to_keep"] = keep
-    logits = model(**kwargs, return_dict=True).logits[:, -keep:]
-    chosen = torch.argmax(logits.float(), dim=-1).tolist()  # (B, keep)
-    out = []
-    for row_choices, continuation in zip(chosen, continuations):
-        n = len(continuation)
-        out.append(_agreeing(list(continuation), row_choices[keep - n :]) if n else 0)
-    return out
+
+class _TeacherPass:
+    """The teacher-forced passes of :func:`greedy_agreement`: one left-padded batch whose rows
+    leave it, its KV cache carried from pass to pass (transformers' own cache: it takes any
+    number of new tokens on every kind of layer, sliding windows included)."""
+
+    def __init__(self, model: Any, pad_id: int) -> None:
+        from memprobe_core.models.hf_decode import _forward_params
+
+        self.model, self.pad_id = model, pad_id
+        self.params = _forward_params(model)
+        self.cache: Any = None
+        self.mask: Any = None  # (B, columns); None while no row is padded
+        self.last_position: Any = None  # (B,)
+        self.rows: list[int] = []  # the caller's row index of each batch row
+
+    def first(
+        self, rows: list[list[int]], index: list[int], upto: dict[int, int]
+    ) -> dict[int, list[int]]:
+        import torch
+
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for b, row in enumerate(rows):
+            ids[b, width - len(row) :] = torch.tensor(row, dtype=torch.long)
+            mask[b, width - len(row) :] = 1
+        positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)
+        self.mask = None if bool((mask == 1).all()) else mask.to(self.model.device)
+        self.last_position = positions[:, -1].to(self.model.device)
+        self.rows = list(index)
+        keep = max(upto[i] for i in index)
+        return self._run(ids, positions, keep, upto, done=0)
+
+    def more(
+        self, feeds: list[list[int]], index: list[int], upto: dict[int, int], done: int
+    ) -> dict[int, list[int]]:
+        import torch
+
+        select = [self.rows.index(i) for i in index]
+        if len(select) < len(self.rows):
+            tensor = torch.tensor(select, device=self.model.device)
+            self.cache.batch_select_indices(tensor)
+            self.last_position = self.last_position[tensor]
+            if self.mask is not None:
+                self.mask = self.mask[tensor]
+        self.rows = list(index)
+        width = max(len(f) for f in feeds)
+        # Right padded: a padded slot comes after every token a kept row compares.
+        ids = torch.full((len(feeds), width), self.pad_id, dtype=torch.long)
+        for b, feed in enumerate(feeds):
+            ids[b, : len(feed)] = torch.tensor(feed, dtype=torch.long)
+        positions = self.last_position[:, None].cpu() + 1 + torch.arange(width)
+        if self.mask is not None:
+            ones = torch.ones((len(feeds), width), dtype=self.mask.dtype, device=self.mask.device)
+            self.mask = torch.cat([self.mask, ones], dim=-1)
+        self.last_position = positions[:, -1].to(self.model.device)
+        return self._run(ids, positions, width, upto, done=done, right_aligned=False)
+
+    def _run(
+        self,
+        ids: Any,
+        positions: Any,
+        keep: int,
+        upto: dict[int, int],
+        *,
+        done: int,
+        right_aligned: bool = True,
+    ) -> dict[int, list[int]]:
+        import torch
+
+        device = self.model.device
+        kwargs: dict[str, Any] = {"input_ids": ids.to(device), "use_cache": True}
+        if self.cache is not None:
+            kwargs["cache"] = self.cache
+        if self.mask is not None:
+            kwargs["attention_mask"] = self.mask
+        if "position_ids" in self.params:
+            kwargs["position_ids"] = positions.to(device)
+        if "logits_to_keep" in self.params:
+            kwargs["logits_to_keep"] = keep
+        out = self.model(**kwargs, return_dict=True)
+        self.cache = out.cache
+        # float32 as hf_decode's loop compares them (its argmax of a float32 copy).
+        choices = torch.argmax(out.logits[:, -keep:].float(), dim=-1).tolist()  # (B, keep)
+        chosen = {}
+        for b, i in enumerate(self.rows):
+            n = upto[i] - done
+            # The first pass's rows end together (left padded); later ones start together.
+            chosen[i] = choices[b][keep - n :] if right_aligned else choices[b][:n]
+        return chosen

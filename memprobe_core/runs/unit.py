@@ -23,11 +23,11 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from memprobe_core.attacks import run_method
+from memprobe_core.attacks import registry, run_method
 from memprobe_core.attacks.events import AttackEvent, EventCallback
 from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.attacks.options import AttackOptions
@@ -191,6 +191,48 @@ def run_unit(
         raise
 
 
+def prefetch_units(
+    units: Sequence[UnitKey],
+    snippets: dict[str, Snippet],
+    models: ModelSet,
+    options: AttackOptions,
+    *,
+    split_spec: SplitSpec = DEFAULT_SPLIT,
+) -> None:
+    """Let each method with a ``prefetch`` (:class:`~memprobe_core.attacks.registry.MethodSpec`)
+    compute ahead, in batches, what its units among ``units`` will ask for.
+
+    An executor calls it with its next few units before running them one by one through
+    :func:`run_unit`; the pieces are cut as :func:`run_unit` cuts them. Nothing is recorded, and
+    a failure (a snippet too short to cut, out of memory) is logged and ignored: each unit
+    then computes what it needs itself and records its own error, if any.
+    """
+    by_method: dict[str, list[SplitSnippet]] = {}
+    for unit in units:
+        spec = registry.get_method(unit.method)
+        if spec.prefetch is None or unit.snippet_id not in snippets:
+            continue
+        try:
+            piece = split_spec.cut(
+                snippets[unit.snippet_id],
+                unit.length,
+                models,
+                bos_in_prefix=bool(options.bos_in_prefix),
+            )
+        except Exception:  # the unit itself will record why it cannot be cut
+            continue
+        by_method.setdefault(unit.method, []).append(piece)
+    for method, pieces in by_method.items():
+        prefetch = registry.get_method(method).prefetch
+        assert prefetch is not None  # only such methods were grouped
+        try:
+            prefetch(pieces, models, options)
+        except Exception as exc:
+            log.warning(
+                "prefetch of %d %s unit(s) failed: %s", len(pieces), method, error_text(exc)
+            )
+
+
 def error_text(exc: BaseException) -> str:
     """``"Type: message"`` of ``exc`` with anything that looks like a secret redacted."""
     return redact_secrets(f"{type(exc).__name__}: {exc}")
@@ -226,6 +268,7 @@ __all__ = [
     "UnitOutcome",
     "UnitStore",
     "error_text",
+    "prefetch_units",
     "run_unit",
     "snippets_by_id",
 ]

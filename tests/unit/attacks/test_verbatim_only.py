@@ -108,3 +108,47 @@ def test_cli_verbatim_only_flag():
     assert audit_methods(args(methods=["ps_base"])) == ["ps_base"]
     with pytest.raises(UsageError, match="--verbatim-only"):
         audit_methods(args(verbatim_only=True, methods=["ps_base"]))
+
+
+# --- batched ahead of the units (MethodSpec.prefetch) ----------------------------------------
+
+
+def _count_forwards(model):
+    calls: list[int] = []
+    original = model.forward
+
+    def counting(*args, **kwargs):
+        calls.append(int(kwargs["input_ids"].shape[0]))
+        return original(*args, **kwargs)
+
+    model.forward = counting
+    return calls
+
+
+@pytest.mark.parametrize("own", [False, True])
+def test_prefetched_units_equal_units_one_at_a_time_and_ask_the_model_nothing(victim, own):
+    from memprobe_core.attacks import verbatim_only
+
+    models = ModelSet(victim=victim)
+    options = AttackOptions(measure=MeasureOptions(signals=False))
+    pieces = _pieces(victim, own=own)
+    verbatim_only.clear_cache()
+    alone = [run_method("verbatim", p, models, options).verbatim for p in pieces]
+    verbatim_only.clear_cache()
+    calls = _count_forwards(victim.torch_model)
+    try:
+        registry.get_method("verbatim").prefetch(pieces, models, options)
+        batched_passes = len(calls)
+        assert max(calls) == len(pieces)  # every snippet in the first batched pass
+        after = [run_method("verbatim", p, models, options).verbatim for p in pieces]
+    finally:
+        del victim.torch_model.forward
+        verbatim_only.clear_cache()
+    assert after == alone
+    assert len(calls) == batched_passes  # the units found their match computed
+
+
+def test_prefetch_skips_a_black_box_victim():
+    piece = split(Snippet("s", "one two three four five six", "legal"), "whitespace", 6)
+    endpoint = ScriptedGenerator(default="x", model_id="remote/model", tokenizer=None)
+    registry.get_method("verbatim").prefetch([piece], ModelSet(victim=endpoint), AttackOptions())

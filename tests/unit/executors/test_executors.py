@@ -205,3 +205,69 @@ def test_trace_of_flags_each_rounds_best_as_the_live_recorder_does():
     trace = trace_of(events)
     assert [c.prompt for c in trace] == [c.prompt for c in cands]  # in scoring order
     assert [c.is_round_best for c in trace] == [False, True, False, False, False, True]
+
+
+def test_local_executor_prefetches_each_window_before_its_units(tmp_path, monkeypatch):
+    """Each window of the pending units goes to prefetch_units before its first unit runs."""
+    import memprobe_core.executors.local as local
+
+    seen: list[str] = []
+    windows: list[list] = []
+    original_run_unit = local.run_unit
+
+    def prefetch(units, snippets, models, options, *, split_spec):
+        windows.append(list(units))
+        seen.append("prefetch")
+
+    def run_unit(*args, **kwargs):
+        seen.append("run")
+        return original_run_unit(*args, **kwargs)
+
+    monkeypatch.setattr(local, "prefetch_units", prefetch)
+    monkeypatch.setattr(local, "run_unit", run_unit)
+    store, run_id = new_audit(tmp_path, "windows")  # 2 snippets x 3 methods: 6 units
+    pending = [u["key"] for u in store.units(run_id, status="pending")]
+    run_audit(store, run_id, executor=LocalExecutor(prefetch_window=4))
+    assert windows == [pending[:4], pending[4:]]
+    assert seen == ["prefetch", "run", "run", "run", "run", "prefetch", "run", "run"]
+    assert store.unit_counts(run_id).get("done") == 6
+
+
+def test_prefetch_units_groups_by_method_and_ignores_failures(caplog):
+    """Only methods with a prefetch are asked, with the pieces that can be cut; its failure is
+    logged, not raised (the units compute for themselves)."""
+    from memprobe_core.attacks import ModelSet, registry
+    from memprobe_core.attacks.registry import MethodSpec
+    from memprobe_core.runs.unit import prefetch_units
+    from memprobe_core.snippets.split import Snippet
+    from memprobe_core.store import UnitKey
+
+    got: list[list[str]] = []
+
+    def prefetch(pieces, models, options):
+        got.append([p.snippet.id for p in pieces])
+        raise RuntimeError("out of memory")
+
+    run = registry.get_method("ps_base").run
+    toy = MethodSpec(
+        name="toy_prefetch", label="Toy", run=run, roles=("victim",), rank=999, prefetch=prefetch
+    )
+    registry.register(toy)
+    snippets = {
+        "a": Snippet("a", "one two three four five six seven eight", "legal"),
+        "b": Snippet("b", "too short", "legal"),
+        "c": Snippet("c", "nine ten eleven twelve thirteen fourteen fifteen", "legal"),
+    }
+    units = [
+        UnitKey("a", "toy_prefetch", 6),
+        UnitKey("a", "ps_base", 6),  # no prefetch: not asked
+        UnitKey("b", "toy_prefetch", 6),  # cannot be cut: left to its unit
+        UnitKey("c", "toy_prefetch", 6),
+    ]
+    models = ModelSet(victim=load("fake", backend="fake"))
+    try:
+        prefetch_units(units, snippets, models, AttackOptions(), split_spec=SplitSpec("whitespace"))
+    finally:
+        registry.unregister("toy_prefetch")
+    assert got == [["a", "c"]]
+    assert "prefetch of 2 toy_prefetch unit(s) failed: RuntimeError: out of memory" in caplog.text

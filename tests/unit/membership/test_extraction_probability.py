@@ -282,3 +282,42 @@ def test_every_result_gets_p_z_beside_its_verbatim_metrics(victim):
     assert "log10_p_z" not in off.verbatim and "extractable" in off.verbatim
     assert measured.manifest["extraction_probability"]["top_k"] == 40
     assert "extraction_probability" not in off.manifest
+
+
+@pytest.mark.parametrize("scheme", SCHEMES, ids=lambda s: s.label())
+def test_p_z_rides_in_the_signals_pass_with_the_value_of_its_own(victim, scheme):
+    """With the membership signals on, p_z's log-probs come from the signals' forward pass (the
+    same row): no pass of its own, and the value a pass of its own gives."""
+    from memprobe_core.attacks.model_set import ModelSet
+    from memprobe_core.attacks.result import AttackResult
+    from memprobe_core.membership import signals
+    from memprobe_core.membership.measure import measure_result
+
+    piece = split(Snippet("s", TEXT, "legal"), victim.tokenizer, 24)
+    alone = xp.measure_extraction_probability(victim, piece, scheme, 0.5)
+    xp.clear_cache()
+    signals.clear_cache()
+    options = MeasureOptions(
+        pz_temperature=scheme.temperature, pz_top_k=scheme.top_k, pz_top_p=scheme.top_p
+    )
+    calls: list[int] = []
+    original = victim.torch_model.forward
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    victim.torch_model.forward = counting
+    try:
+        result = AttackResult("ps_base", "s", "legal", 24, piece.prefix, "out", 0, 0, 0, 0.5)
+        measured = measure_result(result, piece, ModelSet(victim=victim), options).verbatim
+    finally:
+        del victim.torch_model.forward
+        signals.clear_cache()
+    assert len(calls) == 1  # the signals' pass (x and lower(x) together); p_z made none
+    assert measured["pz_tokens"] == alone["pz_tokens"] > 0
+    assert measured["pz_outside_support"] == alone["pz_outside_support"]
+    if alone["log10_p_z"] is None:
+        assert measured["log10_p_z"] is None
+    else:
+        assert measured["log10_p_z"] == pytest.approx(alone["log10_p_z"], rel=1e-5, abs=1e-6)

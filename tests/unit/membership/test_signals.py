@@ -328,7 +328,8 @@ def test_loss_suffix_loss_and_mu_match_transformers(tiny):
     sigma = (logp.exp() * centred * centred).sum(-1).sqrt()
     assert stats.sigma == pytest.approx(sigma.tolist(), abs=1e-4)
     z = sorted(sig.calibrated(stats))[: sig.min_k_count(len(row) - 1, 20)]
-    assert out["min_k_pp"] == pytest.approx(sum(z) / len(z), abs=1e-5)
+    # z divides by σ (itself good to 1e-4 between a padded batch and one row): 1e-4 here too.
+    assert out["min_k_pp"] == pytest.approx(sum(z) / len(z), abs=1e-4)
 
 
 def test_padded_rows_score_as_unpadded(tiny):

@@ -170,26 +170,90 @@ def test_acceptance_rate_and_draft_length():
 # --- teacher forcing ----------------------------------------------------------------------------
 
 
-def test_greedy_agreement_equals_what_generation_reproduces(llama):
-    rng = random.Random(7)
+def _agreement_rows(model, rng: random.Random, rows: int, new_tokens: int):
+    """Random prompts, continuations built from the model's own greedy answer with one token
+    changed at a random place (or none), and the run generation reproduces of each."""
     prompts, continuations, expected = [], [], []
-    for _ in range(12):
+    spec = BatchDecoding(
+        max_new_tokens=new_tokens, temperature=0.0, top_p=1.0, stop_ids=(), pad_id=0
+    )
+    for _ in range(rows):
         prompt = [rng.randrange(10, 300) for _ in range(rng.randint(1, 10))]
-        spec = BatchDecoding(max_new_tokens=15, temperature=0.0, top_p=1.0, stop_ids=(), pad_id=0)
         with torch.inference_mode():
-            answer = list(decode(llama, [prompt], spec)[0].ids)
-        keep = rng.randint(0, 15)
-        continuation = (
-            answer[:keep] + [(answer[keep] + 3) % 300 + 10] + answer[keep + 1 :]
-            if keep < 15
-            else answer
-        )
+            answer = list(decode(model, [prompt], spec)[0].ids)
+        length = rng.randint(0, new_tokens)  # some continuations are shorter, one may be empty
+        keep = rng.randint(0, length)
+        continuation = answer[:length]
+        if keep < length:
+            continuation[keep] = (answer[keep] + 3) % 290 + 10
         prompts.append(prompt)
         continuations.append(continuation)
         expected.append(keep)
+    return prompts, continuations, expected
+
+
+@pytest.mark.parametrize("name", ["llama", "gemma"])
+@pytest.mark.parametrize(
+    "first_chunk,growth,max_positions",
+    [(1, 2, 256), (3, 2, 256), (5, 4, 256), (16, 4, 256), (100, 4, 256), (16, 4, 20)],
+)
+def test_greedy_agreement_equals_what_generation_reproduces(
+    name, first_chunk, growth, max_positions, request
+):
+    """Twelve rows in one batch, fed in chunks of every size (1 token and up, so rows leave the
+    batch at different passes; 20 positions a pass: 1 to 3 a row); on Gemma the 45-token runs
+    cross its 20-token window."""
+    model = request.getfixturevalue(name)
+    rng = random.Random(7)
+    prompts, continuations, expected = _agreement_rows(model, rng, 12, 45)
     with torch.inference_mode():
-        got = greedy_agreement(llama, prompts, continuations, pad_id=0)  # one batched pass
+        got = greedy_agreement(
+            model,
+            prompts,
+            continuations,
+            pad_id=0,
+            first_chunk=first_chunk,
+            growth=growth,
+            max_positions=max_positions,
+        )
     assert got == expected
+
+
+def test_greedy_agreement_stops_feeding_rows_that_disagree(llama):
+    """A row that disagrees at once costs one short pass; one that agrees is fed to its end."""
+    rng = random.Random(3)
+    prompts, continuations, _ = _agreement_rows(llama, rng, 2, 40)
+    spec = BatchDecoding(max_new_tokens=40, temperature=0.0, top_p=1.0, stop_ids=(), pad_id=0)
+    with torch.inference_mode():
+        own = list(decode(llama, [prompts[0]], spec)[0].ids)
+    wrong = [(own[0] + 3) % 290 + 10] + own[1:]
+    fed: list[int] = []
+    original = llama.forward
+
+    def counting(*args, **kwargs):
+        fed.append(int(kwargs["input_ids"].shape[0] * kwargs["input_ids"].shape[1]))
+        return original(*args, **kwargs)
+
+    llama.forward = counting
+    try:
+        with torch.inference_mode():
+            assert greedy_agreement(llama, [prompts[0]], [wrong], pad_id=0, first_chunk=4) == [0]
+            one_pass = sum(fed)
+            fed.clear()
+            assert greedy_agreement(llama, [prompts[0]], [own], pad_id=0, first_chunk=4) == [40]
+    finally:
+        del llama.forward
+    assert one_pass == len(prompts[0]) + 3  # the prompt and the first chunk but its last token
+    assert len(fed) == 3  # chunks of 4, 16 and the last 20
+    assert sum(fed) == len(prompts[0]) + 39  # every token fed once: nothing recomputed
+
+
+def test_greedy_agreement_refuses_bad_input(llama):
+    with pytest.raises(ValueError, match="prompt token"):
+        greedy_agreement(llama, [[]], [[5, 6]], pad_id=0)
+    with pytest.raises(ValueError, match="growth"):
+        greedy_agreement(llama, [[5]], [[5, 6]], pad_id=0, growth=1)
+    assert greedy_agreement(llama, [[5], []], [[], []], pad_id=0) == [0, 0]
 
 
 # --- through the hf backend ---------------------------------------------------------------------
