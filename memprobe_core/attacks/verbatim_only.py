@@ -33,14 +33,14 @@ from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.attacks.registry import MethodSpec, register
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.attacks.signals_only import unscored_result
-from memprobe_core.membership.signals import _SignalCache
+from memprobe_core.membership.signals import MeasureCache
 from memprobe_core.snippets.split import SplitSnippet
 
 METHOD = "verbatim"
 
 
 # Greedy matches by (victim, prompt ids, suffix ids): filled by ``prefetch`` or by a unit.
-_MATCHES = _SignalCache(size=4096)
+_MATCHES = MeasureCache(size=4096)
 
 
 def suffix_ids(split: SplitSnippet, victim: Any) -> list[int]:
@@ -65,9 +65,9 @@ def _rows(split: SplitSnippet, victim: Any) -> tuple[list[int], list[int]]:
 
 
 def _match_key(victim: Any, prompt: list[int], suffix: list[int]) -> tuple[Any, ...]:
-    from memprobe_core.membership.signals import _model_key
+    from memprobe_core.membership.signals import model_key
 
-    return (_model_key(victim), tuple(prompt), tuple(suffix))
+    return (model_key(victim), tuple(prompt), tuple(suffix))
 
 
 def _agreements(victim: Any, rows: list[tuple[list[int], list[int]]]) -> list[int]:

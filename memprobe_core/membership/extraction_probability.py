@@ -36,7 +36,7 @@ from memprobe_core.membership.sampler import (
     sampler_log_probs,
     samples_needed,
 )
-from memprobe_core.membership.signals import _SignalCache
+from memprobe_core.membership.signals import MeasureCache
 from memprobe_core.models.base import Generator
 from memprobe_core.secrets import redact_secrets
 from memprobe_core.snippets.split import SplitSnippet
@@ -87,12 +87,12 @@ def describe_extraction_probability(verbatim: dict[str, Any] | None) -> str:
 
 # Every method of a unit measures the same (snippet, length): one pass serves them all, as the
 # signals' cache does (the same small thread-safe LRU).
-_CACHE = _SignalCache()
+_CACHE = MeasureCache()
 
 
 # The sampler's suffix log-probs handed over by the membership signals' pass, which feeds the
 # same row (:func:`remember_suffix_log_probs`): with signals on, p_z costs no pass of its own.
-_HANDED_OVER = _SignalCache()
+_HANDED_OVER = MeasureCache()
 
 
 def clear_cache() -> None:
@@ -104,7 +104,7 @@ def clear_cache() -> None:
 def _pass_key(victim: Generator, piece: SplitSnippet, scheme: SamplingScheme) -> tuple[Any, ...]:
     from memprobe_core.membership import signals
 
-    key: tuple[Any, ...] = (signals._model_key(victim), piece.text, piece.prefix)
+    key: tuple[Any, ...] = (signals.model_key(victim), piece.text, piece.prefix)
     return key + (piece.prefix_ids, piece.suffix_ids, scheme)
 
 
@@ -204,7 +204,7 @@ def measure_extraction_probability(
     """
     from memprobe_core.membership import signals
 
-    key: tuple[Any, ...] = (signals._model_key(victim), piece.text, piece.prefix)
+    key: tuple[Any, ...] = (signals.model_key(victim), piece.text, piece.prefix)
     key += (piece.prefix_ids, piece.suffix_ids, scheme, float(discover_p))
     cached = _CACHE.get(key)
     if cached is not None:

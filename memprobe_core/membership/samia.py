@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memprobe_core.membership.options import MeasureOptions
-from memprobe_core.membership.signals import _model_key, _SignalCache
+from memprobe_core.membership.signals import MeasureCache, model_key
 from memprobe_core.models.base import Decoding, Generator
 from memprobe_core.secrets import redact_secrets
 from memprobe_core.snippets.split import SplitSnippet
@@ -42,7 +42,7 @@ SAMIA_TEMPERATURE = 1.0
 SAMIA_TOP_P = 1.0
 NOT_MEASURED = "samia_not_measured"
 
-_CACHE = _SignalCache()
+_CACHE = MeasureCache()
 
 
 def clear_cache() -> None:
@@ -112,7 +112,7 @@ def measure_samia(
     if not options.signals:
         return {NOT_MEASURED: "membership signals are off (signals=False, --no-signals)"}
     decoding = samia_decoding(piece, options, seed)
-    key = (_model_key(victim), piece.prefix, piece.suffix, decoding)
+    key = (model_key(victim), piece.prefix, piece.suffix, decoding)
     cached = _CACHE.get(key)
     if cached is not None:
         return {**cached, "samia_sampling": dict(cached["samia_sampling"])}

@@ -398,8 +398,8 @@ def _server_pass(victim: Generator, piece: SplitSnippet, extra_texts: Sequence[s
 # --- the cache and the entry point ------------------------------------------------------------
 
 
-class _SignalCache:
-    """A small thread-safe LRU of computed signals.
+class MeasureCache:
+    """A small thread-safe LRU of computed measurements (signals, p_z, greedy matches).
 
     The five methods of an audit run on the same snippet and length, and each unit asks for the
     signals: caching makes an audit pay one victim forward per (snippet, length), not five.
@@ -433,7 +433,7 @@ class _SignalCache:
             self._items.clear()
 
 
-_CACHE = _SignalCache()
+_CACHE = MeasureCache()
 
 
 def clear_cache() -> None:
@@ -441,7 +441,7 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-def _model_key(model: Generator | None) -> Any:
+def model_key(model: Generator | None) -> Any:
     # A weak reference to the torch model: the cache never keeps a model alive, and a new model
     # that reuses a freed one's id() never matches the dead reference (they compare unequal).
     # Variants of one HFGenerator share the torch model and tokenizer, hence their signals.
@@ -506,8 +506,8 @@ def compute_signals(
         )
         reference = None
     key = (
-        _model_key(victim),
-        _model_key(reference),
+        model_key(victim),
+        model_key(reference),
         piece.text,
         piece.prefix,
         piece.prefix_ids,

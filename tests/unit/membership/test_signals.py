@@ -271,7 +271,7 @@ def test_cache_skips_the_model_on_the_second_call():
 
 
 def test_cache_is_bounded_lru():
-    cache = sig._SignalCache(size=2)
+    cache = sig.MeasureCache(size=2)
     cache.put(("a",), {"v": 1})
     cache.put(("b",), {"v": 2})
     assert cache.get(("a",)) == {"v": 1}  # 'a' is now the most recent
