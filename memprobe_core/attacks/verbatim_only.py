@@ -10,8 +10,12 @@ The leading run where they agree is exactly the run greedy decoding reproduces, 
 - ``extractable`` — whether that reaches ``extract_k`` (k-extractability, Carlini et al. 2023),
 
 are the numbers generation would give (docs/method.md §9; a test compares them with P-S
-answers), at the cost of one scoring pass instead of one decode step per token. The longest
-verbatim span needs the whole greedy answer and is not measured; neither is Mem.
+answers), at the cost of one scoring pass instead of one decode step per token (fed in chunks
+that stop at the first disagreement). The longest verbatim span needs the whole greedy answer
+and is not measured; neither is Mem.
+
+An audit's executor calls :func:`prefetch` with its next units' pieces (``MethodSpec.prefetch``):
+their matches are computed 16 snippets a batch, sorted by length, and the units read them.
 
 ``MethodSpec.extracts`` is ``False`` (no output is scored: no Mem, PII or paired gain) and
 ``MethodSpec.verbatim`` is ``True``: Table 1 shows its extraction rate. The membership signals
