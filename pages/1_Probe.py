@@ -89,6 +89,7 @@ if snap is not None and snap.is_final:
         st.page_link("pages/5_Runs.py", label="Runs", icon=":material/history:")
 elif snap is None:
     st.info(
-        "Choose a snippet and the models, then press Run probe. Candidates appear here as "
-        "the victim answers them."
+        "Choose a snippet and the models, then press Run probe. Candidates appear a round "
+        "at a time: the victim answers a round's candidates as one batch (much faster than one "
+        "by one), so they are scored together when the batch ends."
     )

@@ -18,7 +18,7 @@ import copy
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -34,6 +34,7 @@ from memprobe_core.attacks.interactive import METHOD as ATTACKER_LOOP
 from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.attacks.registry import method_label
 from memprobe_core.attacks.result import AttackResult
+from memprobe_core.runs.eta import EtaModel
 from memprobe_core.runs.probe import run_probe
 from memprobe_core.runs.unit import Runner, UnitOutcome
 from memprobe_core.store import Store
@@ -90,6 +91,9 @@ class ProgressSnapshot:
         done / total: units of work finished and planned (``total`` may be ``None``).
         rate: units per second since the job started running (``None`` before the first unit).
         eta: estimated seconds left (``None`` when unknown).
+        eta_rough / eta_overrun / eta_revisions: the ETA borrows the cost of a method not
+            measured yet / the estimate ran out with work left / estimates made afresh after
+            running out (:class:`~memprobe_core.runs.eta.EtaReading`).
         items: rows appended by the job (e.g. scored candidates), in order.
         data: free-form fields the job set (e.g. the current best prompt).
         result: what the job function returned (once ``finished`` or ``cancelled``).
@@ -109,6 +113,9 @@ class ProgressSnapshot:
     error: str | None
     started: float
     finished: float | None
+    eta_rough: bool = False
+    eta_overrun: bool = False
+    eta_revisions: int = 0
 
     @property
     def is_final(self) -> bool:
@@ -141,6 +148,8 @@ class Progress:
     # Rate and ETA come from the core when it knows better (audits report their own); else ours.
     _rate: float | None = None
     _eta: float | None = None
+    # A model of the remaining work (probes and comparisons); wins over the rate-based ETA.
+    eta_model: EtaModel | None = None
 
     def set(self, **fields: Any) -> None:
         """Update any of ``state``, ``message``, ``done``, ``total``, ``rate``, ``eta``."""
@@ -185,14 +194,26 @@ class Progress:
             self.message = f"failed: {error}"
             self.finished = time.time()
 
+    def track(self, update: Callable[[EtaModel, float], None]) -> None:
+        """Apply ``update(model, now)`` to the ETA model under the lock (no-op without one)."""
+        with self._lock:
+            if self.eta_model is not None:
+                update(self.eta_model, time.time())
+
     def snapshot(self) -> ProgressSnapshot:
         """A deep copy of the current state, taken under the lock."""
         with self._lock:
             rate, eta = self._rate, self._eta
+            rough = overrun = False
+            revisions = 0
             if rate is None and self.running_since is not None and self.done > 0:
                 elapsed = (self.finished or time.time()) - self.running_since
                 rate = self.done / elapsed if elapsed > 0 else None
-            if eta is None and rate and self.total is not None and self.state == "running":
+            if self.eta_model is not None and self.state == "running":
+                reading = self.eta_model.reading(time.time())
+                eta, rough, overrun = reading.seconds, reading.rough, reading.overrun
+                revisions = reading.revisions
+            elif eta is None and rate and self.total is not None and self.state == "running":
                 eta = max(0.0, (self.total - self.done) / rate)
             return ProgressSnapshot(
                 state=self.state,
@@ -209,6 +230,9 @@ class Progress:
                 error=self.error,
                 started=self.started,
                 finished=self.finished,
+                eta_rough=rough,
+                eta_overrun=overrun,
+                eta_revisions=revisions,
             )
 
 
@@ -332,13 +356,16 @@ def recorded_methods_job(
     *,
     count: Literal["candidates", "units"] = "units",
     runner: Runner = run_method,
+    plan: Mapping[str, int] | None = None,
 ) -> JobFunction:
     """A job function running a recorded probe or comparison (``memprobe_core.runs.probe.run_probe``).
 
     Progress: ``items`` receives one dict per scored candidate (the candidate's fields plus
     ``method``); ``data`` holds ``results`` ({method: AttackResult}, cancelled partial bests
     included), ``errors`` ({method: message}) and ``round`` (the round in flight); ``done``
-    counts candidates or units (``count``), so set ``total`` to match.
+    counts candidates or units (``count``), so set ``total`` to match. ``plan`` ({method:
+    candidates it will score}) gives the ETA a model of the remaining work
+    (:class:`~memprobe_core.runs.eta.EtaModel`); without it the ETA is the plain rate's.
 
     Returns:
         The job function; its result is ``{method: AttackResult}``. When every unit failed it
@@ -348,8 +375,11 @@ def recorded_methods_job(
     def job(progress: Progress, cancel: threading.Event) -> dict[str, AttackResult]:
         results: dict[str, AttackResult] = {}
         errors: dict[str, str] = {}
+        if plan is not None:
+            progress.eta_model = EtaModel(plan)
 
         def on_unit(outcome: UnitOutcome) -> None:
+            progress.track(lambda eta, now: eta.finish(outcome.unit.method, now))
             if outcome.result is not None:
                 results[outcome.unit.method] = outcome.result
             if outcome.error is not None:
@@ -377,15 +407,18 @@ def recorded_methods_job(
 def _progress_events(progress: Progress, method: str, count: str) -> EventCallback:
     """An event callback that shows one method's events as rows and a status line."""
     label = method_label(method)
+    progress.track(lambda eta, now: eta.start(method, now))  # called as the unit starts
 
     def on_event(event: AttackEvent) -> None:
         if isinstance(event, CandidateScored):
             cand = event.candidate
+            progress.track(lambda eta, now: eta.step(method, now))
             progress.add_item({"method": method, **asdict(cand)})
             if count == "candidates":
                 progress.advance()
             progress.set(message=f"{label}: round {cand.round}, candidate {cand.index} scored")
         elif isinstance(event, RoundStarted):
+            progress.track(lambda eta, now: eta.start(method, now))
             progress.update_data(round=event.round)
             what = (
                 "initial prompt"
@@ -394,8 +427,15 @@ def _progress_events(progress: Progress, method: str, count: str) -> EventCallba
             )
             progress.set(message=f"{label}: round {event.round}: generating and scoring {what}…")
         elif isinstance(event, SearchStep):
+            # A search's steps are its work until it scores its one candidate.
+            progress.track(lambda eta, now: _search_step(eta, method, event.steps, now))
             progress.set(
                 message=f"{label}: search step {event.step}/{event.steps}, loss {event.loss:.3f}"
             )
 
     return on_event
+
+
+def _search_step(eta: EtaModel, method: str, steps: int, now: float) -> None:
+    eta.replan(method, steps + 1)  # the search's steps, then its one scored candidate
+    eta.step(method, now)

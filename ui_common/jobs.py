@@ -140,13 +140,28 @@ def render_status(snap: ProgressSnapshot) -> None:
     if snap.rate:
         # Slow CPU runs: "95 s each" reads better than "0.01 / s".
         parts.append(f"{snap.rate:.2f} / s" if snap.rate >= 1 else f"{1 / snap.rate:.0f} s each")
-    if snap.eta is not None and not snap.is_final:
-        parts.append(f"about {_seconds(snap.eta)} left")
+    parts.extend(_eta_words(snap))
     st.caption(" · ".join(parts))
     if snap.state == "failed":
         st.error(md(snap.error or "the job failed"))
     elif snap.state == "waiting":
         st.warning(md(snap.message))
+
+
+def _eta_words(snap: ProgressSnapshot) -> list[str]:
+    """The time left as the status line says it (nothing once the job has ended)."""
+    if snap.is_final or snap.state != "running":
+        return []
+    if snap.eta_overrun:
+        return ["taking longer than estimated; a new estimate comes with the next step"]
+    if snap.eta is None:
+        return []
+    words = f"about {_seconds(snap.eta)} left"
+    if snap.eta_revisions:
+        words += " (revised: the first estimate ran out)"
+    if snap.eta_rough:
+        words += " (rough: a method that has not started yet is costed like those measured)"
+    return [words]
 
 
 def _seconds(value: float) -> str:

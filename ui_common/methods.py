@@ -391,15 +391,13 @@ def start_recorded_run(
         "run_id": run_id,
         "prefix": piece.prefix,
     }
+    plan = {m: registry.expected_candidates(m, options) for m in ordered}
     started = start_job(
         job,
-        recorded_methods_job(store, run_id, model_set, count=count),
+        recorded_methods_job(store, run_id, model_set, count=count, plan=plan),
         f"{kind.title()} run {run_id}",
         run_id=run_id,
         on_cancel_before_start=lambda: store.set_run_status(run_id, "cancelled"),
     )
-    total = len(ordered)
-    if count == "candidates":
-        total = sum(registry.expected_candidates(m, options) for m in ordered)
-    started.progress.set(total=total)
+    started.progress.set(total=sum(plan.values()) if count == "candidates" else len(ordered))
     return view

@@ -14,11 +14,12 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from memprobe_core.attacks.registry import method_label
+from memprobe_core.attacks.registry import extracts, method_label
 from memprobe_core.config import ScoringConfig
 from memprobe_core.report import build as report_build
 from memprobe_core.store import Store
 from ui_common import charts
+from ui_common.page import md
 from ui_common.render import csv_download, html_report_download, probe_view
 
 
@@ -122,6 +123,18 @@ def exports(store: Store, run_id: int) -> None:
     )
 
 
+def _no_candidates_reason(result: Any, method: str) -> str:
+    """Why a unit has no candidate to replay, in the unit's own terms."""
+    if result is not None and not extracts(method):
+        return (
+            f"{method_label(method)} asks the victim for no continuation: it measures membership "
+            "signals, so there is no candidate to replay (its values are in the run's report)."
+        )
+    if result is not None:
+        return "This unit finished without recording candidates (its result is in the report)."
+    return "No candidate of this unit was recorded: it has not run yet, or it failed."
+
+
 def replay(store: Store, run_id: int, keys: list[Any]) -> None:
     """One unit's candidates round by round (a slider), with the probe view of the rounds shown."""
     st.subheader("Replay")
@@ -136,10 +149,7 @@ def replay(store: Store, run_id: int, keys: list[Any]) -> None:
     key = keys[unit or 0]
     frame = charts.candidate_rows(store.candidates(run_id, key))
     if frame.empty:
-        st.info(
-            "No candidate of this unit was recorded (it has not started, or it failed "
-            "before scoring one)."
-        )
+        st.info(_no_candidates_reason(store.result(run_id, key), key.method))
         return
     last_round = int(frame["round"].max())
     upto = last_round
@@ -163,6 +173,31 @@ def replay(store: Store, run_id: int, keys: list[Any]) -> None:
         )
 
 
+COMPARED_SCORES = ["mem", "lcs_p", "dis", "objective"]
+
+
+def compared_scores(results: pd.DataFrame) -> pd.DataFrame:
+    """Mean score per run and method, over the methods that extract (the rows with a Mem).
+
+    A signals-only method measures no Mem, LCS_P or objective (its cells are empty, not 0), so
+    its rows are left out; the frame is empty when neither run has an extracting method.
+    """
+    extracting = results[pd.to_numeric(results["mem"], errors="coerce").notna()]
+    if extracting.empty:
+        return pd.DataFrame(columns=["run", "method", *COMPARED_SCORES])
+    numeric = extracting.assign(
+        **{c: pd.to_numeric(extracting[c], errors="coerce") for c in COMPARED_SCORES}
+    )
+    summary = numeric.groupby(["run", "method"], as_index=False)[COMPARED_SCORES].mean()
+    summary["method"] = summary["method"].map(method_label)
+    return summary
+
+
+def _victims(results: pd.DataFrame) -> str:
+    names = sorted({str(v) for v in results["victim"].dropna().unique() if str(v)})
+    return ", ".join(names) or "unknown"
+
+
 def compare_runs(store: Store, by_id: Mapping[int, Mapping[str, Any]]) -> None:
     """Two runs picked side by side: mean scores per method and a bar chart of Mem."""
     if len(by_id) < 2:
@@ -173,18 +208,32 @@ def compare_runs(store: Store, by_id: Mapping[int, Mapping[str, Any]]) -> None:
     label = {i: run_label(by_id[i]) for i in ids}
     run_a = a.selectbox("Run A", ids, index=0, format_func=label.__getitem__, key="runs_cmp_a")
     run_b = b.selectbox("Run B", ids, index=1, format_func=label.__getitem__, key="runs_cmp_b")
-    frames = []
-    for rid in (run_a, run_b):
-        res = store.results_frame(rid)
-        if not res.empty:
-            frames.append(res.assign(run=f"#{rid}"))
-    if len(frames) < 2:
+    frames = {rid: store.results_frame(rid) for rid in (run_a, run_b)}
+    if any(frame.empty for frame in frames.values()):
         st.info("Both runs need at least one finished unit to compare.")
         return
-    both = pd.concat(frames, ignore_index=True)
-    summary = both.groupby(["run", "method"], as_index=False)[
-        ["mem", "lcs_p", "dis", "objective"]
-    ].mean(numeric_only=True)
-    summary["method"] = summary["method"].map(lambda m: method_label(m))
+    victims = {rid: _victims(frame) for rid, frame in frames.items()}
+    if victims[run_a] != victims[run_b]:
+        st.warning(
+            md(
+                f"The two runs attacked different victims (#{run_a}: {victims[run_a]}; "
+                f"#{run_b}: {victims[run_b]}): their scores measure different models, "
+                "not different methods."
+            )
+        )
+    both = pd.concat([f.assign(run=f"#{rid}") for rid, f in frames.items()], ignore_index=True)
+    summary = compared_scores(both)
+    if summary.empty:
+        st.info(
+            "Neither run has an extraction method (a signals-only audit or a dataset inference "
+            "measures membership signals, not Mem): open each run for its report."
+        )
+        return
+    missing = sorted({f"#{rid}" for rid in frames} - set(summary["run"]))
+    if missing:
+        st.caption(
+            f"Run {', '.join(missing)} has no extraction method (signals only): only the other "
+            "run's scores are shown."
+        )
     st.dataframe(summary, hide_index=True, width="stretch")
     st.plotly_chart(charts.run_comparison_bars(summary), width="stretch")

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from memprobe_core.attacks import registry
 from memprobe_core.attacks.registry import method_order
@@ -34,6 +35,24 @@ METRIC_LABELS: dict[str, str] = {
 }
 
 _MARGIN = {"l": 10, "r": 10, "t": 40, "b": 10}
+
+
+# The template of a figure that leaves this process (the HTML report). Importing Streamlit sets
+# plotly's default template to Streamlit's, whose colours are placeholders (#000001 … #000010) that
+# only Streamlit's front end replaces and whose axes have no automargin: the dashboard's
+# "Download HTML report" drew every trace black with clipped tick labels. Naming the template
+# keeps the file the same whichever process builds it.
+STANDALONE_TEMPLATE = "plotly"
+
+
+def standalone(fig: go.Figure) -> go.Figure:
+    """``fig`` with :data:`STANDALONE_TEMPLATE` in place of this process's default template.
+
+    The report's figures set no colour of their own (traces take the template's colourway when
+    drawn), so swapping the template is enough to make them identical in any process.
+    """
+    fig.layout.template = pio.templates[STANDALONE_TEMPLATE]
+    return fig
 
 
 def escape_label(value: Any) -> str:

@@ -77,7 +77,8 @@ def _sections(
     labels: dict[str, str | None],
     max_examples: int,
 ) -> list[Section]:
-    sections = [parts.manifest_section(report, run, units)]
+    # The answer first (results, then their controls); the run's settings close the report.
+    sections: list[Section] = []
     if report.dataset_inference:
         sections.append(parts.inference_section(report))
     if report.table1.empty:
@@ -107,6 +108,7 @@ def _sections(
     answered = [u for u in units if extracts(u["method"])]
     if answered:
         sections.append(parts.examples_section(answered, labels, max_examples))
+    sections.append(parts.manifest_section(report, run, units))
     return sections
 
 

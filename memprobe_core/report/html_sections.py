@@ -178,7 +178,7 @@ def manifest_section(report: Report, run: dict[str, Any] | None, units: list[dic
         columns=[], rows=[[Cell(k), Cell(_text(v))] for k, v in rows if v not in ({}, [])], kv=True
     )
     notes = [] if run else ["No run record was given: only the report's own settings are shown."]
-    return Section("manifest", "Run manifest", notes=notes, tables=[table])
+    return Section("manifest", "Appendix: run manifest", notes=notes, tables=[table])
 
 
 # --- tables and figures ---------------------------------------------------------------------
@@ -187,7 +187,7 @@ def manifest_section(report: Report, run: dict[str, Any] | None, units: list[dic
 def _figure(fig: go.Figure, number: int, title: str) -> Figure:
     # plotly's JSON encoder already writes <, > and / as \\u escapes; the replace keeps that
     # guarantee should an encoder ever not, since a "</script>" would end the data block.
-    data = fig.to_json().replace("<", "\\u003c").replace(">", "\\u003e")
+    data = figures.standalone(fig).to_json().replace("<", "\\u003c").replace(">", "\\u003e")
     return Figure(id=f"plot-{number}", title=title, json=Markup(data))
 
 

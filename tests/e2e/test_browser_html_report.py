@@ -79,6 +79,7 @@ def test_report_opens_offline_draws_charts_and_shows_markup_as_text(
     report = with_membership(report_for_run(store, run_id))
     path.write_text(render_html(report, store, run_id), encoding="utf-8")
     check_report(page, open_offline(page, path), charts=2)  # Mem by domain, ROC
+    check_figures_drawn_in_colour(page)
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "html-report-full.png"), full_page=True)
     # The README's picture: the top of the report (manifest, Table 1, the first chart).
@@ -87,6 +88,37 @@ def test_report_opens_offline_draws_charts_and_shows_markup_as_text(
     page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=str(ARTIFACTS / "html-report.png"))
     publish_screenshot(ARTIFACTS / "html-report.png")  # docs/screenshots/: scripts/screenshots.sh
+
+
+# Per plot: each trace's drawn colour, and whether every y tick label lies inside the figure.
+_DRAWN = """() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => {
+  const box = gd.getBoundingClientRect();
+  const ticks = [...gd.querySelectorAll('.ytick text')].map(t => t.getBoundingClientRect());
+  return {
+    colours: gd._fullData.filter(t => t.name !== 'chance')
+      .map(t => (t.type === 'bar' ? t.marker.color : t.line.color)),
+    ticks_inside: ticks.length > 0 && ticks.every(r => r.left >= box.left - 0.5),
+  };
+})"""
+
+
+def _brightness(colour: str) -> float:
+    """Mean of the red, green and blue channels (0-255) of ``#rrggbb`` or ``rgb(r, g, b)``."""
+    if colour.startswith("#") and len(colour) == 7:
+        channels = [int(colour[i : i + 2], 16) for i in (1, 3, 5)]
+    else:
+        channels = [float(v) for v in colour[colour.index("(") + 1 : -1].split(",")[:3]]
+    return sum(channels) / 3
+
+
+def check_figures_drawn_in_colour(page) -> None:  # noqa: F811
+    """Distinct colours per trace (none black) and tick labels inside every figure."""
+    for plot in page.evaluate(_DRAWN):
+        colours = plot["colours"]
+        assert len(set(colours)) == len(colours), colours
+        # Streamlit's placeholders (#000001 …) are distinct strings that all draw black.
+        assert all(_brightness(str(c)) > 60 for c in colours), colours
+        assert plot["ticks_inside"], "a y tick label is clipped at the figure's left edge"
 
 
 def test_runs_page_download_opens_offline(fake_server, page, tmp_path) -> None:  # noqa: F811
@@ -109,5 +141,12 @@ def test_runs_page_download_opens_offline(fake_server, page, tmp_path) -> None: 
         # Mem by domain; the server's report has a ROC chart once build_report fills it.
         charts = 1 + (len(report_for_run(Store(fake_server.store), run_id).roc) > 0)
         check_report(report_tab, open_offline(report_tab, path), charts=charts)
+        # Built in the dashboard's process, where Streamlit's plotly template is the default.
+        check_figures_drawn_in_colour(report_tab)
+        report_tab.set_viewport_size({"width": 1280, "height": 1500})
+        report_tab.locator(".js-plotly-plot").first.scroll_into_view_if_needed()
+        ARTIFACTS.mkdir(exist_ok=True)
+        report_tab.screenshot(path=str(ARTIFACTS / "html-report-dashboard.png"))
+        publish_screenshot(ARTIFACTS / "html-report-dashboard.png")
     finally:
         report_tab.close()

@@ -176,3 +176,40 @@ def test_recorded_methods_job_stores_every_candidate_and_survives_a_failing_meth
         "error": 1,
         "cancelled": 0,
     }
+
+
+def test_recorded_methods_job_feeds_the_eta_model_its_plan(tmp_path) -> None:
+    from memprobe_core.attacks.model_set import ModelSet
+    from memprobe_core.attacks.options import AttackOptions
+    from memprobe_core.attacks.registry import expected_candidates
+    from memprobe_core.models import load
+    from memprobe_core.runs.probe import start_probe
+    from memprobe_core.runs.unit import SplitSpec
+    from memprobe_core.snippets.split import Snippet
+    from memprobe_core.store import Store
+    from ui_common.job_runner import recorded_methods_job
+
+    store = Store(tmp_path / "runs.sqlite")
+    victim = load("fake")
+    snippet = Snippet("s", " ".join(f"w{i}" for i in range(80)), "legal")
+    options = AttackOptions(interactive=InteractiveOptions(rounds=2, n_candidates=3))
+    models = ModelSet(victim=victim, attacker=victim, init=victim)
+    methods = ["ps_inst", "interactive"]
+    run_id = start_probe(
+        store,
+        snippet,
+        methods,
+        40,
+        models,
+        options,
+        kind="compare",
+        split_spec=SplitSpec("whitespace"),
+    )
+    plan = {m: expected_candidates(m, options) for m in methods}
+    job = Job(recorded_methods_job(store, run_id, models, plan=plan), name="t", lock=None)
+    job.start().join(30)
+    model = job.progress.eta_model
+    assert model is not None and job.progress.snapshot().state == "finished"
+    # Every planned candidate was counted: nothing is left, so the model says 0 s, not overrun.
+    reading = model.reading(time.time())
+    assert reading.seconds == 0.0 and not reading.overrun

@@ -1,0 +1,92 @@
+"""The ETA model of probes and comparisons (memprobe_core.runs.eta)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from memprobe_core.runs.eta import EtaModel
+
+
+def test_a_batched_round_counts_down_instead_of_growing() -> None:
+    # The attacker loop: 1 initial candidate, then a round of 8 scored as one batch.
+    eta = EtaModel({"interactive": 9})
+    eta.start("interactive", 0.0)
+    eta.step("interactive", 10.0)  # the initial prompt: 10 s a candidate
+    assert eta.reading(10.0).seconds == pytest.approx(80.0)
+    # The old rate (elapsed / done) would say 8 × 50 = 400 s here; the countdown says 40 s.
+    assert eta.reading(50.0).seconds == pytest.approx(40.0)
+    assert eta.reading(89.0).seconds == pytest.approx(1.0)
+    eta.step("interactive", 90.0, n=8)
+    assert eta.reading(90.0).seconds == 0.0
+
+
+def test_the_time_left_never_rises_while_steps_complete() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        plan = {m: rng.randint(1, 12) for m in ("ps_base", "gcg", "interactive")}
+        eta, now, shown = EtaModel(plan), 0.0, []
+        for method, steps in plan.items():
+            eta.start(method, now)
+            cost = rng.choice([0.1, 1.0, 20.0])
+            for _ in range(steps):
+                took = cost * rng.uniform(0.5, 1.5)
+                for moment in (now + took / 2, now + took * 0.999):  # the page polls meanwhile
+                    shown = _polled(eta.reading(moment), shown)
+                now += took
+                eta.step(method, now)
+                shown = _polled(eta.reading(now), shown)
+            eta.finish(method, now)
+        for (rev_a, a), (rev_b, b) in zip(shown, shown[1:]):
+            assert rev_b > rev_a or b <= a + 1e-9, shown
+
+
+def _polled(reading, shown: list[tuple[int, float]]) -> list[tuple[int, float]]:  # type: ignore[no-untyped-def]
+    # After "longer than estimated" the next figure is a new estimate, with revisions + 1.
+    return shown + ([(reading.revisions, reading.seconds)] if reading.seconds is not None else [])
+
+
+def test_an_unstarted_method_borrows_the_measured_cost_and_says_it_is_rough() -> None:
+    eta = EtaModel({"ps_base": 1, "gcg": 1, "interactive": 9})
+    eta.start("ps_base", 0.0)
+    eta.step("ps_base", 2.0)
+    eta.finish("ps_base", 2.0)
+    reading = eta.reading(2.0)
+    assert reading.rough and reading.seconds == pytest.approx(2.0 * 10)
+
+
+def test_a_search_that_announces_its_steps_is_costed_per_step() -> None:
+    eta = EtaModel({"gcg": 1})
+    eta.start("gcg", 0.0)
+    eta.replan("gcg", 31)  # 30 search steps, then its one candidate
+    eta.step("gcg", 3.0)
+    reading = eta.reading(3.0)
+    assert not reading.rough and reading.seconds == pytest.approx(30 * 3.0)
+
+
+def test_an_estimate_that_runs_out_says_so_then_starts_afresh() -> None:
+    eta = EtaModel({"interactive": 3})
+    eta.start("interactive", 0.0)
+    eta.step("interactive", 1.0)  # 1 s a step: 2 s left
+    assert eta.reading(2.0).seconds == pytest.approx(1.0)
+    late = eta.reading(5.0)
+    assert late.overrun and late.seconds is None
+    eta.step("interactive", 11.0)  # now 5.5 s a step, one step left
+    fresh = eta.reading(11.0)
+    assert not fresh.overrun and fresh.seconds == pytest.approx(5.5)
+    assert (late.revisions, fresh.revisions) == (0, 1)
+
+
+def test_a_method_that_stops_early_drops_its_remaining_steps() -> None:
+    eta = EtaModel({"interactive": 9, "ps_base": 1})
+    eta.start("interactive", 0.0)
+    eta.step("interactive", 5.0)
+    eta.finish("interactive", 5.0)  # converged after its first candidate
+    assert eta.reading(5.0).seconds == pytest.approx(5.0)  # only ps_base's one step, borrowed
+
+
+def test_nothing_measured_means_no_figure() -> None:
+    eta = EtaModel({"ps_base": 1})
+    eta.start("ps_base", 0.0)
+    assert eta.reading(30.0).seconds is None
