@@ -8,7 +8,7 @@ import ui_common as ui
 from memprobe_core.attacks.interactive import METHOD  # this page is the attacker loop, live
 from memprobe_core.config import DEFAULT_ALPHA
 from memprobe_core.runs.roles import ModelNames
-from ui_common import charts
+from ui_common import charts, presets
 from ui_common import methods as methods_ui
 from ui_common.job_runner import ProgressSnapshot
 
@@ -25,6 +25,7 @@ models = ui.model_sidebar(("victim", "base", "attacker"))
 store = ui.get_store()
 
 snippet = ui.snippet_picker("probe")
+presets.preset_widget("probe")
 length = ui.length_widget("probe")
 widgets = methods_ui.method_option_widgets("probe", [METHOD], advanced=True)
 alpha = DEFAULT_ALPHA  # until a snippet picks the paper's α for its domain and length

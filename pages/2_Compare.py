@@ -8,7 +8,7 @@ import ui_common as ui
 from memprobe_core.attacks import registry
 from memprobe_core.config import DEFAULT_ALPHA
 from memprobe_core.runs.roles import ModelNames
-from ui_common import compare_view
+from ui_common import compare_view, presets
 from ui_common import methods as methods_ui
 
 JOB = "compare_job"
@@ -43,6 +43,7 @@ st.caption(
 store = ui.get_store()
 
 snippet = ui.snippet_picker("compare")
+presets.preset_widget("cmp")
 length = ui.length_widget("cmp")
 offered = methods_ui.offered_methods(models, SLOT_OF_ROLE, extracting_only=True)
 note = methods_ui.unoffered_note(offered)

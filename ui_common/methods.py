@@ -37,16 +37,12 @@ from memprobe_core.runs.probe import start_probe
 from memprobe_core.runs.unit import SplitSpec
 from memprobe_core.snippets.split import DataError, Snippet
 from memprobe_core.store import Store
+from ui_common import presets
 from ui_common.job_runner import recorded_methods_job
 from ui_common.jobs import start_job
 from ui_common.models import ModelChoice, load_model
-from ui_common.page import md
+from ui_common.page import keep, md
 from ui_common.snippets import scoring_widgets
-
-# The dashboard's presets for a CPU: the core's defaults are the paper's (3 rounds × 24
-# candidates, 30 GCG steps); a live page on a laptop starts lighter and the user can raise them.
-DASHBOARD_INTERACTIVE = InteractiveOptions(n_candidates=8)
-DASHBOARD_GCG = GCGOptions(steps=10)
 
 # Where a method role's model comes from on a page: the sidebar slot of that name, unless mapped.
 # The init model is the attacker, as in the paper; Compare's victim is its "instruct" slot.
@@ -133,8 +129,7 @@ def method_option_widgets(
                 "Rounds T" if alone else "Ours: rounds T",
                 0,
                 20,
-                DASHBOARD_INTERACTIVE.rounds,
-                key=f"{prefix}_rounds",
+                key=keep(f"{prefix}_rounds", presets.default_value(prefix, "rounds")),
                 help=f"paper: {InteractiveOptions.rounds}",
             )
         )
@@ -143,8 +138,7 @@ def method_option_widgets(
                 "Candidates per round n" if alone else "Ours: candidates n",
                 1,
                 64,
-                DASHBOARD_INTERACTIVE.n_candidates,
-                key=f"{prefix}_n",
+                key=keep(f"{prefix}_n", presets.default_value(prefix, "n")),
                 help=f"paper: {InteractiveOptions.n_candidates}; fewer run faster on a CPU",
             )
         )
@@ -155,8 +149,7 @@ def method_option_widgets(
                 "GCG steps",
                 1,
                 500,
-                DASHBOARD_GCG.steps,
-                key=f"{prefix}_gcg_steps",
+                key=keep(f"{prefix}_gcg_steps", presets.default_value(prefix, "gcg_steps")),
                 help=f"paper: {GCGOptions.steps}; each step is a forward and backward pass of "
                 "the base model, slow on a CPU",
             )

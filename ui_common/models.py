@@ -245,6 +245,12 @@ def load_model(choice: ModelChoice, role: str) -> Any | None:
 
 
 @st.cache_resource(show_spinner=False)
+def has_gpu() -> bool:
+    """Whether torch sees a CUDA device (False without torch)."""
+    return device_summary().startswith("GPU")
+
+
+@st.cache_resource(show_spinner=False)
 def device_summary() -> str:
     """``"GPU: <name>"`` or ``"CPU only (no CUDA device)"``."""
     try:

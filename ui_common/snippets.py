@@ -9,7 +9,6 @@ from typing import Any
 import streamlit as st
 
 from memprobe_core.config import (
-    DEFAULT_LENGTH,
     DEFAULT_PREFIX_RATIO,
     LENGTHS,
     OUTPUT_WINDOWS,
@@ -21,6 +20,7 @@ from memprobe_core.config import (
 from memprobe_core.snippets import loaders
 from memprobe_core.snippets.corpus import demo_corpus
 from memprobe_core.snippets.split import DataError, Snippet
+from ui_common import presets
 from ui_common.page import keep, md
 
 
@@ -196,9 +196,8 @@ def length_widget(key: str) -> int:
             "Length (tokens)",
             4,
             4000,
-            DEFAULT_LENGTH,
             step=10,
-            key=f"{key}_length",
+            key=keep(f"{key}_length", presets.default_value(key, "length")),
             help=f"prefix + suffix, split {PAPER_SPLIT} (paper: {PAPER_LENGTHS})",
         )
     )

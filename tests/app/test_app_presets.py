@@ -1,0 +1,30 @@
+"""Run-size presets on Probe and Compare: quick on a CPU, the paper's sizes one click away."""
+
+from __future__ import annotations
+
+from tests.app.conftest import open_page
+
+
+def _sizes(at, prefix: str) -> tuple[int, ...]:  # type: ignore[no-untyped-def]
+    return tuple(
+        int(at.number_input(key=f"{prefix}_{field}").value) for field in ("length", "rounds", "n")
+    )
+
+
+def test_probe_starts_quick_on_a_cpu_and_the_paper_preset_sets_the_papers_sizes() -> None:
+    at = open_page("pages/1_Probe.py")
+    assert at.radio(key="probe_preset").value == "quick"  # no GPU on the test machine
+    assert _sizes(at, "probe") == (60, 1, 4)
+    at.radio(key="probe_preset").set_value("paper").run()
+    assert not at.exception
+    assert _sizes(at, "probe") == (200, 3, 24)
+    at.number_input(key="probe_n").set_value(6).run()  # a preset is a start, not a lock
+    assert _sizes(at, "probe") == (200, 3, 6)
+
+
+def test_compare_has_the_same_presets_with_gcg_steps() -> None:
+    at = open_page("pages/2_Compare.py")
+    assert at.radio(key="cmp_preset").value == "quick"
+    assert _sizes(at, "cmp") == (60, 1, 4)
+    at.radio(key="cmp_preset").set_value("paper").run()
+    assert _sizes(at, "cmp") == (200, 3, 24)
