@@ -22,6 +22,14 @@ st.caption(
 )
 
 models = ui.model_sidebar(("victim", "base", "attacker"))
+st.caption(
+    ui.md(
+        f"Victim (answers every candidate; Mem is its output): {models['victim'].label or '(not set)'}"
+        f" · attacker (writes and refines the prompts): {models['attacker'].label or '(not set)'}. "
+        "Compare's P-S-Inst and Ours attack its instruct model instead: a snippet's Mem on the "
+        "two pages measures different models."
+    )
+)
 store = ui.get_store()
 
 snippet = ui.snippet_picker("probe")
@@ -38,6 +46,7 @@ if snippet is not None:
 def render(snap: ProgressSnapshot) -> None:
     """Candidate table, charts, the best prompt and its overlap with the suffix."""
     split_info = st.session_state.get("probe_split") or {}
+    ui.split_caption(split_info)
     frame = charts.candidate_rows(snap.items)
     # Live: the charts show the finished rounds (rebuilt per round, the table per candidate).
     before = None if snap.is_final else snap.data.get("round")

@@ -47,6 +47,7 @@ from ui_common.render import (
     pii_view,
     probe_view,
     signals_view,
+    split_caption,
     verbatim_caption,
 )
 from ui_common.snippets import (
@@ -95,6 +96,7 @@ __all__ = [
     "show_job",
     "signals_view",
     "snippet_picker",
+    "split_caption",
     "start_job",
     "verbatim_caption",
 ]

@@ -24,12 +24,14 @@ from ui_common.render import (
     pii_view,
     pz_view,
     signals_view,
+    split_caption,
     verbatim_caption,
 )
 
 
 def render(snap: ProgressSnapshot) -> None:
     """Live: the scores of the methods done so far and the candidates of the one in flight."""
+    split_caption(st.session_state.get("cmp_split") or {})
     results = snap.data.get("results", {})
     errors = snap.data.get("errors", {})
     for method, message in errors.items():

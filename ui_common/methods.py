@@ -383,6 +383,8 @@ def start_recorded_run(
         "tokenizer": None if whitespace else model_set.victim.tokenizer,
         "run_id": run_id,
         "prefix": piece.prefix,
+        "prefix_tokens": len(piece.prefix_ids),
+        "tokenizer_name": piece.tokenizer_name,
     }
     plan = {m: registry.expected_candidates(m, options) for m in ordered}
     started = start_job(

@@ -20,6 +20,7 @@ from memprobe_core.report.build import report_for_run
 from memprobe_core.report.export import to_safe_csv
 from memprobe_core.report.html import render_html
 from ui_common import charts
+from ui_common.page import md
 
 
 def candidates_table(frame: pd.DataFrame, *, key: str | None = None, height: int = 320) -> None:
@@ -224,6 +225,34 @@ def probe_view(
         st.subheader("PII")
         pii_view(_field(result, "pii"))
         measures_view(result)
+
+
+# Words of the prefix's end and the suffix's start shown around the cut.
+CUT_CONTEXT_WORDS = 8
+
+
+def split_caption(split_info: dict[str, Any]) -> None:
+    """Where the prefix/suffix cut falls: token counts and the words either side of it."""
+    prefix, suffix = split_info.get("prefix"), split_info.get("suffix")
+    if prefix is None or suffix is None:
+        return
+    tokens = split_info.get("prefix_tokens"), split_info.get("suffix_tokens")
+    unit = "words" if split_info.get("tokenizer_name") == "whitespace" else "victim tokens"
+    counts = (
+        f"prefix {plural(tokens[0], unit)} | suffix {plural(tokens[1], unit)}"
+        if None not in tokens
+        else "prefix | suffix"
+    )
+    before = " ".join(str(prefix).split()[-CUT_CONTEXT_WORDS:])
+    after = " ".join(str(suffix).split()[:CUT_CONTEXT_WORDS])
+    st.caption(md(f"Cut: {counts}. The victim gets the prefix; Mem is scored on the suffix."))
+    st.code(f"… {before} ‖ {after} …", language=None, wrap_lines=True)
+
+
+def plural(count: Any, unit: str) -> str:
+    """``"1 token"``, ``"3 tokens"``: ``unit`` is given in the plural."""
+    singular = unit[:-1] if unit.endswith("s") else unit
+    return f"{count} {singular if count == 1 else unit}"
 
 
 def _field(result: Any, name: str) -> Any:

@@ -64,6 +64,17 @@ def test_probe_runs_to_completion_and_every_candidate_is_stored(fake_ui) -> None
     assert unit["manifest"]["split"]["suffix"]  # kept so the Runs page can replay the overlap
 
 
+def test_probe_names_the_victim_and_shows_where_the_cut_falls(fake_ui) -> None:
+    at = _small(open_page(PAGE))
+    assert "Victim (answers every candidate" in texts(at)
+    at.button(key="probe_run").click()
+    run_until(at, saved)
+    shown = texts(at)
+    assert "Cut: prefix " in shown and "suffix " in shown
+    cut = [c.value for c in at.code if " ‖ " in c.value]
+    assert len(cut) == 1 and cut[0].startswith("… ")
+
+
 def test_probe_shows_markup_in_a_snippet_as_text() -> None:
     at = open_page(PAGE)
     at.radio(key="snip_probe_source").set_value("Paste").run()
