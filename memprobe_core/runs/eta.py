@@ -11,7 +11,9 @@ The model here:
 - **Work per method**: each method plans a number of steps (candidates to score, or search steps
   for a white-box search once it says how many). A method's cost per step is measured on the
   method itself (seconds since it started ÷ steps it finished); a method not yet started borrows
-  the mean cost per step of the methods measured so far and the estimate says it is rough.
+  the highest cost per step measured so far and the estimate says it is rough. The highest, not
+  the mean: the methods that finish first are the cheap ones (prefix-suffix before GCG and the
+  attacker loop), and an estimate that runs out early helps nobody.
 - **A countdown between completions**: the estimate is made when a step finishes and then counts
   down with the clock; at the next completion the new estimate is taken only if it is lower. So
   while work completes the time left never rises. When the countdown reaches 0 with work left,
@@ -139,7 +141,7 @@ class EtaModel:
         measured = [c for c in costs.values() if c is not None]
         if not measured:
             return None
-        borrowed = sum(measured) / len(measured)
+        borrowed = max(measured)
         seconds, rough = 0.0, False
         for method, state in self._methods.items():
             if not state.left:

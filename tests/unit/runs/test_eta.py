@@ -90,3 +90,15 @@ def test_nothing_measured_means_no_figure() -> None:
     eta = EtaModel({"ps_base": 1})
     eta.start("ps_base", 0.0)
     assert eta.reading(30.0).seconds is None
+
+
+def test_an_unstarted_method_borrows_the_slowest_measured_cost() -> None:
+    # Cheap methods finish first: borrowing their mean ran out long before GCG and Ours did.
+    eta = EtaModel({"ps_base": 1, "ps_inst": 1, "interactive": 3})
+    eta.start("ps_base", 0.0)
+    eta.step("ps_base", 2.0)
+    eta.finish("ps_base", 2.0)
+    eta.start("ps_inst", 2.0)
+    eta.step("ps_inst", 12.0)
+    eta.finish("ps_inst", 12.0)
+    assert eta.reading(12.0).seconds == pytest.approx(3 * 10.0)
