@@ -220,6 +220,49 @@ def rouge_l_batch(
     return [ref.score(tok(p, stemmer), variant) for p in predictions]
 
 
+def rouge_l_matrix(
+    predictions: Sequence[str],
+    references: Sequence[str],
+    *,
+    columns: Sequence[Sequence[int]] | None = None,
+    variant: str = "recall",
+    stemmer: bool = True,
+    tokenizer: str = "rouge",
+) -> list[list[float]]:
+    """:func:`rouge_l` of predictions against references, each text tokenized at most once.
+
+    Args:
+        predictions / references: the texts.
+        columns: for each prediction, the indices of the references to score it against
+            (``None``: all of them).
+
+    Returns:
+        Row ``i``: ``rouge_l(predictions[i], references[j])`` for each ``j`` of ``columns[i]``
+        (all ``j`` in order without ``columns``), the same floats.
+
+    Raises:
+        ValueError: an unknown option value, or ``columns`` not one per prediction.
+    """
+    _check_options(variant, stemmer, tokenizer)
+    if columns is not None and len(columns) != len(predictions):
+        raise ValueError(
+            f"{len(columns)} column lists for {len(predictions)} predictions; give one each"
+        )
+    tok = _TOKENIZERS[tokenizer]
+    refs: dict[int, _Reference] = {}
+
+    def ref(j: int) -> _Reference:
+        if j not in refs:
+            refs[j] = _Reference(tok(references[j], stemmer))
+        return refs[j]
+
+    everything = range(len(references))
+    return [
+        [ref(j).score(tokens, variant) for j in (everything if columns is None else columns[i])]
+        for i, tokens in enumerate(tok(p, stemmer) for p in predictions)
+    ]
+
+
 # --- Mem, LCS_P, Dis, objective ---------------------------------------------------------------
 
 

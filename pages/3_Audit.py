@@ -12,9 +12,8 @@ from memprobe_core.audit import ModelNames, start_audit, start_inference
 from memprobe_core.config import DEFAULT_ALPHA, DEFAULT_LENGTH
 from memprobe_core.membership.inference import DEFAULT_SIGNIFICANCE
 from memprobe_core.runs.unit import SplitTokenizer
-from ui_common import audit_view
+from ui_common import audit_summary, audit_view
 from ui_common import methods as methods_ui
-from ui_common.job_runner import live_run_ids
 from ui_common.snippets import LENGTH_CHOICES, PAPER_LENGTHS
 
 JOB = "audit_job"
@@ -35,6 +34,8 @@ store = ui.get_store()
 if store is None:
     st.stop()
 
+# The job's state before anything below reads its run from the store (see show_job).
+seen = ui.job_snapshot(JOB)
 tab_run, tab_infer, tab_report = st.tabs(["New audit / resume", "Dataset inference", "Report"])
 
 with tab_run:
@@ -116,32 +117,7 @@ with tab_run:
                     run_id=run_id,
                 )
 
-    resumable = store.resumable_audits(exclude=live_run_ids())
-    if resumable:
-        st.subheader("Resume an interrupted audit")
-        labels = {
-            r["id"]: f"#{r['id']} · {r['title']} · {r['units_done']}/{r['units_total']} done"
-            for r in resumable
-        }
-        pick = st.selectbox(
-            "Audit", list(labels), key="audit_resume_pick", format_func=labels.__getitem__
-        )
-        st.caption(
-            "It resumes with the models chosen in the sidebar (on Ray: the models the run "
-            "recorded, loaded by each worker); the run records both."
-        )
-        if st.button("Resume", disabled=busy, key="audit_resume") and executor is not None:
-            methods_of = store.get_run(pick)["config"].get("methods", [])
-            on_ray = executor.name == "ray"  # the workers load the run's models by name
-            model_set = None if on_ray else methods_ui.load_model_set(models, methods_of, {})
-            if model_set is not None or on_ray:
-                st.session_state["audit_run_id"] = pick
-                ui.start_job(
-                    JOB,
-                    audit_view.audit_job(store, pick, model_set, resume=True, executor=executor),
-                    f"Audit run {pick}",
-                    run_id=pick,
-                )
+    audit_view.resume_section(store, models, executor, busy=busy, job=JOB)
 
 with tab_infer:
     st.caption(
@@ -201,5 +177,7 @@ with tab_infer:
 with tab_report:
     audit_view.report_tab(store)
 
-# Below the tabs: an audit's or an inference's progress shows whichever tab is open.
-ui.show_job(JOB, audit_view.render_live)
+# Below the tabs: an audit's or an inference's progress shows whichever tab is open, and once
+# its job has ended, what it found and the way to its report.
+snap = ui.show_job(JOB, audit_view.render_live, seen=seen)
+audit_summary.after_job(store, ui.current_job(JOB), snap)

@@ -11,7 +11,8 @@ import this package (``import ui_common as ui``); the helpers live in:
 - :mod:`ui_common.render`: candidate table, overlap view, PII, CSV download, probe view.
 - :mod:`ui_common.methods`: method picker, option widgets, model-set loader (Probe, Compare,
   Audit).
-- :mod:`ui_common.compare_view`, :mod:`ui_common.audit_view`, :mod:`ui_common.ner_view`,
+- :mod:`ui_common.compare_view`, :mod:`ui_common.audit_view` (with
+  :mod:`ui_common.audit_summary`, an audit's end box), :mod:`ui_common.ner_view`,
   :mod:`ui_common.runs_view`: the views of one page each (imported by that page).
 - :mod:`ui_common.charts`: the plotly figures (no Streamlit), labels escaped.
 
@@ -22,7 +23,15 @@ labels), through :func:`md` (Markdown-escaped) or as ``html.escape``'d HTML in `
 
 from __future__ import annotations
 
-from ui_common.jobs import current_job, job_running, live_job, render_status, show_job, start_job
+from ui_common.jobs import (
+    current_job,
+    job_running,
+    job_snapshot,
+    live_job,
+    render_status,
+    show_job,
+    start_job,
+)
 from ui_common.models import (
     KINDS,
     ROLE_HELP,
@@ -76,6 +85,7 @@ __all__ = [
     "get_store",
     "html_report_download",
     "job_running",
+    "job_snapshot",
     "keep",
     "length_widget",
     "live_job",

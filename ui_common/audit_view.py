@@ -8,6 +8,7 @@ arguments and draw what it returns.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -29,19 +30,35 @@ from memprobe_core.membership.blind import (
 from memprobe_core.membership.evaluate import FPR_TARGETS
 from memprobe_core.membership.inference import ASSUMPTION as INFERENCE_ASSUMPTION
 from memprobe_core.membership.inference import METHOD as INFERENCE_METHOD
-from memprobe_core.report import build as report_build
+from memprobe_core.membership.verdict import (
+    EVIDENCE,
+    INCONCLUSIVE,
+    Verdict,
+    inference_verdict,
+    membership_verdict,
+    with_voided_by,
+)
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import SMALL_N_MARK
 from memprobe_core.report.stats import CONFIDENCE, DEFAULT_RESAMPLES, SMALL_N
-from memprobe_core.snippets.corpus import DOMAINS, demo_corpus, nonmember_summary
+from memprobe_core.snippets.corpus import DOMAINS, demo_corpus, demo_split, nonmember_summary
 from memprobe_core.snippets.nonmembers import NONMEMBER_DOMAINS
 from memprobe_core.snippets.split import DataError, Snippet
 from memprobe_core.store import Store
 from ui_common import charts
-from ui_common.job_runner import JobFunction, Progress, ProgressSnapshot
+from ui_common import methods as methods_ui
+from ui_common.audit_summary import cached_report
+from ui_common.job_runner import JobFunction, Progress, ProgressSnapshot, live_run_ids
+from ui_common.jobs import start_job
+from ui_common.models import ModelChoice
 from ui_common.page import md
 from ui_common.render import csv_download, html_report_download
 from ui_common.snippets import read_upload
+
+# Where the dataset-inference tab takes its two sets from.
+INFER_UPLOAD, INFER_DEMO = "Upload two files", "Built-in demo split"
+# The domains chosen while "add generated non-members" was unticked (kept past that widget).
+_PLAIN_DOMAINS = "_audit_domains_plain"
 
 EXECUTOR_LABELS = {
     "local": "This process (one unit at a time)",
@@ -65,6 +82,9 @@ def _builtin_dataset() -> tuple[list[Snippet], dict[str, Any]]:
         "machine (that no model can have seen) per domain, labelled 'non-member'; the "
         "report then gives AUROC and TPR at low FPR. Legal and code domains only.",
     )
+    dropped = nonmember_dropped(labelled)
+    if dropped:
+        st.caption(md(dropped))
     offered = list(NONMEMBER_DOMAINS if labelled else DOMAINS)
     c1, c2 = st.columns(2)
     domains = c1.multiselect(  # one widget per choice: each keeps its own selection
@@ -73,6 +93,8 @@ def _builtin_dataset() -> tuple[list[Snippet], dict[str, Any]]:
         default=offered,
         key="audit_domains_labelled" if labelled else "audit_domains",
     )
+    if not labelled:  # what ticking the box would change (the widget's state goes with it)
+        st.session_state[_PLAIN_DOMAINS] = list(domains)
     limit = int(c2.number_input("Snippets per domain", 1, 10_000, 2, key="audit_limit"))
     if not domains:
         st.info("Pick at least one domain.")
@@ -93,6 +115,24 @@ def _builtin_dataset() -> tuple[list[Snippet], dict[str, Any]]:
     else:
         st.caption(f"{len(snippets)} snippets from the built-in corpus.")
     return snippets, info
+
+
+def nonmember_dropped(labelled: bool) -> str:
+    """With "add generated non-members" ticked: which chosen domains it drops and why (empty
+    when it drops none)."""
+    if not labelled:
+        return ""
+    chosen = st.session_state.get(_PLAIN_DOMAINS, list(DOMAINS))
+    dropped = [d for d in chosen if d not in NONMEMBER_DOMAINS]
+    if not dropped:
+        return ""
+    names = " and ".join(dropped)
+    have = " and ".join(NONMEMBER_DOMAINS)
+    return (
+        f"The {names} domain{'s are' if len(dropped) > 1 else ' is'} left out: generated "
+        f"non-members exist for {have} only, and a labelled audit needs non-members in every "
+        "domain it audits. Untick the box to audit every domain without labels."
+    )
 
 
 def _uploaded_dataset() -> tuple[list[Snippet], dict[str, Any]]:
@@ -218,6 +258,45 @@ def render_live(snap: ProgressSnapshot) -> None:
         st.text(str(snap.data["last_prompt"])[:500])
 
 
+def resume_section(
+    store: Store,
+    models: dict[str, ModelChoice],
+    executor: Executor | None,
+    *,
+    busy: bool,
+    job: str,
+) -> None:
+    """The "Resume an interrupted audit" section: audits with units left that no job here
+    runs, and a button that resumes the one picked as the page's job ``job``."""
+    resumable = store.resumable_audits(exclude=live_run_ids())
+    if not resumable:
+        return
+    st.subheader("Resume an interrupted audit")
+    labels = {
+        r["id"]: f"#{r['id']} · {r['title']} · {r['units_done']}/{r['units_total']} done"
+        for r in resumable
+    }
+    pick = st.selectbox(
+        "Audit", list(labels), key="audit_resume_pick", format_func=labels.__getitem__
+    )
+    st.caption(
+        "It resumes with the models chosen in the sidebar (on Ray: the models the run "
+        "recorded, loaded by each worker); the run records both."
+    )
+    if st.button("Resume", disabled=busy, key="audit_resume") and executor is not None:
+        methods_of = store.get_run(pick)["config"].get("methods", [])
+        on_ray = executor.name == "ray"  # the workers load the run's models by name
+        model_set = None if on_ray else methods_ui.load_model_set(models, methods_of, {})
+        if model_set is not None or on_ray:
+            st.session_state["audit_run_id"] = pick
+            start_job(
+                job,
+                audit_job(store, pick, model_set, resume=True, executor=executor),
+                f"Audit run {pick}",
+                run_id=pick,
+            )
+
+
 def report_tab(store: Store) -> None:
     """The audit chooser (the one just started first) and its report."""
     audits = store.list_runs(kind="audit")
@@ -225,7 +304,9 @@ def report_tab(store: Store) -> None:
         st.info("No audit in the store yet: start one in the first tab.")
         return
     ids = [r["id"] for r in audits]
-    labels = {r["id"]: f"#{r['id']} · {r['title']} · {r['status']}" for r in audits}
+    # No status in the labels: the browser keeps the label it was given for the chosen option,
+    # so a status in it could go stale; the status line below is read on every draw.
+    labels = {r["id"]: f"#{r['id']} · {r['title']}" for r in audits}
     default = st.session_state.get("audit_run_id")
     chosen = st.selectbox(
         "Audit",
@@ -234,7 +315,17 @@ def report_tab(store: Store) -> None:
         key="audit_report_pick",
         format_func=labels.__getitem__,
     )
+    st.caption(md(run_status_line(next(r for r in audits if r["id"] == chosen))))
     report_view(store, chosen)
+
+
+def run_status_line(run: Mapping[str, Any]) -> str:
+    """A run's status as the store has it now, with its units: "Status: finished · 8 of 8
+    units done, 0 failed"."""
+    return (
+        f"Status: {run['status']} · {run['units_done']} of {run['units_total']} units done, "
+        f"{run['units_error']} failed"
+    )
 
 
 def report_view(store: Store, run_id: int) -> None:
@@ -248,7 +339,7 @@ def report_view(store: Store, run_id: int) -> None:
         "highest Mem in the trace (an upper bound); reference: the reference "
         "code's best_rougeL",
     )
-    report = report_build.report_for_run(store, run_id, select=select)
+    report = cached_report(store, run_id, select)  # the end box below reads the same one
     inference_view(report)
     if report.table1.empty:
         if report.costs.empty:
@@ -316,17 +407,35 @@ def _domain_charts(report: Report) -> None:
             st.plotly_chart(fig, width="stretch")
 
 
+def verdict_box(verdict: Verdict, lead: str = "") -> None:
+    """A verdict as one box: its headline, then its reasons as a list. Evidence and an
+    inconclusive result (a control voids the figures) call for attention; no evidence does not."""
+    text = md(f"{lead}{verdict.headline}")
+    if verdict.reasons:
+        text += "\n\n" + "\n".join(f"- {md(reason)}" for reason in verdict.reasons)
+    if verdict.conclusion in (EVIDENCE, INCONCLUSIVE):
+        st.warning(text)
+    else:
+        st.info(text)
+
+
 def membership_view(report: Report) -> None:
-    """Labelled runs: AUROC / TPR at low FPR per signal and method, and the ROC curves."""
+    """Labelled runs: the verdict first (the validity controls folded in), then AUROC / TPR at
+    low FPR per signal and method, each row a control voids badged, and the ROC curves."""
     if report.membership.empty:
         return
+    blind, control = report.blind_baseline, report.random_split
+    table = with_voided_by(report.membership, blind, control)
+    verdict = membership_verdict(table, blind, control)
     st.subheader("Membership: members vs non-members")
+    if verdict is not None:
+        verdict_box(verdict)
     st.caption(
         "AUROC and TPR at 1 % / 0.1 % FPR of each membership signal and of each method's Mem "
         f"(higher = more member-like), with {CONFIDENCE:.0%} bootstrap intervals; AUROC 0.5 is "
-        "chance."
+        "chance. voided_by: the control that voids a row's figures."
     )
-    st.dataframe(report.membership.drop(columns=["score"]), hide_index=True, width="stretch")
+    st.dataframe(table.drop(columns=["score"]), hide_index=True, width="stretch")
     for length in sorted(report.roc["length"].unique()):
         fig = charts.roc_figure(report.roc, length, membership=report.membership)
         st.plotly_chart(fig, width="stretch", key=f"audit_roc_{length}")
@@ -369,8 +478,18 @@ def validity_view(report: Report) -> None:
 
 
 def inference_inputs() -> tuple[list[Snippet], list[Snippet], dict[str, Any]]:
-    """The two uploads of a dataset inference (suspect, held-out) and their file names (empty
-    lists until both are given)."""
+    """The two sets of a dataset inference (suspect, held-out) and where they came from: two
+    uploads (empty lists until both are given) or the built-in demo split."""
+    source = st.radio(
+        "Sets",
+        [INFER_UPLOAD, INFER_DEMO],
+        horizontal=True,
+        key="infer_source",
+        help="The demo split: built-in corpus texts (licences, standard-library code) that real "
+        "models have seen, against texts generated on this machine that no model can have seen.",
+    )
+    if source == INFER_DEMO:
+        return demo_inference_sets()
     c1, c2 = st.columns(2)
     sets: list[list[Snippet]] = []
     names: dict[str, Any] = {}
@@ -397,6 +516,40 @@ def inference_inputs() -> tuple[list[Snippet], list[Snippet], dict[str, Any]]:
     return sets[0], sets[1], names
 
 
+def demo_inference_sets() -> tuple[list[Snippet], list[Snippet], dict[str, Any]]:
+    """The built-in demo split: corpus members as the suspect set, as many generated
+    non-members per domain as the held-out set (``memprobe corpus members|nonmembers``)."""
+    c1, c2 = st.columns(2)
+    domains = c1.multiselect(
+        "Domains", list(NONMEMBER_DOMAINS), default=list(NONMEMBER_DOMAINS), key="infer_domains"
+    )
+    limit = int(c2.number_input("Texts per domain and set", 2, 10_000, 10, key="infer_limit"))
+    if not domains:
+        st.info("Pick at least one domain (generated non-members exist for legal and code).")
+        return [], [], {}
+    try:  # a damaged non-member file: say how to rebuild it, do not crash the page
+        members, nonmembers = demo_split(domains=domains, limit_per_domain=limit)
+        made = nonmember_summary()
+    except DataError as exc:
+        st.error(md(str(exc)))
+        return [], [], {}
+    seed = made["seed"] if made else "?"
+    names = {
+        "suspect": f"built-in corpus ({', '.join(domains)})",
+        "heldout": f"generated non-members (seed {seed})",
+    }
+    st.caption(
+        md(
+            f"Suspect: {len(members)} built-in corpus texts; held out: {len(nonmembers)} "
+            f"generated non-members (seed {seed}). A demonstration: generated text differs in "
+            "style from real text, so the blind baseline may tell the sets apart without the "
+            "model, and the verdict then says so. `memprobe corpus members --export FILE` and "
+            "`memprobe corpus nonmembers --export FILE` write the two sets for `memprobe infer`."
+        )
+    )
+    return members, nonmembers, names
+
+
 def inference_view(report: Report) -> None:
     """A dataset-inference run: the test per length, its control, weights and assumption."""
     if not report.dataset_inference:
@@ -404,18 +557,13 @@ def inference_view(report: Report) -> None:
     st.subheader("Dataset inference: was the suspect set used in training?")
     st.caption(md(f"{INFERENCE_METHOD}. Assumption: {INFERENCE_ASSUMPTION}."))
     for one in report.dataset_inference:
-        head = f"Length {one.length}: {one.n_suspect} suspect / {one.n_heldout} held-out texts"
-        if one.test is not None and one.test.rejected:
-            st.warning(md(f"{head}: {one.verdict}"))
-        else:
-            st.info(md(f"{head}: {one.verdict}"))
-        if one.control_warning:
-            st.error(md(one.control_warning))
+        # The verdict leads; its reasons carry the controls and the notes on the test.
+        verdict_box(inference_verdict(one, report.blind_baseline), f"Length {one.length}: ")
         if one.test is None:
             continue
-        for note in (one.test.note, one.control_note):
-            if note:
-                st.caption(md(note))
+        st.caption(
+            md(f"{one.n_suspect} suspect / {one.n_heldout} held-out texts; {one.test_result}")
+        )
         rows = [
             {
                 "test": name,
@@ -435,8 +583,6 @@ def inference_view(report: Report) -> None:
         weights = pd.DataFrame({"signal": list(one.weights), "weight": list(one.weights.values())})
         st.caption("Fitted weights (standardised, member-oriented signals):")
         st.dataframe(weights, hide_index=True)
-        if one.note:
-            st.caption(md(one.note))
     st.caption(
         "The tables below read the suspect set as members and the held-out set as non-members: "
         "the blind baseline says whether their texts alone can be told apart."

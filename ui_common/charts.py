@@ -107,7 +107,12 @@ def best_by_round(frame: pd.DataFrame) -> pd.DataFrame:
     return per_round.reset_index(drop=True)
 
 
-def mem_lcs_scatter(frame: pd.DataFrame, *, title: str = "Mem vs LCS_P per round") -> go.Figure:
+def mem_lcs_scatter(
+    frame: pd.DataFrame,
+    *,
+    title: str = "Mem vs LCS_P per round",
+    chance_level: float | None = None,
+) -> go.Figure:
     """Scatter of every candidate: x = LCS_P (what the prompt gives away), y = Mem, colour = round.
 
     The best candidate gets a star marker. Hover shows round, index and scores only.
@@ -153,7 +158,7 @@ def mem_lcs_scatter(frame: pd.DataFrame, *, title: str = "Mem vs LCS_P per round
     fig.update_xaxes(range=[-0.02, 1.02])
     fig.update_yaxes(range=[-0.02, 1.02])
     fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 40, "b": 10}, legend_title_text="")
-    return fig
+    return add_chance_line(fig, chance_level, "the best output")
 
 
 def best_by_round_figure(frame: pd.DataFrame) -> go.Figure:
@@ -185,8 +190,24 @@ def best_by_round_figure(frame: pd.DataFrame) -> go.Figure:
     return fig
 
 
+def add_chance_line(fig: go.Figure, level: float | None, what: str) -> go.Figure:
+    """A dashed horizontal line at Mem's chance level (``None``: nothing drawn), labelled."""
+    if level is not None:
+        fig.add_hline(
+            y=level,
+            line_dash="dash",
+            line_color="#888",
+            annotation_text=escape_label(f"chance level of Mem ({what}): {level:.3f}"),
+            annotation_position="top left",
+        )
+    return fig
+
+
 def method_bars(
-    results: pd.DataFrame, metrics: Sequence[str] = ("mem", "lcs_p", "dis", "objective")
+    results: pd.DataFrame,
+    metrics: Sequence[str] = ("mem", "lcs_p", "dis", "objective"),
+    *,
+    chance_level: float | None = None,
 ) -> go.Figure:
     """Grouped bars: one group per metric, one bar per method (from a results frame).
 
@@ -216,7 +237,8 @@ def method_bars(
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
     )
     _note_small_n(fig)
-    return fig
+    # The highest of the methods' chance levels: a Mem bar below it is not told from chance.
+    return add_chance_line(fig, chance_level, "highest over the methods' outputs")
 
 
 def cost_bars(results: pd.DataFrame) -> go.Figure:

@@ -12,6 +12,7 @@ import streamlit as st
 from memprobe_core.attacks import registry
 from memprobe_core.attacks.interactive import METHOD as ATTACKER_LOOP
 from memprobe_core.attacks.registry import method_label
+from memprobe_core.chance import ChanceLevel
 from memprobe_core.runs.probe import comparison_table
 from ui_common import charts
 from ui_common.job_runner import ProgressSnapshot
@@ -19,7 +20,9 @@ from ui_common.page import md
 from ui_common.render import (
     cached_figure,
     candidates_table,
+    chance_caption,
     method_measures_view,
+    output_chance,
     overlap_view,
     pii_view,
     pz_view,
@@ -45,6 +48,9 @@ def render(snap: ProgressSnapshot) -> None:
         return
     split_info = st.session_state.get("cmp_split") or {}
     table = comparison_table(results)
+    chances = {m: output_chance(r.output, r.mem, split_info) for m, r in results.items()}
+    table["chance level"] = table["method"].map(lambda m: _level(chances.get(m)))
+    table["above chance"] = table["method"].map(lambda m: _beats(chances.get(m)))
     st.subheader("Scores")
     st.dataframe(
         table.drop(columns=["method"]).rename(columns={"label": "method"}),
@@ -52,7 +58,7 @@ def render(snap: ProgressSnapshot) -> None:
         width="stretch",
         column_config={
             c: st.column_config.NumberColumn(format="%.3f")
-            for c in ("mem", "lcs_p", "dis", "objective")
+            for c in ("mem", "lcs_p", "dis", "objective", "chance level")
         },
     )
     # One snippet and length: its signals are the same under every method; show them once.
@@ -66,7 +72,11 @@ def render(snap: ProgressSnapshot) -> None:
     left, right = st.columns(2)
     with left:
         st.plotly_chart(
-            cached_figure("cmp_methods", version, lambda: charts.method_bars(table)),
+            cached_figure(
+                "cmp_methods",
+                version,
+                lambda: charts.method_bars(table, chance_level=table["chance level"].max()),
+            ),
             width="stretch",
         )
     with right:
@@ -94,7 +104,19 @@ def render(snap: ProgressSnapshot) -> None:
                     suffix_tokens=split_info.get("suffix_tokens"),
                     tokenizer=split_info.get("tokenizer"),
                 )
+            chance_caption(chances.get(method), split_info)
             st.markdown("PII in this output (copied from the suffix / invented):")
             pii_view(r.pii)
             st.markdown(verbatim_caption(r.verbatim))
             method_measures_view(r.verbatim)
+
+
+def _level(chance: ChanceLevel | None) -> float | None:
+    return None if chance is None else chance.level
+
+
+def _beats(chance: ChanceLevel | None) -> str:
+    """``yes`` / ``no`` / ``undefined`` (never a bare None in the table)."""
+    if chance is None or chance.beats is None:
+        return "undefined"
+    return "yes" if chance.beats else "no"

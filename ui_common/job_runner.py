@@ -45,35 +45,83 @@ JobState = Literal["waiting", "running", "finished", "cancelled", "failed"]
 FINAL_STATES: frozenset[str] = frozenset({"finished", "cancelled", "failed"})
 
 
+@dataclass(frozen=True)
+class Holder:
+    """Who holds the model lock: what runs, since when, and for which browser session.
+
+    Attributes:
+        what: the job's name as a reader sees it (``"Probe run 5"``).
+        since: ``time.time()`` when it took the lock.
+        session: the browser session (tab) that started it; never shown, only compared with
+            the reader's own (``None``: unknown).
+    """
+
+    what: str
+    since: float
+    session: str | None = None
+
+
 class ModelLock:
     """A process-wide lock that remembers who holds it, so waiters can say what they wait for."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._meta = threading.Lock()
-        self._holder: str | None = None
-        self._since: float | None = None
+        self._held: Holder | None = None
 
-    def acquire(self, holder: str, timeout: float) -> bool:
-        """Take the lock for ``holder``; ``False`` when ``timeout`` seconds passed first."""
+    def acquire(self, holder: str, timeout: float, *, session: str | None = None) -> bool:
+        """Take the lock for ``holder`` (started from browser ``session``); ``False`` when
+        ``timeout`` seconds passed first."""
         if not self._lock.acquire(timeout=timeout):
             return False
         with self._meta:
-            self._holder, self._since = holder, time.time()
+            self._held = Holder(holder, time.time(), session)
         return True
 
     def release(self) -> None:
         with self._meta:
-            self._holder, self._since = None, None
+            self._held = None
         self._lock.release()
 
     def holder(self) -> tuple[str | None, float | None]:
         """``(description, since)`` of the current holder, or ``(None, None)`` when free."""
+        held = self.held_by()
+        return (held.what, held.since) if held is not None else (None, None)
+
+    def held_by(self) -> Holder | None:
+        """The current :class:`Holder`, or ``None`` when the lock is free."""
         with self._meta:
-            return self._holder, self._since
+            return self._held
 
     def locked(self) -> bool:
         return self._lock.locked()
+
+
+def ago(seconds: float) -> str:
+    """A duration as "12 s", "2 min", "1 h 5 min" (rounded down; never negative)."""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+def describe_holder(holder: Holder, *, session: str | None, now: float) -> str:
+    """The job holding the models in plain words, as seen from browser ``session``:
+    "Probe run 5 started 2 min ago in another tab" (no session id is ever shown)."""
+    where = ""
+    if holder.session is not None and session is not None:
+        where = " in this tab" if holder.session == session else " in another tab"
+    return f"{holder.what} started {ago(now - holder.since)} ago{where}"
+
+
+def lock_status(holder: Holder | None, *, session: str | None, now: float) -> str:
+    """The sidebar's job status line: whether a job you start now runs at once or waits."""
+    if holder is None:
+        return "No job is running: a job you start runs at once."
+    return f"Busy: {describe_holder(holder, session=session, now=now)}; a new job waits for it."
 
 
 # Module-level, so every browser session of one Streamlit process shares it (modules are imported
@@ -272,9 +320,12 @@ class Job:
         lock: ModelLock | None = MODEL_LOCK,
         run_id: int | None = None,
         on_cancel_before_start: Callable[[], None] | None = None,
+        session: str | None = None,
     ) -> None:
         self.name = name
         self.run_id = run_id
+        # The browser session that started it: the lock's waiters say "this tab" or "another tab".
+        self.session = session
         # What to do when the job is cancelled before it ran (e.g. mark its run cancelled, so
         # a run recorded for it is not left "running" forever).
         self._on_cancel_before_start = on_cancel_before_start
@@ -333,15 +384,18 @@ class Job:
 
     def _wait_for_lock(self) -> bool:
         assert self._lock is not None
-        while not self._lock.acquire(self.name, timeout=0.25):
+        while not self._lock.acquire(self.name, timeout=0.25, session=self.session):
             if self.cancel_event.is_set():
                 return False
-            holder, since = self._lock.holder()
-            waited = f" for {time.time() - since:.0f} s" if since else ""
+            held = self._lock.held_by()
+            what = (
+                describe_holder(held, session=self.session, now=time.time())
+                if held is not None
+                else "it is ending"
+            )
             self.progress.set(
                 state="waiting",
-                message=f"waiting for another job to finish ({holder or 'another session'}, "
-                f"running{waited}); models run one job at a time",
+                message=f"waiting for another job to finish ({what}); models run one job at a time",
             )
         return True
 

@@ -121,9 +121,9 @@ def start_job(
 
     ``job_options`` go to :class:`~ui_common.job_runner.Job` (e.g. ``on_cancel_before_start``).
     """
-    job = Job(
-        target, name=f"{what} (session {session_tag()})", run_id=run_id, **job_options
-    ).start()
+    # ``what`` names the job to every tab ("Audit run 3"); the session only tells this tab's
+    # jobs from others' (it is never shown).
+    job = Job(target, name=what, run_id=run_id, session=session_tag(), **job_options).start()
     st.session_state[key] = job
     st.session_state.pop(_view_key(key), None)  # a new job starts with a fresh live view
     return job
@@ -223,18 +223,43 @@ def live_job(
     render(snap)
 
 
-def show_job(key: str, render: Callable[[ProgressSnapshot], None]) -> ProgressSnapshot | None:
-    """Draw the job under ``key``: live while it runs, once more when it has ended."""
+def job_snapshot(key: str) -> ProgressSnapshot | None:
+    """The job under ``key`` as it is now (``None``: no job); a page that draws the job's run
+    above :func:`show_job` takes it first and passes it there as ``seen``."""
+    job = current_job(key)
+    return job.progress.snapshot() if job is not None else None
+
+
+def show_job(
+    key: str,
+    render: Callable[[ProgressSnapshot], None],
+    *,
+    seen: ProgressSnapshot | Literal["unset"] | None = "unset",
+) -> ProgressSnapshot | None:
+    """Draw the job under ``key``: live while it runs, once more when it has ended.
+
+    ``seen``: the :func:`job_snapshot` the page took before drawing what it reads of the job's
+    run from the store (a run picker's status, a report). When the job ended since, the page
+    above shows it running (and no poll is left to redraw it), so the whole page is run again.
+    """
     job = current_job(key)
     if job is None:
         return None
     snap = job.progress.snapshot()
+    # The page saw no job, this job running, or another job (a new one started since).
+    if snap.is_final and not isinstance(seen, str) and not _saw_end(seen, snap):
+        st.rerun()
     if snap.is_final:
         render_status(snap)
         render(snap)
     else:
         live_job(key, render, snap)
     return snap
+
+
+def _saw_end(seen: ProgressSnapshot | None, snap: ProgressSnapshot) -> bool:
+    """Whether ``seen`` is the ended job ``snap`` (``started`` tells two jobs apart)."""
+    return seen is not None and seen.is_final and seen.started == snap.started
 
 
 def job_running(key: str) -> bool:

@@ -25,6 +25,7 @@ from memprobe_core.attacks.options import (
     GCGOptions,
     InteractiveOptions,
 )
+from memprobe_core.chance import reference_suffixes
 from memprobe_core.config import COMPAT_MODES
 from memprobe_core.membership.options import (
     MAX_PAC_AUGMENTATIONS,
@@ -386,6 +387,12 @@ def start_recorded_run(
         "prefix_tokens": len(piece.prefix_ids),
         "tokenizer_name": piece.tokenizer_name,
     }
+    # Mem's chance level: the same outputs against other built-in snippets cut the same way.
+    view["reference"], view["reference_source"] = reference_suffixes(
+        snippet.id,
+        snippet.domain,
+        lambda other: spec.cut(other, length, model_set, bos_in_prefix=bool(options.bos_in_prefix)),
+    )
     plan = {m: registry.expected_candidates(m, options) for m in ordered}
     started = start_job(
         job,

@@ -8,6 +8,7 @@ re-assigns those keys at the top of every page and :func:`keep` seeds them.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from typing import Any
 
@@ -17,7 +18,7 @@ from streamlit.runtime.pages_manager import PagesManager
 from memprobe_core.highlight import markdown_escape
 from memprobe_core.paths import default_store_path
 from memprobe_core.store import Store
-from ui_common.job_runner import MODEL_LOCK
+from ui_common.job_runner import MODEL_LOCK, lock_status
 
 FAKE_ENV = "MEMPROBE_UI_FAKE"
 # Widget values kept across page switches (see the module docstring).
@@ -54,18 +55,14 @@ def fake_default() -> bool:
 
 
 def page_setup(title: str) -> None:
-    """Page config, persisted widget state and the sidebar's model-lock line."""
+    """Page config, persisted widget state and the sidebar's job status line (plain words)."""
     _leave_legacy_navigation()
     st.set_page_config(page_title=f"memprobe · {title}", page_icon="🔎", layout="wide")
     for key in list(st.session_state.keys()):
         if isinstance(key, str) and key.startswith(_PERSIST_PREFIXES):
             st.session_state[key] = st.session_state[key]
-    holder, _since = MODEL_LOCK.holder()
-    with st.sidebar:
-        if holder:
-            st.caption(f"Models busy: {md(holder)} is running; a new job waits for it.")
-        else:
-            st.caption("Models free: a job you start runs at once.")
+    status = lock_status(MODEL_LOCK.held_by(), session=session_tag(), now=time.time())
+    st.sidebar.caption(md(status))
 
 
 def _leave_legacy_navigation() -> None:
@@ -89,7 +86,7 @@ def _leave_legacy_navigation() -> None:
 
 
 def session_tag() -> str:
-    """A short id of this browser session (names jobs, so others see whom they wait for)."""
+    """A short id of this browser session: tells this tab's jobs from others' (never shown)."""
     if "_memprobe_session" not in st.session_state:
         st.session_state["_memprobe_session"] = uuid.uuid4().hex[:6]
     return st.session_state["_memprobe_session"]

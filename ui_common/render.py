@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from memprobe_core.chance import REFERENCE_EXPLANATION, ChanceLevel, reference_chance
 from memprobe_core.highlight import escape_block, overlap, segments_to_html
 from memprobe_core.membership.extraction_probability import describe_extraction_probability
 from memprobe_core.membership.options import signals_frame
@@ -212,6 +213,7 @@ def probe_view(
         f"LCS_P {best['lcs_p']:.3f}, O {best['objective']:.3f}"
     )
     st.code(best["prompt"], language=None, wrap_lines=True)
+    chance_caption(output_chance(best["output"], best["mem"], split_info), split_info)
     if split_info.get("suffix") is not None:
         st.subheader("Victim output against the true suffix")
         overlap_view(
@@ -329,9 +331,44 @@ def signals_view(membership: dict[str, Any] | None) -> None:
     )
 
 
+def output_chance(output: str, mem: float, split_info: dict[str, Any]) -> ChanceLevel | None:
+    """The chance control of one output against the run's reference suffixes (``None`` when the
+    view has no reference pool, e.g. a replayed run)."""
+    pool, scoring = split_info.get("reference"), split_info.get("scoring")
+    if not pool or scoring is None:
+        return None
+    return reference_chance(
+        output, mem, pool, scoring, _tokenizer_or_none(split_info.get("tokenizer"))
+    )
+
+
+def chance_caption(level: ChanceLevel | None, split_info: dict[str, Any]) -> None:
+    """One line: the output's chance level and whether its Mem is above it."""
+    if level is None:
+        return
+    if level.level is None:
+        st.caption(md(f"Chance level of Mem: undefined ({level.note})."))
+        return
+    verdict = "above chance" if level.beats else "NOT distinguishable from chance"
+    st.caption(
+        md(
+            f"Chance level of Mem {level.level:.3f} (mean {level.mean:.3f}, against "
+            f"{split_info.get('reference_source', 'reference suffixes')}): this Mem is {verdict}. "
+            f"{REFERENCE_EXPLANATION}."
+        )
+    )
+
+
 def _probe_charts(frame: pd.DataFrame, split_info: dict[str, Any], before: int | None) -> None:
 
-    scatter, rounds = charts.mem_lcs_scatter, charts.best_by_round_figure
+    best = charts.best_candidate(frame if before is None else frame[frame["round"] < before])
+    chance = None if best is None else output_chance(best["output"], best["mem"], split_info)
+    level = None if chance is None else chance.level
+
+    def scatter(rows: pd.DataFrame) -> Any:
+        return charts.mem_lcs_scatter(rows, chance_level=level)
+
+    rounds = charts.best_by_round_figure
     if before is None:  # a finished or replayed run: drawn once, nothing to cache
         figures = scatter(frame), rounds(frame)
     else:

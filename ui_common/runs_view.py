@@ -17,6 +17,7 @@ import streamlit as st
 from memprobe_core.attacks.registry import extracts, method_label
 from memprobe_core.config import ScoringConfig
 from memprobe_core.report import build as report_build
+from memprobe_core.report.export import readable_export
 from memprobe_core.store import Store
 from ui_common import charts
 from ui_common.page import md
@@ -106,20 +107,25 @@ def exports(store: Store, run_id: int) -> None:
     with e2:
         if not results.empty:
             csv_download(
-                "Results CSV", results, f"memprobe-run{run_id}-results.csv", key="dl_results"
+                "Results CSV",
+                readable_export(results),
+                f"memprobe-run{run_id}-results.csv",
+                key="dl_results",
             )
     with e3:
         if not candidates.empty:
             csv_download(
                 "Raw candidates CSV",
-                candidates,
+                readable_export(candidates),
                 f"memprobe-run{run_id}-candidates.csv",
                 key="dl_candidates",
             )
         else:
             st.caption("No candidate recorded in this run.")
     st.caption(
-        "CSV cells that a spreadsheet would run as a formula (=, +, -, @ …) are neutralized."
+        "CSV cells that a spreadsheet would run as a formula (=, +, -, @ …) are neutralized. "
+        "Results and candidates: times in ISO 8601 (UTC), each row with its prefix and true "
+        "suffix, and columns empty in every row left out."
     )
 
 

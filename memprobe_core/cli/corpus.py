@@ -2,21 +2,24 @@
 
 ``memprobe corpus`` lists the members (domains and snippet ids) and one line about the non-member
 set; ``memprobe corpus nonmembers`` lists the non-members; ``--build`` (re)generates them, which
-``scripts/setup.sh`` does at install time with a fresh seed.
+``scripts/setup.sh`` does at install time with a fresh seed. ``--export FILE`` writes either set
+as JSON Lines, ready for ``memprobe infer`` (members as the suspect set, non-members held out).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_OK
 from memprobe_core.cli.output import echo, print_corpus, short, terminal_safe
 from memprobe_core.errors import UsageError
+from memprobe_core.report.export import write_output
 from memprobe_core.snippets import nonmembers as generated
-from memprobe_core.snippets.corpus import corpus_summary, demo_corpus, nonmember_summary
-from memprobe_core.snippets.split import Snippet
+from memprobe_core.snippets.corpus import corpus_summary, demo_corpus, nonmember_summary, to_jsonl
+from memprobe_core.snippets.split import MEMBER, NONMEMBER, Snippet
 
 # A build larger than this is a typo, not a use (each text is ~5 kB).
 MAX_BUILD_PER_DOMAIN = 10_000
@@ -39,6 +42,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     corpus.add_argument("--domain", help="only this domain (default: all)")
     corpus.add_argument("--show", metavar="ID", help="print the text of one snippet")
+    corpus.add_argument(
+        "--export",
+        type=Path,
+        metavar="FILE",
+        help="write the set (with --domain: that domain's texts) to FILE as JSON Lines (id, "
+        "text, domain, source, label), the format `memprobe infer`, `memprobe audit` and the "
+        "dashboard's uploads read: `memprobe infer members.jsonl --heldout nonmembers.jsonl`",
+    )
     group = corpus.add_argument_group("building the non-member set (with `nonmembers`)")
     group.add_argument(
         "--build",
@@ -62,6 +73,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.show and args.export is not None:
+        raise UsageError("--show prints one snippet and --export writes a set: give one of them")
     if args.set == "nonmembers":
         return _nonmembers(args)
     if args.build or args.seed is not None:
@@ -71,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
     snippets = demo_corpus(domains=[args.domain] if args.domain else None)
     if args.show:
         return _show(args.show, snippets)
+    if args.export is not None:
+        return _export(snippets, args.export, MEMBER, "member")
     print_corpus(corpus_summary(), snippets)
     echo(_set_line())
     return EXIT_OK
@@ -100,9 +115,26 @@ def _nonmembers(args: argparse.Namespace) -> int:
     snippets = [s for s in made.snippets if not args.domain or s.domain == args.domain]
     if args.show:
         return _show(args.show, snippets)
+    if args.export is not None:
+        return _export(snippets, args.export, NONMEMBER, "non-member", f"; seed {made.seed}")
     if not args.build:
         _print_set(snippets)
     echo(_set_line())
+    return EXIT_OK
+
+
+def _export(snippets: list[Snippet], path: Path, label: str, what: str, note: str = "") -> int:
+    """Write ``snippets`` as JSON Lines, each labelled ``label``; say where on stderr."""
+    target = write_output(to_jsonl(snippets, label=label), path, "--export")
+    counts: dict[str, int] = {}
+    for snippet in snippets:
+        counts[snippet.domain] = counts.get(snippet.domain, 0) + 1
+    by_domain = ", ".join(f"{d} {n}" for d, n in counts.items()) or "none"
+    echo(
+        f"{len(snippets)} {what} texts ({by_domain}{note}) written to "
+        f"{terminal_safe(str(target))} as JSON Lines",
+        sys.stderr,
+    )
     return EXIT_OK
 
 

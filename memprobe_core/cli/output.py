@@ -238,6 +238,7 @@ OUTPUT_FLAGS: dict[str, str] = {
     "candidates_csv": "--candidates-csv",
     "html": "--html",
     "names_csv": "--names-csv",  # ner
+    "export": "--export",  # corpus
 }
 
 

@@ -19,7 +19,7 @@ from memprobe_core.report.build import (
     report_for_run,
     report_to_dict,
 )
-from memprobe_core.report.export import write_safe_csv
+from memprobe_core.report.export import readable_export, write_safe_csv
 from memprobe_core.report.text import render_text
 
 
@@ -105,12 +105,12 @@ def run(args: argparse.Namespace) -> int:
     )
     written = []
     for path, frame in (
-        (args.csv, lambda: store.results_frame(args.run)),
+        (args.csv, lambda: readable_export(store.results_frame(args.run))),
         (args.table_csv, lambda: report.table1),
         (args.membership_csv, lambda: report.membership),
         (args.controls_csv, lambda: controls_frame(report.blind_baseline, report.random_split)),
         (args.roc_csv, lambda: report.roc),
-        (args.candidates_csv, lambda: store.candidates_frame(args.run)),
+        (args.candidates_csv, lambda: readable_export(store.candidates_frame(args.run))),
     ):
         if path is not None:
             written.append(write_safe_csv(frame(), path))

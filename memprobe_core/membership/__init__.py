@@ -10,6 +10,8 @@
 - :mod:`.evaluate`: AUROC and TPR at fixed FPR, with bootstrap intervals, on labelled audits.
 - :mod:`.blind`: the validity controls of a labelled audit: a blind baseline that never sees the
   model, and a random split of the members.
+- :mod:`.verdict`: what a dataset inference or a membership table allows once those controls
+  have had their say (evidence, no evidence, inconclusive), shown first in every report.
 - the generated non-member corpus (text no model can have seen) is in
   :mod:`memprobe_core.snippets.nonmembers`, beside the other snippet sources.
 """

@@ -139,6 +139,12 @@ class BlindBaseline:
         """A figure by name (``auroc``, ``auroc_lo`` …); NaN when there is none."""
         return self.figures.get(name, math.nan)
 
+    @property
+    def separable(self) -> bool:
+        """The texts alone tell the two sets apart (:func:`separates` on the baseline's AUROC):
+        any score's separation may then be that difference, not membership."""
+        return separates(self.figure("auroc"), self.figure("auroc_lo"))
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: every field, the figures flattened in, NaN as ``None``."""
 
@@ -290,14 +296,24 @@ def _best(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def separates(value: float, low: float) -> bool:
+    """Whether an AUROC lies above chance by the warning rule: its interval's lower bound above
+    0.5, or, with no interval, the AUROC itself above 0.5.
+
+    No interval with both classes ≥ 2 means every resample gave the same AUROC (perfect
+    separation), which is as far from chance as an interval can say.
+    """
+    if math.isnan(value):
+        return False
+    return low > 0.5 if not math.isnan(low) else value > 0.5
+
+
 def _warning(figures: dict[str, float], best: dict[str, Any]) -> str | None:
     """The blind baseline's warning (see the module docstring), or ``None``."""
     value, low = figures["auroc"], figures["auroc_lo"]
     if math.isnan(value):
         return None
-    # No interval with both classes ≥ 2: every resample gave the same AUROC (perfect
-    # separation), which is as far from chance as an interval can say.
-    above = low > 0.5 if not math.isnan(low) else value > 0.5
+    above = separates(value, low)
     reasons = []
     if above:
         how = (

@@ -36,7 +36,8 @@ halves reaches the fit.
 dates, topics, formats), the test rejects for that difference, not for training: the report's
 blind baseline (:mod:`memprobe_core.membership.blind`) on the same two sets shows whether their
 texts alone can be told apart. A **random-split control** runs the same procedure on two random
-halves of the suspect set, which must not reject.
+halves of the suspect set, which must not reject. What a result allows, with both controls and
+the number of texts tested, is decided in :mod:`memprobe_core.membership.verdict`.
 """
 
 from __future__ import annotations
@@ -154,20 +155,22 @@ class DatasetInference:
     note: str | None = None
 
     @property
-    def verdict(self) -> str:
-        """One sentence: what the test says at the chosen level."""
+    def test_result(self) -> str:
+        """One sentence: what the test alone says at the chosen level, with the texts it
+        compared. Not a verdict: the controls decide what it allows
+        (:func:`memprobe_core.membership.verdict.inference_verdict`)."""
         if self.test is None:
             return f"not run: {self.note}"
         p = self.test.p_value
+        tested = f"{self.test.n_b[0]} vs {self.test.n_b[1]} texts tested"
         if self.test.rejected:
             return (
-                f"p = {p:.3g} < {self.significance:g}: the suspect texts score as more "
-                "member-like than the held-out texts — evidence that the suspect set was used "
-                "in training (under the stated assumption)"
+                f"p = {p:.3g} < {self.significance:g}, {tested}: the suspect texts score as "
+                "more member-like than the held-out texts"
             )
         return (
-            f"p = {p:.3g} ≥ {self.significance:g}: no evidence that the suspect set was used in "
-            "training (which does not show it was not: the test may lack power)"
+            f"p = {p:.3g} ≥ {self.significance:g}, {tested}: the suspect texts score no more "
+            "member-like than the held-out texts"
         )
 
     @property
@@ -194,7 +197,8 @@ class DatasetInference:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["control_note"] = self.control_note
-        out["verdict"] = self.verdict
+        # The verdict needs the report's blind baseline: ``report_to_dict`` adds it.
+        out["test_result"] = self.test_result
         out["control_warning"] = self.control_warning
         out["assumption"] = ASSUMPTION
         out["method"] = METHOD

@@ -6,7 +6,9 @@ From ``Store.results_frame`` (one row per finished unit) this builds:
   BCa bootstrap 95 % interval (scipy, seeded, 5,000 resamples by default); ``small_n`` marks cells
   with n < 10. Rows with domain ``all`` pool the domains. Beside them, the verbatim-extraction
   figures: ``extractable`` (share of units whose output is k-extractable) and ``span_tokens``
-  (mean longest verbatim span), NaN where the units did not measure them.
+  (mean longest verbatim span), NaN where the units did not measure them. And Mem's chance level
+  (:mod:`memprobe_core.chance`, read from the results frame): the mean chance level, the mean Mem
+  above the chance mean and the share of units whose Mem beats chance.
 - **Paired improvement** of each method over P-S-Inst and over P-S-Base: per snippet and length,
   the difference in Mem (method − baseline), its mean, BCa interval, wins/ties/losses, a two-sided
   paired test (Wilcoxon signed-rank, or the exact sign test for few non-zero differences) and its
@@ -43,6 +45,7 @@ from memprobe_core.attacks.registry import (
     method_label,
     method_rank,
 )
+from memprobe_core.chance import CHANCE_EXPLANATION, CHANCE_RULE, undefined_reasons
 from memprobe_core.config import SEED_RANGE
 from memprobe_core.errors import UsageError
 from memprobe_core.membership.blind import RANDOM_SPLIT_COLUMNS, BlindBaseline, validity_controls
@@ -58,6 +61,11 @@ from memprobe_core.membership.inference import (
     DEFAULT_SIGNIFICANCE,
     DatasetInference,
     inference_for_results,
+)
+from memprobe_core.membership.verdict import (
+    inference_verdict,
+    membership_verdict,
+    with_voided_by,
 )
 from memprobe_core.report.leakage import (
     DIVERGENCE_COLUMNS,
@@ -118,6 +126,12 @@ TABLE1_COLUMNS = [
     "log10_n_at_p",
     "acr",
     "acr_memorized",
+    # Mem's chance level (memprobe_core.chance): units with one, mean level, mean Mem − chance
+    # mean, share of units whose Mem beats it.
+    "chance_units",
+    "mem_chance",
+    "mem_above_chance",
+    "beats_chance",
 ]
 PAIRED_COLUMNS = [
     "method",
@@ -255,7 +269,30 @@ def _table1_row(
         row[metric] = _mean_or_nan(group, metric)
     row.update(pz_figures(group))
     row.update(acr_figures(group))
+    row.update(_chance_figures(group))
     return row
+
+
+def _chance_figures(group: pd.DataFrame) -> dict[str, Any]:
+    """Mem's chance level in a Table 1 cell, over the units that have one (``mem_chance`` set;
+    computed per unit in ``store.frames.results_frame``): how many, the mean chance level, the
+    mean Mem − chance mean and the share whose Mem beats the level (NaN when none has one)."""
+    level = pd.to_numeric(group["mem_chance"], errors="coerce") if "mem_chance" in group else None
+    if level is None or not level.notna().any():
+        return {
+            "chance_units": 0,
+            "mem_chance": math.nan,
+            "mem_above_chance": math.nan,
+            "beats_chance": math.nan,
+        }
+    defined = level.notna()
+    above = pd.to_numeric(group.loc[defined, "mem_above_chance"], errors="coerce")
+    return {
+        "chance_units": int(defined.sum()),
+        "mem_chance": float(level[defined].mean()),
+        "mem_above_chance": float(above.mean()),
+        "beats_chance": float(group.loc[defined, "beats_chance"].astype(bool).mean()),
+    }
 
 
 def table1(
@@ -491,6 +528,10 @@ def build_report(
             if column in results:  # p_z's sampling scheme and p, shown in Table 1's header
                 values = sorted({str(v) for v in results[column].dropna().unique()})
                 info[key] = ", ".join(values) if values else None
+        if "chance_note" in results:  # Mem's chance level: what it is, and why it is missing
+            info["chance"] = CHANCE_EXPLANATION
+            info["chance_rule"] = CHANCE_RULE
+            info["chance_undefined"] = undefined_reasons(_extracting(results)["chance_note"])
     evaluated = _without_labels(results, left_out)
     membership, roc = membership_table(evaluated, resamples=resamples, seed=seed, fpr_rule=rule)
     info.update(membership_meta(evaluated, membership, rule))
@@ -592,7 +633,13 @@ def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def report_to_dict(report: Report) -> dict[str, Any]:
-    """JSON-ready form: each table as a list of records (NaN → ``None``)."""
+    """JSON-ready form: each table as a list of records (NaN → ``None``).
+
+    Dataset inference and the membership table carry their ``verdict`` (conclusion, headline,
+    reasons; :mod:`memprobe_core.membership.verdict`), each membership record its ``voided_by``.
+    """
+    blind, control = report.blind_baseline, report.random_split
+    membership = membership_verdict(report.membership, blind, control)
     return {
         "meta": report.meta,
         "table1": _records(report.table1),
@@ -600,12 +647,16 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         "pii": _records(report.pii),
         "costs": _records(report.costs),
         "errors": _records(report.errors) if report.errors is not None else [],
-        "membership": _records(report.membership),
+        "membership": _records(with_voided_by(report.membership, blind, control)),
+        "membership_verdict": membership.to_dict() if membership is not None else None,
         "roc": _records(report.roc),
         "blind_baseline": (
             report.blind_baseline.to_dict() if report.blind_baseline is not None else None
         ),
         "random_split": _records(report.random_split),
-        "dataset_inference": [d.to_dict() for d in report.dataset_inference],
+        "dataset_inference": [
+            {**d.to_dict(), "verdict": inference_verdict(d, blind).to_dict()}
+            for d in report.dataset_inference
+        ],
         "divergence": _records(report.divergence),
     }

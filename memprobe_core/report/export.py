@@ -118,6 +118,36 @@ def neutralize_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+# Columns that hold Unix times in the store; exports write them as ISO 8601 (UTC).
+TIME_COLUMNS: tuple[str, ...] = ("created", "updated", "started", "finished")
+
+
+def readable_export(frame: pd.DataFrame) -> pd.DataFrame:
+    """A per-unit or per-candidate frame as a person reads it in a spreadsheet.
+
+    - :data:`TIME_COLUMNS` as ISO 8601 UTC text (``2026-12-03T07:45:34Z``), not Unix seconds;
+    - columns empty in every row dropped (a results frame has a column for every method family's
+      figures; one run fills a few). Which columns a file has therefore depends on the run:
+      read them by name (docs/options.md, "CSV exports").
+    """
+    out = frame.copy()
+    for column in TIME_COLUMNS:
+        if column in out and pd.api.types.is_numeric_dtype(out[column]):
+            times = pd.to_datetime(out[column], unit="s", utc=True)
+            text = times.dt.strftime("%Y-%m-%dT%H:%M:%SZ").astype(object)
+            out[column] = text.where(times.notna(), None)
+    empty = [c for c in out.columns if out[c].map(_is_empty).all()]
+    return out.drop(columns=empty) if len(out) else out
+
+
+def _is_empty(value: Any) -> bool:
+    if isinstance(value, str):
+        return value == ""
+    if isinstance(value, (list, tuple, dict)):
+        return len(value) == 0
+    return bool(pd.isna(value))
+
+
 def to_safe_csv(frame: pd.DataFrame) -> bytes:
     """The frame as UTF-8 CSV bytes, one header row, no index, formula injection neutralised.
 

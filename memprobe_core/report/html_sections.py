@@ -8,6 +8,7 @@ and the figures' JSON. :mod:`memprobe_core.report.html` renders them with autoes
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -21,6 +22,7 @@ import plotly.graph_objects as go
 from markupsafe import Markup
 
 from memprobe_core.attacks.registry import method_label, method_order
+from memprobe_core.chance import chance_notes
 from memprobe_core.config import ScoringConfig
 from memprobe_core.highlight import overlap, segments_to_html
 from memprobe_core.membership.blind import (
@@ -33,6 +35,13 @@ from memprobe_core.membership.blind import (
 from memprobe_core.membership.evaluate import FPR_TARGETS
 from memprobe_core.membership.inference import ASSUMPTION as INFERENCE_ASSUMPTION
 from memprobe_core.membership.inference import METHOD as INFERENCE_METHOD
+from memprobe_core.membership.verdict import (
+    VOIDED_BY,
+    Verdict,
+    inference_verdict,
+    membership_verdict,
+    with_voided_by,
+)
 from memprobe_core.report import figures
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import n_mark, num, p_text, power_of_ten, signed_ci, with_ci
@@ -76,6 +85,8 @@ class Section:
     figures: list[Figure] = field(default_factory=list)
     examples: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Shown first, under the title: what the figures allow once the controls have had their say.
+    verdicts: list[Verdict] = field(default_factory=list)
 
 
 def _table(frame: pd.DataFrame, columns: dict[str, Any], **kwargs: Any) -> Table:
@@ -228,6 +239,21 @@ def _acr_columns(t1: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+def _chance_columns(t1: pd.DataFrame) -> dict[str, Any]:
+    """Table 1's chance-level columns (memprobe_core.chance), if some unit has a chance level."""
+    if "chance_units" not in t1 or not (pd.to_numeric(t1["chance_units"]) > 0).any():
+        return {}
+    return {
+        "Chance level (mean)": lambda r: num(r["mem_chance"]),
+        "Mem − chance mean": lambda r: (
+            "–" if pd.isna(r["mem_above_chance"]) else f"{r['mem_above_chance']:+.3f}"
+        ),
+        "Beats chance (share, units)": lambda r: (
+            "–" if not r["chance_units"] else f"{num(r['beats_chance'], 2)} ({r['chance_units']})"
+        ),
+    }
+
+
 def divergence_section(report: Report) -> Section:
     columns = {
         "Method": lambda r: r["method_label"],
@@ -271,6 +297,7 @@ def table1_section(report: Report, first_figure: int) -> Section:
     columns.update(_verbatim_columns(t1, report.meta.get("extract_k")))
     columns.update(_pz_columns(t1, report.meta.get("discover_p")))
     columns.update(_acr_columns(t1))
+    columns.update(_chance_columns(t1))
     notes = [
         f"Mem = {report.meta.get('selection_label', 'objective')}. Means with "
         f"{report.meta.get('interval', 'BCa bootstrap 95 %')} intervals "
@@ -286,6 +313,7 @@ def table1_section(report: Report, first_figure: int) -> Section:
             "'p_z = 0': share of units with a suffix token the scheme cannot draw; n: samples "
             "needed to extract it with probability p."
         )
+    notes.extend(chance_notes(report.meta))
     section = Section("table1", "Table 1", notes=notes, tables=[_table(t1, columns)])
     per_domain = t1[t1["domain"] != "all"]
     for length in sorted(per_domain["length"].unique()):
@@ -318,7 +346,11 @@ def paired_section(report: Report) -> Section:
 
 
 def membership_section(report: Report, first_figure: int) -> Section:
-    m = report.membership
+    """The verdict first (the validity controls folded in), then the table, each voided row
+    badged, and the ROC curves."""
+    blind, control = report.blind_baseline, report.random_split
+    m = with_voided_by(report.membership, blind, control)
+    verdict = membership_verdict(m, blind, control)
     columns = {
         "Score": lambda r: r["score_label"],
         "kind": lambda r: r["kind"],
@@ -327,6 +359,7 @@ def membership_section(report: Report, first_figure: int) -> Section:
         "AUROC [95 % CI]": _ci("auroc"),
         "TPR @ 1 % FPR [95 % CI]": _ci("tpr_at_1"),
         "TPR @ 0.1 % FPR [95 % CI]": _ci("tpr_at_01"),
+        "voided by": lambda r: r[VOIDED_BY] or "",
     }
     meta = report.meta
     notes = [
@@ -344,6 +377,7 @@ def membership_section(report: Report, first_figure: int) -> Section:
         notes.append("Left out (ReCaLL's prefix texts): " + ", ".join(meta["membership_left_out"]))
     tables = [_table(m, columns)] if not m.empty else []
     section = Section("membership", "Membership", notes=notes, tables=tables)
+    section.verdicts = [verdict] if verdict is not None else []
     for length in sorted(report.roc["length"].unique()) if not report.roc.empty else []:
         fig = figures.roc_figure(report.roc, length, membership=m)
         title = f"ROC, length {length}"
@@ -379,18 +413,13 @@ def inference_section(report: Report) -> Section:
                     _cell(f"{outcome.df:.1f}"),
                 ]
             )
-        verdict = f"Length {one.length}: {one.verdict}"
-        (section.warnings if one.test is not None and one.test.rejected else section.notes).append(
-            verdict
-        )
-        if one.control_warning:
-            section.warnings.append(one.control_warning)
-        section.notes += [n for n in (one.test and one.test.note, one.control_note) if n]
+        # The verdict, not the bare test, leads: its reasons carry the controls and notes.
+        verdict = inference_verdict(one, report.blind_baseline)
+        headline = f"Length {one.length}: {verdict.headline}"
+        section.verdicts.append(dataclasses.replace(verdict, headline=headline))
         if one.weights:
             weights = ", ".join(f"{n} {w:.3f}" for n, w in one.weights.items())
             section.notes.append(f"Length {one.length}, fitted weights: {weights}.")
-        if one.note and one.test is not None:
-            section.notes.append(one.note)
     if rows:
         section.tables.append(
             Table(

@@ -19,6 +19,11 @@ nav a { margin-right: .8rem; font-size: .9rem; }
 p.note, .note { color: #555; font-size: .85rem; }
 p.warn { color: #7a1f00; background: #fff4ef; border-left: 4px solid #d9480f;
          padding: .4rem .7rem; font-size: .9rem; }
+.verdict { border-left: 4px solid #555; background: #f4f4f4; padding: .3rem .8rem;
+           margin: .6rem 0; font-size: .9rem; }
+.verdict.inconclusive { border-color: #d9480f; background: #fff4ef; }
+.verdict.evidence { border-color: #1c7ed6; background: #eef5fc; }
+.verdict ul { margin: .2rem 0 .3rem; padding-left: 1.2rem; }
 table { border-collapse: collapse; margin: .6rem 0 1rem; font-size: .85rem; }
 th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: left; vertical-align: top; }
 th { background: #f2f2f2; }
@@ -58,6 +63,9 @@ tables.</p></noscript>
 {% for s in sections %}
 <section id="{{ s.id }}">
 <h2>{{ s.title }}</h2>
+{% for v in s.verdicts %}<div class="verdict {{ v.conclusion }}"><p><strong>{{ v.headline }}</strong></p>
+{% if v.reasons %}<ul>{% for r in v.reasons %}<li>{{ r }}</li>{% endfor %}</ul>{% endif %}</div>
+{% endfor %}
 {% for p in s.notes %}<p class="note">{{ p }}</p>{% endfor %}
 {% for p in s.warnings %}<p class="warn">{{ p }}</p>{% endfor %}
 {% for t in s.tables %}

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from memprobe_core.attacks.registry import method_label
+from memprobe_core.chance import chance_notes
 from memprobe_core.membership.blind import (
     RANDOM_SPLIT_METHOD,
     RANDOM_SPLIT_OK,
@@ -23,6 +24,13 @@ from memprobe_core.membership.blind import (
 )
 from memprobe_core.membership.evaluate import FPR_TARGETS
 from memprobe_core.membership.inference import ASSUMPTION, METHOD, DatasetInference
+from memprobe_core.membership.verdict import (
+    VOIDED_BY,
+    Verdict,
+    inference_verdict,
+    membership_verdict,
+    with_voided_by,
+)
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import (
     SMALL_N_MARK,
@@ -90,6 +98,20 @@ def _acr_columns(t1: pd.DataFrame) -> dict[str, list[str]]:
     }
 
 
+def _chance_columns(t1: pd.DataFrame) -> dict[str, list[str]]:
+    """Table 1's chance-level columns, or none when no unit has a chance level."""
+    if "chance_units" not in t1 or not (pd.to_numeric(t1["chance_units"]) > 0).any():
+        return {}
+    return {
+        "Chance": [num(v) for v in t1["mem_chance"]],
+        "Mem−chance": [("–" if pd.isna(v) else f"{v:+.3f}") for v in t1["mem_above_chance"]],
+        "Beats chance": [
+            "–" if not n else f"{num(v, 2)} ({n})"
+            for v, n in zip(t1["beats_chance"], t1["chance_units"])
+        ],
+    }
+
+
 def _divergence_lines(d: pd.DataFrame) -> list[str]:
     table = pd.DataFrame(
         {
@@ -132,6 +154,7 @@ def _table1_lines(
             **_verbatim_columns(t1, extract_k),
             **_pz_columns(t1, discover_p),
             **_acr_columns(t1),
+            **_chance_columns(t1),
         }
     )
     title = (
@@ -145,7 +168,7 @@ def _table1_lines(
             f"\np_z under {meta['pz_scheme']}: median over units with p_z > 0; p_z=0: share of "
             "units with a suffix token the scheme cannot draw; n: samples to extract at p"
         )
-    return [title, table.to_string(index=False)]
+    return [title, table.to_string(index=False), *chance_notes(meta)]
 
 
 def _paired_lines(p: pd.DataFrame) -> list[str]:
@@ -205,7 +228,18 @@ def _cost_lines(c: pd.DataFrame) -> list[str]:
     return ["\nCost per method", table.to_string(index=False)]
 
 
-def _membership_lines(m: pd.DataFrame, meta: dict[str, Any], resamples: Any) -> list[str]:
+def _verdict_lines(lead: str, verdict: Verdict) -> list[str]:
+    """A verdict's headline (the same words as JSON, HTML and the dashboard), then its reasons,
+    one a line."""
+    return [f"{lead}{verdict.headline}", *(f"  - {reason}" for reason in verdict.reasons)]
+
+
+def _membership_lines(report: Report, resamples: Any) -> list[str]:
+    """The verdict first (the controls folded in), then the table, each voided row badged."""
+    blind, control = report.blind_baseline, report.random_split
+    m = with_voided_by(report.membership, blind, control)
+    meta = report.meta
+    verdict = membership_verdict(m, blind, control)
     table = pd.DataFrame(
         {
             "Score": m["score_label"],
@@ -217,11 +251,13 @@ def _membership_lines(m: pd.DataFrame, meta: dict[str, Any], resamples: Any) -> 
                 with_ci(*r) for r in zip(m["tpr_at_01"], m["tpr_at_01_lo"], m["tpr_at_01_hi"])
             ],
             "n (member/non)": [f"{a}/{b}" for a, b in zip(m["n_members"], m["n_nonmembers"])],
+            "Voided by": [v or "" for v in m[VOIDED_BY]],
         }
     )
     lines = [
         "\nMembership (labelled audit) — higher score = member, AUROC 0.5 = chance "
         f"(95 % stratified percentile bootstrap CI, {resamples} resamples)",
+        *(_verdict_lines("Verdict: ", verdict) if verdict is not None else []),
         table.to_string(index=False),
     ]
     if meta.get("tpr_rule"):
@@ -278,53 +314,52 @@ def _validity_lines(report: Report) -> list[str]:
     return lines
 
 
-def _inference_lines(inferred: list[DatasetInference]) -> list[str]:
-    """A ``memprobe infer`` run's answer, per length: the test, its control and the weights."""
+def _inference_lines(report: Report) -> list[str]:
+    """A ``memprobe infer`` run's answer: each length's verdict first (the controls folded in),
+    then how it was reached: the test, its control and the weights."""
     lines = [
         "\nDataset inference — was the suspect set used to train the victim? "
         "(suspect = member, held-out = non-member in the tables below)",
-        f"Method: {METHOD}",
-        f"Assumption: {ASSUMPTION}",
     ]
-    for one in inferred:
+    for one in report.dataset_inference:
+        verdict = inference_verdict(one, report.blind_baseline)
+        lines += _verdict_lines(f"Length {one.length}: ", verdict)
+    lines += [f"Method: {METHOD}", f"Assumption: {ASSUMPTION}"]
+    for one in report.dataset_inference:
+        lines += _inference_details(one)
+    return lines
+
+
+def _inference_details(one: DatasetInference) -> list[str]:
+    """One length's test, control and weights (its notes are in the verdict's reasons)."""
+    lines = [
+        f"Length {one.length}: {one.n_suspect} suspect / {one.n_heldout} held-out texts, "
+        f"level {one.significance:g}, split seed {one.seed}",
+        f"  Test alone: {one.test_result}",
+    ]
+    if one.test is not None and one.test.note is None:
+        t = one.test
         lines.append(
-            f"Length {one.length}: {one.n_suspect} suspect / {one.n_heldout} held-out texts, "
-            f"level {one.significance:g}, split seed {one.seed}"
+            f"  Welch t = {t.t:.3f}, df = {t.df:.1f}; mean score suspect {t.mean_suspect:.3f} "
+            f"vs held-out {t.mean_heldout:.3f}; fitted on {t.n_a[0]}/{t.n_a[1]}, tested on "
+            f"{t.n_b[0]}/{t.n_b[1]}"
         )
+        weights = ", ".join(f"{name} {w:+.3f}" for name, w in one.weights.items())
+        lines.append(f"  Weights (standardised, member-oriented signals): {weights}")
+    if one.control is not None:
+        verdict = "rejects" if one.control.rejected else "does not reject"
         lines.append(
-            f"  {'REJECTED' if one.test and one.test.rejected else 'Result'}: {one.verdict}"
+            f"  Random-split control (two random halves of the suspect set): "
+            f"p = {one.control.p_value:.3g}, {verdict}"
         )
-        if one.test is not None and one.test.note is None:
-            t = one.test
-            lines.append(
-                f"  Welch t = {t.t:.3f}, df = {t.df:.1f}; mean score suspect {t.mean_suspect:.3f} "
-                f"vs held-out {t.mean_heldout:.3f}; fitted on {t.n_a[0]}/{t.n_a[1]}, tested on "
-                f"{t.n_b[0]}/{t.n_b[1]}"
-            )
-            weights = ", ".join(f"{name} {w:+.3f}" for name, w in one.weights.items())
-            lines.append(f"  Weights (standardised, member-oriented signals): {weights}")
-        if one.test is not None and one.test.note:
-            lines.append(f"  Note: {one.test.note}")
-        if one.control_note:
-            lines.append(f"  {one.control_note[0].upper()}{one.control_note[1:]}")
-        if one.control is not None:
-            verdict = "rejects" if one.control.rejected else "does not reject"
-            lines.append(
-                f"  Random-split control (two random halves of the suspect set): "
-                f"p = {one.control.p_value:.3g}, {verdict}"
-            )
-        if one.control_warning:
-            lines.append(f"  WARNING: {one.control_warning}")
-        by_reason: dict[str, list[str]] = {}
-        for name, why in one.left_out.items():
-            by_reason.setdefault(why, []).append(name)
-        if by_reason:
-            lines.append(
-                "  Signals left out: "
-                + "; ".join(f"{why}: {', '.join(names)}" for why, names in by_reason.items())
-            )
-        if one.test is not None and one.note:
-            lines.append(f"  Note: {one.note}")
+    by_reason: dict[str, list[str]] = {}
+    for name, why in one.left_out.items():
+        by_reason.setdefault(why, []).append(name)
+    if by_reason:
+        lines.append(
+            "  Signals left out: "
+            + "; ".join(f"{why}: {', '.join(names)}" for why, names in by_reason.items())
+        )
     return lines
 
 
@@ -358,7 +393,7 @@ def render_text(report: Report) -> str:
     meta = report.meta
     lines = _header_lines(meta)
     if report.dataset_inference:
-        lines += _inference_lines(report.dataset_inference)
+        lines += _inference_lines(report)
     if report.table1.empty and report.costs.empty:
         lines.append("\nNo finished units yet.")
     elif report.table1.empty:
@@ -381,9 +416,7 @@ def render_text(report: Report) -> str:
     if not report.costs.empty:
         lines += _cost_lines(report.costs)
     if report.membership is not None and not report.membership.empty:
-        lines += _membership_lines(
-            report.membership, meta, meta.get("resamples", DEFAULT_RESAMPLES)
-        )
+        lines += _membership_lines(report, meta.get("resamples", DEFAULT_RESAMPLES))
     elif meta.get("membership_note"):  # labelled, but not both classes: say why no table
         lines.append(f"\nMembership (labelled audit): {meta['membership_note']}")
     if report.blind_baseline is not None:  # labelled audits only

@@ -29,6 +29,7 @@ import hashlib
 import importlib.metadata
 import inspect
 import io
+import json
 import logging
 import re
 import sysconfig
@@ -454,6 +455,46 @@ def _labelled(
         for member, other in zip(mine, others):
             out += [member, other]
     return out
+
+
+def demo_split(
+    *,
+    domains: Iterable[str] | None = None,
+    limit_per_domain: int | None = None,
+    nonmember_path: Path | None = None,
+) -> tuple[list[Snippet], list[Snippet]]:
+    """The built-in demo split for dataset inference: ``(members, non-members)``.
+
+    The members are demo-corpus snippets (texts real models have seen), the non-members as many
+    texts of the generated non-member set per domain (texts no model can have seen): the split
+    ``demo_corpus(nonmembers=True)`` labels, as two sets. ``domains`` default to the non-member
+    set's (``legal``, ``code``); ``limit_per_domain`` counts members.
+
+    Raises:
+        DataError: as :func:`demo_corpus` (``docs``, an unreadable non-member file …).
+    """
+    labelled = demo_corpus(
+        domains=domains,
+        limit_per_domain=limit_per_domain,
+        nonmembers=True,
+        nonmember_path=nonmember_path,
+    )
+    members = [s for s in labelled if s.label == MEMBER]
+    return members, [s for s in labelled if s.label != MEMBER]
+
+
+def to_jsonl(snippets: Iterable[Snippet], *, label: str | None = None) -> bytes:
+    """Snippets as JSON Lines (UTF-8), one object a line with ``id``, ``text``, ``domain``,
+    ``source`` and ``label`` (``label`` given: every line's): the format ``memprobe audit``,
+    ``memprobe infer`` and the dashboard's uploads read (``text`` column; ``--id-column id``
+    keeps the ids; ``label``: member / nonmember)."""
+    lines = []
+    for snippet in snippets:
+        record = snippet.to_dict()
+        if label is not None:
+            record["label"] = label
+        lines.append(json.dumps(record, ensure_ascii=False) + "\n")
+    return "".join(lines).encode("utf-8")
 
 
 def _domain_order(domain: str) -> int:

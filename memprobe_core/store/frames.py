@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from memprobe_core.attacks.registry import extracts, method_label
+from memprobe_core.chance import CHANCE_COLUMNS, chance_rows
 from memprobe_core.membership.options import SIGNALS
 from memprobe_core.store.records import CandidateRecord, UnitRecord
 
@@ -64,6 +65,8 @@ RESULT_COLUMNS: list[str] = [
     "status",
     "prompt",
     "output",
+    "prefix",  # the split's prefix and true suffix, so an exported row can be checked alone
+    "suffix",
     "victim_queries",
     "attacker_queries",
     "generated_tokens",
@@ -92,6 +95,8 @@ RESULT_COLUMNS: list[str] = [
     "label",
     *VERBATIM_COLUMNS,
     *SIGNAL_COLUMNS,
+    # Mem's chance level (memprobe_core.chance; docs/method.md §2).
+    *CHANCE_COLUMNS,
 ]
 
 
@@ -119,6 +124,7 @@ def results_frame(
     units: list[UnitRecord],
     config: dict[str, Any],
     labels: dict[str, str | None] | None = None,
+    scored_outputs: Mapping[tuple[str, str, int], str] | None = None,
 ) -> pd.DataFrame:
     """One row per finished unit of a run: scores, costs, PII counts and manifest columns.
 
@@ -126,13 +132,24 @@ def results_frame(
         units: ``unit_dict`` rows of the finished units (``Store.units(run_id, status="done")``).
         config: the run's config (model names for results whose manifest lacks them).
         labels: each snippet's member / non-member label (``Snippet.label``), when known.
+        scored_outputs: the scored part of a unit's output where it is not the whole output
+            (``(snippet_id, method, length)`` → text; the ``last`` output window), for the
+            chance level.
 
     Columns: ``RESULT_COLUMNS``.
     """
     labels = labels or {}
+    # The chance level is computed here, from the stored units, and nowhere else: it is a
+    # per-unit figure (one row of the results CSV) that needs the other units of the run, and
+    # this is the one place that sees them all. Store → this frame → report, CSV and pages,
+    # each reading the columns, so every view shows the same numbers and none re-scores.
+    chance = chance_rows(units, config=config, scored_outputs=scored_outputs)
     rows = [
-        result_row(unit["run_id"], unit, config, label=labels.get(unit["snippet_id"]))
-        for unit in units
+        {
+            **result_row(unit["run_id"], unit, config, label=labels.get(unit["snippet_id"])),
+            **unit_chance,
+        }
+        for unit, unit_chance in zip(units, chance)
     ]
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
@@ -227,6 +244,8 @@ def result_row(
         "status": "finished",
         "prompt": result.get("prompt", ""),
         "output": result.get("output", ""),
+        "prefix": (manifest.get("split") or {}).get("prefix"),
+        "suffix": (manifest.get("split") or {}).get("suffix"),
         "victim_queries": costs.get("victim_queries", 0),
         "attacker_queries": costs.get("attacker_queries", 0),
         "generated_tokens": costs.get("generated_tokens", 0),

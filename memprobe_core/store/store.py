@@ -65,6 +65,8 @@ from memprobe_core.store.schema import (
     unit_dict,
 )
 
+# Runs whose results frame a Store keeps (see Store.results_frame).
+_RESULTS_MEMO_RUNS = 8
 # A restarted unit forgets the result columns of an earlier attempt.
 _CLEAR_RESULT = ", ".join(f"{column} = NULL" for column in RESULT_COLUMNS_SQL)
 
@@ -478,11 +480,54 @@ class Store(StoreFile):
 
     # --- frames (built by memprobe_core.store.frames) -----------------------------------------
     def results_frame(self, run_id: int) -> pd.DataFrame:
-        """One row per finished unit; see :func:`memprobe_core.store.frames.results_frame`."""
+        """One row per finished unit; see :func:`memprobe_core.store.frames.results_frame`.
+
+        Kept per run until the run changes (its ``updated`` time): the chance level of Mem scores
+        every output against its group's other suffixes (about 5 s for 1,000 units of one domain
+        and length), and a dashboard page asks for the same frame on every redraw.
+        """
         run = self.get_run(run_id)
-        return store_frames.results_frame(
-            self.units(run_id, status="done"), run["config"], self.labels(run_id)
+        memo: dict[int, tuple[float, pd.DataFrame]] = self.__dict__.setdefault("_results_memo", {})
+        kept = memo.get(run_id)
+        if kept is not None and kept[0] == run["updated"]:
+            return kept[1].copy()
+        units = self.units(run_id, status="done")
+        frame = store_frames.results_frame(
+            units, run["config"], self.labels(run_id), self._scored_outputs(run_id, units)
         )
+        if len(memo) >= _RESULTS_MEMO_RUNS:
+            memo.pop(next(iter(memo)))
+        memo[run_id] = (run["updated"], frame)
+        return frame.copy()
+
+    def _scored_outputs(
+        self, run_id: int, units: list[UnitRecord]
+    ) -> dict[tuple[str, str, int], str]:
+        """The scored part of each unit's output where the output window cut it (its chosen
+        candidate's ``extra["scored_output"]``), which the chance level scores again."""
+        rows = self._read(
+            "SELECT snippet_id, method, length, prompt, output, mem, extra FROM candidates "
+            "WHERE run_id = ? AND extra LIKE ? ORDER BY id",
+            (run_id, '%"scored_output"%'),
+        )
+        if not rows:  # the `first` window (the default) never cuts: no such candidate
+            return {}
+        by_key = {(u["snippet_id"], u["method"], int(u["length"])): u for u in units}
+        out: dict[tuple[str, str, int], str] = {}
+        for row in rows:
+            key = (row["snippet_id"], row["method"], int(row["length"]))
+            unit = by_key.get(key)
+            # The chosen candidate: the unit's prompt, output and Mem are its (a duplicate
+            # prompt's candidate reuses the same answer, so any match has the same window).
+            if unit is None or key in out:
+                continue
+            chosen = (unit["prompt"], unit["output"], unit["mem"])
+            if (row["prompt"], row["output"], row["mem"]) != chosen:
+                continue
+            scored = loads(row["extra"], {}).get("scored_output")
+            if isinstance(scored, str):
+                out[key] = scored
+        return out
 
     def errors_frame(self, run_id: int) -> pd.DataFrame:
         """One row per failed unit: snippet_id, method, length, attempts, error."""

@@ -65,6 +65,13 @@ def test_compare_runs_the_methods_side_by_side() -> None:
     assert sum("<mark" in h.proto.body or "true suffix" in h.proto.body for h in at.html) >= 3
     (run,) = Store_runs()
     assert run["kind"] == "compare" and run["units_done"] == 3
+    # Mem's chance level: a column (a number, or "undefined"; never None) and the chart's line.
+    assert {"chance level", "above chance"} <= set(scores.columns)
+    assert set(scores["above chance"]) <= {"yes", "no", "undefined"}
+    assert scores["chance level"].notna().all() and (scores["chance level"] > 0).all()
+    bars = [c for c in at.get("plotly_chart") if "Scores by method" in str(c.proto.spec)]
+    assert bars and "chance level of Mem" in str(bars[0].proto.spec)
+    assert "Chance level of Mem" in texts(at)
 
 
 def test_compare_audits_the_instruct_model_and_keeps_probe_on_gemma(monkeypatch) -> None:

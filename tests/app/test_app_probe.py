@@ -93,12 +93,12 @@ def test_probe_shows_markup_in_a_snippet_as_text() -> None:
 
 
 def test_second_job_waits_for_the_model_lock() -> None:
-    assert MODEL_LOCK.acquire("Probe run 99 (session other)", timeout=1)
+    assert MODEL_LOCK.acquire("Probe run 99", timeout=1, session="other")
     try:
         at = _small(open_page(PAGE), rounds=1, n=2)
         at.button(key="probe_run").click()
         run_until(at, lambda a: "waiting for another job" in texts(a), timeout=10)
-        assert "session other" in texts(at)
+        assert "Probe run 99 started " in texts(at) and " ago in another tab" in texts(at)
     finally:
         MODEL_LOCK.release()
     run_until(at, saved)

@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from memprobe_core.highlight import markdown_escape
 from memprobe_core.membership.blind import RANDOM_SPLIT_COLUMNS, RANDOM_SPLIT_OK, BlindBaseline
+from memprobe_core.membership.evaluate import MEMBERSHIP_COLUMNS
 from memprobe_core.report.build import Report
 
 MARKUP = "<b>bold</b> *star* :red[x]"
@@ -92,3 +93,33 @@ def test_a_baseline_that_did_not_run_says_why_and_an_unlabelled_run_shows_nothin
     assert not at.warning
     at = _run(_report(None))
     assert not at.subheader and not at.dataframe
+
+
+def _membership_view() -> None:
+    import streamlit as st
+
+    from ui_common.audit_view import membership_view
+
+    membership_view(st.session_state["report"])
+
+
+def test_the_membership_view_leads_with_the_verdict_and_badges_voided_rows() -> None:
+    rows = [
+        dict.fromkeys(MEMBERSHIP_COLUMNS)
+        | {"score": s, "score_label": s.title(), "kind": "signal", "length": 64}
+        | {"n_members": 12, "n_nonmembers": 12, "auroc": 1.0}
+        for s in ("loss", "zlib")
+    ]
+    blind = BlindBaseline(n_members=12, n_nonmembers=12, folds=5, seed=0, figures={"auroc": 1.0})
+    report = _report(blind, _control(flagged=False))
+    report.membership = pd.DataFrame(rows, columns=MEMBERSHIP_COLUMNS)
+    at = AppTest.from_function(_membership_view, default_timeout=30)
+    at.session_state["report"] = report
+    at.run()
+    assert not at.exception, at.exception
+    kinds = [type(e).__name__ for e in at.main if type(e).__name__ in ("Warning", "Dataframe")]
+    assert kinds[:2] == ["Warning", "Dataframe"]  # the verdict before the table
+    headline = "inconclusive: the sets differ without the model (blind baseline AUROC 1.00)"
+    assert at.warning[0].value.startswith(markdown_escape(headline))
+    shown = at.dataframe[0].value
+    assert list(shown["voided_by"]) == ["blind baseline separates the sets"] * 2

@@ -8,6 +8,8 @@ import os
 
 from streamlit.testing.v1 import AppTest
 
+from memprobe_core.highlight import markdown_escape
+from memprobe_core.membership.blind import BlindBaseline
 from memprobe_core.membership.inference import DatasetInference, WelchOutcome
 from memprobe_core.report.build import Report
 from memprobe_core.store import Store
@@ -70,9 +72,62 @@ def test_the_inference_view_shows_the_verdict_control_and_weights() -> None:
     at.run()
     assert not at.exception, at.exception
     shown = texts(at)
-    assert "evidence that the suspect set was used in training" in shown
-    assert "the random-split control rejects too" in shown
+    # The control rejects too, so the verdict is not "evidence", and it says why first.
+    assert at.warning[0].value.startswith(
+        markdown_escape("Length 64: inconclusive: the random-split control rejects too")
+    )
+    assert "evidence that the suspect set was used in training" not in shown
+    assert "p = 0.0001 < 0.05, 20 vs 20 texts tested" in shown
     assert "<b>markup</b> *not* :red[styled]" in shown  # escaped, shown as typed
     frames = [d.value for d in at.dataframe]
     assert list(frames[1]["signal"]) == ["loss", "min_k"]
     assert frames[0]["p-value"].tolist() == [1e-4, 0.004]
+
+
+def _issue_report(blind_auroc: float, blind_lo: float | None = None) -> Report:
+    """The issue's run: 20 vs 20 texts tested, p = 0.022, beside a blind baseline."""
+    outcome = WelchOutcome(2.1, 37.0, 0.022, True, (20, 20), (20, 20), 0.6, 0.4)
+    one = DatasetInference(
+        length=64, n_suspect=40, n_heldout=40, significance=0.05, seed=0, test=outcome
+    )
+    figures = {"auroc": blind_auroc}
+    if blind_lo is not None:
+        figures |= {"auroc_lo": blind_lo, "auroc_hi": 0.8}
+    blind = BlindBaseline(n_members=40, n_nonmembers=40, folds=5, seed=0, figures=figures)
+    empty = __import__("pandas").DataFrame()
+    return Report(
+        table1=empty,
+        paired=empty,
+        pii=empty,
+        costs=empty,
+        dataset_inference=[one],
+        blind_baseline=blind,
+    )
+
+
+def _shown(report: Report) -> AppTest:
+    at = AppTest.from_function(_view, default_timeout=30)
+    at.session_state["report"] = report
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_the_headline_is_the_verdict_not_evidence_when_the_blind_baseline_separates() -> None:
+    at = _shown(_issue_report(1.0))
+    (headline,) = at.warning
+    assert headline.value.startswith(
+        markdown_escape(
+            "Length 64: inconclusive: the sets differ without the model (blind baseline AUROC 1.00)"
+        )
+    )
+    assert "evidence that the suspect set was used" not in texts(at)
+    assert "the test alone: p = 0.022 < 0.05, 20 vs 20 texts tested" in texts(at)
+    # The same test beside a blind baseline at chance is evidence, with p and n in the headline.
+    (headline,) = _shown(_issue_report(0.55, 0.3)).warning
+    assert headline.value.startswith(
+        markdown_escape(
+            "Length 64: evidence that the suspect set was used in training: p = 0.022 < 0.05, "
+            "20 vs 20 texts tested"
+        )
+    )

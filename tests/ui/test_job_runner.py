@@ -8,7 +8,7 @@ import time
 import pytest
 
 from memprobe_core.attacks.options import InteractiveOptions
-from ui_common.job_runner import Job, ModelLock, Progress
+from ui_common.job_runner import Holder, Job, ModelLock, Progress, ago, describe_holder, lock_status
 
 
 def _wait(predicate, timeout: float = 5.0) -> None:
@@ -101,6 +101,59 @@ def test_second_job_waits_for_the_model_lock_and_says_so() -> None:
     b.join(5)
     assert order == ["first-start", "first-end", "second-start"]
     assert not lock.locked()
+
+
+def test_a_waiting_job_names_the_holder_in_plain_words() -> None:
+    lock = ModelLock()
+    assert lock.acquire("Audit run 3", timeout=1, session="tab-a")
+    try:
+        mine = Job(lambda p, c: None, name="Probe run 4", lock=lock, session="tab-a").start()
+        theirs = Job(lambda p, c: None, name="Probe run 5", lock=lock, session="tab-b").start()
+        for job, where in ((mine, "in this tab"), (theirs, "in another tab")):
+            _wait(lambda job=job: "another job" in job.progress.snapshot().message)
+            message = job.progress.snapshot().message
+            assert message.startswith("waiting for another job to finish (Audit run 3 started ")
+            assert f" s ago {where}); models run one job at a time" in message
+            assert "tab-a" not in message and "session" not in message
+    finally:
+        lock.release()
+    mine.join(5)
+    theirs.join(5)
+
+
+def test_the_job_status_line_in_plain_words() -> None:
+    assert lock_status(None, session="a", now=0.0) == (
+        "No job is running: a job you start runs at once."
+    )
+    held = Holder("Probe run 5", since=1000.0, session="b")
+    assert lock_status(held, session="a", now=1130.0) == (
+        "Busy: Probe run 5 started 2 min ago in another tab; a new job waits for it."
+    )
+    assert (
+        describe_holder(held, session="b", now=1012.5) == "Probe run 5 started 12 s ago in this tab"
+    )
+    # Held outside any browser session (a test, a script): where is left unsaid.
+    assert describe_holder(Holder("x", 0.0), session="b", now=3 * 3600 + 300) == (
+        "x started 3 h 5 min ago"
+    )
+    assert [ago(s) for s in (-1, 59.9, 60, 3599, 3600)] == [
+        "0 s",
+        "59 s",
+        "1 min",
+        "59 min",
+        "1 h 0 min",
+    ]
+
+
+def test_the_lock_remembers_its_holder() -> None:
+    lock = ModelLock()
+    assert lock.held_by() is None and lock.holder() == (None, None)
+    assert lock.acquire("Audit run 1", timeout=1, session="s")
+    held = lock.held_by()
+    assert held is not None and (held.what, held.session) == ("Audit run 1", "s")
+    assert lock.holder() == ("Audit run 1", held.since)
+    lock.release()
+    assert lock.held_by() is None
 
 
 def test_cancel_while_waiting_never_runs() -> None:

@@ -52,7 +52,13 @@ def test_infer_stores_a_resumable_run_and_reports_the_test(tmp_path, capsys, ser
     assert (inferred["n_suspect"], inferred["n_heldout"], inferred["length"]) == (8, 8, 12)
     assert 0.0 <= inferred["test"]["p_value"] <= 1.0
     assert inferred["features"] and "loss" in inferred["features"]
-    assert inferred["verdict"] and inferred["assumption"]
+    assert inferred["test_result"] and inferred["assumption"]
+    # 8 + 8 texts: 4 vs 4 tested, too few whatever p says (and the blind baseline may head it).
+    verdict = inferred["verdict"]
+    assert verdict["conclusion"] == "inconclusive" and verdict["headline"].startswith(
+        "inconclusive"
+    )
+    assert any(r.startswith("too few texts (4 vs 4) for this test") for r in verdict["reasons"])
     assert report["blind_baseline"]["n_members"] == 8  # the control beside the test
     assert report["table1"] == []  # signals only: nothing was extracted
     assert {row["kind"] for row in report["membership"]} == {"signal"}
@@ -70,6 +76,7 @@ def test_infer_stores_a_resumable_run_and_reports_the_test(tmp_path, capsys, ser
     assert main(["--store", str(store), "resume", str(run["id"])]) == 0
     text = capsys.readouterr().out
     assert "Dataset inference" in text and "Length 12: 8 suspect / 8 held-out" in text
+    assert text.index("Length 12: inconclusive: ") < text.index("Length 12: 8 suspect")
     assert "No Table 1: the finished units are signals-only" in text
 
     argv = ["--store", str(store), "report", str(run["id"]), "--json", "--significance", "0.5"]

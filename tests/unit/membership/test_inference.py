@@ -13,6 +13,7 @@ from scipy import optimize, stats
 from memprobe_core.errors import OptionError
 from memprobe_core.membership import inference as di
 from memprobe_core.membership.inference import dataset_inference, inference_for_results
+from memprobe_core.membership.verdict import inference_verdict
 
 
 def _sets(rng: np.random.Generator, n: int, shift: float) -> pd.DataFrame:
@@ -92,8 +93,10 @@ def test_a_member_like_suspect_set_is_rejected_and_the_other_way_round_is_not():
     reversed_ = dataset_inference(unseen, members, length=64)
     assert reversed_.test is not None and not reversed_.test.rejected
     assert reversed_.test.p_value > 0.5
-    assert "evidence that the suspect set was used" in found.verdict
-    assert "no evidence" in reversed_.verdict
+    assert inference_verdict(found, None).conclusion == "evidence"
+    assert "evidence that the suspect set was used" in inference_verdict(found, None).headline
+    assert inference_verdict(reversed_, None).headline.startswith("no evidence")
+    assert "60 vs 60 texts tested" in found.test_result
 
 
 def test_under_the_null_it_rejects_at_about_the_level():
@@ -136,7 +139,7 @@ def test_too_few_texts_or_no_signal_gives_a_note_not_a_test():
     rng = np.random.default_rng(1)
     small = dataset_inference(_sets(rng, 3, 0.0), _sets(rng, 9, 0.0), length=64)
     assert small.test is None and "suspect set has 3 text(s)" in small.note
-    assert small.verdict.startswith("not run:")
+    assert small.test_result.startswith("not run:")
     empty = dataset_inference(pd.DataFrame(index=range(6)), pd.DataFrame(index=range(6)), length=8)
     assert empty.test is None and "no signal" in empty.note
     assert (
@@ -170,7 +173,7 @@ def test_inference_for_results_reads_members_as_suspect_per_length():
     assert all((o.n_suspect, o.n_heldout, o.significance) == (30, 30, 0.01) for o in out)
     assert all(o.test is not None and o.test.rejected for o in out)
     as_dict = out[0].to_dict()
-    assert as_dict["verdict"] == out[0].verdict and "assumption" in as_dict
+    assert as_dict["test_result"] == out[0].test_result and "assumption" in as_dict
 
 
 def test_a_length_with_no_scored_text_says_not_run_and_notes_follow_the_outcome():

@@ -199,3 +199,31 @@ def test_the_documented_read_csv_call_keeps_na_like_text():
     assert documented.fillna({"text": ""})["text"].tolist() == written  # the documented fillna
     defaults = pd.read_csv(io.BytesIO(data))  # what the docstring warns about
     assert defaults["text"].isna().sum() >= 8
+
+
+def test_readable_export_writes_iso_times_and_drops_columns_empty_in_every_row() -> None:
+    from memprobe_core.report.export import readable_export
+
+    frame = pd.DataFrame(
+        {
+            "created": [1764747934.0, None],
+            "output": ["=1+1", "x"],
+            "acr": [None, None],  # a method family this run did not use
+            "flags": [[], []],
+            "note": ["", ""],
+            "mem": [0.5, float("nan")],
+        }
+    )
+    out = readable_export(frame)
+    assert list(out.columns) == ["created", "output", "mem"]
+    assert out["created"].iloc[0] == "2025-12-03T07:45:34Z" and out["created"].iloc[1] is None
+    text = to_safe_csv(out).decode()
+    assert "'=1+1" in text and "1764747934" not in text
+
+
+def test_results_rows_carry_the_prefix_and_true_suffix(tmp_path) -> None:
+    from tests.helpers.labelled_run import SUFFIX, labelled_run
+
+    store, run_id = labelled_run(tmp_path / "runs.sqlite")
+    results = store.results_frame(run_id)
+    assert (results["suffix"] == SUFFIX).all() and results["prefix"].str.startswith("x ").all()

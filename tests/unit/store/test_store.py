@@ -428,3 +428,19 @@ def test_resumable_audits_have_work_left_and_no_live_owner(store):
     store.create_run("probe", status="interrupted", snippets=[snippet], units=pending)
     assert [r["id"] for r in store.resumable_audits(exclude={mine})] == [stopped]
     assert finished not in [r["id"] for r in store.resumable_audits()]
+
+
+def test_results_frame_is_kept_until_the_run_changes(tmp_path) -> None:
+    from tests.helpers.labelled_run import labelled_run
+
+    store, run_id = labelled_run(tmp_path / "runs.sqlite")
+    first = store.results_frame(run_id)
+    first.loc[0, "mem"] = 99.0  # a caller's change never reaches the kept frame
+    again = store.results_frame(run_id)
+    assert again["mem"].max() < 1.0 and len(again) == 11
+    failed = next(u["key"] for u in store.units(run_id) if u["status"] == "error")
+    store.reset_unit(run_id, failed)  # any write to the run makes a new frame
+    store.finish_unit(
+        run_id, failed, store.result(run_id, store.units(run_id, status="done")[0]["key"])
+    )
+    assert len(store.results_frame(run_id)) == 12
