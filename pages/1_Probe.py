@@ -84,6 +84,9 @@ def start() -> None:
         st.session_state["probe_split"] = view
 
 
+presets.estimate_caption(
+    store, presets.planned_candidates([METHOD], widgets), models["victim"].label, length
+)
 running = ui.job_running(JOB)
 if st.button("Run probe", type="primary", disabled=running or snippet is None, key="probe_run"):
     start()

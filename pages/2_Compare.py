@@ -90,6 +90,9 @@ def start() -> None:
         st.session_state["cmp_split"] = view
 
 
+presets.estimate_caption(
+    store, presets.planned_candidates(methods, widgets), models["instruct"].label, length
+)
 running = ui.job_running(JOB)
 if st.button(
     "Run comparison",

@@ -10,14 +10,18 @@ value can still be changed by hand afterwards.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import streamlit as st
 
-from memprobe_core.attacks.options import GCGOptions, InteractiveOptions
+from memprobe_core.attacks import registry
+from memprobe_core.attacks.options import AttackOptions, GCGOptions, InteractiveOptions
 from memprobe_core.config import DEFAULT_LENGTH
+from memprobe_core.runs.eta import prior_estimate
 from ui_common.models import has_gpu
-from ui_common.page import keep
+from ui_common.page import keep, md
 
 
 @dataclass(frozen=True)
@@ -91,3 +95,34 @@ def preset_widget(prefix: str) -> Preset:
             "No GPU found: the quick sizes are the default here; the paper's are one click away."
         )
     return PRESETS[name]
+
+
+def planned_candidates(methods: Sequence[str], widgets: Mapping[str, Any]) -> dict[str, int]:
+    """{method: candidates it will score} under the page's option widgets (the ETA's plan)."""
+    sized = {k: widgets[k] for k in ("interactive", "gcg") if k in widgets}
+    options = AttackOptions(**sized)
+    return {m: registry.expected_candidates(m, options) for m in methods}
+
+
+def estimate_caption(store: Any, plan: Mapping[str, int], victim: str | None, length: int) -> None:
+    """Before Run: how long this run should take here, from this machine's earlier runs."""
+    if store is None or not plan:
+        return
+    estimate = prior_estimate(store.unit_timings(plan), plan, victim=victim, length=length)
+    if estimate.seconds is None:
+        names = ", ".join(registry.method_label(m) for m in estimate.missing)
+        st.caption(
+            md(
+                f"No time estimate yet: {names} has not run on this victim here. The first "
+                "run measures it (the ETA appears once its first candidate is scored)."
+            )
+        )
+        return
+    minutes = estimate.seconds / 60
+    size = f"about {minutes:.0f} min" if minutes >= 1.5 else f"about {estimate.seconds:.0f} s"
+    st.caption(
+        md(
+            f"Estimated time on this machine: {size} (from {estimate.measured_from} earlier "
+            "units of these methods on this victim, scaled to this length and size)."
+        )
+    )

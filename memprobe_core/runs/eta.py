@@ -26,8 +26,10 @@ Pure: the caller passes the clock, so tests drive it with made-up times.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import statistics
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -151,3 +153,53 @@ class EtaModel:
                 cost, rough = borrowed, True
             seconds += state.left * cost
         return seconds, rough
+
+
+# --- before a run: an estimate from this machine's earlier runs -----------------------------------
+
+
+@dataclass(frozen=True)
+class PriorEstimate:
+    """Seconds a planned run should take, from earlier units in the store.
+
+    Attributes:
+        seconds: the estimate; ``None`` when some method has no earlier unit to go by.
+        measured_from: earlier units the estimate uses.
+        missing: planned methods with no earlier unit on this victim.
+    """
+
+    seconds: float | None
+    measured_from: int
+    missing: tuple[str, ...]
+
+
+def prior_estimate(
+    timings: Iterable[Mapping[str, Any]],
+    plan: Mapping[str, int],
+    *,
+    victim: str | None,
+    length: int,
+) -> PriorEstimate:
+    """How long ``plan`` ({method: candidates}) should take at ``length`` on ``victim``.
+
+    From ``Store.unit_timings`` rows of the same victim: each earlier unit's seconds per scored
+    candidate per token of length, the median per method, times the planned candidates and this
+    length. Why per token of length: generation time grows with the tokens written (a suffix is
+    two thirds of the length); a rough but honest scale. A white-box search's steps are not
+    counted (its unit scores one candidate), so earlier runs with other step counts skew it.
+    """
+    rates: dict[str, list[float]] = {}
+    for row in timings:
+        if victim is not None and row.get("victim") != victim:
+            continue
+        candidates = max(1, int(row.get("candidates") or 0))
+        if row["length"] > 0:
+            rates.setdefault(row["method"], []).append(row["seconds"] / candidates / row["length"])
+    missing = tuple(m for m in plan if m not in rates)
+    if missing:
+        return PriorEstimate(None, sum(len(v) for v in rates.values()), missing)
+    seconds = sum(
+        statistics.median(rates[method]) * max(1, candidates) * length
+        for method, candidates in plan.items()
+    )
+    return PriorEstimate(seconds, sum(len(rates[m]) for m in plan), ())

@@ -500,6 +500,36 @@ class Store(StoreFile):
         memo[run_id] = (run["updated"], frame)
         return frame.copy()
 
+    def unit_timings(self, methods: Iterable[str], *, limit: int = 200) -> list[dict[str, Any]]:
+        """The newest finished units of ``methods`` with their cost: ``method``, ``length``,
+        ``seconds``, ``candidates`` (scored) and the run's ``victim`` name — what a cost
+        estimate before a run reads (``memprobe_core.runs.eta.prior_estimate``)."""
+        names = sorted(set(methods))
+        if not names:
+            return []
+        marks = ", ".join("?" for _ in names)
+        rows = self._read(
+            "SELECT u.method, u.length, u.seconds, r.config, (SELECT COUNT(*) FROM candidates c "
+            "WHERE c.run_id = u.run_id AND c.snippet_id = u.snippet_id AND c.method = u.method "
+            "AND c.length = u.length) AS candidates FROM units u JOIN runs r ON r.id = u.run_id "
+            f"WHERE u.status = 'done' AND u.seconds > 0 AND u.method IN ({marks}) "
+            "ORDER BY u.finished DESC LIMIT ?",
+            (*names, int(limit)),
+        )
+        out = []
+        for row in rows:
+            config = loads(row["config"], {})
+            out.append(
+                {
+                    "method": row["method"],
+                    "length": int(row["length"]),
+                    "seconds": float(row["seconds"]),
+                    "candidates": int(row["candidates"]),
+                    "victim": (config.get("models") or {}).get("victim"),
+                }
+            )
+        return out
+
     def _scored_outputs(
         self, run_id: int, units: list[UnitRecord]
     ) -> dict[tuple[str, str, int], str]:

@@ -28,3 +28,15 @@ def test_compare_has_the_same_presets_with_gcg_steps() -> None:
     assert _sizes(at, "cmp") == (60, 1, 4)
     at.radio(key="cmp_preset").set_value("paper").run()
     assert _sizes(at, "cmp") == (200, 3, 24)
+
+
+def test_probe_estimates_the_time_from_earlier_runs_on_this_victim() -> None:
+    from tests.app.conftest import run_until, saved, texts
+
+    at = open_page("pages/1_Probe.py")
+    assert "No time estimate yet: Ours (interactive) has not run on this victim" in texts(at)
+    at.number_input(key="probe_length").set_value(40)
+    at.button(key="probe_run").click()
+    run_until(at, saved)
+    at.run()
+    assert "Estimated time on this machine: about" in texts(at)

@@ -102,3 +102,20 @@ def test_an_unstarted_method_borrows_the_slowest_measured_cost() -> None:
     eta.step("ps_inst", 12.0)
     eta.finish("ps_inst", 12.0)
     assert eta.reading(12.0).seconds == pytest.approx(3 * 10.0)
+
+
+def test_the_estimate_before_a_run_scales_earlier_units_of_the_same_victim() -> None:
+    from memprobe_core.runs.eta import prior_estimate
+
+    timings = [
+        {"method": "ps_base", "length": 100, "seconds": 10.0, "candidates": 1, "victim": "v"},
+        {"method": "ps_base", "length": 100, "seconds": 30.0, "candidates": 1, "victim": "v"},
+        {"method": "ps_base", "length": 100, "seconds": 999.0, "candidates": 1, "victim": "other"},
+        {"method": "interactive", "length": 50, "seconds": 50.0, "candidates": 5, "victim": "v"},
+    ]
+    # ps_base: median 0.2 s per token × 200; interactive: 0.2 s per candidate-token × 9 × 200.
+    both = prior_estimate(timings, {"ps_base": 1, "interactive": 9}, victim="v", length=200)
+    assert both.seconds == pytest.approx(0.2 * 200 + 0.2 * 9 * 200)
+    assert both.measured_from == 3 and both.missing == ()
+    unknown = prior_estimate(timings, {"gcg": 1, "ps_base": 1}, victim="v", length=200)
+    assert unknown.seconds is None and unknown.missing == ("gcg",)

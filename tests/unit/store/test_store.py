@@ -444,3 +444,22 @@ def test_results_frame_is_kept_until_the_run_changes(tmp_path) -> None:
         run_id, failed, store.result(run_id, store.units(run_id, status="done")[0]["key"])
     )
     assert len(store.results_frame(run_id)) == 12
+
+
+def test_unit_timings_give_each_finished_units_cost_and_victim(tmp_path) -> None:
+    import time as clock
+
+    from tests.helpers.labelled_run import labelled_run
+
+    store, run_id = labelled_run(tmp_path / "runs.sqlite")
+    store.update_run(run_id, config={**store.get_run(run_id)["config"], "models": {"victim": "v"}})
+    done = store.units(run_id, status="done")[0]
+    result = store.result(run_id, done["key"])
+    store.reset_unit(run_id, done["key"])
+    store.mark_unit_running(run_id, done["key"])
+    clock.sleep(0.01)
+    store.finish_unit(run_id, done["key"], result)
+    (row,) = store.unit_timings([done["key"].method])  # units never timed (0 s) are left out
+    assert row["seconds"] > 0 and row["victim"] == "v" and row["length"] == 40
+    assert row["method"] == done["key"].method
+    assert store.unit_timings([]) == []
