@@ -49,6 +49,28 @@ def keep(key: str, default: Any, options: Any = None) -> str:
     return key
 
 
+# Session-state prefix of the values carried between pages (Probe and Compare pick the same
+# snippet, length and run size: a choice on one page is the other's on the next visit).
+_CARRY = "_carried_"
+
+
+def carried(key: str, field: str, default: Any, options: Any = None) -> str:
+    """Like :func:`keep`, for a choice shared by the pages under the name ``field``.
+
+    A value changed on this page since its last run becomes the shared one; otherwise the widget
+    takes the shared value (the choice made last, on whichever page). Returns the key.
+    """
+    state = st.session_state
+    seen = f"{key}__carried"
+    if key in state and state[key] != state.get(seen):
+        state[_CARRY + field] = state[key]  # changed here since: the newest choice
+    value = state.get(_CARRY + field, state.get(key, default))
+    if options is not None and value not in options:
+        value = default
+    state[key] = state[seen] = value
+    return key
+
+
 def fake_default() -> bool:
     """Whether ``MEMPROBE_UI_FAKE=1`` makes the fake backend the default model (tests, demos)."""
     return os.environ.get(FAKE_ENV, "") == "1"

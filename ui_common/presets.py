@@ -21,7 +21,7 @@ from memprobe_core.attacks.options import AttackOptions, GCGOptions, Interactive
 from memprobe_core.config import DEFAULT_LENGTH
 from memprobe_core.runs.eta import prior_estimate
 from ui_common.models import has_gpu
-from ui_common.page import keep, md
+from ui_common.page import carried, md
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def preset_widget(prefix: str) -> Preset:
         list(PRESETS),
         format_func=lambda n: PRESETS[n].label,
         horizontal=True,
-        key=keep(f"{prefix}_preset", detected.name, list(PRESETS)),
+        key=carried(f"{prefix}_preset", "preset", detected.name, list(PRESETS)),
         on_change=apply,
         help=(
             f"Quick: length {QUICK.length}, {QUICK.rounds} round × {QUICK.n} candidates, "

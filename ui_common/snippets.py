@@ -21,7 +21,7 @@ from memprobe_core.snippets import loaders
 from memprobe_core.snippets.corpus import demo_corpus
 from memprobe_core.snippets.split import DataError, Snippet
 from ui_common import presets
-from ui_common.page import keep, md
+from ui_common.page import carried, md
 
 
 @st.cache_data(show_spinner="Collecting the built-in corpus…")
@@ -88,7 +88,10 @@ def snippet_picker(key: str) -> Any | None:
 
     sources = ["Built-in corpus", "Paste", "Upload"]
     source = st.radio(
-        "Snippet", sources, horizontal=True, key=keep(f"snip_{key}_source", sources[0], sources)
+        "Snippet",
+        sources,
+        horizontal=True,
+        key=carried(f"snip_{key}_source", "snippet_source", sources[0], sources),
     )
     if source == "Built-in corpus":
         corpus = _corpus()
@@ -97,25 +100,30 @@ def snippet_picker(key: str) -> Any | None:
             return None
         domains = list(dict.fromkeys(s.domain for s in corpus))  # corpus order: legal first
         domain = st.selectbox(
-            "Domain", domains, key=keep(f"snip_{key}_domain", domains[0], domains)
+            "Domain",
+            domains,
+            key=carried(f"snip_{key}_domain", "snippet_domain", domains[0], domains),
         )
         pool = [s for s in corpus if s.domain == domain]
         chosen = st.selectbox(
             "Snippet",
             range(len(pool)),
-            key=keep(f"snip_{key}_corpus_{domain}", 0, range(len(pool))),
+            key=carried(f"snip_{key}_corpus_{domain}", f"snippet_{domain}", 0, range(len(pool))),
             format_func=lambda i: f"{pool[i].id} ({len(pool[i].text.split())} words)",
         )
         snippet = pool[chosen or 0]
     elif source == "Paste":
         text = st.text_area(
-            "Text the model may have seen", key=keep(f"snip_{key}_text", ""), height=160
+            "Text the model may have seen",
+            key=carried(f"snip_{key}_text", "snippet_text", ""),
+            height=160,
         )
         c1, c2 = st.columns(2)
         domain = c1.text_input(
-            "Domain (picks the default α)", key=keep(f"snip_{key}_pdomain", "unknown")
+            "Domain (picks the default α)",
+            key=carried(f"snip_{key}_pdomain", "snippet_pdomain", "unknown"),
         )
-        sid = c2.text_input("Id", key=keep(f"snip_{key}_pid", "pasted"))
+        sid = c2.text_input("Id", key=carried(f"snip_{key}_pid", "snippet_pid", "pasted"))
         if not text.strip():
             st.info("Paste a text above (a few hundred words), or pick the built-in corpus.")
             return None
@@ -197,7 +205,7 @@ def length_widget(key: str) -> int:
             4,
             4000,
             step=10,
-            key=keep(f"{key}_length", presets.default_value(key, "length")),
+            key=carried(f"{key}_length", "length", presets.default_value(key, "length")),
             help=f"prefix + suffix, split {PAPER_SPLIT} (paper: {PAPER_LENGTHS})",
         )
     )

@@ -40,3 +40,20 @@ def test_probe_estimates_the_time_from_earlier_runs_on_this_victim() -> None:
     run_until(at, saved)
     at.run()
     assert "Estimated time on this machine: about" in texts(at)
+
+
+def test_the_snippet_length_and_run_size_carry_between_probe_and_compare() -> None:
+    at = open_page("pages/1_Probe.py")
+    at.selectbox(key="snip_probe_domain").set_value("code").run()
+    at.number_input(key="probe_length").set_value(80).run()
+    at.radio(key="probe_preset").set_value("paper").run()
+    at.number_input(key="probe_length").set_value(80).run()
+    at.switch_page("pages/2_Compare.py").run()
+    assert not at.exception
+    assert at.selectbox(key="snip_compare_domain").value == "code"
+    assert at.number_input(key="cmp_length").value == 80
+    assert at.radio(key="cmp_preset").value == "paper"
+    at.number_input(key="cmp_length").set_value(100).run()
+    at.switch_page("pages/1_Probe.py").run()
+    assert at.number_input(key="probe_length").value == 100  # the newest choice, either page
+    assert at.selectbox(key="snip_probe_domain").value == "code"
