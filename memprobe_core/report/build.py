@@ -83,6 +83,7 @@ from memprobe_core.report.stats import (
     paired_test,
     validate_resamples,
 )
+from memprobe_core.report.summary import summary_lines
 
 __all__ = [
     "DEFAULT_RESAMPLES",
@@ -642,6 +643,7 @@ def report_to_dict(report: Report) -> dict[str, Any]:
     membership = membership_verdict(report.membership, blind, control)
     return {
         "meta": report.meta,
+        "summary": summary_lines(report),
         "table1": _records(report.table1),
         "paired": _records(report.paired),
         "pii": _records(report.pii),

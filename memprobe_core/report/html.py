@@ -39,6 +39,7 @@ from memprobe_core.report.build import Report, report_for_run
 from memprobe_core.report.export import write_output
 from memprobe_core.report.html_sections import Section
 from memprobe_core.report.html_template import LOADER_JS, STYLE, TEMPLATE
+from memprobe_core.report.summary import summary_lines
 
 __all__ = ["DEFAULT_MAX_EXAMPLES", "html_report_for_run", "render_html", "write_html"]
 
@@ -79,6 +80,9 @@ def _sections(
 ) -> list[Section]:
     # The answer first (results, then their controls); the run's settings close the report.
     sections: list[Section] = []
+    summary = summary_lines(report)
+    if summary:
+        sections.append(Section("summary", "Summary", notes=summary))
     if report.dataset_inference:
         sections.append(parts.inference_section(report))
     if report.table1.empty:

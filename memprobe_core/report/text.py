@@ -42,6 +42,7 @@ from memprobe_core.report.formatting import (
     with_ci,
 )
 from memprobe_core.report.stats import DEFAULT_RESAMPLES, SMALL_N
+from memprobe_core.report.summary import summary_lines
 
 
 def _header_lines(meta: dict[str, Any]) -> list[str]:
@@ -392,6 +393,9 @@ def render_text(report: Report) -> str:
     """
     meta = report.meta
     lines = _header_lines(meta)
+    summary = summary_lines(report)
+    if summary:  # the answer first; the tables below are its evidence
+        lines += ["", "Summary", *(f"  {line}" for line in summary)]
     if report.dataset_inference:
         lines += _inference_lines(report)
     if report.table1.empty and report.costs.empty:
