@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 import ui_common as ui
+from ui_common import tables
 
 # (file, title = URL path, icon, what it does): the sidebar's pages and the home page's links.
 PAGES = [
@@ -64,7 +65,7 @@ def home() -> None:
     compute, models = ui.device_summary(), ui.embedded_table()
     with setup.container():
         st.write(f"Compute: {compute}")
-        st.dataframe(models, hide_index=True, width="stretch")
+        tables.show(models)
         if ui.fake_default():
             st.info(
                 "MEMPROBE_UI_FAKE=1: the pages default to the fake backend (instant, meaningless "
@@ -100,7 +101,7 @@ def recent_runs() -> None:
                 for r in runs
             ]
         )
-        st.dataframe(frame, hide_index=True, width="stretch")
+        tables.show(frame)
         st.page_link("pages/5_Runs.py", label="Open the run history", icon=":material/history:")
     st.caption(ui.md(f"Store: {store.path}"))
 

@@ -236,16 +236,27 @@ def markdown_escape(text: object) -> str:
 # NUL …), DEL, C1 controls (0x9b is a one-byte CSI), the line and paragraph separators, and the
 # bidi embeddings, overrides, isolates and marks that reorder what is shown. Tab is kept; a
 # newline only in a block shown as several lines. One list for the terminal (cli.output) and the
-# HTML report.
+# HTML report and the dashboard.
 BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-_UNSAFE_LINE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029{BIDI_CONTROLS}]")
-_UNSAFE_BLOCK = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029{BIDI_CONTROLS}]")
+# Characters that print nothing, or a missing-glyph box, where they stand (an attacker's token
+# search such as GCG writes them): soft hyphen, grapheme joiner, Hangul and Khmer fillers,
+# Mongolian selectors, zero-width space / (non-)joiner, word joiner and invisible operators,
+# byte-order mark, annotation marks, surrogates, private use, non-characters and tag characters.
+INVISIBLE = (
+    "\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200d\u2060-\u2064"
+    "\u206a-\u206f\u3164\ud800-\udfff\ue000-\uf8ff\ufdd0-\ufdef\ufeff\uffa0\ufff9-\ufffb"
+    "\ufffe\uffff\U000e0000-\U000e007f\U000f0000-\U0010ffff"
+)
+_UNSAFE_LINE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029{BIDI_CONTROLS}{INVISIBLE}]")
+_UNSAFE_BLOCK = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029{BIDI_CONTROLS}{INVISIBLE}]")
 
 
 def visible_escape(match: re.Match[str]) -> str:
-    """A matched control character as the literal text ``\\x1b`` / ``\\u202e``."""
+    """A matched character as the literal text ``\\x1b`` / ``\\u202e`` / ``\\U000e0041``."""
     code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def show_controls(text: str, *, multiline: bool = True) -> str:

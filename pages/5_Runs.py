@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 import ui_common as ui
-from ui_common import runs_view
+from ui_common import runs_view, tables
 
 ui.page_setup("Runs")
 st.title("Runs")
@@ -23,7 +23,7 @@ if not runs:
     st.stop()
 
 listing = runs_view.runs_table(runs)
-st.dataframe(listing, hide_index=True, width="stretch", height=min(400, 40 + 35 * len(listing)))
+tables.show(listing, height=min(400, 40 + 35 * len(listing)))
 by_id = {r["id"]: r for r in runs}
 
 tab_open, tab_compare = st.tabs(["Open a run", "Compare two runs"])

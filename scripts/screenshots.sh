@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the README's screenshots in docs/screenshots/ on purpose: probe-live.png,
 # compare.png and ner.png (tests/e2e/test_browser_dashboard.py, on the embedded models) and
-# html-report.png (tests/e2e/test_browser_html_report.py).
+# html-report.png and html-report-dashboard.png (tests/e2e/test_browser_html_report.py), and the
+# first-use walkthrough, walkthrough-*.png (tests/e2e/test_browser_walkthrough.py).
 #
 # A plain test run (scripts/test.sh, pytest) writes screenshots to the ignored test-artifacts/
 # only. This script sets MEMPROBE_SCREENSHOTS_DIR=docs/screenshots, which those browser tests read
@@ -23,4 +24,5 @@ if [ ! -x "$CHROMIUM" ]; then
 fi
 export MEMPROBE_SCREENSHOTS_DIR="$ROOT/docs/screenshots"
 exec python -m pytest tests/e2e/test_browser_dashboard.py tests/e2e/test_browser_html_report.py \
+  tests/e2e/test_browser_walkthrough.py \
   -q -rs "$@"

@@ -15,6 +15,8 @@ import this package (``import ui_common as ui``); the helpers live in:
   :mod:`ui_common.audit_summary`, an audit's end box), :mod:`ui_common.ner_view`,
   :mod:`ui_common.runs_view`: the views of one page each (imported by that page).
 - :mod:`ui_common.charts`: the plotly figures (no Streamlit), labels escaped.
+- :mod:`ui_common.tables`: every table made for people before ``st.dataframe`` (labels,
+  intervals as text, ``–`` for a missing value, yes/no, column help, widths that fit the page).
 
 Safety rule kept by every helper: text a user (or a model) wrote is only ever shown through
 widgets that render plain text (``st.text``, ``st.code``, ``st.dataframe``, widget option
@@ -55,6 +57,7 @@ from ui_common.render import (
     overlap_view,
     pii_view,
     probe_view,
+    prompt_code,
     signals_view,
     split_caption,
     verbatim_caption,
@@ -98,6 +101,7 @@ __all__ = [
     "page_setup",
     "pii_view",
     "probe_view",
+    "prompt_code",
     "read_upload",
     "render_status",
     "role_label",

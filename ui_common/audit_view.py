@@ -45,14 +45,14 @@ from memprobe_core.snippets.corpus import DOMAINS, demo_corpus, demo_split, nonm
 from memprobe_core.snippets.nonmembers import NONMEMBER_DOMAINS
 from memprobe_core.snippets.split import DataError, Snippet
 from memprobe_core.store import Store
-from ui_common import charts
+from ui_common import charts, tables
 from ui_common import methods as methods_ui
 from ui_common.audit_summary import cached_report
 from ui_common.job_runner import JobFunction, Progress, ProgressSnapshot, live_run_ids
 from ui_common.jobs import start_job
 from ui_common.models import ModelChoice
 from ui_common.page import md
-from ui_common.render import csv_download, html_report_download
+from ui_common.render import csv_download, html_report_download, prompt_code
 from ui_common.snippets import read_upload
 
 # Where the dataset-inference tab takes its two sets from.
@@ -252,10 +252,10 @@ def render_live(snap: ProgressSnapshot) -> None:
     """Below the progress bar: the Ray workers and the last prompt scored."""
     if snap.data.get("workers"):
         st.caption("Ray workers (units ended and units per minute since each started):")
-        st.dataframe(pd.DataFrame(snap.data["workers"]), hide_index=True)
+        tables.show(pd.DataFrame(snap.data["workers"]))
     if snap.data.get("last_prompt"):
         st.caption("Last prompt scored:")
-        st.text(str(snap.data["last_prompt"])[:500])
+        prompt_code(str(snap.data["last_prompt"])[:500])
 
 
 def resume_section(
@@ -357,17 +357,7 @@ def report_view(store: Store, run_id: int) -> None:
         "rough. Paired gains carry "
         "a Wilcoxon signed-rank (or exact sign) test, Holm-adjusted across the report."
     )
-    t1 = report.table1.drop(columns=["method"]).rename(columns={"method_label": "method"})
-    st.dataframe(
-        t1,
-        hide_index=True,
-        width="stretch",
-        column_config={
-            c: st.column_config.NumberColumn(format="%.3f")
-            for c in t1.columns
-            if c.startswith(("mem", "lcs_p", "dis", "objective"))
-        },
-    )
+    tables.show(report.table1, key=f"audit_table1_{run_id}")
     csv_download(
         "Table 1 CSV", report.table1, f"memprobe-audit{run_id}-table1.csv", key=f"audit_dl_{run_id}"
     )
@@ -388,7 +378,7 @@ def _membership_and_rest(report: Report) -> None:
     ):
         if isinstance(frame, pd.DataFrame) and not frame.empty:
             st.subheader(title)
-            st.dataframe(frame, hide_index=True, width="stretch")
+            tables.show(frame)
 
 
 def _domain_charts(report: Report) -> None:
@@ -435,7 +425,7 @@ def membership_view(report: Report) -> None:
         f"(higher = more member-like), with {CONFIDENCE:.0%} bootstrap intervals; AUROC 0.5 is "
         "chance. voided_by: the control that voids a row's figures."
     )
-    st.dataframe(table.drop(columns=["score"]), hide_index=True, width="stretch")
+    tables.show(table)
     for length in sorted(report.roc["length"].unique()):
         fig = charts.roc_figure(report.roc, length, membership=report.membership)
         st.plotly_chart(fig, width="stretch", key=f"audit_roc_{length}")
@@ -462,7 +452,7 @@ def validity_view(report: Report) -> None:
         for name in names:
             for end in ("", "_lo", "_hi"):
                 row[name + end] = blind.figure(name + end)
-        st.dataframe(pd.DataFrame([row]), hide_index=True, width="stretch")
+        tables.show(pd.DataFrame([row]))
     st.caption(md(blind_method(blind)))
     control = report.random_split
     warning = random_split_warning(control)
@@ -472,7 +462,7 @@ def validity_view(report: Report) -> None:
     if control is None or control.empty:
         st.caption(md(RANDOM_SPLIT_TOO_FEW))
         return
-    st.dataframe(control.drop(columns=["score"]), hide_index=True, width="stretch")
+    tables.show(control)
     if not warning:
         st.caption(md(RANDOM_SPLIT_OK))
 
@@ -579,10 +569,10 @@ def inference_view(report: Report) -> None:
             )
             if outcome is not None
         ]
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        tables.show(pd.DataFrame(rows))
         weights = pd.DataFrame({"signal": list(one.weights), "weight": list(one.weights.values())})
         st.caption("Fitted weights (standardised, member-oriented signals):")
-        st.dataframe(weights, hide_index=True)
+        tables.show(weights)
     st.caption(
         "The tables below read the suspect set as members and the held-out set as non-members: "
         "the blind baseline says whether their texts alone can be told apart."

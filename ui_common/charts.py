@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from memprobe_core.attacks.registry import method_order
 from memprobe_core.attacks.result import EMPTY, Candidate
@@ -132,8 +133,8 @@ def mem_lcs_scatter(
             "lcs_p": ":.3f",
         },
         labels={
-            "lcs_p": "LCS_P (prompt overlap with suffix)",
-            "mem": "Mem (output recall of suffix)",
+            "lcs_p": "LCS_P: prompt's overlap with the suffix (0-1)",
+            "mem": "Mem: output's recall of the suffix (0-1)",
             "round_label": "round",
         },
         title=escape_label(title),
@@ -182,7 +183,7 @@ def best_by_round_figure(frame: pd.DataFrame) -> go.Figure:
     fig.update_layout(
         title="Best objective by round",
         xaxis_title="round (0 = initial prompt)",
-        yaxis_title="objective O",
+        yaxis_title="objective O = α·Mem − (1−α)·LCS_P",
         height=360,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
     )
@@ -232,7 +233,8 @@ def method_bars(
     fig.update_layout(
         barmode="group",
         title="Scores by method",
-        yaxis_title="score",
+        xaxis_title="metric",
+        yaxis_title="score (0-1; O can be negative)",
         height=380,
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
     )
@@ -241,26 +243,55 @@ def method_bars(
     return add_chance_line(fig, chance_level, "highest over the methods' outputs")
 
 
+# The cost chart's panels: title, the y axis's unit, and the (column, bar name) drawn in it.
+COST_PANELS: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...] = (
+    ("Time", "seconds", (("seconds", "time"),)),
+    (
+        "Queries",
+        "queries",
+        (("victim_queries", "victim queries"), ("attacker_queries", "attacker queries")),
+    ),
+    ("Generated tokens", "tokens", (("generated_tokens", "generated tokens"),)),
+)
+
+
 def cost_bars(results: pd.DataFrame) -> go.Figure:
-    """Bars of what each method spent: seconds and victim/attacker queries."""
+    """What each method spent, one panel per unit: seconds, queries (victim and attacker), and
+    generated tokens, each y axis titled with its unit (a panel whose columns the frame lacks is
+    left out; a missing value draws no bar, not 0)."""
     order = method_order(results["method"])
     labels = [_method_label(m) for m in order]
-    fig = go.Figure()
-    for column, name in (
-        ("seconds", "seconds"),
-        ("victim_queries", "victim queries"),
-        ("attacker_queries", "attacker queries"),
-    ):
-        if column in results:
-            values = [float(results[results["method"] == m][column].iloc[0] or 0) for m in order]
-            fig.add_trace(go.Bar(name=name, x=labels, y=values))
+    panels = [
+        (title, unit, [(c, name) for c, name in series if c in results])
+        for title, unit, series in COST_PANELS
+    ]
+    panels = [panel for panel in panels if panel[2]] or [(COST_PANELS[0][0], "seconds", [])]
+    fig = make_subplots(
+        rows=1,
+        cols=len(panels),
+        subplot_titles=[title for title, _, _ in panels],
+        horizontal_spacing=0.12,
+    )
+    for col, (_, unit, series) in enumerate(panels, start=1):
+        for column, name in series:
+            values = [_first(results, m, column) for m in order]
+            fig.add_trace(go.Bar(name=name, x=labels, y=values), row=1, col=col)
+        fig.update_yaxes(title_text=unit, rangemode="tozero", row=1, col=col)
+        fig.update_xaxes(title_text="method", row=1, col=col)
     fig.update_layout(
         barmode="group",
         title="Cost by method",
-        height=340,
-        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        height=380,
+        margin={"l": 10, "r": 10, "t": 60, "b": 10},
+        legend={"orientation": "h", "y": -0.35},
     )
     return fig
+
+
+def _first(results: pd.DataFrame, method: str, column: str) -> float | None:
+    """``column`` of ``method``'s first row, ``None`` when missing (no bar, rather than 0)."""
+    value = results[results["method"] == method][column].iloc[0]
+    return None if value is None or pd.isna(value) else float(value)
 
 
 # --- NER memorization -----------------------------------------------------------------------------
@@ -284,7 +315,7 @@ def ner_ranking_figure(
         y="pct",
         color="type",
         hover_data={"prompt_id": True, "rank": True, "position": False, "pct": ":.1f"},
-        labels={"position": "prompt (best → worst)", "pct": "M-MEM (%)"},
+        labels={"position": "prompt, by rank (best → worst)", "pct": "M-MEM (%)"},
         title=escape_label(title),
     )
     fig.add_hline(y=50, line_dash="dot", annotation_text="50 % (no memorization)")
@@ -305,7 +336,7 @@ def ner_box_by(groups: pd.DataFrame, *, title: str = "M-MEM by prompt type") -> 
         y="pct",
         color=color,
         points="all",
-        labels={"group": "", "pct": "M-MEM (%)"},
+        labels={"group": "prompt type", "pct": "M-MEM (%)"},
         title=escape_label(title),
     )
     fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 40, "b": 10})
@@ -325,13 +356,15 @@ def importance_heatmap(data: dict[str, Any], *, title: str) -> go.Figure:
             text=[_escaped(row) for row in data["text"]],
             texttemplate="%{text}",
             hovertemplate="%{y}<br>%{x}: %{z:.2f}<extra></extra>",
-            colorbar={"title": "importance"},
+            colorbar={"title": "importance<br>(normalised)"},
         )
     )
     fig.update_layout(
         title=escape_label(title),
         height=120 + 28 * max(1, len(data["y"])),
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        xaxis_title="token of the prompt (position:token)",
+        yaxis_title="step: M-MEM after removing a token (%)",
     )
     fig.update_yaxes(autorange="reversed")
     return fig
@@ -346,11 +379,15 @@ def attention_heatmap(data: dict[str, Any], *, title: str) -> go.Figure:
             y=_escaped(data["y"]),
             colorscale="Viridis",
             hovertemplate="%{y}<br>%{x}: %{z:.3f}<extra></extra>",
-            colorbar={"title": "attention"},
+            colorbar={"title": "attention<br>weight (0-1)"},
         )
     )
     fig.update_layout(
-        title=escape_label(title), height=230, margin={"l": 10, "r": 10, "t": 40, "b": 10}
+        title=escape_label(title),
+        height=230,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        xaxis_title="token of the prompt (position:token)",
+        yaxis_title="names",
     )
     return fig
 
@@ -367,13 +404,15 @@ def tau_heatmap(tau: pd.DataFrame, *, title: str = "Kendall τ of prompt ranking
             colorscale="RdBu",
             text=tau.round(2).astype(str).to_numpy(),
             texttemplate="%{text}",
-            colorbar={"title": "τ"},
+            colorbar={"title": "Kendall τ<br>(−1 to 1)"},
         )
     )
     fig.update_layout(
         title=escape_label(title),
         height=120 + 50 * len(tau),
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        xaxis_title="model",
+        yaxis_title="model",
     )
     return fig
 
@@ -391,7 +430,13 @@ def run_comparison_bars(
     """
     frame = summary.assign(method=_escaped(summary["method"]), run=_escaped(summary["run"]))
     fig = px.bar(
-        frame, x="method", y="mem", color="run", barmode="group", title=escape_label(title)
+        frame,
+        x="method",
+        y="mem",
+        color="run",
+        barmode="group",
+        title=escape_label(title),
+        labels={"mem": "mean Mem (0-1)", "method": "method", "run": "run"},
     )
     fig.update_layout(height=360)
     return fig
@@ -435,8 +480,8 @@ def extraction_curve(verbatim: Mapping[str, Any], *, points: int = 200) -> go.Fi
         )
     fig.update_layout(
         title=escape_label(f"Probabilistic extraction under {verbatim.get('pz_scheme', '?')}"),
-        xaxis={"type": "log", "title": "samples n"},
-        yaxis={"title": "chance the suffix comes out", "range": [0, 1.02]},
+        xaxis={"type": "log", "title": "samples n (log scale)"},
+        yaxis={"title": "chance the suffix comes out (0-1)", "range": [0, 1.02]},
         height=320,
         margin={"t": 50, "b": 40},
     )

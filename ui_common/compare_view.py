@@ -14,7 +14,7 @@ from memprobe_core.attacks.interactive import METHOD as ATTACKER_LOOP
 from memprobe_core.attacks.registry import method_label
 from memprobe_core.chance import ChanceLevel
 from memprobe_core.runs.probe import comparison_table
-from ui_common import charts
+from ui_common import charts, tables
 from ui_common.job_runner import ProgressSnapshot
 from ui_common.page import md
 from ui_common.render import (
@@ -25,6 +25,7 @@ from ui_common.render import (
     output_chance,
     overlap_view,
     pii_view,
+    prompt_code,
     pz_view,
     signals_view,
     split_caption,
@@ -52,15 +53,10 @@ def render(snap: ProgressSnapshot) -> None:
     table["chance level"] = table["method"].map(lambda m: _level(chances.get(m)))
     table["above chance"] = table["method"].map(lambda m: _beats(chances.get(m)))
     st.subheader("Scores")
-    st.dataframe(
-        table.drop(columns=["method"]).rename(columns={"label": "method"}),
-        hide_index=True,
-        width="stretch",
-        column_config={
-            c: st.column_config.NumberColumn(format="%.3f")
-            for c in ("mem", "lcs_p", "dis", "objective", "chance level")
-        },
-    )
+    # Two tables that fit the page rather than one too wide for it: scores, then costs.
+    shown = table.drop(columns=["method"]).rename(columns={"label": "method"})
+    tables.show(shown.drop(columns=[c for c in COST_COLUMNS if c in shown]))
+    tables.show(shown[["method", *(c for c in COST_COLUMNS if c in shown)]])
     # One snippet and length: its signals are the same under every method; show them once.
     st.subheader("Membership signals of the snippet")
     signals_view(next(iter(results.values())).membership)
@@ -88,7 +84,7 @@ def render(snap: ProgressSnapshot) -> None:
     for col, method in zip(cols, registry.method_order(results)):
         with col:
             st.markdown(f"**{method_label(method)}**")
-            st.code(results[method].prompt, language=None, wrap_lines=True)
+            prompt_code(results[method].prompt)
     st.subheader("Outputs against the true suffix")
     for method in registry.method_order(results):
         r = results[method]
@@ -109,6 +105,10 @@ def render(snap: ProgressSnapshot) -> None:
             pii_view(r.pii)
             st.markdown(verbatim_caption(r.verbatim))
             method_measures_view(r.verbatim)
+
+
+# The comparison's cost columns (the second table and the cost chart).
+COST_COLUMNS = ("seconds", "victim_queries", "attacker_queries", "generated_tokens")
 
 
 def _level(chance: ChanceLevel | None) -> float | None:

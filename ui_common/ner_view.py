@@ -16,11 +16,13 @@ from memprobe_core.ner.names import NameFile
 from memprobe_core.ner.prompts import PROMPT_TYPES
 from memprobe_core.ner.registry import EMBEDDED, ner_models
 from memprobe_core.ner.scoring import METRICS, Metric
-from ui_common import charts
+from ui_common import charts, tables
 from ui_common.job_runner import JobFunction, Progress, ProgressSnapshot
 from ui_common.page import md
 from ui_common.render import csv_download
 
+# Summary columns in percent (one decimal, as the metric above them).
+_PERCENT_COLUMNS = ("mean M-MEM %", "best %", "worst %", "spread (points)")
 OWN_PROMPTS = (
     "I met {name} yesterday.\nHave you seen {name}?\nWhat a game by {name}!\nCall {name} tomorrow."
 )
@@ -182,7 +184,7 @@ def render(snap: ProgressSnapshot) -> None:
     st.subheader("Summary")
     if result.cancelled:
         st.caption(f"Cancelled: the {len(result.reports)} model(s) finished are shown.")
-    st.dataframe(result.summary_table().round(1), hide_index=True, width="stretch")
+    tables.show(result.summary_table(), digits=dict.fromkeys(_PERCENT_COLUMNS, 1))
     labels = list(result.reports)
     shown = (
         st.selectbox("Model for the charts", labels, key="ner_show")
@@ -200,11 +202,17 @@ def render(snap: ProgressSnapshot) -> None:
     left.plotly_chart(charts.ner_ranking_figure(report.ranked), width="stretch")
     right.plotly_chart(charts.ner_box_by(result.type_groups()), width="stretch")
     st.caption("Prompts, best first (rank 1 = highest M-MEM):")
-    st.dataframe(
-        report.ranked[["rank", "prompt", "type", "m_mem", "mean_conf_in", "mean_conf_out", "gap"]],
-        hide_index=True,
-        width="stretch",
+    ranked = report.ranked[["rank", "prompt", "type", "m_mem", "mean_conf_in", "mean_conf_out"]]
+    tables.show(
+        ranked.assign(m_mem=100 * ranked["m_mem"], gap=report.ranked["gap"]),
         height=260,
+        labels={"m_mem": "M-MEM %"},
+        digits={"m_mem": 1},
+        tips={
+            "m_mem": "Share of name pairs where the in-train name gets the higher confidence "
+            "(50 % = no memorization).",
+            "gap": "Mean confidence of the in-train names minus the out-of-train names.",
+        },
     )
     if report.importance is not None:
         st.subheader(f"Token importance ({md(shown)})")

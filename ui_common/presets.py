@@ -118,8 +118,13 @@ def estimate_caption(store: Any, plan: Mapping[str, int], victim: str | None, le
             )
         )
         return
-    minutes = estimate.seconds / 60
-    size = f"about {minutes:.0f} min" if minutes >= 1.5 else f"about {estimate.seconds:.0f} s"
+    seconds = estimate.seconds
+    if seconds < 1:
+        size = "under a second"
+    elif seconds < 90:
+        size = f"about {seconds:.0f} s"
+    else:
+        size = f"about {seconds / 60:.0f} min"
     st.caption(
         md(
             f"Estimated time on this machine: {size} (from {estimate.measured_from} earlier "

@@ -13,14 +13,20 @@ import pandas as pd
 import streamlit as st
 
 from memprobe_core.chance import REFERENCE_EXPLANATION, ChanceLevel, reference_chance
-from memprobe_core.highlight import escape_block, overlap, segments_to_html
+from memprobe_core.highlight import (
+    Overlap,
+    escape_block,
+    overlap,
+    segments_to_html,
+    show_controls,
+)
 from memprobe_core.membership.extraction_probability import describe_extraction_probability
 from memprobe_core.membership.options import signals_frame
 from memprobe_core.report import leakage
 from memprobe_core.report.build import report_for_run
 from memprobe_core.report.export import to_safe_csv
 from memprobe_core.report.html import render_html
-from ui_common import charts
+from ui_common import charts, tables
 from ui_common.page import md
 
 
@@ -45,29 +51,23 @@ def candidates_table(frame: pd.DataFrame, *, key: str | None = None, height: int
         )
         if c in frame
     ]
-    view = frame[columns].rename(columns={"is_best": "best"})
+    view, config = tables.for_people(frame[columns], keep=("prompt", "output"))
+    best = tables.column_label("is_best")
 
     def highlight(row: pd.Series) -> list[str]:
-        style = "background-color: #fff3b0; font-weight: 600" if row.get("best") else ""
+        on = row.get(best) == tables.BEST_MARK
+        style = "background-color: #fff3b0; font-weight: 600" if on else ""
         return [style] * len(row)
 
     st.dataframe(
-        view.style.apply(highlight, axis=1).format(
-            {c: "{:.3f}" for c in ("mem", "lcs_p", "objective") if c in view}, na_rep="—"
-        ),
+        view.style.apply(highlight, axis=1).format(precision=3, na_rep=tables.MISSING),
         hide_index=True,
         width="stretch",
         height=min(height, 40 + 35 * len(view)),
         key=key,
-        column_config={
-            "prompt": st.column_config.TextColumn("prompt", width="large"),
-            "output": st.column_config.TextColumn("victim output", width="large"),
-            "mem": st.column_config.NumberColumn("Mem"),
-            "lcs_p": st.column_config.NumberColumn("LCS_P"),
-            "objective": st.column_config.NumberColumn("objective O"),
-            "best": st.column_config.CheckboxColumn("best"),
-        },
+        column_config=config,
     )
+    tables.full_text_caption(config)
 
 
 _BOX = (
@@ -89,10 +89,8 @@ def overlap_view(
     """The output and the true suffix side by side, the common subsequence highlighted."""
 
     ov = overlap(output, suffix, scoring, suffix_tokens=suffix_tokens, tokenizer=tokenizer)
-    st.caption(
-        f"Highlighted: the {ov.lcs_tokens} ROUGE-L tokens of the longest common subsequence "
-        f"({ov.lcs_tokens} of {ov.suffix_tokens} suffix tokens = {ov.recall:.3f} recall)."
-    )
+    side = getattr(scoring, "output_window", "first")
+    st.caption(overlap_caption(ov, suffix_tokens, tokenizer, side=side))
     left, right = st.columns(2)
     rest = ""
     if ov.output_rest:
@@ -107,6 +105,34 @@ def overlap_view(
             f"<div><b>true suffix</b></div>"
             f'<div style="{_BOX}">{segments_to_html(ov.suffix_segments)}</div>'
         )
+
+
+# ROUGE-L counts words (its tokenizer's, stemmed by default), not the victim's tokens.
+ROUGE_UNIT = "ROUGE words"
+
+
+def overlap_caption(
+    ov: Overlap, window: int | None = None, tokenizer: Any = None, *, side: str = "first"
+) -> str:
+    """What the overlap view highlights, each count in one named unit: the common subsequence
+    and the suffix in ROUGE words (what Mem counts), the output's scored window in victim tokens
+    (whitespace words without the victim's tokenizer)."""
+    line = (
+        f"Highlighted: the longest common subsequence, {ov.lcs_tokens} of the true suffix's "
+        f"{plural(ov.suffix_tokens, ROUGE_UNIT)} (recall {ov.recall:.3f}). ROUGE words: the "
+        "words Mem counts, as the scoring's tokenizer and stemmer cut them."
+    )
+    if window is not None:
+        unit = "victim tokens" if tokenizer is not None else "words"
+        line += f" Mem scores the output's {side} {plural(window, unit)} (the suffix's length)"
+        line += "; the text after them is dimmed." if ov.output_rest else "."
+    return line
+
+
+def prompt_code(text: Any) -> None:
+    """Text a user or a model wrote (a prompt, an output) as a code block: shown as typed, each
+    non-printable character as its escape (``\\u200b``, ``\\x00``), never as Markdown."""
+    st.code(show_controls(str(text)), language=None, wrap_lines=True)
 
 
 def pii_view(pii: dict[str, Any] | None) -> None:
@@ -129,7 +155,7 @@ def pii_view(pii: dict[str, Any] | None) -> None:
     if not rows:
         st.caption("No PII in the suffix or the output.")
         return
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    tables.show(pd.DataFrame(rows))
 
 
 def csv_download(label: str, frame: pd.DataFrame, file_name: str, key: str) -> None:
@@ -212,7 +238,7 @@ def probe_view(
         f"round {best['round']}, candidate {best['index']}: Mem {best['mem']:.3f}, "
         f"LCS_P {best['lcs_p']:.3f}, O {best['objective']:.3f}"
     )
-    st.code(best["prompt"], language=None, wrap_lines=True)
+    prompt_code(best["prompt"])
     chance_caption(output_chance(best["output"], best["mem"], split_info), split_info)
     if split_info.get("suffix") is not None:
         st.subheader("Victim output against the true suffix")
@@ -248,7 +274,7 @@ def split_caption(split_info: dict[str, Any]) -> None:
     before = " ".join(str(prefix).split()[-CUT_CONTEXT_WORDS:])
     after = " ".join(str(suffix).split()[:CUT_CONTEXT_WORDS])
     st.caption(md(f"Cut: {counts}. The victim gets the prefix; Mem is scored on the suffix."))
-    st.code(f"… {before} ‖ {after} …", language=None, wrap_lines=True)
+    prompt_code(f"… {before} ‖ {after} …")
 
 
 def plural(count: Any, unit: str) -> str:
@@ -268,11 +294,14 @@ def verbatim_caption(verbatim: dict[str, Any] | None) -> str:
         return "Verbatim extraction: not measured."
     k = verbatim.get("extract_k")
     verdict = "yes" if verbatim.get("extractable") else "no"
-    return (
-        f"Verbatim extraction: first {k} suffix tokens reproduced exactly: **{verdict}**; "
-        f"longest verbatim span {verbatim.get('span_tokens')} tokens / "
-        f"{verbatim.get('span_chars')} characters."
-    )
+    first = "k victim tokens" if k is None else plural(k, "victim tokens")
+    line = f"Verbatim extraction: the suffix's first {first} reproduced exactly: **{verdict}**"
+    span, chars = verbatim.get("span_tokens"), verbatim.get("span_chars")
+    if span is not None:
+        line += f"; longest verbatim span {plural(span, 'victim tokens')}"
+        if chars is not None:
+            line += f" ({plural(chars, 'characters')})"
+    return line + "."
 
 
 def pz_caption(verbatim: dict[str, Any] | None) -> str:
@@ -323,12 +352,7 @@ def signals_view(membership: dict[str, Any] | None) -> None:
             "Scored by the victim's server (the log-probs it returns for the snippet's tokens); "
             "Min-K%++ needs the whole next-token distribution and is not measured."
         )
-    st.dataframe(
-        frame,
-        hide_index=True,
-        width="stretch",
-        column_config={"value": st.column_config.NumberColumn(format="%.4f")},
-    )
+    tables.show(frame, digits={"value": 4})
 
 
 def output_chance(output: str, mem: float, split_info: dict[str, Any]) -> ChanceLevel | None:

@@ -19,7 +19,7 @@ from memprobe_core.config import ScoringConfig
 from memprobe_core.report import build as report_build
 from memprobe_core.report.export import readable_export
 from memprobe_core.store import Store
-from ui_common import charts
+from ui_common import charts, tables
 from ui_common.page import md
 from ui_common.render import csv_download, html_report_download, probe_view
 
@@ -72,7 +72,7 @@ def open_run(store: Store, run_id: int) -> None:
         [
             {
                 "snippet": u["snippet_id"],
-                "method": method_label(u["method"]),
+                "method": u["method"],
                 "length": u["length"],
                 "status": u["status"],
                 "attempts": u["attempts"],
@@ -82,7 +82,7 @@ def open_run(store: Store, run_id: int) -> None:
             for u in units
         ]
     )
-    st.dataframe(unit_rows, hide_index=True, width="stretch")
+    tables.show(unit_rows)
     replay(store, run_id, [u["key"] for u in units])
 
 
@@ -241,5 +241,5 @@ def compare_runs(store: Store, by_id: Mapping[int, Mapping[str, Any]]) -> None:
             f"Run {', '.join(missing)} has no extraction method (signals only): only the other "
             "run's scores are shown."
         )
-    st.dataframe(summary, hide_index=True, width="stretch")
+    tables.show(summary, tips={"run": "A run, by its number in the store."})
     st.plotly_chart(charts.run_comparison_bars(summary), width="stretch")

@@ -18,6 +18,15 @@ DUPLICATE = "duplicate"  # the same prompt as an earlier candidate of the run
 TRUNCATED = "truncated"  # the attacker hit max_prompt_tokens while writing the prompt
 CLIPPED = "clipped"  # the store cut its prompt or output to MAX_STORED_TEXT (scores are whole)
 CANDIDATE_FLAGS: tuple[str, ...] = (EMPTY, DUPLICATE, TRUNCATED, CLIPPED)
+# What each flag means, in words for tables and tooltips.
+CANDIDATE_FLAG_MEANINGS: dict[str, str] = {
+    EMPTY: "the attacker returned nothing usable: never sent to the victim, never chosen",
+    DUPLICATE: "the same prompt as an earlier candidate of the run",
+    TRUNCATED: "the attacker hit its prompt-length cap (max_prompt_tokens) while writing the "
+    "prompt; it was kept and scored like the others",
+    CLIPPED: "the store cut the stored prompt or output to save space; the scores are of the "
+    "whole text",
+}
 
 
 @dataclass

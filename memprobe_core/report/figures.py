@@ -138,7 +138,8 @@ def domain_bars(frame: pd.DataFrame, metric: str = "mem") -> go.Figure:
     fig.update_layout(
         barmode="group",
         title=f"{label} by domain",
-        yaxis_title=label,
+        xaxis_title="domain",
+        yaxis_title=f"mean {label}" + (" (0-1)" if metric in ("mem", "lcs_p", "dis") else ""),
         height=360,
         margin=_MARGIN,
     )

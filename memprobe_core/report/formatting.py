@@ -9,17 +9,19 @@ from typing import Any
 from memprobe_core.membership.sampler import power_of_ten  # noqa: F401  (the report's too)
 
 SMALL_N_MARK = "†"
+# A value that is missing (not measured, undefined): never "None" or "nan".
+MISSING = "–"
 
 
 def num(value: Any, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
+        return MISSING
     return f"{value:.{digits}f}"
 
 
 def with_ci(mean: Any, lo: Any, hi: Any) -> str:
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
-        return "–"
+        return MISSING
     if isinstance(lo, float) and math.isnan(lo):
         return num(mean)
     return f"{num(mean)} [{num(lo)}, {num(hi)}]"
@@ -37,5 +39,5 @@ def n_mark(n: Any, small: Any) -> str:
 
 def p_text(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
+        return MISSING
     return "<0.001" if value < 0.001 else f"{value:.3f}"

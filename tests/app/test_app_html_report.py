@@ -76,8 +76,9 @@ def test_audit_page_offers_the_html_report_with_the_membership_table(
     at = open_page("pages/3_Audit.py")
     charts = [str(c.proto.spec) for c in at.get("plotly_chart")]
     assert any("ROC, length 40" in spec for spec in charts)
-    membership = [df.value for df in at.dataframe if "auroc" in df.value.columns]
-    assert membership and list(membership[0]["auroc"]) == [0.75, 1.0]
+    membership = [df.value for df in at.dataframe if "AUROC [95 % CI]" in df.value.columns]
+    aurocs = [cell.split(" ")[0] for cell in membership[0]["AUROC [95 % CI]"]]
+    assert aurocs == ["0.750", "1.000"]
     button = html_button(at)
     text = downloaded(button, deferred)
     assert text.startswith("<!DOCTYPE html>")

@@ -48,9 +48,10 @@ def test_probe_runs_to_completion_and_every_candidate_is_stored(fake_ui) -> None
     run_until(at, saved)
     table = at.dataframe[0].value
     assert len(table) == 1 + 2 * 3
-    assert table["best"].sum() == 1
-    best = table[table["best"]].iloc[0]
-    assert best["objective"] == table["objective"].max()
+    marked = table["best"] == "★ best"  # a mark, not a checkbox
+    assert marked.sum() == 1
+    best = table[marked].iloc[0]
+    assert best["objective O"] == table["objective O"].max()
     # The overlap view: escaped HTML with the common subsequence marked.
     assert any("<mark" in h.proto.body for h in at.html)
     assert len(at.get("plotly_chart")) == 2

@@ -61,8 +61,8 @@ def test_compare_with_a_signals_only_run_shows_the_other_run_and_no_error() -> N
         signals,
     }
     assert "has no extraction method (signals only)" in texts(at)
-    summary = [df.value for df in at.dataframe if "mem" in df.value.columns][0]
-    assert list(summary["run"]) == ["#1"] and list(summary["mem"]) == [0.4]
+    summary = [df.value for df in at.dataframe if "Mem" in df.value.columns][0]
+    assert list(summary["run"]) == ["#1"] and list(summary["Mem"]) == [0.4]
     assert any("Mean Mem" in str(c.proto.spec) for c in at.get("plotly_chart"))
 
 

@@ -71,8 +71,9 @@ def test_a_blind_baseline_warning_is_shown_as_text() -> None:
     assert warning.value == markdown_escape(f"Blind baseline: split told apart {MARKUP}")
     assert "\\<b\\>bold\\</b\\> \\*star\\* \\:red\\[x\\]" in warning.value
     shown = at.dataframe[0].value
-    assert list(shown["auroc"]) == [0.99] and list(shown["folds"]) == [5]
-    assert list(at.dataframe[1].value["score_label"]) == ["Loss"]
+    assert list(shown["AUROC [95 % CI]"]) == ["0.990 [0.970, 1.000]"]
+    assert list(shown["folds"]) == [5]
+    assert list(at.dataframe[1].value["score"]) == ["Loss"]  # labels, not field names
     captions = [c.value for c in at.caption]
     assert markdown_escape(RANDOM_SPLIT_OK) in captions
 
@@ -122,4 +123,4 @@ def test_the_membership_view_leads_with_the_verdict_and_badges_voided_rows() -> 
     headline = "inconclusive: the sets differ without the model (blind baseline AUROC 1.00)"
     assert at.warning[0].value.startswith(markdown_escape(headline))
     shown = at.dataframe[0].value
-    assert list(shown["voided_by"]) == ["blind baseline separates the sets"] * 2
+    assert list(shown["voided by"]) == ["blind baseline separates the sets"] * 2
