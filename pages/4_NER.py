@@ -36,6 +36,7 @@ if st.button("Run NER audit", type="primary", disabled=ui.job_running(JOB), key=
         ui.start_job(JOB, ner_view.job(config), "NER audit")
 if ui.show_job(JOB, ner_view.render) is None:
     st.info(
-        "Pick models, names and prompts, then press Run NER audit. The embedded model trains "
-        "once (about a minute on a CPU) and is cached."
+        "Pick models, names and prompts, then press Run NER audit. The embedded model is "
+        "trained on first use (about 4 minutes on a 2-core CPU; the bar shows its steps) and "
+        "cached: later audits load it in seconds."
     )

@@ -339,6 +339,16 @@ def ner_box_by(groups: pd.DataFrame, *, title: str = "M-MEM by prompt type") -> 
         labels={"group": "prompt type", "pct": "M-MEM (%)"},
         title=escape_label(title),
     )
+    # The whole 0-100 % scale with 50 % (no memorization) marked: an auto-scaled 95-100 % axis
+    # made small differences look large. Each point is one prompt.
+    fig.update_yaxes(range=[0, 101])
+    fig.add_hline(
+        y=50,
+        line_dash="dot",
+        line_color="#888",
+        annotation_text="50 %: no memorization",
+        annotation_position="bottom right",
+    )
     fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 40, "b": 10})
     return fig
 
@@ -370,12 +380,27 @@ def importance_heatmap(data: dict[str, Any], *, title: str) -> go.Figure:
     return fig
 
 
+# Special tokens take most of a BERT-style model's attention ("attention sinks"); drawn, they
+# flatten every other column to one colour.
+SPECIAL_TOKENS = frozenset({"[CLS]", "[SEP]", "[PAD]", "<s>", "</s>", "<pad>"})
+
+
 def attention_heatmap(data: dict[str, Any], *, title: str) -> go.Figure:
-    """Attention of the name position to each token, in-train vs out-of-train (2 × tokens)."""
+    """Attention of the name position to each token, in-train vs out-of-train (2 × tokens),
+    averaged over every layer and head; the special tokens' columns are left out (their share
+    is in the title) so the prompt's own tokens are told apart."""
+    import numpy as np
+
+    z = np.asarray(data["z"], dtype=float)
+    keep = [i for i, x in enumerate(data["x"]) if str(x).split(":", 1)[-1] not in SPECIAL_TOKENS]
+    special_share = float(z.sum(axis=1).mean() - z[:, keep].sum(axis=1).mean()) if z.size else 0
+    title = f"{title} · mean of all layers and heads"
+    if len(keep) < z.shape[1]:
+        title += f" · special tokens ({special_share:.0%} of the weight) not drawn"
     fig = go.Figure(
         go.Heatmap(
-            z=data["z"],
-            x=_escaped(data["x"]),
+            z=z[:, keep],
+            x=_escaped([data["x"][i] for i in keep]),
             y=_escaped(data["y"]),
             colorscale="Viridis",
             hovertemplate="%{y}<br>%{x}: %{z:.3f}<extra></extra>",

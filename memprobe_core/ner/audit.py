@@ -433,7 +433,7 @@ def _audit_model(
 ) -> NerModelReport:
     """Load, score, analyse and explain one model."""
     load = stages.stage(0, 10, f"{label} loading")
-    load(0, 1, "loading (the embedded model trains on first use)")
+    load(0, 1, "loading; an embedded model not yet built is trained now (minutes on a CPU, once)")
     model = load_ner_model(label, device=config.device, on_progress=load)
     scores = score_prompts(
         model,

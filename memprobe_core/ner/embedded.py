@@ -567,7 +567,10 @@ def _train(settings: EmbeddedNerSettings, out: Path, on_progress: ProgressFn | N
                 step += 1
                 if on_progress:
                     on_progress(
-                        step, total, f"epoch {epoch + 1}/{settings.epochs}, loss {loss_value:.4f}"
+                        step,
+                        total,
+                        f"training the embedded NER model (first use only): step {step} of "
+                        f"{total}, epoch {epoch + 1}/{settings.epochs}, loss {loss_value:.4f}",
                     )
     model.eval()
     model.save_pretrained(str(out))

@@ -212,3 +212,28 @@ def test_the_extraction_curve_rises_to_p_at_n_at_p_and_escapes_the_scheme():
     assert marker.y[0] >= 0.5 > 1 - math.exp(692 * math.log1p(-1e-3))
     assert "<b>" not in fig.layout.title.text
     assert extraction_curve({"log10_p_z": None, "pz_scheme": "greedy"}) is None
+
+
+def test_the_attention_heatmap_leaves_out_special_tokens_and_names_its_averaging() -> None:
+    from ui_common.charts import attention_heatmap
+
+    data = {
+        "z": [[0.6, 0.1, 0.1, 0.2], [0.5, 0.2, 0.1, 0.2]],
+        "x": ["0:[CLS]", "1:my", "2:[NAME]", "3:[SEP]"],
+        "y": ["in-train", "out-of-train"],
+    }
+    fig = attention_heatmap(data, title="Best prompt")
+    assert list(fig.data[0].x) == ["1:my", "2:[NAME]"]
+    assert "mean of all layers and heads" in fig.layout.title.text
+    assert "special tokens (75% of the weight) not drawn" in fig.layout.title.text
+
+
+def test_m_mem_by_prompt_type_spans_the_whole_scale_with_the_no_memorization_line() -> None:
+    import pandas as pd
+
+    from ui_common.charts import ner_box_by
+
+    groups = pd.DataFrame({"group": ["question", "statement"], "m_mem": [0.97, 0.99]})
+    fig = ner_box_by(groups)
+    assert tuple(fig.layout.yaxis.range) == (0, 101)
+    assert any("no memorization" in (a.text or "") for a in fig.layout.annotations)
