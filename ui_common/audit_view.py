@@ -39,7 +39,7 @@ from memprobe_core.membership.verdict import (
     with_voided_by,
 )
 from memprobe_core.report.build import Report
-from memprobe_core.report.formatting import SMALL_N_MARK
+from memprobe_core.report.formatting import SMALL_N_MARK, p_text
 from memprobe_core.report.stats import CONFIDENCE, DEFAULT_RESAMPLES, SMALL_N
 from memprobe_core.snippets.corpus import DOMAINS, demo_corpus, demo_split, nonmember_summary
 from memprobe_core.snippets.nonmembers import NONMEMBER_DOMAINS
@@ -557,7 +557,7 @@ def inference_view(report: Report) -> None:
         rows = [
             {
                 "test": name,
-                "p-value": outcome.p_value,
+                "p-value": p_text(outcome.p_value),  # 1.6e-07 is not 0.000
                 "rejected": outcome.rejected,
                 "Welch t": outcome.t,
                 "df": outcome.df,
@@ -570,7 +570,12 @@ def inference_view(report: Report) -> None:
             if outcome is not None
         ]
         tables.show(pd.DataFrame(rows))
-        weights = pd.DataFrame({"signal": list(one.weights), "weight": list(one.weights.values())})
+        weights = pd.DataFrame(
+            {
+                "signal": [tables.column_label(name) for name in one.weights],
+                "weight": list(one.weights.values()),
+            }
+        )
         st.caption("Fitted weights (standardised, member-oriented signals):")
         tables.show(weights)
     st.caption(

@@ -97,12 +97,14 @@ def note_small_n(fig: go.Figure) -> None:
             xref="paper",
             yref="paper",
             x=0,
-            y=-0.18,
+            y=0,
+            yanchor="top",
+            yshift=-52,  # in pixels, below the tick labels and the axis title
             showarrow=False,
             xanchor="left",
             font={"size": 11},
         )
-        fig.update_layout(margin={"b": 50})
+        fig.update_layout(margin={"b": 80})
 
 
 def domain_bars(frame: pd.DataFrame, metric: str = "mem") -> go.Figure:

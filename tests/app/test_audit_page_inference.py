@@ -80,8 +80,8 @@ def test_the_inference_view_shows_the_verdict_control_and_weights() -> None:
     assert "p = 0.0001 < 0.05, 20 vs 20 texts tested" in shown
     assert "<b>markup</b> *not* :red[styled]" in shown  # escaped, shown as typed
     frames = [d.value for d in at.dataframe]
-    assert list(frames[1]["signal"]) == ["loss", "min_k"]
-    assert frames[0]["p-value"].tolist() == [1e-4, 0.004]
+    assert list(frames[1]["signal"]) == ["Loss", "Min-K%"]  # labels, not field names
+    assert frames[0]["p-value"].tolist() == ["<0.001", "0.004"]  # a small p is not 0.000
 
 
 def _issue_report(blind_auroc: float, blind_lo: float | None = None) -> Report:
