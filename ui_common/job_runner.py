@@ -198,6 +198,9 @@ class Progress:
     _eta: float | None = None
     # A model of the remaining work (probes and comparisons); wins over the rate-based ETA.
     eta_model: EtaModel | None = None
+    # False: no ETA at all (a job whose stages differ too much in cost for one rate, e.g. the NER
+    # audit's first-use training beside its scoring; its message shows the stage's steps).
+    show_eta: bool = True
 
     def set(self, **fields: Any) -> None:
         """Update any of ``state``, ``message``, ``done``, ``total``, ``rate``, ``eta``."""
@@ -257,7 +260,9 @@ class Progress:
             if rate is None and self.running_since is not None and self.done > 0:
                 elapsed = (self.finished or time.time()) - self.running_since
                 rate = self.done / elapsed if elapsed > 0 else None
-            if self.eta_model is not None and self.state == "running":
+            if not self.show_eta:
+                eta = None
+            elif self.eta_model is not None and self.state == "running":
                 reading = self.eta_model.reading(time.time())
                 eta, rough, overrun = reading.seconds, reading.rough, reading.overrun
                 revisions = reading.revisions

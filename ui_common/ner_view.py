@@ -165,6 +165,9 @@ def job(config: NerAuditConfig) -> JobFunction:
     """The worker: the audit, its progress fed to the page's bar."""
 
     def run(progress: Progress, cancel: threading.Event) -> NerAuditResult:
+        # One rate over loading (minutes of training on first use), scoring and the analyses
+        # swung the ETA between 26 and 50 minutes: none is shown, the message counts the steps.
+        progress.show_eta = False
         return run_ner_audit(
             config,
             cancel=cancel,

@@ -266,3 +266,13 @@ def test_recorded_methods_job_feeds_the_eta_model_its_plan(tmp_path) -> None:
     # Every planned candidate was counted: nothing is left, so the model says 0 s, not overrun.
     reading = model.reading(time.time())
     assert reading.seconds == 0.0 and not reading.overrun
+
+
+def test_a_job_that_shows_no_eta_never_gets_one_from_its_rate() -> None:
+    progress = Progress(state="running", total=100)
+    progress.running_since = time.time() - 10
+    progress.done = 50
+    assert progress.snapshot().eta is not None  # the plain rate's: 10 s for 50 of 100
+    progress.show_eta = False  # the NER audit: stages of very different cost
+    snap = progress.snapshot()
+    assert snap.eta is None and snap.rate is not None
