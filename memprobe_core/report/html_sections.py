@@ -21,6 +21,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from markupsafe import Markup
 
+from memprobe_core.attacks import registry
 from memprobe_core.attacks.registry import method_label, method_order
 from memprobe_core.chance import chance_notes
 from memprobe_core.config import ScoringConfig
@@ -133,6 +134,30 @@ def _when(timestamp: float | None) -> str | None:
     return dt.datetime.fromtimestamp(timestamp, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _options_that_ran(options: dict[str, Any], methods: list[str]) -> dict[str, Any]:
+    """The run's options without the sections of registered methods it did not run (an audit's
+    config keeps every method's defaults; the appendix shows what mattered)."""
+    ran = set(methods)
+    unused = {
+        spec.options_key
+        for spec in registry.specs()
+        if spec.options_key is not None and spec.name not in ran
+    } - {spec.options_key for spec in registry.specs() if spec.name in ran}
+    kept = {k: v for k, v in options.items() if k not in unused}
+    if isinstance(kept.get("method_options"), dict):
+        kept["method_options"] = {
+            k: v for k, v in kept["method_options"].items() if k not in unused
+        } or None
+    return {k: v for k, v in kept.items() if v not in (None, {}, [])}
+
+
+def _readable(value: Any) -> Any:
+    """A section of options as ``name = value`` pairs, not JSON."""
+    if isinstance(value, dict):
+        return "; ".join(f"{k} = {v}" for k, v in value.items())
+    return value
+
+
 def _manifest_rows(run: dict[str, Any], units: list[dict[str, Any]]) -> list[tuple[str, Any]]:
     rows: list[tuple[str, Any]] = [
         ("run", f"#{run.get('id')} · {run.get('kind')} · {run.get('title') or 'untitled'}"),
@@ -149,8 +174,11 @@ def _manifest_rows(run: dict[str, Any], units: list[dict[str, Any]]) -> list[tup
     dataset = dict(config.pop("dataset", None) or {})
     if "rejected" in dataset:
         dataset["rejected"] = f"{len(dataset['rejected'] or [])} rows"
+    options = dict(config.pop("options", None) or {})
     for key, value in config.items():
         rows += _flat(f"config.{key}", value)
+    for key, value in _options_that_ran(options, config.get("methods") or []).items():
+        rows += _flat(f"config.options.{key}", _readable(value))
     rows += _flat("dataset", dataset)
     manifest = {
         k: v for k, v in (run.get("manifest") or {}).items() if k not in PRIVATE_MANIFEST_KEYS

@@ -276,3 +276,25 @@ def test_the_membership_build_report_computes_is_shown(run) -> None:
     assert len(blocks) == 2  # Mem by domain, ROC at length 40
     assert {t["name"] for t in blocks[1]["data"]} >= {"Ours (interactive) (AUROC 1.000)", "chance"}
     assert "FPR: 1 non-members: the smallest non-zero FPR is 100 %" in text
+
+
+def test_the_manifest_appendix_shows_only_the_options_of_methods_that_ran() -> None:
+    from memprobe_core.report.html_sections import _manifest_rows
+
+    run = {
+        "id": 1,
+        "kind": "audit",
+        "config": {
+            "methods": ["interactive", "ps_base"],
+            "options": {
+                "seed": 7,
+                "interactive": {"rounds": 3, "n_candidates": 24},
+                "gcg": {"steps": 30, "top_k": 256},
+                "reverse": {"max_new_tokens": 64},
+            },
+        },
+    }
+    rows = dict(_manifest_rows(run, []))
+    assert rows["config.options.interactive"] == "rounds = 3; n_candidates = 24"
+    assert rows["config.options.seed"] == 7
+    assert "config.options.gcg" not in rows and "config.options.reverse" not in rows
