@@ -1,4 +1,9 @@
-"""Shared test set-up: no hub, a private memprobe home per test session, CI never skips browsers."""
+"""Shared test set-up: no model hub and no tokenizer threads, for every test.
+
+Each folder's own ``conftest.py`` adds its fixtures (``tests/app``: the fake backend and a private
+store per test; ``tests/faults``: fault helpers); browser tests skip without chromium except
+under ``CI=true`` (``tests/e2e/browser_fixtures.require_chromium``).
+"""
 
 from __future__ import annotations
 

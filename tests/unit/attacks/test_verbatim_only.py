@@ -149,6 +149,15 @@ def test_prefetched_units_equal_units_one_at_a_time_and_ask_the_model_nothing(vi
 
 
 def test_prefetch_skips_a_black_box_victim():
+    from memprobe_core.attacks import verbatim_only
+
     piece = split(Snippet("s", "one two three four five six", "legal"), "whitespace", 6)
-    endpoint = ScriptedGenerator(default="x", model_id="remote/model", tokenizer=None)
+    asked: list = []
+    endpoint = ScriptedGenerator(
+        lambda ask: asked.append(ask) or "x", model_id="remote/model", tokenizer=None
+    )
+    verbatim_only.clear_cache()
     registry.get_method("verbatim").prefetch([piece], ModelSet(victim=endpoint), AttackOptions())
+    # It returns without touching the endpoint (a black box has no weights to teacher-force;
+    # the unit itself refuses it, naming the victim).
+    assert asked == []
