@@ -9,16 +9,16 @@ Runs page. The figures are the report's (:mod:`memprobe_core.report.build`); the
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
-from memprobe_core.membership.verdict import inference_verdict, membership_verdict
 from memprobe_core.report import build as report_build
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import SMALL_N_MARK, n_mark, with_ci
 from memprobe_core.report.stats import SMALL_N
+from memprobe_core.report.summary import pooled_rows, verdict_lines
 from memprobe_core.store import Store
 from ui_common.job_runner import Job, ProgressSnapshot
 from ui_common.page import md
@@ -58,9 +58,7 @@ def mem_lines(report: Report) -> list[str]:
     table = report.table1
     if table.empty:
         return []
-    pooled = table[table["domain"] == "all"]
-    if pooled.empty:  # one domain: Table 1 has no pooled row; that domain's rows are the figure
-        pooled = table
+    pooled = pooled_rows(table)
     lines = []
     for length in sorted(pooled["length"].unique()):
         rows = pooled[pooled["length"] == length]
@@ -71,23 +69,10 @@ def mem_lines(report: Report) -> list[str]:
             f"{row['method_label']} {with_ci(row['mem'], row['mem_lo'], row['mem_hi'])} "
             f"(n {n_mark(row['n'], row['small_n'])})"
             for _, row in rows.iterrows()
-            if not _missing(row["mem"])
+            if not pd.isna(row["mem"])
         ]
         if parts:
             lines.append(f"Mem, {domain}, length {length}: " + "; ".join(parts))
-    return lines
-
-
-def verdict_lines(report: Report) -> list[str]:
-    """The verdicts the Report tab leads with, one line each (their reasons are there)."""
-    blind = report.blind_baseline
-    lines = [
-        f"Dataset inference, length {one.length}: {inference_verdict(one, blind).headline}"
-        for one in report.dataset_inference
-    ]
-    membership = membership_verdict(report.membership, blind, report.random_split)
-    if membership is not None:
-        lines.append(f"Membership: {membership.headline}")
     return lines
 
 
@@ -131,7 +116,3 @@ def end_box(store: Store, run_id: int, select: str = "objective") -> None:
     with c2:
         st.page_link("pages/5_Runs.py", label="Open it on the Runs page", icon=":material/history:")
     st.caption("The whole report (tables, charts, controls) is in the Report tab above.")
-
-
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))

@@ -22,6 +22,7 @@ import pandas as pd
 from memprobe_core.membership.blind import BlindBaseline
 from memprobe_core.membership.inference import DatasetInference
 from memprobe_core.membership.verdict import inference_verdict, membership_verdict
+from memprobe_core.report.formatting import with_ci
 
 
 class ReportParts(Protocol):
@@ -42,6 +43,11 @@ class ReportParts(Protocol):
 
 def summary_lines(report: ReportParts) -> list[str]:
     """The report's answer as plain sentences (no markup; callers escape for their medium)."""
+    return verdict_lines(report) + _extraction_lines(report.table1)
+
+
+def verdict_lines(report: ReportParts) -> list[str]:
+    """Each verdict's headline, one line each: dataset inference per length, then membership."""
     lines = [
         f"Dataset inference, length {one.length}: "
         + inference_verdict(one, report.blind_baseline).headline
@@ -50,11 +56,10 @@ def summary_lines(report: ReportParts) -> list[str]:
     membership = membership_verdict(report.membership, report.blind_baseline, report.random_split)
     if membership is not None:
         lines.append(f"Membership: {membership.headline}")
-    lines += _extraction_lines(report.table1)
     return lines
 
 
-def _pooled(table1: pd.DataFrame) -> pd.DataFrame:
+def pooled_rows(table1: pd.DataFrame) -> pd.DataFrame:
     """Table 1's rows over every domain: ``all`` where there are several, else the one domain."""
     if (table1["domain"] == "all").any():
         return table1[table1["domain"] == "all"]
@@ -64,7 +69,7 @@ def _pooled(table1: pd.DataFrame) -> pd.DataFrame:
 def _extraction_lines(table1: pd.DataFrame) -> list[str]:
     if table1.empty:
         return []
-    rows = _pooled(table1)
+    rows = pooled_rows(table1)
     lines = []
     for length, part in rows.groupby("length", sort=True):
         scored = part[pd.to_numeric(part["mem"], errors="coerce").notna()]
@@ -79,15 +84,16 @@ def _extraction_lines(table1: pd.DataFrame) -> list[str]:
 
 
 def _interval(row: Any) -> str:
+    """Mem with its interval; Mem alone when either bound is missing (None or NaN)."""
     lo, hi = row.get("mem_lo"), row.get("mem_hi")
-    if lo is None or hi is None or _nan(lo) or _nan(hi):
-        return f"{float(row['mem']):.3f}"
-    return f"{float(row['mem']):.3f} [{float(lo):.3f}, {float(hi):.3f}]"
+    if pd.isna(lo) or pd.isna(hi):
+        lo = hi = math.nan  # with_ci's "no interval"
+    return with_ci(float(row["mem"]), float(lo), float(hi))
 
 
 def _chance(row: Any) -> str:
     units, share = row.get("chance_units"), row.get("beats_chance")
-    if units is None or _nan(units) or int(units) == 0 or share is None or _nan(share):
+    if pd.isna(units) or int(units) == 0 or pd.isna(share):
         return "its chance level is undefined (see Table 1's note)"
     beating = round(float(share) * int(units))
     return (
@@ -98,7 +104,3 @@ def _chance(row: Any) -> str:
 
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def _nan(value: Any) -> bool:
-    return isinstance(value, float) and math.isnan(value)
