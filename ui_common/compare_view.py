@@ -49,7 +49,12 @@ def render(snap: ProgressSnapshot) -> None:
         return
     split_info = st.session_state.get("cmp_split") or {}
     table = comparison_table(results)
-    chances = {m: output_chance(r.output, r.mem, split_info) for m, r in results.items()}
+    # Once per finished method, not on every redraw for the candidates of the one in flight.
+    chances = cached_figure(
+        "cmp_chances",
+        (split_info.get("run_id"), tuple(results)),
+        lambda: {m: output_chance(r.output, r.mem, split_info) for m, r in results.items()},
+    )
     table["chance level"] = table["method"].map(lambda m: _level(chances.get(m)))
     table["above chance"] = table["method"].map(lambda m: _beats(chances.get(m)))
     st.subheader("Scores")

@@ -194,10 +194,12 @@ def html_report_download(store: Any, run_id: int, report: Any = None, *, key: st
 
 
 def cached_figure(name: str, version: Hashable, build: Callable[[], Any]) -> Any:
-    """The figure ``build()`` makes, built once per ``version`` in this browser session.
+    """The figure (or other costly value) ``build()`` makes, built once per ``version`` in this
+    browser session.
 
     Why: a live page is redrawn for every scored candidate, and a plotly express scatter costs
-    0.1-0.3 s of GIL-holding Python on a CPU; charts that change per round are built per round.
+    0.1-0.3 s of GIL-holding Python on a CPU; charts that change per round are built per round,
+    and Mem's chance level once per output scored against its reference suffixes.
     """
     slot = f"_figure_{name}"
     cached = st.session_state.get(slot)
@@ -239,7 +241,7 @@ def probe_view(
         f"LCS_P {best['lcs_p']:.3f}, O {best['objective']:.3f}"
     )
     prompt_code(best["prompt"])
-    chance_caption(output_chance(best["output"], best["mem"], split_info), split_info)
+    chance_caption(best_output_chance(best, split_info), split_info)
     if split_info.get("suffix") is not None:
         st.subheader("Victim output against the true suffix")
         overlap_view(
@@ -366,6 +368,15 @@ def output_chance(output: str, mem: float, split_info: dict[str, Any]) -> Chance
     )
 
 
+def best_output_chance(best: Any, split_info: dict[str, Any]) -> ChanceLevel | None:
+    """:func:`output_chance` of a probe's best candidate, computed once per best output in this
+    browser session (the live page redraws for every scored candidate)."""
+    version = (split_info.get("run_id"), best["output"], float(best["mem"]))
+    return cached_figure(
+        "probe_chance", version, lambda: output_chance(best["output"], best["mem"], split_info)
+    )
+
+
 def chance_caption(level: ChanceLevel | None, split_info: dict[str, Any]) -> None:
     """One line: the output's chance level and whether its Mem is above it."""
     if level is None:
@@ -385,12 +396,11 @@ def chance_caption(level: ChanceLevel | None, split_info: dict[str, Any]) -> Non
 
 def _probe_charts(frame: pd.DataFrame, split_info: dict[str, Any], before: int | None) -> None:
 
-    best = charts.best_candidate(frame if before is None else frame[frame["round"] < before])
-    chance = None if best is None else output_chance(best["output"], best["mem"], split_info)
-    level = None if chance is None else chance.level
-
     def scatter(rows: pd.DataFrame) -> Any:
-        return charts.mem_lcs_scatter(rows, chance_level=level)
+        # Only when the figure is (re)built: a live page reuses it between rounds.
+        best = charts.best_candidate(rows)
+        chance = None if best is None else best_output_chance(best, split_info)
+        return charts.mem_lcs_scatter(rows, chance_level=None if chance is None else chance.level)
 
     rounds = charts.best_by_round_figure
     if before is None:  # a finished or replayed run: drawn once, nothing to cache

@@ -74,6 +74,10 @@ def test_probe_names_the_victim_and_shows_where_the_cut_falls(fake_ui) -> None:
     assert "Cut: prefix " in shown and "suffix " in shown
     cut = [c.value for c in at.code if " ‖ " in c.value]
     assert len(cut) == 1 and cut[0].startswith("… ")
+    # Mem's chance level of the best output: a caption and the scatter's line.
+    assert "Chance level of Mem" in shown
+    scatter = [c for c in at.get("plotly_chart") if "Mem vs LCS_P" in str(c.proto.spec)]
+    assert scatter and "chance level of Mem (the best output)" in str(scatter[0].proto.spec)
 
 
 def test_probe_shows_markup_in_a_snippet_as_text() -> None:
