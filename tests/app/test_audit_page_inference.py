@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from memprobe_core.highlight import markdown_escape
@@ -65,7 +66,7 @@ def test_the_inference_view_shows_the_verdict_control_and_weights() -> None:
         control=control,
         note="<b>markup</b> *not* :red[styled]",
     )
-    empty = __import__("pandas").DataFrame()
+    empty = pd.DataFrame()
     report = Report(table1=empty, paired=empty, pii=empty, costs=empty, dataset_inference=[one])
     at = AppTest.from_function(_view, default_timeout=30)
     at.session_state["report"] = report
@@ -94,7 +95,7 @@ def _issue_report(blind_auroc: float, blind_lo: float | None = None) -> Report:
     if blind_lo is not None:
         figures |= {"auroc_lo": blind_lo, "auroc_hi": 0.8}
     blind = BlindBaseline(n_members=40, n_nonmembers=40, folds=5, seed=0, figures=figures)
-    empty = __import__("pandas").DataFrame()
+    empty = pd.DataFrame()
     return Report(
         table1=empty,
         paired=empty,
