@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from memprobe_core.attacks import registry
 from memprobe_core.chance import REFERENCE_EXPLANATION, ChanceLevel, reference_chance
 from memprobe_core.highlight import (
     Overlap,
@@ -22,7 +23,6 @@ from memprobe_core.highlight import (
 )
 from memprobe_core.membership.extraction_probability import describe_extraction_probability
 from memprobe_core.membership.options import signals_frame
-from memprobe_core.report import leakage
 from memprobe_core.report.build import report_for_run
 from memprobe_core.report.export import to_safe_csv
 from memprobe_core.report.html import render_html
@@ -325,8 +325,9 @@ def pz_view(verbatim: dict[str, Any] | None, *, key: str = "pz") -> None:
 
 
 def method_measures_view(verbatim: dict[str, Any] | None) -> None:
-    """What a method measured itself beside its answer (ACR, divergence spans), as plain text."""
-    for line in leakage.describe_lines_of_method(verbatim):
+    """What a method measured itself beside its answer (``MethodSpec.describe``), as plain
+    text."""
+    for line in registry.describe_result(verbatim):
         st.text(line)
 
 

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from memprobe_core.attacks.registry import method_label
+from memprobe_core.attacks.registry import figures, method_label
 from memprobe_core.attacks.result import CANDIDATE_FLAG_MEANINGS
 from memprobe_core.highlight import show_controls
 from memprobe_core.membership.options import SIGNAL_BY_NAME
@@ -81,8 +81,8 @@ COLUMN_LABELS: dict[str, str] = {
     "log10_p_z": "log10 p_z",
     "pz_zero": "share with p_z = 0",
     "log10_n_at_p": "log10 samples for p",
-    "acr": "ACR",
-    "acr_memorized": "share with ACR > 1",
+    # each method's own figures (MethodSpec.figures)
+    **{figure.name: figure.label for figure in figures()},
     # Mem's chance level
     "chance_units": "units with a chance level",
     "mem_chance": "chance level of Mem",

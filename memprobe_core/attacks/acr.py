@@ -42,7 +42,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
@@ -56,6 +56,7 @@ from memprobe_core.attacks.events import (
     SearchStep,
     emit,
 )
+from memprobe_core.attacks.figures import Figure, Table1Entry
 from memprobe_core.attacks.gcg import _charge_search, _lead_ids
 from memprobe_core.attacks.gcg_core import SearchCounts, gcg_search
 from memprobe_core.attacks.manifest import build_manifest
@@ -658,6 +659,52 @@ def _manifest_extra(
     }
 
 
+# The figures of :func:`acr_record`, as the results frame, Table 1 and the pages show them.
+FIGURES: tuple[Figure, ...] = (
+    Figure(
+        "acr",
+        "ACR",
+        "float",
+        "target tokens / tokens of the shortest prompt that reproduces the target (none found: empty)",
+        table1=Table1Entry("median", text="ACR", html="ACR (median, found)"),
+    ),
+    Figure("acr_prompt_tokens", "ACR prompt tokens", "int", "tokens of that shortest prompt"),
+    Figure("acr_target_tokens", "ACR target tokens", "int", "tokens of the target (the suffix)"),
+    Figure(
+        "acr_memorized",
+        "share with ACR > 1",
+        "bool",
+        "memorized: ACR > 1 (the prompt is shorter than the target)",
+        table1=Table1Entry("share", text="ACR>1", html="ACR > 1 (share)"),
+    ),
+    Figure(
+        "acr_bound",
+        "ACR bound",
+        "float",
+        "nothing found: target / longest prompt tried, an upper bound of the ACR under this search",
+    ),
+)
+
+
+def describe_acr(verbatim: Mapping[str, Any]) -> str | None:
+    """One line on an ``acr`` result (``None`` for other results)."""
+    if "acr_memorized" not in verbatim:
+        return None
+    target = verbatim.get("acr_target_tokens")
+    if verbatim.get("acr") is None:
+        bound = verbatim.get("acr_bound")
+        below = f": ACR < {bound:.2f}" if isinstance(bound, (int, float)) else ""
+        return (
+            f"Adversarial compression: no prompt reproduced the {target}-token target within "
+            f"the search budget{below}; not memorized."
+        )
+    verdict = "memorized (ACR > 1)" if verbatim.get("acr_memorized") else "not memorized"
+    return (
+        f"Adversarial compression: a {verbatim.get('acr_prompt_tokens')}-token prompt reproduces "
+        f"the {target}-token target exactly: ACR {verbatim['acr']:.2f}, {verdict}."
+    )
+
+
 register(
     MethodSpec(
         name=METHOD,
@@ -672,5 +719,7 @@ register(
         default_in_compare=False,
         summary="adversarial compression ratio: the shortest GCG prompt whose greedy output on "
         "the white-box victim is the suffix; memorized when the suffix is longer than it",
+        figures=FIGURES,
+        describe=describe_acr,
     )
 )

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from memprobe_core.attacks import divergence_report
 from memprobe_core.attacks.costs import CostMeter
 from memprobe_core.attacks.events import (
     CandidateScored,
@@ -791,5 +792,8 @@ register(
         summary="repeat-a-word prompts (Nasr et al. 2023): long sampled chat answers matched "
         "against the audited dataset for verbatim spans of min_span_tokens or more",
         candidates=lambda options: options.for_method(METHOD).samples,
+        figures=divergence_report.FIGURES,
+        describe=divergence_report.describe_divergence,
+        report_table=divergence_report.TOTALS_TABLE,
     )
 )

@@ -13,35 +13,13 @@ from __future__ import annotations
 import threading
 from typing import Any, Literal
 
-from memprobe_core.attacks.costs import CostMeter
-from memprobe_core.attacks.events import (
-    CandidateScored,
-    EventCallback,
-    Finished,
-    RoundFinished,
-    RoundStarted,
-    emit,
-)
-from memprobe_core.attacks.manifest import build_manifest
+from memprobe_core.attacks.events import EventCallback
 from memprobe_core.attacks.model_set import ModelSet, require
+from memprobe_core.attacks.one_round import RoundPrompts, run_one_round
 from memprobe_core.attacks.options import AttackOptions, PrefixSuffixOptions
 from memprobe_core.attacks.registry import MethodSpec, register
-from memprobe_core.attacks.result import (
-    AttackResult,
-    Cancelled,
-    Candidate,
-    best_of,
-    build_result,
-    check_cancel,
-)
-from memprobe_core.attacks.scoring import make_candidate, resolve_alpha, score
-from memprobe_core.attacks.victim import (
-    VictimAnswer,
-    answer_requests,
-    generation_record,
-    victim_decoding,
-)
-from memprobe_core.models.base import Generator, Request
+from memprobe_core.attacks.result import AttackResult
+from memprobe_core.models.base import Request
 from memprobe_core.snippets.split import SplitSnippet
 
 
@@ -78,94 +56,26 @@ def run_prefix_suffix(
         if variant == "base"
         else models.victim
     )
-    alpha, alpha_source = resolve_alpha(split, models, options)
-    meter = CostMeter()
     formats = ["raw"]
     if variant == "inst" and options.ps.chat_template and model.has_chat_template:
         formats.append("chat")
-    trace: list[Candidate] = []
-    answers: list[VictimAnswer] = []
-    status = "finished"
-    emit(on_event, RoundStarted(round=0, n=len(formats)))
-    try:
-        _ask_and_score(
-            meter, model, formats, split, options, alpha, trace, answers, on_event, cancel
-        )
-    except Cancelled:
-        status = "cancelled"
-    chosen = best_of(trace)
-    if chosen is not None:
-        chosen.is_round_best = True
-        emit(on_event, RoundFinished(round=0, best=chosen))
-    manifest = build_manifest(
-        method,
-        split,
-        models,
-        options,
-        alpha,
-        alpha_source,
-        decoding={"model": victim_decoding(split, options).manifest()},
-        extra={
-            "generation": generation_record(split, options, answers),
-            "scored_model": "base" if variant == "base" else "victim",
-            "ps_formats": formats,
-            "ps_format": chosen.extra["format"] if chosen else None,
-        },
-        answer_model="base" if variant == "base" else "victim",
-    )
-    result = build_result(
-        method,
-        split,
-        chosen=chosen,
-        trace=trace,
-        alpha=alpha,
-        dis=None,
-        meter=meter,
-        manifest=manifest,
-        status=status,
-    )
-    emit(on_event, Finished(result=result))
-    return result
-
-
-def _ask_and_score(
-    meter: CostMeter,
-    model: Generator,
-    formats: list[str],
-    split: SplitSnippet,
-    options: AttackOptions,
-    alpha: float,
-    trace: list[Candidate],
-    answers: list[VictimAnswer],
-    on_event: EventCallback | None,
-    cancel: threading.Event | None,
-) -> None:
-    """The true prefix in each format, answered in one batched call and scored.
-
-    The answers and each scored candidate are appended to ``answers`` and ``trace`` as they
-    come (so a cancel part-way keeps them) and every candidate is emitted.
-    """
-    check_cancel(cancel)
     requests: list[Request] = [
         split.prefix if fmt == "raw" else [{"role": "user", "content": split.prefix}]
         for fmt in formats
     ]
-    answers.extend(answer_requests(meter, model, requests, split, options))
-    scores = score(
-        meter,
-        [split.prefix] * len(formats),
-        [a.scored for a in answers],
-        split,
-        model,
-        options,
-        alpha,
-        windowed=True,
+    asked = RoundPrompts(
+        requests=requests,
+        prompts=[split.prefix] * len(formats),
+        answer_model="base" if variant == "base" else "victim",
+        extras=[{"format": fmt} for fmt in formats],
+        manifest_extra=lambda chosen: {
+            "ps_formats": formats,
+            "ps_format": chosen.extra["format"] if chosen else None,
+        },
     )
-    for i, (fmt, out, sc) in enumerate(zip(formats, answers, scores)):
-        check_cancel(cancel)
-        cand = make_candidate(0, i, split.prefix, out, sc, extra={"format": fmt})
-        trace.append(cand)
-        emit(on_event, CandidateScored(round=0, candidate=cand))
+    return run_one_round(
+        method, split, models, options, model, asked, on_event=on_event, cancel=cancel
+    )
 
 
 def run_ps_base(

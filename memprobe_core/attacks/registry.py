@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from memprobe_core.attacks.figures import Figure, MethodTable
 from memprobe_core.errors import UsageError
 
 # (split, models, options, *, on_event=None, cancel=None) -> AttackResult
@@ -70,6 +71,15 @@ class MethodSpec:
             units will ask for and keep it where their ``run`` looks first (``verbatim``: many
             snippets in one forward pass). It must change only what the units cost, never what
             they record; a failure is logged and the units compute for themselves.
+        figures: the per-unit figures it records in ``AttackResult.verbatim`` beside the
+            common ones (:class:`~memprobe_core.attacks.figures.Figure`): the results frame's
+            columns, Table 1's columns and the pages' labels are read from here.
+        describe: ``verbatim -> line | None``: one plain-text line on what a result of this
+            method measured (the CLI's result and the pages' result view); ``None`` for a
+            result it did not write.
+        report_table: a per-run table of its own in the report
+            (:class:`~memprobe_core.attacks.figures.MethodTable`; divergence's totals), in
+            the JSON report under the method's name.
     """
 
     name: str
@@ -89,6 +99,9 @@ class MethodSpec:
     extracts: bool = True
     verbatim: bool = False
     prefetch: Callable[..., None] | None = None
+    figures: tuple[Figure, ...] = ()
+    describe: Callable[[Mapping[str, Any]], str | None] | None = None
+    report_table: MethodTable | None = None
 
     def __post_init__(self) -> None:
         needs = (*self.roles, *self.white_box_roles, *self.chat_roles)
@@ -289,3 +302,37 @@ def import_modules(package: ModuleType) -> list[str]:
 def option_sections() -> dict[str, type]:
     """Each options section of :class:`~memprobe_core.attacks.options.AttackOptions` and the class it holds."""
     return {s.options_key: s.options_class for s in specs() if s.options_key and s.options_class}
+
+
+def figures() -> list[Figure]:
+    """Every registered method's own figures, in report order (each method's in its order)."""
+    return [figure for spec in specs() for figure in spec.figures]
+
+
+def figure_columns() -> list[str]:
+    """The results-frame columns of the methods' own figures, in report order."""
+    return [figure.name for figure in figures() if figure.column]
+
+
+def table1_figures() -> list[Figure]:
+    """The figures Table 1 aggregates (``Figure.table1``), in report order."""
+    return [figure for figure in figures() if figure.table1 is not None]
+
+
+def table1_groups() -> list[list[Figure]]:
+    """Table 1's figures grouped by method: a report shows a method's columns only when one of
+    them was measured in some cell (a run without that method has none)."""
+    groups = [[f for f in spec.figures if f.table1 is not None] for spec in specs()]
+    return [group for group in groups if group]
+
+
+def method_tables() -> list[tuple[str, MethodTable]]:
+    """``(method, table)`` of every method with a report table of its own, in report order."""
+    return [(s.name, s.report_table) for s in specs() if s.report_table is not None]
+
+
+def describe_result(verbatim: Mapping[str, Any] | None) -> list[str]:
+    """The plain-text lines the methods write on a result (``MethodSpec.describe``): each
+    method's describer answers only for a result it wrote."""
+    lines = [spec.describe(verbatim or {}) for spec in specs() if spec.describe is not None]
+    return [line for line in lines if line]

@@ -44,6 +44,8 @@ from memprobe_core.attacks.registry import (
     in_table1,
     method_label,
     method_rank,
+    method_tables,
+    table1_figures,
 )
 from memprobe_core.chance import CHANCE_EXPLANATION, CHANCE_RULE, undefined_reasons
 from memprobe_core.config import SEED_RANGE
@@ -67,12 +69,7 @@ from memprobe_core.membership.verdict import (
     membership_verdict,
     with_voided_by,
 )
-from memprobe_core.report.leakage import (
-    DIVERGENCE_COLUMNS,
-    acr_figures,
-    divergence_totals,
-    pz_figures,
-)
+from memprobe_core.report.leakage import method_figures, pz_figures
 from memprobe_core.report.select import apply_selection
 from memprobe_core.report.stats import (
     DEFAULT_RESAMPLES,
@@ -102,7 +99,7 @@ __all__ = [
 ]
 
 
-TABLE1_COLUMNS = [
+_TABLE1_LEAD = [
     "method",
     "method_label",
     "domain",
@@ -125,15 +122,21 @@ TABLE1_COLUMNS = [
     "log10_p_z",
     "pz_zero",
     "log10_n_at_p",
-    "acr",
-    "acr_memorized",
-    # Mem's chance level (memprobe_core.chance): units with one, mean level, mean Mem − chance
-    # mean, share of units whose Mem beats it.
-    "chance_units",
-    "mem_chance",
-    "mem_above_chance",
-    "beats_chance",
 ]
+# Mem's chance level (memprobe_core.chance): units with one, mean level, mean Mem − chance
+# mean, share of units whose Mem beats it.
+_TABLE1_CHANCE = ["chance_units", "mem_chance", "mem_above_chance", "beats_chance"]
+
+
+def table1_columns() -> list[str]:
+    """Table 1's columns: the common ones, the methods' own figures with a Table 1 entry
+    (``MethodSpec.figures``, report order; read from the registry on each call), Mem's chance
+    level."""
+    return [*_TABLE1_LEAD, *(f.name for f in table1_figures()), *_TABLE1_CHANCE]
+
+
+# As registered at import (every method module registers on import): for code wanting a constant.
+TABLE1_COLUMNS = table1_columns()
 PAIRED_COLUMNS = [
     "method",
     "method_label",
@@ -192,8 +195,9 @@ class Report:
         dataset_inference: one :class:`~memprobe_core.membership.inference.DatasetInference`
             per length of a ``memprobe infer`` run (suspect set vs held-out set); empty for
             other runs.
-        divergence: :data:`~memprobe_core.report.leakage.DIVERGENCE_COLUMNS` — the divergence
-            attack's totals per method and length; empty unless it ran.
+        method_tables: each method's own report table (``MethodSpec.report_table``), by method
+            name, in report order: its frame (``MethodTable.frame_columns``), empty unless the
+            method ran.
     """
 
     table1: pd.DataFrame
@@ -211,9 +215,17 @@ class Report:
         default_factory=lambda: pd.DataFrame(columns=RANDOM_SPLIT_COLUMNS)
     )
     dataset_inference: list[DatasetInference] = field(default_factory=list)
-    divergence: pd.DataFrame = field(
-        default_factory=lambda: pd.DataFrame(columns=DIVERGENCE_COLUMNS)
-    )
+    method_tables: dict[str, pd.DataFrame] = field(default_factory=lambda: method_frames(None))
+
+
+def method_frames(results: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
+    """Every registered method's own report table (``MethodSpec.report_table``) built from
+    ``results`` (``None``: each table empty), by method name in report order."""
+    frames: dict[str, pd.DataFrame] = {}
+    for name, table in method_tables():
+        empty = pd.DataFrame(columns=list(table.frame_columns))
+        frames[name] = empty if results is None else table.build(results)
+    return frames
 
 
 def bootstrap_ci(
@@ -269,7 +281,7 @@ def _table1_row(
     for metric in ("extractable", "match_tokens", "span_tokens"):
         row[metric] = _mean_or_nan(group, metric)
     row.update(pz_figures(group))
-    row.update(acr_figures(group))
+    row.update(method_figures(group))
     row.update(_chance_figures(group))
     return row
 
@@ -306,7 +318,7 @@ def table1(
     """
     resamples = validate_resamples(resamples)
     if results.empty:
-        return pd.DataFrame(columns=TABLE1_COLUMNS)
+        return pd.DataFrame(columns=table1_columns())
     pooled = results.assign(domain="all") if results["domain"].nunique() > 1 else None
     frames = [results] if pooled is None else [results, pooled]
     rows = [
@@ -314,7 +326,7 @@ def table1(
         for frame in frames
         for (method, domain, length), group in frame.groupby(["method", "domain", "length"])
     ]
-    out = pd.DataFrame(rows, columns=TABLE1_COLUMNS)
+    out = pd.DataFrame(rows, columns=table1_columns())
     out = out.assign(_all=(out["domain"] == "all"))
     out = _sorted(out, ["_all", "domain", "length"]).drop(columns="_all")
     return out
@@ -566,7 +578,7 @@ def build_report(
         blind_baseline=blind,
         random_split=random_split,
         dataset_inference=inferred,
-        divergence=divergence_totals(results),
+        method_tables=method_frames(results),
     )
 
 
@@ -641,7 +653,7 @@ def report_to_dict(report: Report) -> dict[str, Any]:
     """
     blind, control = report.blind_baseline, report.random_split
     membership = membership_verdict(report.membership, blind, control)
-    return {
+    data = {
         "meta": report.meta,
         "summary": summary_lines(report),
         "table1": _records(report.table1),
@@ -660,5 +672,12 @@ def report_to_dict(report: Report) -> dict[str, Any]:
             {**d.to_dict(), "verdict": inference_verdict(d, blind).to_dict()}
             for d in report.dataset_inference
         ],
-        "divergence": _records(report.divergence),
     }
+    # Each method's own table under the method's name, after the report's own keys.
+    taken = set(data) & set(report.method_tables)
+    if taken:
+        raise ValueError(
+            f"method(s) {sorted(taken)} with a report table are named like a report key"
+        )
+    data.update({name: _records(frame) for name, frame in report.method_tables.items()})
+    return data

@@ -32,7 +32,7 @@ import pandas as pd
 from jinja2 import Environment
 from markupsafe import Markup
 
-from memprobe_core.attacks.registry import extracts
+from memprobe_core.attacks.registry import extracts, method_tables
 from memprobe_core.highlight import show_controls
 from memprobe_core.report import html_sections as parts
 from memprobe_core.report.build import Report, report_for_run
@@ -102,7 +102,13 @@ def _sections(
         (_rows(report.paired), parts.paired_section),
         (labelled, lambda r: parts.membership_section(r, n_figures + 1)),
         (report.blind_baseline is not None, parts.validity_section),
-        (_rows(report.divergence), parts.divergence_section),
+        *(
+            (
+                _rows(report.method_tables.get(name)),
+                lambda r, n=name, t=table: parts.method_table_section(n, t, r.method_tables[n]),
+            )
+            for name, table in method_tables()
+        ),
         (_rows(report.pii), parts.pii_section),
         (_rows(report.costs), parts.cost_section),
         (_rows(report.errors), parts.errors_section),

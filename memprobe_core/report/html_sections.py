@@ -22,6 +22,7 @@ import plotly.graph_objects as go
 from markupsafe import Markup
 
 from memprobe_core.attacks import registry
+from memprobe_core.attacks.figures import MethodTable
 from memprobe_core.attacks.registry import method_label, method_order
 from memprobe_core.chance import chance_notes
 from memprobe_core.config import ScoringConfig
@@ -46,6 +47,7 @@ from memprobe_core.membership.verdict import (
 from memprobe_core.report import figures
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import n_mark, num, p_text, power_of_ten, signed_ci, with_ci
+from memprobe_core.report.leakage import shown_table1_figures, table_cell
 from memprobe_core.report.stats import SMALL_N
 
 log = logging.getLogger(__name__)
@@ -257,13 +259,12 @@ def _pz_columns(t1: pd.DataFrame, discover_p: Any) -> dict[str, Any]:
     }
 
 
-def _acr_columns(t1: pd.DataFrame) -> dict[str, Any]:
-    """Table 1's adversarial-compression columns, if an ``acr`` unit ran."""
-    if "acr_memorized" not in t1 or not t1["acr_memorized"].notna().any():
-        return {}
+def _method_figure_columns(t1: pd.DataFrame) -> dict[str, Any]:
+    """Table 1's columns of the methods' own figures, of the methods some cell measured."""
     return {
-        "ACR (median, found)": lambda r: num(r["acr"], 2),
-        "ACR > 1 (share)": lambda r: num(r["acr_memorized"], 2),
+        f.table1.html: (lambda r, f=f, digits=f.table1.digits: num(r[f.name], digits))
+        for f in shown_table1_figures(t1)
+        if f.table1 is not None
     }
 
 
@@ -282,32 +283,11 @@ def _chance_columns(t1: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def divergence_section(report: Report) -> Section:
-    columns = {
-        "Method": lambda r: r["method_label"],
-        "Length": lambda r: r["length"],
-        "units": lambda r: r["units"],
-        "samples": lambda r: r["samples"],
-        "generated tokens": lambda r: r["generated_tokens"],
-        "spans": lambda r: r["spans"],
-        "distinct spans": lambda r: r["distinct_spans"],
-        "snippets given back": lambda r: (
-            "–" if pd.isna(r["snippets_given_back"]) else int(r["snippets_given_back"])
-        ),
-        "in own snippet": lambda r: r["own_spans"],
-        "matched tokens": lambda r: r["matched_tokens"],
-        "longest": lambda r: r["longest"],
-        "units with a span": lambda r: r["units_with_span"],
-        "min tokens": lambda r: r["min_tokens"],
-    }
-    notes = [
-        "Divergence attack (Nasr et al. 2023): verbatim spans of at least 'min tokens' tokens "
-        "of the audited snippets (and any reference corpus) found in the victim's samples of "
-        "repeat-a-word prompts; 'in own snippet': in the snippet of the unit that sampled them."
-    ]
-    return Section(
-        "divergence", "Divergence", notes=notes, tables=[_table(report.divergence, columns)]
-    )
+def method_table_section(name: str, table: MethodTable, frame: pd.DataFrame) -> Section:
+    """A method's own report table (``MethodSpec.report_table``), its section id the method's
+    name."""
+    columns = {c.html: (lambda r, c=c: table_cell(r[c.key], c)) for c in table.columns}
+    return Section(name, table.title, notes=list(table.notes), tables=[_table(frame, columns)])
 
 
 def table1_section(report: Report, first_figure: int) -> Section:
@@ -324,7 +304,7 @@ def table1_section(report: Report, first_figure: int) -> Section:
     }
     columns.update(_verbatim_columns(t1, report.meta.get("extract_k")))
     columns.update(_pz_columns(t1, report.meta.get("discover_p")))
-    columns.update(_acr_columns(t1))
+    columns.update(_method_figure_columns(t1))
     columns.update(_chance_columns(t1))
     notes = [
         f"Mem = {report.meta.get('selection_label', 'objective')}. Means with "

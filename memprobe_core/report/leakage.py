@@ -1,10 +1,10 @@
 """Report figures of the leakage measures beyond one greedy answer (docs/method.md §14–§16):
-probabilistic extraction's medians and the adversarial compression ratio in Table 1's cells, and
-the divergence attack's totals per method and length.
+probabilistic extraction's medians and the methods' own figures in Table 1's cells (each method
+declares them: ``MethodSpec.figures``), and the lines describing one result.
 
 Each reads the verbatim columns a result row carries (``memprobe_core.store.frames``); a frame
-from a run that measured none of them gives NaN (Table 1) or no rows (totals), and the text and
-HTML reports then leave the columns or the section out.
+from a run that measured none of them gives NaN, and the text and HTML reports then leave the
+columns out.
 """
 
 from __future__ import annotations
@@ -14,25 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe_core.attacks.registry import method_label, method_rank
+from memprobe_core.attacks.figures import Figure, TableColumn
+from memprobe_core.attacks.registry import describe_result, table1_figures, table1_groups
 from memprobe_core.membership.extraction_probability import describe_extraction_probability
-
-DIVERGENCE_COLUMNS = [
-    "method",
-    "method_label",
-    "length",
-    "units",
-    "samples",
-    "generated_tokens",
-    "spans",
-    "distinct_spans",
-    "snippets_given_back",
-    "own_spans",
-    "matched_tokens",
-    "longest",
-    "units_with_span",
-    "min_tokens",
-]
 
 
 def _numbers(group: pd.DataFrame, column: str) -> pd.Series:
@@ -57,121 +41,54 @@ def pz_figures(group: pd.DataFrame) -> dict[str, float]:
     }
 
 
-def acr_figures(group: pd.DataFrame) -> dict[str, float]:
-    """The adversarial compression ratio of a Table 1 cell: the median ACR over the units where
-    a prompt was found, and the share of ``acr`` units that are memorized (ACR > 1)."""
-    memorized = group["acr_memorized"] if "acr_memorized" in group else pd.Series(dtype=object)
-    measured = memorized.notna()
-    acr = _numbers(group, "acr").dropna()
-    return {
-        "acr": float(acr.median()) if len(acr) else math.nan,
-        "acr_memorized": float(memorized[measured].astype(bool).mean())
-        if measured.any()
-        else math.nan,
-    }
+def _aggregate(values: pd.Series, how: str) -> float:
+    """A Table 1 cell of one method figure (``Table1Entry.aggregate``); NaN when no unit of the
+    cell recorded it."""
+    if how == "share":  # a verdict: the share of true ones among the units that recorded one
+        recorded = values[values.notna()]
+        return float(recorded.astype(bool).mean()) if len(recorded) else math.nan
+    numbers = pd.to_numeric(values, errors="coerce").dropna()
+    if not len(numbers):
+        return math.nan
+    return float(numbers.median() if how == "median" else numbers.mean())
 
 
-def _distinct_matches(group: pd.DataFrame) -> set[tuple[str, int, int]] | None:
-    """The distinct ``(doc, doc_start, tokens)`` spans the group's units found: two units whose
-    samples gave back the same passage count it once (``None``: not recorded, older rows)."""
-    if "divergence_matches" not in group:
-        return None
-    found: set[tuple[str, int, int]] = set()
-    for matches in group["divergence_matches"]:
-        if isinstance(matches, (list, tuple)):
-            found.update((str(doc), int(start), int(tokens)) for doc, start, tokens in matches)
-    return found
+def method_figures(group: pd.DataFrame) -> dict[str, float]:
+    """The Table 1 cells of the methods' own figures (``MethodSpec.figures`` with a
+    ``table1`` entry), NaN where not measured."""
+    cells: dict[str, float] = {}
+    for figure in table1_figures():
+        how = figure.table1.aggregate if figure.table1 is not None else "mean"
+        values = group[figure.name] if figure.name in group else pd.Series(dtype=object)
+        cells[figure.name] = _aggregate(values, how)
+    return cells
 
 
-def divergence_totals(results: pd.DataFrame) -> pd.DataFrame:
-    """The divergence attack's totals per method and length (:data:`DIVERGENCE_COLUMNS`): its
-    units, samples and generated tokens; the verbatim spans of at least ``min_tokens`` tokens
-    found in them (in any snippet of the audited set or the reference corpus, and in the unit's
-    own snippet), the distinct ones over the whole audit and the snippets they are in, the
-    tokens they cover, the longest, and how many units found one."""
-    if results.empty or "divergence_spans" not in results:
-        return pd.DataFrame(columns=DIVERGENCE_COLUMNS)
-    rows = results[pd.to_numeric(results["divergence_spans"], errors="coerce").notna()]
-    out = []
-    for (method, length), group in rows.groupby(["method", "length"]):
-        spans = _numbers(group, "divergence_spans")
-        distinct = _distinct_matches(group)
-        min_tokens = _numbers(group, "divergence_min_tokens").dropna().unique()
-        out.append(
-            {
-                "method": method,
-                "method_label": method_label(method),
-                "length": int(length),
-                "units": len(group),
-                "samples": int(_numbers(group, "divergence_samples").fillna(0).sum()),
-                "generated_tokens": int(
-                    _numbers(group, "divergence_generated_tokens").fillna(0).sum()
-                ),
-                "spans": int(spans.sum()),
-                "distinct_spans": len(distinct) if distinct is not None else int(spans.sum()),
-                "snippets_given_back": len({doc for doc, _, _ in distinct})
-                if distinct is not None
-                else None,
-                "own_spans": int(_numbers(group, "divergence_own_spans").fillna(0).sum()),
-                "matched_tokens": int(_numbers(group, "divergence_tokens").fillna(0).sum()),
-                "longest": int(_numbers(group, "divergence_longest").fillna(0).max()),
-                "units_with_span": int((spans > 0).sum()),
-                "min_tokens": ", ".join(str(int(v)) for v in sorted(min_tokens)) or "–",
-            }
-        )
-    frame = pd.DataFrame(out, columns=DIVERGENCE_COLUMNS)
-    order = frame["method"].map(method_rank)
-    return frame.assign(_o=order).sort_values(["_o", "length"]).drop(columns="_o")
+def shown_table1_figures(t1: pd.DataFrame) -> list[Figure]:
+    """The methods' Table 1 figures a report shows: all of a method's, when some cell of
+    ``t1`` measured one of them (a run without the method shows none of its columns)."""
+    shown: list[Figure] = []
+    for group in table1_groups():
+        if any(f.name in t1 and t1[f.name].notna().any() for f in group):
+            shown += group
+    return shown
 
 
-def describe_acr(verbatim: dict[str, Any]) -> str | None:
-    """One line on an ``acr`` result (``None`` for other results)."""
-    if "acr_memorized" not in verbatim:
-        return None
-    target = verbatim.get("acr_target_tokens")
-    if verbatim.get("acr") is None:
-        bound = verbatim.get("acr_bound")
-        below = f": ACR < {bound:.2f}" if isinstance(bound, (int, float)) else ""
-        return (
-            f"Adversarial compression: no prompt reproduced the {target}-token target within "
-            f"the search budget{below}; not memorized."
-        )
-    verdict = "memorized (ACR > 1)" if verbatim.get("acr_memorized") else "not memorized"
-    return (
-        f"Adversarial compression: a {verbatim.get('acr_prompt_tokens')}-token prompt reproduces "
-        f"the {target}-token target exactly: ACR {verbatim['acr']:.2f}, {verdict}."
-    )
-
-
-def describe_divergence(verbatim: dict[str, Any]) -> str | None:
-    """One line on a ``divergence`` result (``None`` for other results)."""
-    if "divergence_spans" not in verbatim:
-        return None
-    spans = verbatim.get("divergence_spans") or 0
-    where = (
-        f"; longest {verbatim.get('divergence_longest')} tokens, "
-        f"{verbatim.get('divergence_own_spans')} in this snippet"
-        if spans
-        else ""
-    )
-    return (
-        f"Divergence: {spans} verbatim span(s) of at least {verbatim.get('divergence_min_tokens')} "
-        f"tokens of the audited text in {verbatim.get('divergence_samples')} samples "
-        f"({verbatim.get('divergence_generated_tokens')} tokens){where}."
-    )
-
-
-def describe_lines_of_method(verbatim: dict[str, Any] | None) -> list[str]:
-    """Plain-text lines on what a method measured itself (ACR, divergence spans)."""
-    verbatim = verbatim or {}
-    lines = [describe_acr(verbatim), describe_divergence(verbatim)]
-    return [line for line in lines if line]
+def table_cell(value: Any, column: TableColumn) -> Any:
+    """A cell of a method's own report table, the same in the text and HTML reports: the value
+    as it is, or, in a column that may be empty (``TableColumn.missing``), the integer as text
+    or the missing mark (text, so the plain-text table aligns the column as one)."""
+    if column.missing is None:
+        return value
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return column.missing
+    return str(int(value))
 
 
 def describe(verbatim: dict[str, Any] | None) -> list[str]:
     """Plain-text lines on a result's leakage measures beyond its greedy answer (the CLI)."""
     verbatim = verbatim or {}
-    lines = describe_lines_of_method(verbatim)
+    lines = describe_result(verbatim)
     if "pz_scheme" in verbatim:
         lines.append(describe_extraction_probability(verbatim))
     return lines

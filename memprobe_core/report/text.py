@@ -13,7 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe_core.attacks.registry import method_label
+from memprobe_core.attacks.figures import MethodTable
+from memprobe_core.attacks.registry import method_label, method_tables
 from memprobe_core.chance import chance_notes
 from memprobe_core.membership.blind import (
     RANDOM_SPLIT_METHOD,
@@ -41,6 +42,7 @@ from memprobe_core.report.formatting import (
     signed_ci,
     with_ci,
 )
+from memprobe_core.report.leakage import shown_table1_figures, table_cell
 from memprobe_core.report.stats import DEFAULT_RESAMPLES, SMALL_N
 from memprobe_core.report.summary import summary_lines
 
@@ -89,13 +91,12 @@ def _pz_columns(t1: pd.DataFrame, discover_p: Any) -> dict[str, list[str]]:
     }
 
 
-def _acr_columns(t1: pd.DataFrame) -> dict[str, list[str]]:
-    """Table 1's adversarial-compression columns, or none when no ``acr`` unit ran."""
-    if "acr_memorized" not in t1 or not t1["acr_memorized"].notna().any():
-        return {}
+def _method_figure_columns(t1: pd.DataFrame) -> dict[str, list[str]]:
+    """Table 1's columns of the methods' own figures, of the methods some cell measured."""
     return {
-        "ACR": [num(v, 2) for v in t1["acr"]],
-        "ACR>1": [num(v, 2) for v in t1["acr_memorized"]],
+        f.table1.text: [num(v, f.table1.digits) for v in t1[f.name]]
+        for f in shown_table1_figures(t1)
+        if f.table1 is not None
     }
 
 
@@ -113,29 +114,10 @@ def _chance_columns(t1: pd.DataFrame) -> dict[str, list[str]]:
     }
 
 
-def _divergence_lines(d: pd.DataFrame) -> list[str]:
-    table = pd.DataFrame(
-        {
-            "Method": d["method_label"],
-            "Length": d["length"],
-            "units": d["units"],
-            "samples": d["samples"],
-            "tokens": d["generated_tokens"],
-            "spans": d["spans"],
-            "distinct": d["distinct_spans"],
-            "snippets": [num(v, 0) if v is not None else "–" for v in d["snippets_given_back"]],
-            "own": d["own_spans"],
-            "matched": d["matched_tokens"],
-            "longest": d["longest"],
-            "units w/ span": d["units_with_span"],
-            "min": d["min_tokens"],
-        }
-    )
-    return [
-        "\nDivergence: verbatim spans (≥ min tokens) of the audited set in the samples "
-        "(own: in the unit's snippet)",
-        table.to_string(index=False),
-    ]
+def _method_table_lines(frame: pd.DataFrame, table: MethodTable) -> list[str]:
+    """A method's own report table (``MethodSpec.report_table``) as text."""
+    shown = pd.DataFrame({c.text: [table_cell(v, c) for v in frame[c.key]] for c in table.columns})
+    return [f"\n{table.text_title}", shown.to_string(index=False)]
 
 
 def _table1_lines(
@@ -154,7 +136,7 @@ def _table1_lines(
             "Objective": [num(v) for v in t1["objective"]],
             **_verbatim_columns(t1, extract_k),
             **_pz_columns(t1, discover_p),
-            **_acr_columns(t1),
+            **_method_figure_columns(t1),
             **_chance_columns(t1),
         }
     )
@@ -413,8 +395,10 @@ def render_text(report: Report) -> str:
         )
     if not report.paired.empty:
         lines += _paired_lines(report.paired)
-    if not report.divergence.empty:
-        lines += _divergence_lines(report.divergence)
+    for name, table in method_tables():
+        frame = report.method_tables.get(name)
+        if frame is not None and not frame.empty:
+            lines += _method_table_lines(frame, table)
     if not report.pii.empty:
         lines += _pii_lines(report.pii)
     if not report.costs.empty:

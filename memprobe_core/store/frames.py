@@ -13,13 +13,14 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe_core.attacks.registry import extracts, method_label
+from memprobe_core.attacks.registry import extracts, figure_columns, method_label
 from memprobe_core.chance import CHANCE_COLUMNS, chance_rows
 from memprobe_core.membership.options import SIGNALS
 from memprobe_core.store.records import CandidateRecord, UnitRecord
 
-# Verbatim-extraction columns (``AttackResult.verbatim``), in the order shown.
-VERBATIM_COLUMNS: list[str] = [
+# The common verbatim-extraction columns (``AttackResult.verbatim``), in the order shown; the
+# methods' own figures follow them (:func:`verbatim_columns`).
+COMMON_VERBATIM_COLUMNS: list[str] = [
     "extract_k",
     "extractable",
     "match_tokens",
@@ -32,25 +33,11 @@ VERBATIM_COLUMNS: list[str] = [
     "discover_p",
     "pz_scheme",
     "pz_outside_support",
-    # adversarial compression (attacks.acr)
-    "acr",
-    "acr_prompt_tokens",
-    "acr_target_tokens",
-    "acr_memorized",
-    "acr_bound",
-    # divergence (attacks.divergence)
-    "divergence_spans",
-    "divergence_own_spans",
-    "divergence_longest",
-    "divergence_tokens",
-    "divergence_min_tokens",
-    "divergence_samples",
-    "divergence_generated_tokens",
-    "divergence_matches",  # the distinct spans, [[doc, doc_start, tokens], …]
 ]
 SIGNAL_COLUMNS: list[str] = [s.column for s in SIGNALS]
 
-RESULT_COLUMNS: list[str] = [
+# The columns before the verbatim ones.
+_UNIT_COLUMNS: list[str] = [
     "run_id",
     "snippet_id",
     "domain",
@@ -93,11 +80,26 @@ RESULT_COLUMNS: list[str] = [
     "answer_model",
     "generation_budget",
     "label",
-    *VERBATIM_COLUMNS,
-    *SIGNAL_COLUMNS,
-    # Mem's chance level (memprobe_core.chance; docs/method.md §2).
-    *CHANCE_COLUMNS,
 ]
+
+
+def verbatim_columns() -> list[str]:
+    """The verbatim columns: the common ones, then every registered method's own figures
+    (``MethodSpec.figures``) in report order. Read from the registry on each call, so a method
+    registered after import (a test's) has its columns too."""
+    return [*COMMON_VERBATIM_COLUMNS, *figure_columns()]
+
+
+def result_columns() -> list[str]:
+    """The results frame's columns: the unit's, the verbatim ones, the membership signals and
+    Mem's chance level (memprobe_core.chance; docs/method.md §2)."""
+    return [*_UNIT_COLUMNS, *verbatim_columns(), *SIGNAL_COLUMNS, *CHANCE_COLUMNS]
+
+
+# The columns as registered when the package is imported (every module of attacks registers on
+# import): for code that needs a constant, e.g. a test's empty frame.
+VERBATIM_COLUMNS: list[str] = verbatim_columns()
+RESULT_COLUMNS: list[str] = result_columns()
 
 
 CANDIDATE_COLUMNS: list[str] = [
@@ -136,7 +138,7 @@ def results_frame(
             (``(snippet_id, method, length)`` → text; the ``last`` output window), for the
             chance level.
 
-    Columns: ``RESULT_COLUMNS``.
+    Columns: :func:`result_columns`.
     """
     labels = labels or {}
     # The chance level is computed here, from the stored units, and nowhere else: it is a
@@ -151,7 +153,7 @@ def results_frame(
         }
         for unit, unit_chance in zip(units, chance)
     ]
-    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+    return pd.DataFrame(rows, columns=result_columns())
 
 
 def errors_frame(units: list[UnitRecord]) -> pd.DataFrame:
@@ -273,6 +275,6 @@ def result_row(
         "generation_budget": (manifest.get("generation") or {}).get("budget_tokens"),
         "label": label,
         # Not measured (older results, black-box victims): None, never a made-up 0.
-        **{c: (result.get("verbatim") or {}).get(c) for c in VERBATIM_COLUMNS},
+        **{c: (result.get("verbatim") or {}).get(c) for c in verbatim_columns()},
         **{s.column: (result.get("membership") or {}).get(s.name) for s in SIGNALS},
     }

@@ -120,7 +120,7 @@ def test_divergence_totals_add_up_per_method_and_length():
         divergence_matches=[[], [["s1", 10, 70], ["s3", 0, 60]], [["s1", 10, 70]], [], None],
     )
     report = build_report(frame, resamples=500)
-    (row,) = report.divergence.to_dict(orient="records")
+    (row,) = report.method_tables["divergence"].to_dict(orient="records")
     assert (row["units"], row["samples"], row["generated_tokens"]) == (4, 16, 4038)
     assert (row["spans"], row["own_spans"], row["matched_tokens"]) == (3, 1, 182)
     assert (row["longest"], row["units_with_span"], row["min_tokens"]) == (70, 2, "50")
@@ -129,11 +129,12 @@ def test_divergence_totals_add_up_per_method_and_length():
     assert "units with a span" in render_html(report)
     data = json.loads(json.dumps(report_to_dict(report), allow_nan=False))
     assert data["divergence"][0]["spans"] == 3
-    assert build_report(results(), resamples=500).divergence.empty
+    assert build_report(results(), resamples=500).method_tables["divergence"].empty
 
 
 def test_the_lines_shown_for_a_result_name_each_outcome():
-    from memprobe_core.report.leakage import describe, describe_lines_of_method
+    from memprobe_core.attacks.registry import describe_result
+    from memprobe_core.report.leakage import describe
 
     found = describe(
         {"acr_memorized": True, "acr": 2.5, "acr_prompt_tokens": 4, "acr_target_tokens": 10}
@@ -154,7 +155,7 @@ def test_the_lines_shown_for_a_result_name_each_outcome():
         "divergence_longest": 70,
         "divergence_own_spans": 1,
     }
-    (line,) = describe_lines_of_method(divergence)
+    (line,) = describe_result(divergence)
     assert "2 verbatim span(s) of at least 50 tokens" in line and "longest 70" in line
     pz = {
         "pz_scheme": "greedy",
@@ -164,4 +165,4 @@ def test_the_lines_shown_for_a_result_name_each_outcome():
         "log10_n_at_p": 0.0,
     }
     assert describe(pz)[-1].startswith("Probabilistic extraction (greedy): log10 p_z = 0.00")
-    assert describe_lines_of_method(pz) == [] and describe({}) == []
+    assert describe_result(pz) == [] and describe({}) == []
