@@ -4,8 +4,10 @@ A method module ends with one :func:`register` call giving its :class:`MethodSpe
 display label, the model roles it needs, the section of :class:`~memprobe_core.attacks.options.AttackOptions` that holds its
 options and the class of those options, which roles must be white-box, and its entry function.
 Every list of methods in memprobe — the CLI's choices, the methods a page offers for the models
-it has, the report's order and labels, the roles an audit loads — is derived from here, so a new
-method is one module (plus its tests) and nothing else::
+it has, the report's order and labels, the roles an audit loads — is derived from here, and so
+are the columns of a method's own figures (``MethodSpec.figures``: the results frame, Table 1,
+the pages' labels), its report table and its result line, so a new method is one module (plus
+its tests) and nothing else (docs/adding-a-method.md)::
 
     register(MethodSpec(name="mine", label="Mine", run=run_mine, roles=("victim",), rank=60))
 
