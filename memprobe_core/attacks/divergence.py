@@ -73,6 +73,7 @@ from memprobe_core.attacks.victim import VictimAnswer, scoring_tokenizer, victim
 from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.metrics import window_text
 from memprobe_core.models.base import Completion, Decoding, Generator
+from memprobe_core.models.measure_cache import tokenizer_name
 from memprobe_core.snippets.span_index import SpanIndex, SpanMatch
 from memprobe_core.snippets.split import DataError, Snippet, SplitSnippet
 
@@ -351,8 +352,6 @@ class WordTokens:
 
 def victim_tokens(victim: Generator) -> Tokens:
     """What spans are counted in: the victim's tokenizer, else whitespace words."""
-    from memprobe_core.membership.signals import tokenizer_name
-
     tokenizer = victim.tokenizer
     name = tokenizer_name(tokenizer) if tokenizer is not None else "whitespace"
     if tokenizer is None or name == "whitespace":
