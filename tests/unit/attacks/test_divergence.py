@@ -15,12 +15,14 @@ from memprobe_core.attacks import divergence as dv
 from memprobe_core.attacks.divergence import DivergenceOptions
 from memprobe_core.attacks.events import CandidateScored, Finished, RoundFinished, RoundStarted
 from memprobe_core.attacks.model_set import MissingModelError
+from memprobe_core.attacks.prepare import prepare_options
 from memprobe_core.audit import ModelNames, run_audit, start_audit
 from memprobe_core.audit.audit import CheckedModelsFactory
 from memprobe_core.cli.common import attack_options
 from memprobe_core.cli.main import build_parser
 from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.models.scripted import Ask, ScriptedGenerator
+from memprobe_core.runs.unit import UNIT_CONTEXT
 from memprobe_core.snippets.split import Snippet, split
 from memprobe_core.store import Store, UnitKey
 
@@ -54,8 +56,10 @@ def piece(snippet_id: str = "s0", length: int = 40):
 @pytest.fixture(autouse=True)
 def fresh_cache():
     dv._CACHE.clear()
+    dv._AUDITED.clear()
     yield
     dv._CACHE.clear()
+    dv._AUDITED.clear()
 
 
 def test_a_span_of_the_own_snippet_is_found_with_its_doc_and_positions() -> None:
@@ -333,13 +337,17 @@ def test_a_changed_dataset_or_an_unreadable_store_is_refused(tmp_path) -> None:
         ModelNames(backend="fake", victim="x"),
         split_tokenizer="whitespace",
     )
-    victim = diverging_victim("x")
+    # The unit runner reads the dataset before the unit (the method never opens the store).
     moved = options(corpus_store=str(tmp_path / "gone.sqlite"), corpus_run=run_id)
     with pytest.raises(UsageError, match="gone.sqlite, which this process cannot read"):
-        run_method("divergence", piece(), ModelSet(victim=victim), moved)
+        prepare_options(moved, ["divergence"], UNIT_CONTEXT)
     changed = options(corpus_store=str(store.path), corpus_run=run_id, corpus_fingerprint="0" * 64)
     with pytest.raises(UsageError, match="not the ones the audit started with"):
-        run_method("divergence", piece(), ModelSet(victim=victim), changed)
+        prepare_options(changed, ["divergence"], UNIT_CONTEXT)
+    # Run without being prepared, a unit says so rather than matching against nothing.
+    victim = diverging_victim("x")
+    with pytest.raises(UsageError, match="was not read in this process"):
+        run_method("divergence", piece(), ModelSet(victim=victim), moved)
 
 
 def test_an_audit_refuses_a_victim_without_a_chat_template_before_any_unit(tmp_path) -> None:
