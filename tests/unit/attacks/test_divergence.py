@@ -16,7 +16,7 @@ from memprobe_core.attacks.divergence import DivergenceOptions
 from memprobe_core.attacks.events import CandidateScored, Finished, RoundFinished, RoundStarted
 from memprobe_core.attacks.model_set import MissingModelError
 from memprobe_core.attacks.prepare import prepare_options
-from memprobe_core.audit import ModelNames, run_audit, start_audit
+from memprobe_core.audit import ModelNames, resume_audit, run_audit, start_audit
 from memprobe_core.audit.audit import CheckedModelsFactory
 from memprobe_core.cli.common import attack_options
 from memprobe_core.cli.main import build_parser
@@ -324,6 +324,33 @@ def test_an_audit_matches_every_snippet_of_its_dataset_and_stores_the_spans(tmp_
         for u in ("s0", "s1", "s2")
     ]
     assert cached == [False, True, True]
+
+
+def test_a_stored_run_naming_its_corpus_resumes_from_where_the_store_is_now(tmp_path) -> None:
+    """A config that names a store file and run (as every stored divergence audit does; here a
+    file since moved) is read back, names the store where it is now, and resumes."""
+    store = Store(tmp_path / "c.sqlite")
+    run_id = start_audit(
+        store,
+        SNIPPETS,
+        ["divergence"],
+        [40],
+        options(samples=2, min_span_tokens=5),
+        ModelNames(victim="test/chat", backend="fake"),
+        split_tokenizer="whitespace",
+    )
+    config = store.get_run(run_id)["config"]
+    section = config["options"]["method_options"]["divergence"]
+    section.update(corpus_store=str(tmp_path / "moved" / "away.sqlite"), corpus_run=run_id)
+    store.update_run(run_id, config=config)
+    victim = diverging_victim(passage("s1", 30, 45))
+    summary = resume_audit(store, run_id, models=ModelSet(victim=victim))
+    assert (summary.done, summary.errors) == (3, 0)
+    stored = store.get_run(run_id)["config"]["options"]["method_options"]["divergence"]
+    assert (stored["corpus_store"], stored["corpus_run"]) == (str(store.path.resolve()), run_id)
+    assert stored["corpus_fingerprint"] == dv.corpus_fingerprint(SNIPPETS)
+    result = store.result(run_id, UnitKey("s0", "divergence", 40))
+    assert result is not None and result.verbatim["divergence_matches"] == [["s1", 30, 15]]
 
 
 def test_a_changed_dataset_or_an_unreadable_store_is_refused(tmp_path) -> None:
