@@ -1,9 +1,8 @@
 """What a measurement of a text on a model is cached under, and the cache itself.
 
 The membership signals, probabilistic extraction, SaMIA and the methods that score the victim
-teacher-forced (``verbatim``, ``acr``) all measure "this text on this model"; they key their
-caches by :func:`model_key` and tell a piece cut by the victim's own tokenizer by
-:func:`tokenizer_name`. It lives with the models, below both the methods and membership, so
+teacher-forced all measure "this text on this model"; they key their caches by
+:func:`model_key` and tell a piece cut by the victim's own tokenizer by :func:`tokenizer_name`. It lives with the models, below both the methods and membership, so
 neither has to import the other for it.
 """
 
