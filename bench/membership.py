@@ -64,7 +64,7 @@ def plain_forward(victim: Any, piece: Any) -> Any:
     adds one), batch 1, no statistics: ``(logits, row)``."""
     import torch
 
-    from memprobe_core.membership.signals import model_row
+    from memprobe_core.membership.scoring_pass import model_row
 
     row, _ = model_row(victim.tokenizer, [*piece.prefix_ids, *piece.suffix_ids], piece.text)
     with torch.inference_mode():
@@ -76,7 +76,7 @@ def stats_only(logits: Any, row: list[int]) -> Any:
     """The statistics of one row from its logits (what the signals add to a forward)."""
     import torch
 
-    from memprobe_core.membership.signals import row_stats
+    from memprobe_core.membership.scoring_pass import row_stats
 
     with torch.inference_mode():
         return row_stats(logits, row, calibrate=True)
@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from memprobe_core.membership import samia as sm
     from memprobe_core.membership import signals as sig
     from memprobe_core.models import load
+    from memprobe_core.models import measure_cache as mc
 
     t0 = time.perf_counter()
     victim = load(args.victim)
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         others,
         source="corpus",
         origin="the other demo-corpus texts",
-        tokenizer_name=sig.tokenizer_name(victim.tokenizer),
+        tokenizer_name=mc.tokenizer_name(victim.tokenizer),
     )
     with_dc_pdd = MeasureOptions(dc_pdd_frequencies=counted)
 

@@ -17,8 +17,8 @@ import streamlit as st
 from memprobe_core.report import build as report_build
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import SMALL_N_MARK, n_mark, with_ci
-from memprobe_core.report.stats import SMALL_N
 from memprobe_core.report.summary import pooled_rows, verdict_lines
+from memprobe_core.stats import SMALL_N
 from memprobe_core.store import Store
 from ui_common.job_runner import Job, ProgressSnapshot
 from ui_common.page import md

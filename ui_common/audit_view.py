@@ -40,10 +40,11 @@ from memprobe_core.membership.verdict import (
 )
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import SMALL_N_MARK, p_text
-from memprobe_core.report.stats import CONFIDENCE, DEFAULT_RESAMPLES, SMALL_N
+from memprobe_core.report.stats import DEFAULT_RESAMPLES
 from memprobe_core.snippets.corpus import DOMAINS, demo_corpus, demo_split, nonmember_summary
 from memprobe_core.snippets.nonmembers import NONMEMBER_DOMAINS
 from memprobe_core.snippets.split import DataError, Snippet
+from memprobe_core.stats import CONFIDENCE, SMALL_N
 from memprobe_core.store import Store
 from ui_common import charts, tables
 from ui_common import methods as methods_ui

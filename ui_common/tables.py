@@ -34,7 +34,7 @@ from memprobe_core.attacks.result import CANDIDATE_FLAG_MEANINGS
 from memprobe_core.highlight import show_controls
 from memprobe_core.membership.options import SIGNAL_BY_NAME
 from memprobe_core.report.formatting import MISSING, SMALL_N_MARK, n_mark, signed_ci, with_ci
-from memprobe_core.report.stats import SMALL_N
+from memprobe_core.stats import SMALL_N
 
 __all__ = [
     "BEST_MARK",

@@ -75,6 +75,7 @@ from memprobe_core.attacks.victim import (
 )
 from memprobe_core.errors import OptionError
 from memprobe_core.models.base import Generator, TextTokenizer
+from memprobe_core.models.measure_cache import tokenizer_name
 from memprobe_core.snippets.split import SplitSnippet
 
 logger = logging.getLogger(__name__)
@@ -469,8 +470,6 @@ def _add_counts(total: SearchCounts, part: SearchCounts) -> None:
 def _prefix_ids(split: SplitSnippet, victim: Generator) -> list[int]:
     """The true prefix in the victim's tokens, without special tokens (a BOS the split counted
     among the prefix tokens is the search's fixed lead, not part of the prompt)."""
-    from memprobe_core.membership.signals import tokenizer_name
-
     tok = victim.tokenizer
     assert tok is not None  # checked by _white_box_victim
     if split.tokenizer_name == tokenizer_name(tok):

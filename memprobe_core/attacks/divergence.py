@@ -13,8 +13,8 @@ one word of ``words`` (the words rotate with the unit's seed, so an audit covers
 and matches every answer against:
 
 - the unit's own snippet, always;
-- in an audit, every snippet of the audited dataset (the audit records where they are and their
-  fingerprint in these options: :func:`with_audit_corpus`);
+- in an audit, every snippet of the audited dataset (its fingerprint, store file and run are
+  recorded in these options, and its snippets read before each unit, by :func:`prepare`);
 - the texts of ``reference_corpus``, a ``.txt`` (one text per blank-line-separated block),
   ``.jsonl``, ``.csv`` or ``.parquet`` file, when given.
 
@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from memprobe_core.attacks import divergence_report
+from memprobe_core.attacks.context import MethodContext, ReadSnippets
 from memprobe_core.attacks.costs import CostMeter
 from memprobe_core.attacks.events import (
     CandidateScored,
@@ -74,6 +75,7 @@ from memprobe_core.attacks.victim import VictimAnswer, scoring_tokenizer, victim
 from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.metrics import window_text
 from memprobe_core.models.base import Completion, Decoding, Generator
+from memprobe_core.models.measure_cache import tokenizer_name
 from memprobe_core.snippets.span_index import SpanIndex, SpanMatch
 from memprobe_core.snippets.split import DataError, Snippet, SplitSnippet
 
@@ -118,7 +120,7 @@ class DivergenceOptions:
             with short answers may count shorter ones.
         reference_corpus: a file of more texts to match against (``""``: none).
         corpus_fingerprint / corpus_store / corpus_run: the audited dataset to match against,
-            set by the audit (:func:`with_audit_corpus`): the fingerprint of its snippets, the
+            set by the audit (:func:`prepare`): the fingerprint of its snippets, the
             store file holding them and the run; left ``None``, only the unit's own snippet and
             the reference corpus are matched. ``corpus_run`` may also be given by hand to match
             a probe against another run's snippets (with ``corpus_store``).
@@ -206,27 +208,25 @@ def corpus_fingerprint(snippets: Iterable[Snippet]) -> str:
     return digest.hexdigest()
 
 
-def with_audit_corpus(
-    options: AttackOptions,
-    *,
-    fingerprint: str | None = None,
-    store: str | Path | None = None,
-    run_id: int | None = None,
-) -> AttackOptions:
-    """``options`` whose divergence section names the audited dataset (only the parts given).
+def prepare(opts: DivergenceOptions, context: MethodContext) -> DivergenceOptions:
+    """The divergence section completed from its run (``MethodSpec.prepare``).
 
-    The snippets themselves stay in the store (an audit keeps them in full): the config holds
-    their fingerprint, the store file and the run, so a resumed audit or a Ray worker that can
-    read the store file loads the same snippets, and a changed set is refused.
+    - An audit being created (``context.snippets``): the reference corpus is checked now
+      (refused before anything is stored) and the dataset is named by its fingerprint.
+    - An audit about to run (``context.store_path`` and ``run_id``): the store file and run that
+      hold the snippets, so a resumed audit or a Ray worker that reads the file loads the same
+      ones; the config stays small whatever the dataset.
+    - A unit about to run (``context.read_snippets``): the snippets of the run the options name
+      are read, once per process, for :func:`shared_matcher` (a changed set is refused).
     """
-    opts: DivergenceOptions = options.for_method(METHOD)
-    changes: dict[str, Any] = {}
-    if fingerprint is not None:
-        changes["corpus_fingerprint"] = fingerprint
-    if store is not None and run_id is not None:
-        changes.update(corpus_store=str(Path(store).resolve()), corpus_run=int(run_id))
-    sections = {**options.method_options, METHOD: replace(opts, **changes)}
-    return replace(options, method_options=sections)
+    if context.snippets:
+        check_reference_corpus(opts)
+        opts = replace(opts, corpus_fingerprint=corpus_fingerprint(context.snippets))
+    if context.store_path is not None and context.run_id is not None:
+        opts = replace(opts, corpus_store=str(context.store_path), corpus_run=int(context.run_id))
+    if context.read_snippets is not None and opts.corpus_run is not None:
+        _read_audited(opts, context.read_snippets)
+    return opts
 
 
 def check_reference_corpus(opts: DivergenceOptions) -> list[Snippet]:
@@ -256,8 +256,9 @@ def check_reference_corpus(opts: DivergenceOptions) -> list[Snippet]:
     return texts
 
 
-def audited_snippets(opts: DivergenceOptions) -> list[Snippet]:
-    """The audited dataset's snippets, read from the store the options name (``[]``: none named).
+def audited_snippets(opts: DivergenceOptions, read: ReadSnippets) -> list[Snippet]:
+    """The audited dataset's snippets, read with ``read`` from the store the options name
+    (``[]``: none named).
 
     Raises:
         UsageError: the store file cannot be read here (a Ray worker on another machine needs
@@ -266,8 +267,6 @@ def audited_snippets(opts: DivergenceOptions) -> list[Snippet]:
     """
     if opts.corpus_run is None:
         return []
-    from memprobe_core.store import Store
-
     path = Path(opts.corpus_store or "")
     if not path.is_file():
         raise UsageError(
@@ -275,8 +274,7 @@ def audited_snippets(opts: DivergenceOptions) -> list[Snippet]:
             "this process cannot read; put the store on a path every worker can read, or "
             "run the audit with the local executor"
         )
-    with Store(path) as store:
-        snippets = store.samples(opts.corpus_run)
+    snippets = read(path, opts.corpus_run)
     if not snippets:
         raise UsageError(
             f"divergence: run {opts.corpus_run} of store {path} has no snippets to match against"
@@ -287,6 +285,49 @@ def audited_snippets(opts: DivergenceOptions) -> list[Snippet]:
             "the audit started with (their fingerprint differs)"
         )
     return snippets
+
+
+# The audited datasets this process has read (by :func:`prepare`, before a unit), kept for
+# :func:`shared_matcher`; as many as the indexes it keeps.
+_AUDITED: OrderedDict[str, tuple[Snippet, ...]] = OrderedDict()
+
+
+def _audited_key(opts: DivergenceOptions) -> str:
+    """What names an audited dataset: its fingerprint, or its store file and run."""
+    return opts.corpus_fingerprint or f"{opts.corpus_store}#{opts.corpus_run}"
+
+
+def _read_audited(opts: DivergenceOptions, read: ReadSnippets) -> None:
+    key = _audited_key(opts)
+    with _CACHE_LOCK:
+        if key in _AUDITED:
+            _AUDITED.move_to_end(key)
+            return
+    snippets = tuple(audited_snippets(opts, read))  # outside the lock: it reads a file
+    with _CACHE_LOCK:
+        _AUDITED[key] = snippets
+        while len(_AUDITED) > INDEX_CACHE_SIZE:
+            _AUDITED.popitem(last=False)
+
+
+def _audited(opts: DivergenceOptions) -> list[Snippet]:
+    """The audited dataset's snippets read by :func:`prepare` in this process (``[]``: none
+    named). Call with ``_CACHE_LOCK`` held.
+
+    Raises:
+        UsageError: the options name a dataset this process has not read (the unit was not
+            prepared: units run through :func:`memprobe_core.runs.unit.run_unit`).
+    """
+    if opts.corpus_run is None:
+        return []
+    snippets = _AUDITED.get(_audited_key(opts))
+    if snippets is None:
+        raise UsageError(
+            f"divergence: the audited dataset (run {opts.corpus_run} of store "
+            f"{opts.corpus_store}) was not read in this process; run the unit through the unit "
+            "runner, which prepares it"
+        )
+    return list(snippets)
 
 
 class Tokens(Protocol):
@@ -352,8 +393,6 @@ class WordTokens:
 
 def victim_tokens(victim: Generator) -> Tokens:
     """What spans are counted in: the victim's tokenizer, else whitespace words."""
-    from memprobe_core.membership.signals import tokenizer_name
-
     tokenizer = victim.tokenizer
     name = tokenizer_name(tokenizer) if tokenizer is not None else "whitespace"
     if tokenizer is None or name == "whitespace":
@@ -394,7 +433,7 @@ def shared_matcher(opts: DivergenceOptions, tokens: Tokens) -> Matcher | None:
     reference file's path, size and time, and the tokenizer."""
     audit_key = ""
     if opts.corpus_run is not None:  # a fingerprint alone names no snippets to load
-        audit_key = opts.corpus_fingerprint or f"{opts.corpus_store}#{opts.corpus_run}"
+        audit_key = _audited_key(opts)
     reference_key = _file_key(opts.reference_corpus)
     if not audit_key and not reference_key:
         return None
@@ -405,7 +444,7 @@ def shared_matcher(opts: DivergenceOptions, tokens: Tokens) -> Matcher | None:
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return replace(_CACHE[key], cached=True)
-        docs = audited_snippets(opts) + [
+        docs = _audited(opts) + [
             replace(s, id=f"{REFERENCE_PREFIX}{s.id}") for s in check_reference_corpus(opts)
         ]
         matcher = build_matcher(docs, tokens)
@@ -795,5 +834,6 @@ register(
         figures=divergence_report.FIGURES,
         describe=divergence_report.describe_divergence,
         report_table=divergence_report.TOTALS_TABLE,
+        prepare=prepare,
     )
 )

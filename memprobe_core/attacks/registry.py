@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from memprobe_core.attacks.context import MethodContext
 from memprobe_core.attacks.figures import Figure, MethodTable
 from memprobe_core.errors import UsageError
 
@@ -68,6 +69,12 @@ class MethodSpec:
             Compare page does not offer it.
         verbatim: the method measures the verbatim metrics itself without an output to score
             (``verbatim``: teacher-forced greedy match); Table 1 shows its extraction rate.
+        prepare: ``(options, context) -> options``: its options section completed from the run
+            it belongs to (a :class:`~memprobe_core.attacks.context.MethodContext`), called when
+            an audit is created and each time it runs (what it returns is stored in the run's
+            config) and by the unit runner before each unit (``divergence``: the audited
+            dataset's fingerprint, then its store file and run, then its snippets, read through
+            the context). A method never opens the store itself.
         prefetch: ``(pieces, models, options) -> None``, called by an executor with the pieces of
             this method's next units before it runs them: it may compute, in batches, what those
             units will ask for and keep it where their ``run`` looks first (``verbatim``: many
@@ -100,6 +107,7 @@ class MethodSpec:
     candidates: Callable[[Any], int] | None = None
     extracts: bool = True
     verbatim: bool = False
+    prepare: Callable[[Any, MethodContext], Any] | None = None
     prefetch: Callable[..., None] | None = None
     figures: tuple[Figure, ...] = ()
     describe: Callable[[Mapping[str, Any]], str | None] | None = None

@@ -37,7 +37,7 @@ from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.attacks.registry import MethodSpec, register
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.attacks.signals_only import unscored_result
-from memprobe_core.membership.signals import MeasureCache
+from memprobe_core.models.measure_cache import MeasureCache, model_key, tokenizer_name
 from memprobe_core.snippets.split import SplitSnippet
 
 METHOD = "verbatim"
@@ -50,8 +50,6 @@ _MATCHES = MeasureCache(size=4096)
 def suffix_ids(split: SplitSnippet, victim: Any) -> list[int]:
     """The suffix as the victim's tokens: the split's own when the victim's tokenizer cut it,
     else the suffix text encoded by the victim's tokenizer."""
-    from memprobe_core.membership.signals import tokenizer_name
-
     tok = victim.tokenizer
     if split.tokenizer_name == tokenizer_name(tok):
         return list(split.suffix_ids)
@@ -69,8 +67,6 @@ def _rows(split: SplitSnippet, victim: Any) -> tuple[list[int], list[int]]:
 
 
 def _match_key(victim: Any, prompt: list[int], suffix: list[int]) -> tuple[Any, ...]:
-    from memprobe_core.membership.signals import model_key
-
     return (model_key(victim), tuple(prompt), tuple(suffix))
 
 

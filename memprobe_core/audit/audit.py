@@ -23,14 +23,16 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from memprobe_core import __version__
-from memprobe_core.attacks import divergence, registry, run_method
+from memprobe_core.attacks import registry, run_method
+from memprobe_core.attacks.context import MethodContext
 from memprobe_core.attacks.events import EventCallback
 from memprobe_core.attacks.model_set import MissingModelError, ModelSet, has_weights
-from memprobe_core.attacks.options import AttackOptions
+from memprobe_core.attacks.options import BUILT_IN_SECTIONS, AttackOptions
+from memprobe_core.attacks.prepare import prepare_options
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.errors import MemprobeError
 from memprobe_core.executors.base import AuditWork, Executor
@@ -131,9 +133,10 @@ def start_audit(
     Raises:
         ValueError: no snippets, an unknown method, a length below 2 or a bad tokenizer choice.
         UsageError: ``options.measure.recall_shots`` on a dataset with too few labelled texts;
-            divergence's reference corpus missing or empty.
-        MissingModelError: a method that needs a chat model (divergence) named with a model
-            known to have no chat template (an embedded base model).
+            a method's ``prepare`` hook refusing its options for this dataset (a reference
+            corpus missing or empty).
+        MissingModelError: a method that needs a chat model (``MethodSpec.chat_roles``) named
+            with a model known to have no chat template (an embedded base model).
     """
     methods = registry.check_methods(methods)
     if not snippets:
@@ -157,8 +160,7 @@ def start_audit(
     options = replace(options, measure=with_recall_prefixes(options.measure, snippets))
     names = (models or ModelNames()).resolved()
     refuse_known_without_chat(methods, names)
-    if divergence.METHOD in methods:
-        options = _with_divergence_corpus(options, snippets)
+    options = prepare_options(options, methods, MethodContext(snippets=tuple(snippets)))
     config = RunConfig(
         methods=tuple(methods),
         lengths=tuple(lengths),
@@ -268,7 +270,7 @@ def run_audit(
     # Claimed (owner written, status running) in one write transaction before any other change:
     # of two processes starting this run at once, one gets it and the other is refused here.
     _claim(store, run_id)
-    _record_audit_corpus(store, run_id)
+    _prepare_methods(store, run_id)
     run = store.get_run(run_id)  # with the owner just written, for the manifest below
     _redo_units_left_running(store, run_id)
     pending = [u["key"] for u in store.units(run_id, status="pending")]
@@ -310,38 +312,44 @@ def run_audit(
     return _summary(store, run_id, status, tally.ran, started)
 
 
-def _with_divergence_corpus(options: AttackOptions, snippets: Sequence[Snippet]) -> AttackOptions:
-    """``options`` whose divergence section holds the audited dataset's fingerprint, its
-    reference corpus checked now (refused before anything is stored).
-
-    The snippets are matched from the store, which keeps them in full (``samples``): the config
-    names them by fingerprint here, and by store file and run once the audit runs
-    (:func:`_record_audit_corpus`), so the stored config stays small whatever the dataset.
-    """
-    divergence.check_reference_corpus(options.for_method(divergence.METHOD))
-    return divergence.with_audit_corpus(
-        options, fingerprint=divergence.corpus_fingerprint(snippets)
-    )
-
-
-def _record_audit_corpus(store: Store, run_id: int) -> None:
-    """Name this store file and run in the config's divergence options, where a divergence unit
-    (here, or in a Ray worker that reads the same file) loads the audited snippets from.
+def _prepare_methods(store: Store, run_id: int) -> None:
+    """Let each method's ``prepare`` hook record this store file and run in its options section
+    of the config (e.g. where its units read the audited snippets from, here or in a Ray worker
+    that reads the same file).
 
     Done as the audit runs, not when it is created: the run id is known then, and a store
-    file moved since is named where it is now. Nothing is written when the config names it.
+    file moved since is named where it is now. Only the fields a hook changed are written,
+    and nothing when none changed.
     """
-    config = store.get_run(run_id)["config"]
-    if divergence.METHOD not in config.get("methods", ()):
-        return
+    raw = store.get_run(run_id)["config"]
+    config = RunConfig.from_dict(raw)
+    context = MethodContext(store_path=store.path.resolve(), run_id=run_id)
+    prepared = prepare_options(config.options, config.methods, context)
+    changed = False
+    for method in config.methods:
+        before, after = config.options.for_method(method), prepared.for_method(method)
+        if before == after:
+            continue
+        key = registry.get_method(method).options_key
+        assert key is not None  # only a method with an options section is prepared
+        _stored_section(raw, key).update(_changed_fields(before, after))
+        changed = True
+    if changed:
+        store.update_run(run_id, config=raw)
+
+
+def _stored_section(config: dict[str, Any], key: str) -> dict[str, Any]:
+    """The options section ``key`` of a stored config (made when it has none)."""
     options = config.setdefault("options", {})
-    sections = options.setdefault("method_options", {})
-    section = sections.setdefault(divergence.METHOD, {})
-    wanted = {"corpus_store": str(store.path.resolve()), "corpus_run": int(run_id)}
-    if all(section.get(key) == value for key, value in wanted.items()):
-        return
-    section.update(wanted)
-    store.update_run(run_id, config=config)
+    holder = options if key in BUILT_IN_SECTIONS else options.setdefault("method_options", {})
+    section: dict[str, Any] = holder.setdefault(key, {})
+    return section
+
+
+def _changed_fields(before: Any, after: Any) -> dict[str, Any]:
+    """The fields of the options dataclass ``after`` that differ from ``before``, as stored."""
+    new = asdict(after)
+    return {name: value for name, value in new.items() if getattr(before, name) != value}
 
 
 def refuse_known_without_chat(methods: Sequence[str], names: ModelNames) -> None:

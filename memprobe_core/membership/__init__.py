@@ -3,7 +3,8 @@
 - :mod:`.measure`: what the unit runner measures beside each result (verbatim metrics, signals).
 - :mod:`.options`: what is measured (``MeasureOptions``) and the one list of signals (``SIGNALS``).
 - :mod:`.signals`: loss, perplexity, zlib, lowercase, Min-K%, Min-K%++ and reference ratio of a
-  snippet, from one batched forward pass of a white-box victim.
+  snippet, from one batched forward pass of a white-box victim (:mod:`.scoring_pass`: the rows
+  and the pass; :mod:`.token_stats`: the statistics and the signals computed from them).
 - :mod:`.samia`: SaMIA, ROUGE-1 recall of continuations sampled from the victim (no log-probs
   needed), off unless ``samia_samples`` is set.
 - :mod:`.verbatim`: k-extractability and the longest verbatim span of an output.

@@ -48,8 +48,8 @@ from memprobe_core.membership.evaluate import (
     membership_table,
     tpr_at_fpr,
 )
-from memprobe_core.report.stats import holm
 from memprobe_core.snippets.split import MEMBER, NONMEMBER, DataError
+from memprobe_core.stats import holm
 
 DEFAULT_FOLDS = 5
 # The blind baseline warns when its AUROC is at least the best score's minus this.

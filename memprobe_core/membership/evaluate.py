@@ -52,8 +52,8 @@ from scipy import stats
 from memprobe_core.attacks.registry import extracts, method_label, method_rank
 from memprobe_core.errors import OptionError
 from memprobe_core.membership.options import SIGNALS
-from memprobe_core.report.stats import CONFIDENCE
 from memprobe_core.snippets.split import MEMBER, NONMEMBER
+from memprobe_core.stats import CONFIDENCE
 
 # MEMBERSHIP_COLUMNS' TPR columns and the FPR each one targets.
 FPR_TARGETS: dict[str, float] = {"tpr_at_1": 0.01, "tpr_at_01": 0.001}

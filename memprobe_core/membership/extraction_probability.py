@@ -36,8 +36,9 @@ from memprobe_core.membership.sampler import (
     sampler_log_probs,
     samples_needed,
 )
-from memprobe_core.membership.signals import MeasureCache
+from memprobe_core.membership.scoring_pass import model_row, victim_ids
 from memprobe_core.models.base import Generator
+from memprobe_core.models.measure_cache import MeasureCache, from_weights, model_key, scorable
 from memprobe_core.secrets import redact_secrets
 from memprobe_core.snippets.split import SplitSnippet
 
@@ -102,17 +103,13 @@ def clear_cache() -> None:
 
 
 def _pass_key(victim: Generator, piece: SplitSnippet, scheme: SamplingScheme) -> tuple[Any, ...]:
-    from memprobe_core.membership import signals
-
-    key: tuple[Any, ...] = (signals.model_key(victim), piece.text, piece.prefix)
+    key: tuple[Any, ...] = (model_key(victim), piece.text, piece.prefix)
     return key + (piece.prefix_ids, piece.suffix_ids, scheme)
 
 
 def suffix_row(tokenizer: Any, piece: SplitSnippet) -> tuple[list[int], int]:
     """The row p_z feeds (the signals' row: the split's own ids, the signals' BOS rule) and the
     index in it of the first suffix token (0 when nothing predicts it: not measurable)."""
-    from memprobe_core.membership.signals import model_row, victim_ids
-
     ids, n_prefix = victim_ids(tokenizer, piece)
     row, first = model_row(tokenizer, ids, piece.text)
     # The suffix starts at row index n_prefix + (BOS added in front ? 1 : 0).
@@ -158,9 +155,7 @@ def suffix_log_probs(victim: Generator, piece: SplitSnippet, scheme: SamplingSch
         ValueError: a black-box victim and a scheme that needs the whole next-token distribution
             (its server returns each token's log-prob only).
     """
-    from memprobe_core.membership import signals
-
-    if signals._usable(victim):
+    if from_weights(victim):
         return _white_box_log_probs(victim, piece, scheme)
     if not scheme.plain:
         raise ValueError(
@@ -202,9 +197,7 @@ def measure_extraction_probability(
     or failed (e.g. out of memory): ``{"pz_scheme", "pz_not_measured"}`` with why, logged; a side
     measurement never costs the unit its result.
     """
-    from memprobe_core.membership import signals
-
-    key: tuple[Any, ...] = (signals.model_key(victim), piece.text, piece.prefix)
+    key: tuple[Any, ...] = (model_key(victim), piece.text, piece.prefix)
     key += (piece.prefix_ids, piece.suffix_ids, scheme, float(discover_p))
     cached = _CACHE.get(key)
     if cached is not None:
@@ -218,9 +211,7 @@ def measure_extraction_probability(
 def _measure(
     victim: Generator, piece: SplitSnippet, scheme: SamplingScheme, discover_p: float
 ) -> dict[str, Any]:
-    from memprobe_core.membership import signals
-
-    if not signals._scorable(victim):
+    if not scorable(victim):
         return {
             "pz_scheme": scheme.label(),
             "pz_not_measured": "the victim exposes no weights and its server returns no prompt "

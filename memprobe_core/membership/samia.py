@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from memprobe_core.membership.options import MeasureOptions
-from memprobe_core.membership.signals import MeasureCache, model_key
 from memprobe_core.models.base import Decoding, Generator
+from memprobe_core.models.measure_cache import MeasureCache, model_key
 from memprobe_core.secrets import redact_secrets
 from memprobe_core.snippets.split import SplitSnippet
 

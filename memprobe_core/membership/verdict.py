@@ -9,7 +9,7 @@ unread. The rules reuse the controls' own thresholds; nothing here is a new stat
 
 - **blind baseline separable** (:attr:`BlindBaseline.separable`, the warning rule of
   :mod:`memprobe_core.membership.blind`): the sets differ without the model → *inconclusive*.
-- **too few texts**: fewer than :data:`~memprobe_core.report.stats.SMALL_N` in a set (the
+- **too few texts**: fewer than :data:`~memprobe_core.stats.SMALL_N` in a set (the
   report's small-cell mark: intervals and tests there are rough, docs/method.md §3) →
   *inconclusive*. Dataset inference counts the texts its test compares (the B halves).
 - **a control that fails**: the membership table's random-split control flagged, the blind
@@ -34,7 +34,7 @@ import pandas as pd
 
 from memprobe_core.membership.blind import ALPHA, BlindBaseline, _two_sided_p
 from memprobe_core.membership.inference import DatasetInference
-from memprobe_core.report.stats import SMALL_N, holm
+from memprobe_core.stats import SMALL_N, holm
 
 Conclusion = Literal["evidence", "no_evidence", "inconclusive"]
 EVIDENCE: Conclusion = "evidence"

@@ -73,14 +73,13 @@ from memprobe_core.report.leakage import method_figures, pz_figures
 from memprobe_core.report.select import apply_selection
 from memprobe_core.report.stats import (
     DEFAULT_RESAMPLES,
-    SMALL_N,
     TIE_TOLERANCE,
     bca_interval,
-    holm,
     paired_test,
     validate_resamples,
 )
 from memprobe_core.report.summary import summary_lines
+from memprobe_core.stats import SMALL_N, holm
 
 __all__ = [
     "DEFAULT_RESAMPLES",

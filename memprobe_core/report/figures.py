@@ -25,7 +25,7 @@ import plotly.io as pio
 from memprobe_core.attacks import registry
 from memprobe_core.attacks.registry import method_order
 from memprobe_core.report.formatting import SMALL_N_MARK
-from memprobe_core.report.stats import SMALL_N
+from memprobe_core.stats import SMALL_N
 
 METRIC_LABELS: dict[str, str] = {
     "mem": "Mem",

@@ -48,7 +48,7 @@ from memprobe_core.report import figures
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import n_mark, num, p_text, power_of_ten, signed_ci, with_ci
 from memprobe_core.report.leakage import shown_table1_figures, table_cell
-from memprobe_core.report.stats import SMALL_N
+from memprobe_core.stats import SMALL_N
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,12 @@
-"""Statistics behind the report: BCa intervals, paired tests and Holm's correction.
+"""Statistics behind the report: BCa intervals and paired tests (Holm's correction, the level
+and the small-n threshold are in :mod:`memprobe_core.stats`, shared with membership).
 
 Why these choices (docs/method.md, "Statistics for reports"): audits often have 5–30 snippets per cell
 and Mem scores on [0, 1] are skewed (many near 0). On Beta(0.5, 3) samples (``bench/stats.py``,
 2,000 samples per n) the former percentile bootstrap with 1,000 resamples covered the mean
 0.78 / 0.86 / 0.93 of the time at n = 5 / 10 / 30; the bias-corrected and accelerated (BCa)
 bootstrap with 5,000 resamples covers 0.80 / 0.89 / 0.94 — better, still short of 0.95 below
-n = 10, so cells with fewer than :data:`SMALL_N` values are flagged whatever the interval.
+n = 10, so cells with fewer than :data:`~memprobe_core.stats.SMALL_N` values are flagged whatever the interval.
 
 Defined results for degenerate samples (scipy warns and returns NaN there):
 
@@ -39,14 +40,14 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
+from memprobe_core.stats import CONFIDENCE
+
 log = logging.getLogger(__name__)
 
 DEFAULT_RESAMPLES = 5000
 MIN_RESAMPLES = 100
 # 100k resamples already pin a 95 % bound to ~0.1 % of its own spread; more only costs time.
 MAX_RESAMPLES = 100_000
-CONFIDENCE = 0.95  # the level of every interval in reports (membership.evaluate uses it too)
-SMALL_N = 10
 WILCOXON_MIN_NONZERO = 6
 # Differences smaller than this count as ties (scores are ratios of small integers, so real
 # differences are far larger; this only absorbs float noise).
@@ -196,25 +197,3 @@ def _signed_rank_flip_p(nonzero: np.ndarray, *, seed: int) -> float:
     # The observed assignment counts as one of the draws, so p is never 0 (Phipson & Smyth 2010).
     hits = int(np.sum(np.abs(r_plus - centre) >= observed - 1e-9))
     return (hits + 1) / (_PERMUTATIONS + 1)
-
-
-def holm(p_values: object) -> np.ndarray:
-    """Holm's step-down adjustment of a family of p-values (NaN stays NaN, not counted).
-
-    Holm controls the family-wise error rate (the chance of *any* false "significant" gain in a
-    report) without assuming the tests are independent — ours are not (one baseline is shared by
-    every method). ``scipy.stats.false_discovery_control`` is Benjamini–Hochberg, which controls
-    the false discovery *rate*, a weaker promise, so Holm is written out here.
-
-    Returns:
-        Adjusted p-values in the input order: for the k-th smallest of m,
-        ``max_{j<=k} min(1, (m - j + 1) * p_(j))``.
-    """
-    p = np.asarray(p_values, dtype=float).ravel()  # (m_all,)
-    out = np.full(p.shape, np.nan)
-    valid = np.flatnonzero(~np.isnan(p))
-    m = valid.size
-    order = valid[np.argsort(p[valid], kind="stable")]  # indices, smallest p first
-    scaled = (m - np.arange(m)) * p[order]  # (m - j + 1) * p_(j), j = 1..m
-    out[order] = np.minimum(1.0, np.maximum.accumulate(scaled))
-    return out

@@ -43,8 +43,9 @@ from memprobe_core.report.formatting import (
     with_ci,
 )
 from memprobe_core.report.leakage import shown_table1_figures, table_cell
-from memprobe_core.report.stats import DEFAULT_RESAMPLES, SMALL_N
+from memprobe_core.report.stats import DEFAULT_RESAMPLES
 from memprobe_core.report.summary import summary_lines
+from memprobe_core.stats import SMALL_N
 
 
 def _header_lines(meta: dict[str, Any]) -> list[str]:

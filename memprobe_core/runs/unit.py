@@ -25,12 +25,15 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, Protocol
 
 from memprobe_core.attacks import registry, run_method
+from memprobe_core.attacks.context import MethodContext
 from memprobe_core.attacks.events import AttackEvent, EventCallback
 from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.attacks.options import AttackOptions
+from memprobe_core.attacks.prepare import prepare_options
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.membership.measure import measure_result
@@ -170,6 +173,7 @@ def run_unit(
             piece = split_spec.cut(
                 snippet, unit.length, models, bos_in_prefix=bool(options.bos_in_prefix)
             )
+            options = prepare_options(options, [unit.method], UNIT_CONTEXT)
             result = runner(
                 unit.method, piece, models, options, on_event=record_then_forward, cancel=cancel
             )
@@ -256,6 +260,17 @@ def _record_cancel(
     return UnitOutcome(unit, "cancelled", result)
 
 
+def read_snippets(path: Path, run_id: int) -> list[Snippet]:
+    """The snippets of run ``run_id`` in the store file ``path`` (what a method's ``prepare``
+    may read of a store: :class:`~memprobe_core.attacks.context.MethodContext`)."""
+    with Store(path) as store:
+        return store.samples(run_id)
+
+
+# What a method is prepared with before each unit, in whichever process runs it.
+UNIT_CONTEXT = MethodContext(read_snippets=read_snippets)
+
+
 def snippets_by_id(store: Store, run_id: int) -> dict[str, Snippet]:
     """The run's snippets by id (what :func:`run_unit` needs for each unit)."""
     return {s.id: s for s in store.samples(run_id)}
@@ -269,6 +284,7 @@ __all__ = [
     "UnitStore",
     "error_text",
     "prefetch_units",
+    "read_snippets",
     "run_unit",
     "snippets_by_id",
 ]

@@ -1,5 +1,6 @@
-"""The package structure holds: no import cycle between memprobe's modules (every import counted:
-function-level and type-checking ones too), and the core never imports Streamlit."""
+"""The package structure holds: no import cycle between memprobe's modules, every import pointing
+down the declared layers (:data:`LAYERS`; every import counted: function-level and type-checking
+ones too), and the core never imports Streamlit."""
 
 from __future__ import annotations
 
@@ -10,6 +11,47 @@ import networkx as nx
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "memprobe_core"
+UI = ROOT / "ui_common"
+
+# memprobe's layers, lowest first: a module may import from its own layer and the layers below,
+# never from one above. An entry names a module or a package (with everything in it); a module
+# belongs to its longest entry, so a package can hand one of its modules to a lower layer.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    # Facts every layer reads: errors, paths, the scoring config, redaction, PII patterns, the
+    # shared statistical conventions, and the root package (version, logger name).
+    (
+        "memprobe_core",
+        "memprobe_core.errors",
+        "memprobe_core.paths",
+        "memprobe_core.config",
+        "memprobe_core.secrets",
+        "memprobe_core.pii",
+        "memprobe_core.stats",
+    ),
+    ("memprobe_core.metrics",),
+    ("memprobe_core.highlight", "memprobe_core.snippets"),
+    ("memprobe_core.models",),
+    # What is measured beside each result: ``MeasureOptions`` is part of every run's options
+    # (``AttackOptions.measure``), so it and the pure scores whose parameters it holds (DC-PDD,
+    # PAC, the sampler) sit below the methods; the rest of membership is above them.
+    (
+        "memprobe_core.membership.options",
+        "memprobe_core.membership.dc_pdd",
+        "memprobe_core.membership.pac",
+        "memprobe_core.membership.sampler",
+    ),
+    ("memprobe_core.attacks",),
+    # What reads the methods' results: membership evaluation and the measurement of each result,
+    # the chance level of Mem, the NER audit.
+    ("memprobe_core.membership", "memprobe_core.chance", "memprobe_core.ner"),
+    ("memprobe_core.store",),
+    ("memprobe_core.report",),
+    ("memprobe_core.runs",),
+    ("memprobe_core.executors",),
+    ("memprobe_core.audit",),
+    ("memprobe_core.cli",),
+    ("ui_common",),
+)
 
 
 def _module_name(path: Path) -> str:
@@ -17,12 +59,17 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _modules() -> dict[str, Path]:
-    return {_module_name(p): p for p in CORE.rglob("*.py")}
+def _modules(*packages: Path) -> dict[str, Path]:
+    return {_module_name(p): p for package in packages or (CORE,) for p in package.rglob("*.py")}
 
 
-def _imports(path: Path, name: str, known: set[str]) -> set[str]:
-    """The memprobe modules ``path`` imports anywhere in its body (resolved to modules)."""
+def _imports(path: Path, name: str, known: set[str], *, parents: bool = True) -> set[str]:
+    """The memprobe modules ``path`` imports anywhere in its body (resolved to modules).
+
+    ``parents``: also the packages whose ``__init__`` such an import runs first (a cycle through
+    one is a real cycle); the layer check leaves them out, as it checks each ``__init__``'s own
+    imports.
+    """
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -39,12 +86,12 @@ def _imports(path: Path, name: str, known: set[str]) -> set[str]:
                 f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names
             ]
         for target in targets:
-            if not target.startswith("memprobe_core"):
+            if target.split(".")[0] not in _PACKAGES:
                 continue
             while target not in known and "." in target:
                 target = target.rpartition(".")[0]
             # Importing a.b.c from outside package a.b first runs a.b's __init__: count it.
-            parent = target.rpartition(".")[0]
+            parent = target.rpartition(".")[0] if parents else ""
             while parent and not name.startswith(parent + ".") and parent != name:
                 found.add(parent)
                 parent = parent.rpartition(".")[0]
@@ -53,14 +100,39 @@ def _imports(path: Path, name: str, known: set[str]) -> set[str]:
     return found
 
 
-def _graph() -> nx.DiGraph:
-    modules = _modules()
+_PACKAGES = {"memprobe_core", "ui_common"}
+
+
+def _graph(*packages: Path, parents: bool = True) -> nx.DiGraph:
+    modules = _modules(*packages)
     graph = nx.DiGraph()
     for name, path in modules.items():
         graph.add_node(name)
-        for target in _imports(path, name, set(modules)):
+        for target in _imports(path, name, set(modules), parents=parents):
             graph.add_edge(name, target)
     return graph
+
+
+def _layer(module: str, layers: tuple[tuple[str, ...], ...] = LAYERS) -> int | None:
+    """The index in ``layers`` of ``module``'s longest entry (``None``: no entry names it). The
+    root package's entry is the root module alone, not everything under it."""
+    best: tuple[int, int] | None = None  # (entry length, layer)
+    for index, entries in enumerate(layers):
+        for entry in entries:
+            covers = module == entry or (entry != CORE.name and module.startswith(entry + "."))
+            if covers and (best is None or len(entry) > best[0]):
+                best = (len(entry), index)
+    return None if best is None else best[1]
+
+
+def _upward_imports(graph: nx.DiGraph, layers: tuple[tuple[str, ...], ...] = LAYERS) -> list[str]:
+    """Each import of a higher layer, as ``"importer (layer i) -> imported (layer j)"``."""
+    found = []
+    for importer, imported in sorted(graph.edges):
+        low, high = _layer(importer, layers), _layer(imported, layers)
+        if low is not None and high is not None and high > low:
+            found.append(f"{importer} (layer {low}) -> {imported} (layer {high})")
+    return found
 
 
 def test_no_import_cycle_between_modules() -> None:
@@ -83,6 +155,48 @@ def test_the_cycle_check_sees_a_cycle_through_a_function_level_import(tmp_path: 
     graph.add_edges_from(("memprobe_core.a", t) for t in _imports(a, "memprobe_core.a", known))
     graph.add_edges_from(("memprobe_core.b", t) for t in _imports(b, "memprobe_core.b", known))
     assert list(nx.simple_cycles(graph))
+
+
+def test_every_module_has_a_layer() -> None:
+    graph = _graph(CORE, UI)
+    assert [m for m in sorted(graph.nodes) if _layer(m) is None] == []
+
+
+def test_imports_point_down_the_layers() -> None:
+    upward = _upward_imports(_graph(CORE, UI, parents=False))
+    assert upward == [], "imports of a higher layer:\n" + "\n".join(upward)
+
+
+def test_the_layer_check_sees_hidden_upward_imports(tmp_path: Path) -> None:
+    """An import inside a function, or under ``if TYPE_CHECKING:``, counts as any other."""
+    layers = (("memprobe_core.low",), ("memprobe_core.high",))
+    known = {"memprobe_core.low", "memprobe_core.high"}
+    hidden = {
+        "in a function": "def f():\n    from memprobe_core.high import thing\n",
+        "type-checking only": (
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from memprobe_core import high\n"
+        ),
+    }
+    for how, source in hidden.items():
+        low = tmp_path / "low.py"
+        low.write_text(source)
+        graph = nx.DiGraph()
+        graph.add_edges_from(
+            ("memprobe_core.low", t) for t in _imports(low, "memprobe_core.low", known)
+        )
+        assert _upward_imports(graph, layers) == [
+            "memprobe_core.low (layer 0) -> memprobe_core.high (layer 1)"
+        ], how
+
+
+def test_a_module_belongs_to_its_longest_entry() -> None:
+    layers = (("memprobe_core", "memprobe_core.pkg.low"), ("memprobe_core.pkg",))
+    assert _layer("memprobe_core", layers) == 0
+    assert _layer("memprobe_core.pkg.low", layers) == 0
+    assert _layer("memprobe_core.pkg", layers) == 1
+    assert _layer("memprobe_core.pkg.other", layers) == 1
+    assert _layer("memprobe_core.elsewhere", layers) is None  # the root is not a prefix
 
 
 def test_the_core_never_imports_streamlit() -> None:

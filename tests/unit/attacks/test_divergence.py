@@ -15,12 +15,14 @@ from memprobe_core.attacks import divergence as dv
 from memprobe_core.attacks.divergence import DivergenceOptions
 from memprobe_core.attacks.events import CandidateScored, Finished, RoundFinished, RoundStarted
 from memprobe_core.attacks.model_set import MissingModelError
-from memprobe_core.audit import ModelNames, run_audit, start_audit
+from memprobe_core.attacks.prepare import prepare_options
+from memprobe_core.audit import ModelNames, resume_audit, run_audit, start_audit
 from memprobe_core.audit.audit import CheckedModelsFactory
 from memprobe_core.cli.common import attack_options
 from memprobe_core.cli.main import build_parser
 from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.models.scripted import Ask, ScriptedGenerator
+from memprobe_core.runs.unit import UNIT_CONTEXT
 from memprobe_core.snippets.split import Snippet, split
 from memprobe_core.store import Store, UnitKey
 
@@ -54,8 +56,10 @@ def piece(snippet_id: str = "s0", length: int = 40):
 @pytest.fixture(autouse=True)
 def fresh_cache():
     dv._CACHE.clear()
+    dv._AUDITED.clear()
     yield
     dv._CACHE.clear()
+    dv._AUDITED.clear()
 
 
 def test_a_span_of_the_own_snippet_is_found_with_its_doc_and_positions() -> None:
@@ -322,6 +326,33 @@ def test_an_audit_matches_every_snippet_of_its_dataset_and_stores_the_spans(tmp_
     assert cached == [False, True, True]
 
 
+def test_a_stored_run_naming_its_corpus_resumes_from_where_the_store_is_now(tmp_path) -> None:
+    """A config that names a store file and run (as every stored divergence audit does; here a
+    file since moved) is read back, names the store where it is now, and resumes."""
+    store = Store(tmp_path / "c.sqlite")
+    run_id = start_audit(
+        store,
+        SNIPPETS,
+        ["divergence"],
+        [40],
+        options(samples=2, min_span_tokens=5),
+        ModelNames(victim="test/chat", backend="fake"),
+        split_tokenizer="whitespace",
+    )
+    config = store.get_run(run_id)["config"]
+    section = config["options"]["method_options"]["divergence"]
+    section.update(corpus_store=str(tmp_path / "moved" / "away.sqlite"), corpus_run=run_id)
+    store.update_run(run_id, config=config)
+    victim = diverging_victim(passage("s1", 30, 45))
+    summary = resume_audit(store, run_id, models=ModelSet(victim=victim))
+    assert (summary.done, summary.errors) == (3, 0)
+    stored = store.get_run(run_id)["config"]["options"]["method_options"]["divergence"]
+    assert (stored["corpus_store"], stored["corpus_run"]) == (str(store.path.resolve()), run_id)
+    assert stored["corpus_fingerprint"] == dv.corpus_fingerprint(SNIPPETS)
+    result = store.result(run_id, UnitKey("s0", "divergence", 40))
+    assert result is not None and result.verbatim["divergence_matches"] == [["s1", 30, 15]]
+
+
 def test_a_changed_dataset_or_an_unreadable_store_is_refused(tmp_path) -> None:
     store = Store(tmp_path / "a.sqlite")
     run_id = start_audit(
@@ -333,13 +364,17 @@ def test_a_changed_dataset_or_an_unreadable_store_is_refused(tmp_path) -> None:
         ModelNames(backend="fake", victim="x"),
         split_tokenizer="whitespace",
     )
-    victim = diverging_victim("x")
+    # The unit runner reads the dataset before the unit (the method never opens the store).
     moved = options(corpus_store=str(tmp_path / "gone.sqlite"), corpus_run=run_id)
     with pytest.raises(UsageError, match="gone.sqlite, which this process cannot read"):
-        run_method("divergence", piece(), ModelSet(victim=victim), moved)
+        prepare_options(moved, ["divergence"], UNIT_CONTEXT)
     changed = options(corpus_store=str(store.path), corpus_run=run_id, corpus_fingerprint="0" * 64)
     with pytest.raises(UsageError, match="not the ones the audit started with"):
-        run_method("divergence", piece(), ModelSet(victim=victim), changed)
+        prepare_options(changed, ["divergence"], UNIT_CONTEXT)
+    # Run without being prepared, a unit says so rather than matching against nothing.
+    victim = diverging_victim("x")
+    with pytest.raises(UsageError, match="was not read in this process"):
+        run_method("divergence", piece(), ModelSet(victim=victim), moved)
 
 
 def test_an_audit_refuses_a_victim_without_a_chat_template_before_any_unit(tmp_path) -> None:

@@ -306,3 +306,48 @@ def test_driver_sigkill_then_resume_on_ray_completes(cluster, local_rows, tmp_pa
 
 def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def chat_victim(config):
+    """A chat victim that gives back a passage of the first demo snippet after the word."""
+    from memprobe_core.attacks.model_set import ModelSet
+    from memprobe_core.models.scripted import ScriptedGenerator
+
+    passage = " ".join(demo_corpus()[0].text.split()[10:30])
+    return ModelSet(
+        victim=ScriptedGenerator(lambda ask: f"poem poem {passage}", chat_template=True)
+    )
+
+
+def test_a_ray_worker_reads_the_audited_dataset_of_divergence_from_the_store_file(
+    cluster, tmp_path
+):
+    """The unit runner on the worker prepares the method: it reads the audited snippets from
+    the store file the config names (the method itself never opens the store), and every
+    unit finds the passage of the first snippet in it."""
+    from memprobe_core.attacks.divergence import DivergenceOptions
+    from memprobe_core.store import UnitKey
+
+    store = Store(tmp_path / "runs.sqlite")
+    snippets = demo_corpus()[:3]
+    divergence = DivergenceOptions(samples=1, max_new_tokens=64, min_span_tokens=5)
+    run_id = start_audit(
+        store,
+        snippets,
+        ["divergence"],
+        [40],
+        AttackOptions(method_options={"divergence": divergence}),
+        ModelNames(victim="test/chat", backend="fake"),
+        split_tokenizer="whitespace",
+    )
+    summary = run_audit(
+        store, run_id, models_factory=chat_victim, executor=RayExecutor(RayOptions(workers=1))
+    )
+    assert summary.status == "finished" and (summary.done, summary.errors) == (3, 0)
+    for snippet in snippets:
+        result = store.result(run_id, UnitKey(snippet.id, "divergence", 40))
+        assert result is not None
+        corpus = result.manifest["divergence"]["corpus"]
+        assert corpus["docs"] == 3 and corpus["audited_dataset"]["run"] == run_id
+        # Found in the dataset whatever the unit's own snippet: the worker read all three.
+        assert result.verbatim["divergence_matches"]

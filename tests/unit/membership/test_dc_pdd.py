@@ -19,6 +19,7 @@ from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.membership import MeasureOptions
 from memprobe_core.membership import dc_pdd as dc
 from memprobe_core.membership import signals as sig
+from memprobe_core.models import measure_cache as mc
 from memprobe_core.models.openai import OpenAIGenerator
 from memprobe_core.snippets.split import Snippet, split
 from memprobe_core.store import Store
@@ -128,7 +129,7 @@ def test_equals_the_reference_formula_on_a_tiny_llama(adds_bos, cap):
     tok = victim.tokenizer
     piece = split(Snippet("lic", LICENCE), tok, 40)
     counted = dc.frequencies(
-        tok, REFERENCE, source="corpus", origin="ref", tokenizer_name=sig.tokenizer_name(tok)
+        tok, REFERENCE, source="corpus", origin="ref", tokenizer_name=mc.tokenizer_name(tok)
     )
     out = sig.compute_signals(
         victim, piece, MeasureOptions(dc_pdd_frequencies=counted, dc_pdd_cap=cap)
@@ -142,7 +143,7 @@ def test_equals_the_reference_formula_on_a_tiny_llama(adds_bos, cap):
 def test_a_counted_nonmember_is_scored_leave_one_out():
     victim = tiny_hf_generator(seed=2)
     tok = victim.tokenizer
-    name = sig.tokenizer_name(tok)
+    name = mc.tokenizer_name(tok)
     snippets = [
         Snippet("m0", LICENCE, label="member"),
         Snippet("n0", LICENCE, label="nonmember"),  # the same text as the member
@@ -257,7 +258,7 @@ def test_audit_stores_dc_pdd_per_unit_and_the_report_scores_it(
         counted = run["config"]["options"]["measure"]["dc_pdd_frequencies"]
         frame = opened.results_frame(run["id"])
         units = opened.units(run["id"])
-    assert counted["source"] == source and counted["tokenizer"] == sig.tokenizer_name(
+    assert counted["source"] == source and counted["tokenizer"] == mc.tokenizer_name(
         tiny_models.tokenizer
     )
     assert counted["counted_ids"] == ([] if source == "corpus" else ["labelled:3", "labelled:4"])

@@ -12,7 +12,7 @@ import pytest
 from memprobe_core.membership import MeasureOptions, sampler
 from memprobe_core.membership import extraction_probability as xp
 from memprobe_core.membership.sampler import SamplingScheme
-from memprobe_core.membership.signals import tokenizer_name
+from memprobe_core.models.measure_cache import tokenizer_name
 from memprobe_core.snippets.split import Snippet, SplitSnippet, split
 from tests.helpers.tiny_models import tiny_hf_generator
 

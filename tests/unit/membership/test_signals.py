@@ -12,8 +12,11 @@ import pytest
 import torch
 
 from memprobe_core.membership import SIGNALS, MeasureOptions
+from memprobe_core.membership import scoring_pass as sp
 from memprobe_core.membership import signals as sig
+from memprobe_core.membership import token_stats as ts
 from memprobe_core.models import load
+from memprobe_core.models import measure_cache as mc
 from memprobe_core.models.base import Generator
 from memprobe_core.snippets.split import Snippet, split
 from tests.helpers.tiny_models import tiny_hf_generator
@@ -188,35 +191,35 @@ def test_reference_ratio_per_byte_across_tokenizers():
 
 
 def test_min_k_count_is_floor_and_at_least_one():
-    assert sig.min_k_count(5, 20) == 1
-    assert sig.min_k_count(3, 20) == 1  # floor(0.6) = 0 → at least one
-    assert sig.min_k_count(10, 20) == 2
-    assert sig.min_k_count(200, 20) == 40
-    assert sig.min_k_count(199, 20) == 39  # floor(39.8)
-    assert sig.min_k_count(7, 100) == 7
+    assert ts.min_k_count(5, 20) == 1
+    assert ts.min_k_count(3, 20) == 1  # floor(0.6) = 0 → at least one
+    assert ts.min_k_count(10, 20) == 2
+    assert ts.min_k_count(200, 20) == 40
+    assert ts.min_k_count(199, 20) == 39  # floor(39.8)
+    assert ts.min_k_count(7, 100) == 7
 
 
 def test_token_stats_mu_sigma_by_hand_and_masked_vocabulary():
     logits = torch.tensor([[1 / 2, 1 / 4, 1 / 8, 1 / 8]]).log()  # (T=1, V=4)
-    stats = sig.token_stats(logits, torch.tensor([1]))
+    stats = ts.token_stats(logits, torch.tensor([1]))
     assert stats.log_probs[0] == pytest.approx(-2 * LN2, rel=1e-6)  # log 1/4
     assert stats.mu[0] == pytest.approx(-1.75 * LN2, rel=1e-6)
     assert stats.sigma[0] == pytest.approx(SIGMA * LN2, rel=1e-5)
     # A masked entry (−inf) has p = 0: it adds nothing, and nothing is NaN.
     # p = (1/2, 1/2, 0): μ = −ln2, σ = 0; the calibrated score of a σ = 0 token is 0.
-    masked = sig.token_stats(torch.tensor([[0.0, 0.0, -math.inf]]), torch.tensor([0]))
+    masked = ts.token_stats(torch.tensor([[0.0, 0.0, -math.inf]]), torch.tensor([0]))
     assert masked.mu[0] == pytest.approx(-LN2, rel=1e-6)
     assert masked.sigma[0] == pytest.approx(0.0, abs=1e-6)
-    assert sig.calibrated(sig.TokenStats((-LN2,), (-LN2,), (0.0,))) == [0.0]
+    assert ts.calibrated(ts.TokenStats((-LN2,), (-LN2,), (0.0,))) == [0.0]
 
 
 def test_token_stats_in_chunks_equals_one_block(monkeypatch):
     gen = torch.Generator().manual_seed(0)
     logits = torch.randn(10, 7, generator=gen)
     targets = torch.randint(0, 7, (10,), generator=gen)
-    whole = sig.token_stats(logits, targets)
-    monkeypatch.setattr(sig, "_STATS_CHUNK", 3)
-    chunked = sig.token_stats(logits, targets)
+    whole = ts.token_stats(logits, targets)
+    monkeypatch.setattr(ts, "_STATS_CHUNK", 3)
+    chunked = ts.token_stats(logits, targets)
     assert chunked.log_probs == pytest.approx(whole.log_probs, abs=1e-6)
     assert chunked.sigma == pytest.approx(whole.sigma, abs=1e-6)
 
@@ -271,7 +274,7 @@ def test_cache_skips_the_model_on_the_second_call():
 
 
 def test_cache_is_bounded_lru():
-    cache = sig.MeasureCache(size=2)
+    cache = mc.MeasureCache(size=2)
     cache.put(("a",), {"v": 1})
     cache.put(("b",), {"v": 2})
     assert cache.get(("a",)) == {"v": 1}  # 'a' is now the most recent
@@ -320,14 +323,14 @@ def test_loss_suffix_loss_and_mu_match_transformers(tiny):
     # μ_t = −entropy of the next-token distribution (torch's Categorical, independently)
     with torch.inference_mode():
         logits = model(input_ids=torch.tensor([row])).logits[0, :-1]
-    stats = sig.token_stats(logits, torch.tensor(row[1:]))
+    stats = ts.token_stats(logits, torch.tensor(row[1:]))
     entropy = torch.distributions.Categorical(logits=logits.double()).entropy()
     assert stats.mu == pytest.approx((-entropy).tolist(), abs=1e-5)
     logp = torch.log_softmax(logits.double(), -1)  # σ_t in float64, the two-pass way
     centred = logp - (logp.exp() * logp).sum(-1, keepdim=True)
     sigma = (logp.exp() * centred * centred).sum(-1).sqrt()
     assert stats.sigma == pytest.approx(sigma.tolist(), abs=1e-4)
-    z = sorted(sig.calibrated(stats))[: sig.min_k_count(len(row) - 1, 20)]
+    z = sorted(ts.calibrated(stats))[: ts.min_k_count(len(row) - 1, 20)]
     # z divides by σ (itself good to 1e-4 between a padded batch and one row): 1e-4 here too.
     assert out["min_k_pp"] == pytest.approx(sum(z) / len(z), abs=1e-4)
 
@@ -335,19 +338,19 @@ def test_loss_suffix_loss_and_mu_match_transformers(tiny):
 def test_padded_rows_score_as_unpadded(tiny):
     tok = tiny.tokenizer
     short_text = "Licensed under"
-    short, _ = sig.model_row(tok, tok.encode(short_text, add_special_tokens=False), short_text)
-    long, _ = sig.model_row(tok, tok.encode(LICENCE, add_special_tokens=False), LICENCE)
+    short, _ = sp.model_row(tok, tok.encode(short_text, add_special_tokens=False), short_text)
+    long, _ = sp.model_row(tok, tok.encode(LICENCE, add_special_tokens=False), LICENCE)
     model = tiny.torch_model
     with torch.inference_mode():
-        alone = sig.row_stats(
-            sig.forward_rows(model, [short], pad_id=0, device="cpu")[0], short, calibrate=True
+        alone = sp.row_stats(
+            sp.forward_rows(model, [short], pad_id=0, device="cpu")[0], short, calibrate=True
         )
-        batch = sig.forward_rows(model, [short, long], pad_id=0, device="cpu")
-        padded = sig.row_stats(batch[0], short, calibrate=True)
-        long_alone = sig.row_stats(
-            sig.forward_rows(model, [long], pad_id=0, device="cpu")[0], long, calibrate=True
+        batch = sp.forward_rows(model, [short, long], pad_id=0, device="cpu")
+        padded = sp.row_stats(batch[0], short, calibrate=True)
+        long_alone = sp.row_stats(
+            sp.forward_rows(model, [long], pad_id=0, device="cpu")[0], long, calibrate=True
         )
-        long_batched = sig.row_stats(batch[1], long, calibrate=True)
+        long_batched = sp.row_stats(batch[1], long, calibrate=True)
     assert len(short) < len(long)  # the short row really was padded
     assert padded.log_probs == pytest.approx(alone.log_probs, abs=1e-5)
     assert padded.mu == pytest.approx(alone.mu, abs=1e-5)
@@ -362,7 +365,7 @@ def test_lowercase_in_the_batch_equals_lower_text_alone(tiny):
     assert len(calls) == 1
     tok = tiny.tokenizer
     lower_text = piece.text.lower()
-    lower_row, _ = sig.model_row(tok, tok.encode(lower_text, add_special_tokens=False), lower_text)
+    lower_row, _ = sp.model_row(tok, tok.encode(lower_text, add_special_tokens=False), lower_text)
     assert len(lower_row) != len(tok.encode(piece.text))  # one of x, lower(x) was padded
     lower_loss = _hf_loss(tiny.torch_model, lower_row)
     assert out["lowercase"] == pytest.approx(out["loss"] / lower_loss, rel=1e-5)

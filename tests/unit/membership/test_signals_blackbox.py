@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from memprobe_core.membership import MeasureOptions
+from memprobe_core.membership import scoring_pass as sp
 from memprobe_core.membership import signals as sig
 from memprobe_core.membership.options import signals_frame
 from memprobe_core.models.openai import OpenAIGenerator
@@ -66,7 +67,7 @@ def test_the_suffix_starts_at_the_prefix_boundary_in_characters(victim):
     with serve(victim, "m") as srv:
         black = sig.compute_signals(client(srv.base_url), piece, MeasureOptions())
     ids = victim.tokenizer.encode(piece.text, add_special_tokens=False)
-    stats = sig._victim_pass(
+    stats = sp.victim_pass(
         victim, split(Snippet("s", piece.text, "x"), victim.tokenizer, len(ids))
     )[0]
     # Tokens whose text starts before len(prefix) are the prefix's.

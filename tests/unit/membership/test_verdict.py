@@ -18,7 +18,7 @@ from memprobe_core.membership.verdict import (
     voided_by,
     with_voided_by,
 )
-from memprobe_core.report.stats import SMALL_N
+from memprobe_core.stats import SMALL_N
 
 SEPARATES = "the sets differ without the model (blind baseline AUROC 1.00)"
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from memprobe_core.report.stats import holm, paired_test, percentile_interval
+from memprobe_core.report.stats import paired_test, percentile_interval
+from memprobe_core.stats import holm
 
 
 def _signed_rank_p_by_enumeration(diff: np.ndarray) -> float:
