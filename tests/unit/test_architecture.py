@@ -33,7 +33,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("memprobe_core.models",),
     # What is measured beside each result: ``MeasureOptions`` is part of every run's options
     # (``AttackOptions.measure``), so it and the pure scores whose parameters it holds (DC-PDD,
-    # PAC, the sampler) sit below the methods; the rest of membership is above them.
+    # PAC, the sampler) sit below the methods; the rest of membership is above them (importing
+    # them runs membership's ``__init__``, which must import only ``.options``: the cycle test
+    # counts that ``__init__`` and would see more).
     (
         "memprobe_core.membership.options",
         "memprobe_core.membership.dc_pdd",
