@@ -71,6 +71,13 @@ def stored_output(checkout: Path, row: dict[str, str]) -> str:
     return str(unit["output"])
 
 
+def audit_echo(checkout: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """The guide's audit: the demo corpus, one snippet a domain, length 40, the guide's method."""
+    corpus = ("--corpus", "--per-domain", "1", "--lengths", "40")
+    method = ("--methods", "example_echo", "--victim", "fake:victim")
+    return memprobe(checkout, "audit", *corpus, *method, *extra)
+
+
 def test_the_guide_module_is_the_fresh_copy_that_runs(checkout):
     done = memprobe(checkout, "audit", "--help")
     assert done.returncode == 0, done.stderr
@@ -78,22 +85,7 @@ def test_the_guide_module_is_the_fresh_copy_that_runs(checkout):
 
 
 def test_the_guide_method_audits_and_its_figure_reaches_the_csv_and_html(checkout):
-    audit = memprobe(
-        checkout,
-        "audit",
-        "--corpus",
-        "--per-domain",
-        "1",
-        "--lengths",
-        "40",
-        "--methods",
-        "example_echo",
-        "--no-signals",
-        "--victim",
-        "fake:victim",
-        "--method-option",
-        "example_echo.repeat=2",
-    )
+    audit = audit_echo(checkout, "--no-signals", "--method-option", "example_echo.repeat=2")
     assert audit.returncode == 0, audit.stderr + audit.stdout
     assert "Echo chars" in audit.stdout  # Table 1 of the printed report
     units, html = checkout / "units.csv", checkout / "report.html"
@@ -111,19 +103,5 @@ def test_the_guide_method_audits_and_its_figure_reaches_the_csv_and_html(checkou
 
 
 def test_a_bad_option_of_the_guide_method_exits_2_naming_it(checkout):
-    done = memprobe(
-        checkout,
-        "audit",
-        "--corpus",
-        "--per-domain",
-        "1",
-        "--lengths",
-        "40",
-        "--methods",
-        "example_echo",
-        "--victim",
-        "fake:victim",
-        "--method-option",
-        "example_echo.repeat=0",
-    )
+    done = audit_echo(checkout, "--method-option", "example_echo.repeat=0")
     assert done.returncode == 2 and "example_echo.repeat" in done.stderr
