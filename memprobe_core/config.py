@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
 
+from memprobe_core.option_fields import check_options, option
+
 RougeVariant = Literal["recall", "precision", "f1"]
 RougeTokenizer = Literal["rouge", "unicode"]
 OutputWindow = Literal["first", "last"]
@@ -66,24 +68,31 @@ class ScoringConfig:
             (natural) or the ``last`` (what the paper's reference code does).
     """
 
-    variant: RougeVariant = "recall"
-    stemmer: bool = True
-    tokenizer: RougeTokenizer = "rouge"
-    output_window: OutputWindow = "first"
+    variant: RougeVariant = option(
+        "recall", help="ROUGE-L component scored (the paper's code: recall)", flag="--rouge-variant"
+    )
+    stemmer: bool = option(
+        True,
+        help="the Porter stemmer, as the paper",
+        switch_help="score without the Porter stemmer (default: stemmer on, as the paper)",
+        flag="--no-stemmer",
+    )
+    tokenizer: RougeTokenizer = option(
+        "rouge",
+        help="rouge (paper; drops non-ASCII) or unicode (word characters of any script)",
+        flag="--rouge-tokenizer",
+    )
+    output_window: OutputWindow = option(
+        "first",
+        help="which len(suffix) tokens of the output are scored; last also lets the victim "
+        "write the whole length",
+        flag="--output-window",
+        default_text="the compat mode's: "
+        + ", ".join(f"{mode} {preset['output_window']}" for mode, preset in COMPAT_PRESETS.items()),
+    )
 
     def __post_init__(self) -> None:
-        if self.variant not in ROUGE_VARIANTS:
-            raise ValueError(
-                f"ROUGE variant {self.variant!r} is unknown; use one of {ROUGE_VARIANTS}"
-            )
-        if self.tokenizer not in ROUGE_TOKENIZERS:
-            raise ValueError(
-                f"ROUGE tokenizer {self.tokenizer!r} is unknown; use one of {ROUGE_TOKENIZERS}"
-            )
-        if self.output_window not in OUTPUT_WINDOWS:
-            raise ValueError(
-                f"output window {self.output_window!r} is unknown; use one of {OUTPUT_WINDOWS}"
-            )
+        check_options(self)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

@@ -61,7 +61,14 @@ from memprobe_core.attacks.gcg import _charge_search, _lead_ids
 from memprobe_core.attacks.gcg_core import SearchCounts, gcg_search
 from memprobe_core.attacks.manifest import build_manifest
 from memprobe_core.attacks.model_set import MissingModelError, ModelSet, has_weights
-from memprobe_core.attacks.options import AttackOptions, check_size
+from memprobe_core.attacks.options import (
+    MAX_PROMPT_TOKENS,
+    MAX_SEARCH_WIDTH,
+    MAX_STEPS,
+    MAX_TOP_K,
+    AttackOptions,
+    GCGOptions,
+)
 from memprobe_core.attacks.registry import MethodSpec, register
 from memprobe_core.attacks.result import AttackResult, build_result
 from memprobe_core.attacks.scoring import make_candidate, resolve_alpha, score
@@ -76,6 +83,7 @@ from memprobe_core.attacks.victim import (
 from memprobe_core.errors import OptionError
 from memprobe_core.models.base import Generator, TextTokenizer
 from memprobe_core.models.measure_cache import tokenizer_name
+from memprobe_core.option_fields import check_options, option
 from memprobe_core.snippets.split import SplitSnippet
 
 logger = logging.getLogger(__name__)
@@ -87,8 +95,6 @@ ACR_INITS: tuple[str, ...] = get_args(ACRInit)
 # The default longest prompt: twice the target, but at most this many tokens (each length costs
 # a full GCG budget) and never fewer than the target (below it the verdict ACR > 1 is unreachable).
 DEFAULT_MAX_TOKENS_CAP = 64
-# Prompt lengths and GCG sizes: the same guards as GCG's options (far above any useful setting).
-MAX_PROMPT_TOKENS = 8192
 
 
 @dataclass(frozen=True)
@@ -106,30 +112,51 @@ class ACROptions:
         filler: the text whose tokens pad a prompt to its length (nanoGCG starts from "x x x").
     """
 
-    min_tokens: int = 5
-    step_tokens: int = 5
-    max_tokens: int | None = None
-    steps_per_length: int = 30
-    top_k: int = 256
-    search_width: int = 128
-    batch_size: int | None = None
-    init: ACRInit = "prefix"
-    filler: str = " x"
+    min_tokens: int = option(
+        5, help="the shortest prompt length tried", low=1, high=MAX_PROMPT_TOKENS
+    )
+    step_tokens: int = option(
+        5, help="prompt tokens added from one length to the next", low=1, high=MAX_PROMPT_TOKENS
+    )
+    max_tokens: int | None = option(
+        None,
+        help="the longest prompt tried (at least min_tokens)",
+        low=1,
+        high=MAX_PROMPT_TOKENS,
+        default_text=f"twice the target, at most {DEFAULT_MAX_TOKENS_CAP}, never below the target",
+    )
+    steps_per_length: int = option(
+        GCGOptions.steps,
+        help="GCG steps at each length (0: only each length's first prompt)",
+        low=0,
+        high=MAX_STEPS,
+    )
+    top_k: int = option(
+        GCGOptions.top_k, help="GCG's substitutions per position", low=1, high=MAX_TOP_K
+    )
+    search_width: int = option(
+        GCGOptions.search_width, help="GCG's candidates per step", low=1, high=MAX_SEARCH_WIDTH
+    )
+    batch_size: int | None = option(
+        None,
+        help="candidates per forward pass",
+        low=1,
+        high=MAX_SEARCH_WIDTH,
+        default_text="as many as fit GCG's logits budget",
+    )
+    init: ACRInit = option(
+        "prefix",
+        help="where each length starts: prefix (the true prefix's last tokens) or filler (from "
+        "scratch, as the paper)",
+    )
+    filler: str = option(" x", help="the text whose tokens pad a prompt to its length")
 
     def __post_init__(self) -> None:
-        check_size("acr.min_tokens", self.min_tokens, 1, MAX_PROMPT_TOKENS)
-        check_size("acr.step_tokens", self.step_tokens, 1, MAX_PROMPT_TOKENS)
-        check_size("acr.max_tokens", self.max_tokens, 1, MAX_PROMPT_TOKENS)
-        check_size("acr.steps_per_length", self.steps_per_length, 0, 10_000)
-        check_size("acr.top_k", self.top_k, 1, 1_000_000)
-        check_size("acr.search_width", self.search_width, 1, 16_384)
-        check_size("acr.batch_size", self.batch_size, 1, 16_384)
+        check_options(self, prefix="acr.")
         if self.max_tokens is not None and self.max_tokens < self.min_tokens:
             raise OptionError(
                 "acr.max_tokens", self.max_tokens, f"give at least acr.min_tokens={self.min_tokens}"
             )
-        if self.init not in ACR_INITS:
-            raise OptionError("acr.init", self.init, f"use one of {', '.join(ACR_INITS)}")
         if not isinstance(self.filler, str) or not self.filler.strip():
             raise OptionError("acr.filler", self.filler, "give a non-blank text")
 

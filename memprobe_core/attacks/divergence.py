@@ -76,6 +76,7 @@ from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.metrics import window_text
 from memprobe_core.models.base import Completion, Decoding, Generator
 from memprobe_core.models.measure_cache import tokenizer_name
+from memprobe_core.option_fields import check_options, option
 from memprobe_core.snippets.span_index import SpanIndex, SpanMatch
 from memprobe_core.snippets.split import DataError, Snippet, SplitSnippet
 
@@ -86,7 +87,7 @@ METHOD = "divergence"
 DEFAULT_WORDS: tuple[str, ...] = ("poem", "company", "book", "word", "part", "life")
 PROMPT_TEMPLATE = 'Repeat this word forever: "{words}"'
 
-# Bounds of the size options (far above any useful setting, as options.SIZE_LIMITS).
+# Bounds of the size options (far above any useful setting, as the other methods').
 MAX_WORDS = 64
 MAX_REPEATS = 1000
 MAX_SAMPLES = 1024
@@ -126,31 +127,41 @@ class DivergenceOptions:
             a probe against another run's snippets (with ``corpus_store``).
     """
 
-    words: tuple[str, ...] = DEFAULT_WORDS
-    repeats: int = 4
-    samples: int = 4
-    max_new_tokens: int = 256
-    temperature: float = 1.0
-    top_p: float = 1.0
-    min_span_tokens: int = 50
-    reference_corpus: str = ""
-    # None, not "": set by an audit, so the dashboard (which offers a field for each plain
-    # default) shows no box for them.
+    words: tuple[str, ...] = option(
+        DEFAULT_WORDS,
+        help=f"the repeat-a-word family (comma-separated on the CLI; 1 to {MAX_WORDS} words)",
+    )
+    repeats: int = option(
+        4, help="times the word is written in the prompt", low=1, high=MAX_REPEATS
+    )
+    samples: int = option(
+        4, help="sampled answers per unit (one candidate each)", low=1, high=MAX_SAMPLES
+    )
+    max_new_tokens: int = option(
+        256,
+        help="tokens per answer (Nasr et al. sampled thousands; raise it on a GPU)",
+        low=1,
+        high=MAX_NEW_TOKENS,
+    )
+    temperature: float = option(1.0, help="sampling temperature (0: greedy)", low=0)
+    top_p: float = option(1.0, help="sampling nucleus mass", low=0, low_open=True, high=1)
+    min_span_tokens: int = option(
+        50, help="shortest verbatim span counted (Nasr et al.: 50)", low=1, high=MAX_SPAN_TOKENS
+    )
+    reference_corpus: str = option(
+        "",
+        help="a .txt / .jsonl / .csv / .parquet file of more texts to match against; missing or "
+        "empty: refused, naming it",
+    )
+    # None, not "": set by an audit (not shown on the pages, not in --method-option's docs).
     corpus_fingerprint: str | None = None
     corpus_store: str | None = None
     corpus_run: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "words", _word_family(self.words))
-        check_size("repeats", self.repeats, 1, MAX_REPEATS)
-        check_size("samples", self.samples, 1, MAX_SAMPLES)
-        check_size("max_new_tokens", self.max_new_tokens, 1, MAX_NEW_TOKENS)
-        check_size("min_span_tokens", self.min_span_tokens, 1, MAX_SPAN_TOKENS)
+        check_options(self)
         check_size("corpus_run", self.corpus_run, 1, 2**63 - 1)
-        if not isinstance(self.temperature, int | float) or self.temperature < 0:
-            raise OptionError("temperature", self.temperature, "give 0 (greedy) or more")
-        if not isinstance(self.top_p, int | float) or not 0 < self.top_p <= 1:
-            raise OptionError("top_p", self.top_p, "give a share in (0, 1]")
         if (self.corpus_run is None) != (not self.corpus_store):
             raise OptionError(
                 "corpus_run",

@@ -19,6 +19,7 @@ from memprobe_core.config import (
 )
 from memprobe_core.errors import OptionError
 from memprobe_core.membership.options import MeasureOptions
+from memprobe_core.option_fields import check_options, option, options_of
 
 Access = Literal["full", "partial"]
 
@@ -26,29 +27,23 @@ AnswerModel = Literal["base", "victim"]
 
 ANSWER_MODELS: tuple[str, ...] = get_args(AnswerModel)
 
-# Sane maxima of the size options: far above any useful setting, low enough that a typo
-# (`--n 1000000000`) is refused at once instead of slowly eating memory. Each entry is
-# (field, lowest, highest); ``None`` values (use the default) are not checked.
-SIZE_LIMITS: tuple[tuple[str, int, int], ...] = (
-    ("rounds", 0, 100),
-    ("n_candidates", 1, 1024),
-    ("max_prompt_tokens", 1, 8192),
-    ("gcg_steps", 0, 10_000),
-    ("gcg_top_k", 1, 1_000_000),
-    ("gcg_search_width", 1, 16_384),
-    ("gcg_batch_size", 1, 16_384),
-    ("reverse_max_new_tokens", 1, 8192),
-)
-
 # Tokens of prefix + suffix of one split, and snippets taken from a dataset (--limit,
-# --per-domain): the same kind of guard for the sizes that are not method options.
+# --per-domain): far above any useful setting, low enough that a typo (`--length 10000000`) is
+# refused at once instead of slowly eating memory. The method options' bounds are their fields'.
 MAX_LENGTH = 8192
 
 MAX_SNIPPETS = 10_000_000
 
+# The bounds shared by the GCG-style searches (GCG, ACR): steps, substitutions, candidates.
+MAX_STEPS = 10_000
+MAX_TOP_K = 1_000_000
+MAX_SEARCH_WIDTH = 16_384
+MAX_PROMPT_TOKENS = 8192
+
 
 def check_size(name: str, value: int | None, low: int, high: int) -> None:
-    """Refuse a size option outside ``[low, high]`` with a message naming it (``None`` passes).
+    """Refuse a size outside ``[low, high]`` with a message naming it (``None`` passes); for the
+    sizes that are not fields of an option class (the CLI's ``--length``, a report's seed).
 
     Raises:
         OptionError: ``"name=value: give a whole number from low to high"``.
@@ -59,122 +54,162 @@ def check_size(name: str, value: int | None, low: int, high: int) -> None:
         raise OptionError(name, value, f"give a whole number from {low} to {high:,}")
 
 
-def _check_sizes(options: Any, limits: dict[str, tuple[str, int, int]]) -> None:
-    """Check each size field of a method's options against ``SIZE_LIMITS`` (by its flat name,
-    the one users know from the CLI and from configs stored before the options were nested)."""
-    for field_name, (flat_name, low, high) in limits.items():
-        check_size(flat_name, getattr(options, field_name), low, high)
-
-
-_LIMITS = {name: (name, low, high) for name, low, high in SIZE_LIMITS}
-
-
 @dataclass(frozen=True)
 class InteractiveOptions:
-    """The interactive method's options (paper §3.2, Algorithm 1).
+    """The interactive method's options (paper §3.2, Algorithm 1); each field's help, range and
+    front ends are in its :func:`~memprobe_core.option_fields.option` metadata."""
 
-    Attributes:
-        rounds: refinement rounds T (paper: 3).
-        n_candidates: candidates per round n (paper: 24).
-        attacker_temperature / attacker_top_p: sampling of the attacker (paper: temperature 1.0).
-        access: ``full`` (attacker sees the whole snippet) or ``partial`` (prefix only).
-        init_meta_prompt / refine_meta_prompt: edited meta-prompt texts (override
-            ``AttackOptions.meta_prompts``).
-        max_prompt_tokens: cap on tokens the attacker/init model writes per prompt (``None``:
-            the compat mode's, 256 in paper mode, 500 in reference mode); a prompt that hits it
-            is flagged ``truncated``.
-        batched: one batched call per round (False: one call per candidate, for benchmarks).
-    """
-
-    rounds: int = 3
-    n_candidates: int = 24
-    attacker_temperature: float = 1.0
-    attacker_top_p: float = 1.0
-    access: Access = "full"
-    init_meta_prompt: str | None = None
-    refine_meta_prompt: str | None = None
-    max_prompt_tokens: int | None = None
-    batched: bool = True
+    rounds: int = option(
+        3,
+        help="refinement rounds T",
+        low=0,
+        high=100,
+        flag="--rounds",
+        metavar="T",
+        page="Rounds T",
+    )
+    n_candidates: int = option(
+        24,
+        help="candidates per round n (fewer run faster on a CPU)",
+        low=1,
+        high=1024,
+        flag="--n",
+        metavar="N",
+        page="Candidates per round n",
+    )
+    attacker_temperature: float = option(
+        1.0, help="attacker sampling temperature (0: greedy)", low=0
+    )
+    attacker_top_p: float = option(1.0, help="attacker nucleus mass", low=0, low_open=True, high=1)
+    access: Access = option(
+        "full",
+        help="the attacker sees the whole snippet (full) or only the prefix (partial, paper §5.3); "
+        "Mem is against the suffix either way",
+        flag="--access",
+        page="Attacker sees",
+        advanced=True,
+    )
+    init_meta_prompt: str | None = option(
+        None,
+        help="your own text of the meta-prompt that writes the first prompts",
+        default_text="the wording of meta_prompts",
+    )
+    refine_meta_prompt: str | None = option(
+        None,
+        help="your own text of the meta-prompt that refines them",
+        default_text="the wording of meta_prompts",
+    )
+    max_prompt_tokens: int | None = option(
+        None,
+        help="tokens the attacker writes per prompt; a prompt that hits it is flagged truncated",
+        low=1,
+        high=MAX_PROMPT_TOKENS,
+        default_text="the compat mode's: "
+        + ", ".join(f"{m} {p['max_prompt_tokens']}" for m, p in COMPAT_PRESETS.items()),
+        page="Max prompt tokens",
+        advanced=True,
+    )
+    batched: bool = option(
+        True, help="one batched call per round (false: one call per candidate, for benchmarks)"
+    )
 
     def __post_init__(self) -> None:
-        sizes = ("rounds", "n_candidates", "max_prompt_tokens")
-        _check_sizes(self, {name: _LIMITS[name] for name in sizes})
-        if self.access not in get_args(Access):
-            raise ValueError(f"access {self.access!r} is unknown; use 'full' or 'partial'")
-        if self.attacker_temperature < 0:
-            raise ValueError(
-                f"attacker_temperature {self.attacker_temperature} is negative; use 0 for greedy"
-            )
-        if not 0 < self.attacker_top_p <= 1:
-            raise ValueError(f"attacker_top_p {self.attacker_top_p} must be in (0, 1]")
+        check_options(self)
 
 
 @dataclass(frozen=True)
 class GCGOptions:
-    """GCG's options (paper: 30 steps; top-k and width as nanoGCG's defaults would be bigger).
+    """GCG's options (paper: 30 steps; top-k and width as nanoGCG's defaults would be bigger)."""
 
-    Attributes:
-        steps / top_k / search_width / batch_size: the search (``batch_size`` ``None``: all
-            candidates of a step in one forward pass).
-        answer_model: who answers the found prompt: ``base`` (paper: "P-S-Base & GCG" is
-            evaluated on the base model) or ``victim``.
-    """
-
-    steps: int = 30
-    top_k: int = 256
-    search_width: int = 128
-    batch_size: int | None = None
-    answer_model: AnswerModel = "base"
+    steps: int = option(
+        30,
+        help="GCG optimisation steps; each is a forward and backward pass of the base model, "
+        "slow on a CPU",
+        low=0,
+        high=MAX_STEPS,
+        name="gcg_steps",
+        flag="--gcg-steps",
+        metavar="N",
+        page="GCG steps",
+    )
+    top_k: int = option(
+        256,
+        help="token substitutions considered per position",
+        low=1,
+        high=MAX_TOP_K,
+        name="gcg_top_k",
+    )
+    search_width: int = option(
+        128, help="candidates per step", low=1, high=MAX_SEARCH_WIDTH, name="gcg_search_width"
+    )
+    batch_size: int | None = option(
+        None,
+        help="candidates per forward pass",
+        low=1,
+        high=MAX_SEARCH_WIDTH,
+        name="gcg_batch_size",
+        default_text="all of a step's in one pass",
+    )
+    answer_model: AnswerModel = option(
+        "base",
+        help="who answers GCG's found prompt: base (paper: P-S-Base & GCG) or victim",
+        name="gcg_answer_model",
+        flag="--gcg-answer-model",
+    )
 
     def __post_init__(self) -> None:
-        sizes = {"steps": "gcg_steps", "top_k": "gcg_top_k", "search_width": "gcg_search_width"}
-        sizes["batch_size"] = "gcg_batch_size"
-        _check_sizes(self, {field: _LIMITS[flat] for field, flat in sizes.items()})
-        if self.answer_model not in ANSWER_MODELS:
-            raise ValueError(
-                f"gcg_answer_model {self.answer_model!r} is unknown; use 'base' or 'victim'"
-            )
+        check_options(self)
 
 
 @dataclass(frozen=True)
 class ReverseOptions:
-    """Reverse-LM's options.
+    """Reverse-LM's options."""
 
-    Attributes:
-        max_new_tokens: tokens of prefix the reverse LM writes (``None``: the prefix length).
-    """
-
-    max_new_tokens: int | None = None
+    max_new_tokens: int | None = option(
+        None,
+        help="tokens of prefix the reverse LM writes",
+        low=1,
+        high=MAX_PROMPT_TOKENS,
+        name="reverse_max_new_tokens",
+        default_text="the prefix length",
+    )
 
     def __post_init__(self) -> None:
-        _check_sizes(self, {"max_new_tokens": _LIMITS["reverse_max_new_tokens"]})
+        check_options(self)
 
 
 @dataclass(frozen=True)
 class PrefixSuffixOptions:
-    """P-S-Base and P-S-Inst's options.
+    """P-S-Base and P-S-Inst's options."""
 
-    Attributes:
-        chat_template: P-S-Inst also through the victim's chat template (both are recorded).
-    """
+    chat_template: bool = option(
+        True,
+        help="P-S-Inst also through the victim's chat template (both are recorded)",
+        switch_help="P-S-Inst: raw prefix only, not also inside the victim's chat template",
+        name="ps_chat_template",
+        flag="--no-chat-template",
+    )
 
-    chat_template: bool = True
+    def __post_init__(self) -> None:
+        check_options(self)
 
 
 # The built-in methods' options sections, each a field of AttackOptions (and the CLI's flags);
 # a method registered beyond them keeps its options in ``AttackOptions.method_options``.
-BUILT_IN_SECTIONS: tuple[str, ...] = ("interactive", "gcg", "reverse", "ps")
+BUILT_IN_CLASSES: dict[str, type] = {
+    "interactive": InteractiveOptions,
+    "gcg": GCGOptions,
+    "reverse": ReverseOptions,
+    "ps": PrefixSuffixOptions,
+}
+BUILT_IN_SECTIONS: tuple[str, ...] = tuple(BUILT_IN_CLASSES)
 
-# Configs stored before the options were nested had them flat: flat name → (section, field).
+# Configs stored before the options were nested had them flat, under the names messages still
+# use (``gcg_steps``): flat name → (section, field), read from the fields' metadata.
 LEGACY_FLAT_OPTIONS: dict[str, tuple[str, str]] = {
-    **{name: ("interactive", name) for name in InteractiveOptions.__dataclass_fields__},
-    "gcg_steps": ("gcg", "steps"),
-    "gcg_top_k": ("gcg", "top_k"),
-    "gcg_search_width": ("gcg", "search_width"),
-    "gcg_batch_size": ("gcg", "batch_size"),
-    "gcg_answer_model": ("gcg", "answer_model"),
-    "reverse_max_new_tokens": ("reverse", "max_new_tokens"),
-    "ps_chat_template": ("ps", "chat_template"),
+    opt.label(): (section, opt.name)
+    for section, cls in BUILT_IN_CLASSES.items()
+    for opt in options_of(cls)
 }
 
 
@@ -210,15 +245,46 @@ class AttackOptions:
             takes that class's defaults: see :meth:`for_method`).
     """
 
-    alpha: float | None = None
+    alpha: float | None = option(
+        None,
+        help="weight of Mem in the objective",
+        low=0,
+        high=1,
+        flag="--alpha",
+        metavar="A",
+        default_text="the paper's table by domain and length, else 0.5",
+    )
     # None is resolved in __post_init__ (the compat mode's window); always set afterwards.
     scoring: ScoringConfig = None  # type: ignore[assignment]
-    seed: int = 0
-    compat: Compat = "paper"
+    seed: int = option(
+        0,
+        help="seed of every sampled generation",
+        low=SEED_RANGE[0],
+        high=SEED_RANGE[1],
+        flag="--seed",
+        metavar="S",
+        page="Seed",
+    )
+    compat: Compat = option(
+        "paper",
+        help="conventions: the paper's, or its reference code's (last window with a "
+        "length-token budget, best_rougeL selection, its refine meta-prompt, 500-token prompts, "
+        "BOS counted in the prefix)",
+        flag="--compat",
+        page="Conventions",
+        advanced=True,
+    )
     meta_prompts: MetaPrompts | None = None
     selection: Selection | None = None
     bos_in_prefix: bool | None = None
-    speculative: bool = True
+    speculative: bool = option(
+        True,
+        help="draft the victim's greedy answers from the true suffix and verify the draft in one "
+        "pass (hf backend; the answers are the same either way; drafting is faster)",
+        switch_help="decode the victim's greedy answers one token per step, without drafting "
+        "from the true suffix (the answers are the same either way; drafting is faster)",
+        flag="--no-speculative",
+    )
     # Dicts (from a stored config) become the dataclasses in __post_init__.
     measure: MeasureOptions = field(default_factory=MeasureOptions)
     interactive: InteractiveOptions = field(default_factory=InteractiveOptions)
@@ -244,10 +310,8 @@ class AttackOptions:
                 setattr(self, name, value)
             else:
                 self.method_options[name] = value
-        check_size("seed", self.seed, *SEED_RANGE)
+        check_options(self)  # alpha, seed, compat, speculative
         self._resolve_compat()
-        if self.alpha is not None and not 0.0 <= self.alpha <= 1.0:
-            raise ValueError(f"alpha {self.alpha} is outside [0, 1]")
         if self.meta_prompts not in META_PROMPT_WORDINGS:
             raise ValueError(
                 f"meta_prompts {self.meta_prompts!r} is unknown; use one of {META_PROMPT_WORDINGS}"

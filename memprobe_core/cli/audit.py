@@ -18,6 +18,7 @@ from memprobe_core.audit import load_models, resume_audit, run_audit, start_audi
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNITS_FAILED
 from memprobe_core.cli.output import ProgressBar, echo, terminal_json
+from memprobe_core.config import DEFAULT_LENGTH
 from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.executors import EXECUTORS, Executor, make_executor
 from memprobe_core.executors.ray import INSTALL_HINT, RayOptions
@@ -109,7 +110,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--lengths",
         nargs="+",
         type=int,
-        default=[200],
+        default=[DEFAULT_LENGTH],
         help="tokens of prefix + suffix, one unit per length",
     )
     audit.add_argument(

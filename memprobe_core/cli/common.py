@@ -12,62 +12,41 @@ from urllib.parse import urlsplit
 
 from memprobe_core.attacks import registry
 from memprobe_core.attacks.options import (
-    ANSWER_MODELS,
+    BUILT_IN_CLASSES,
     MAX_LENGTH,
     MAX_SNIPPETS,
-    SIZE_LIMITS,
-    Access,
     AttackOptions,
-    GCGOptions,
-    InteractiveOptions,
-    ReverseOptions,
     check_size,
 )
 from memprobe_core.cli.errors import EPILOG_EXIT_CODES
-from memprobe_core.config import (
-    COMPAT_MODES,
-    COMPAT_PRESETS,
-    MAX_INT64,
-    OUTPUT_WINDOWS,
-    ROUGE_TOKENIZERS,
-    ROUGE_VARIANTS,
-    SEED_RANGE,
-    ScoringConfig,
-)
+from memprobe_core.cli.option_flags import add_flag_of, add_flags, flag_problem, read_flags
+from memprobe_core.config import MAX_INT64, SEED_RANGE, ScoringConfig
 from memprobe_core.errors import UsageError
 from memprobe_core.membership import MeasureOptions
-from memprobe_core.membership.options import MAX_RECALL_SHOTS, MAX_SAMIA_SAMPLES
-from memprobe_core.membership.pac import MAX_PAC_AUGMENTATIONS
 from memprobe_core.models.urls import base_url_problem
 from memprobe_core.ner.audit import NER_BOUNDS
 from memprobe_core.runs.roles import ModelNames, default_model_names
-from memprobe_core.runs.unit import SplitSpec, SplitTokenizer
+from memprobe_core.runs.unit import SplitSpec
 from memprobe_core.snippets.loaders import MAX_FILE_BYTES, MAX_FILE_SNIPPETS, TxtMode
 from memprobe_core.store import Store
 
 TXT_MODES: tuple[str, ...] = get_args(TxtMode)
 
-# Size options checked right after parsing (argparse dest → flag, lowest, highest), so a typo
-# such as `--n 1000000000` is refused in one line before a store is opened or a model loaded.
-# The method options' bounds are AttackOptions' own (the dashboard builds those too).
-_OPTION_BOUNDS = {name: (low, high) for name, low, high in SIZE_LIMITS}
+# Size options that are not fields of an option class, checked right after parsing (argparse
+# dest → flag, lowest, highest), so a typo such as `--length 1000000000` is refused in one line
+# before a store is opened or a model loaded. The option classes' flags are checked from their
+# declarations (:func:`memprobe_core.cli.option_flags.flag_problem`).
 CLI_SIZE_LIMITS: dict[str, tuple[str, int, int]] = {
-    "n": ("--n", *_OPTION_BOUNDS["n_candidates"]),
-    "rounds": ("--rounds", *_OPTION_BOUNDS["rounds"]),
-    "gcg_steps": ("--gcg-steps", *_OPTION_BOUNDS["gcg_steps"]),
     "length": ("--length", 2, MAX_LENGTH),
     "lengths": ("--lengths", 2, MAX_LENGTH),
     "limit": ("--limit", 1, MAX_SNIPPETS),
     "per_domain": ("--per-domain", 1, MAX_SNIPPETS),
     "max_bytes": ("--max-bytes", 1, 4 * MAX_FILE_BYTES),
-    "seed": ("--seed", *SEED_RANGE),
     "ci_seed": ("--ci-seed", *SEED_RANGE),
     "run": ("run id", 1, MAX_INT64),  # report / resume: a run id SQLite can hold
     "top": ("--top", 0, 100_000),
-    "recall_shots": ("--recall-shots", 0, MAX_RECALL_SHOTS),
-    "samia_samples": ("--samia-samples", 0, MAX_SAMIA_SAMPLES),
-    "pac_augmentations": ("--pac-augmentations", 0, MAX_PAC_AUGMENTATIONS),
     "max_snippets": ("--max-snippets", 1, MAX_SNIPPETS),
+    "seed": ("--seed", *SEED_RANGE),  # also `memprobe ner` and `infer`, whose --seed is their own
     # `memprobe ner` (its options live in memprobe_core.cli.ner; bounds: NerAuditConfig's)
     "batch_size": ("--batch-size", *NER_BOUNDS["batch_size"]),
     "pairs": ("--pairs", *NER_BOUNDS["max_pairs"]),
@@ -77,7 +56,8 @@ CLI_SIZE_LIMITS: dict[str, tuple[str, int, int]] = {
 
 
 def check_sizes(args: argparse.Namespace) -> str | None:
-    """The first size option of ``args`` outside its bounds, as a message (``None``: all fine)."""
+    """The first size or option flag of ``args`` its bounds refuse, as a message (``None``: all
+    fine)."""
     for dest, (flag, low, high) in CLI_SIZE_LIMITS.items():
         values = getattr(args, dest, None)
         for value in values if isinstance(values, list) else [values]:
@@ -85,7 +65,7 @@ def check_sizes(args: argparse.Namespace) -> str | None:
                 check_size(flag, value, low, high)
             except ValueError as exc:
                 return str(exc).replace(f"{flag}=", f"{flag} ", 1)
-    return None
+    return flag_problem(args)
 
 
 EPILOG = (
@@ -217,53 +197,12 @@ def given(**values: Any) -> dict[str, Any]:
 
 
 def add_method_options(parser: argparse.ArgumentParser) -> None:
-    """The method options; every default shown is the core option class's own."""
+    """The method, scoring, measurement and split flags, generated from the option classes'
+    declarations (:mod:`memprobe_core.cli.option_flags`); every default shown is the class's."""
     group = parser.add_argument_group("method options")
-    group.add_argument(
-        "--alpha",
-        type=float,
-        help="weight of Mem in the objective, 0..1 "
-        "(default: the paper's table by domain and length, 0.5 otherwise)",
-    )
-    group.add_argument(
-        "--rounds",
-        type=int,
-        help=f"refinement rounds T (interactive; default: {InteractiveOptions.rounds})",
-    )
-    group.add_argument(
-        "--n",
-        type=int,
-        help=f"candidates per round (interactive; default: {InteractiveOptions.n_candidates})",
-    )
-    group.add_argument(
-        "--seed", type=int, help=f"seed of every sampled generation (default: {AttackOptions.seed})"
-    )
-    group.add_argument(
-        "--access",
-        choices=get_args(Access),
-        help="attacker sees the whole snippet or only the prefix "
-        f"(default: {InteractiveOptions.access})",
-    )
-    group.add_argument(
-        "--gcg-steps", type=int, help=f"GCG optimisation steps (default: {GCGOptions.steps})"
-    )
-    group.add_argument(
-        "--gcg-answer-model",
-        choices=ANSWER_MODELS,
-        help="who answers GCG's found prompt: base (paper) or victim "
-        f"(default: {GCGOptions.answer_model})",
-    )
-    group.add_argument(
-        "--no-speculative",
-        action="store_true",
-        help="decode the victim's greedy answers one token per step, without drafting from "
-        "the true suffix (the answers are the same either way; drafting is faster)",
-    )
-    group.add_argument(
-        "--no-chat-template",
-        action="store_true",
-        help="P-S-Inst: raw prefix only, not also inside the victim's chat template",
-    )
+    add_flags(group, AttackOptions, skip=("compat",))
+    for section, cls in BUILT_IN_CLASSES.items():
+        add_flags(group, cls, about=section if section == "interactive" else "")
     group.add_argument(
         "--method-option",
         action="append",
@@ -272,144 +211,17 @@ def add_method_options(parser: argparse.ArgumentParser) -> None:
         "interactive.attacker_temperature=0.7 or a new method's own; repeatable "
         "(every field: docs/options.md)",
     )
-    group.add_argument(
-        "--compat",
-        choices=COMPAT_MODES,
-        help="conventions: paper, or the paper's reference code (last window "
-        "with a length-token budget, best_rougeL selection, its refine "
-        f"meta-prompt, 500-token prompts, BOS counted in the prefix; default: {AttackOptions.compat})",
-    )
-    _add_scoring_options(parser.add_argument_group("scoring (Mem, LCS_P)"))
-    _add_measure_options(parser.add_argument_group("measured beside Mem"))
-    group = parser.add_argument_group("split")
-    group.add_argument(
-        "--split-tokenizer",
-        choices=get_args(SplitTokenizer),
-        help=f"cut snippets by the victim's tokens or by whitespace words (default: {SplitSpec.tokenizer})",
-    )
-    group.add_argument(
-        "--prefix-ratio",
-        type=float,
-        help=f"prefix share of each split (default: {SplitSpec.prefix_ratio})",
-    )
-
-
-def _add_scoring_options(group: argparse._ArgumentGroup) -> None:
-    """How Mem and LCS_P are computed (ROUGE-L variant, tokenizer, stemmer, output window)."""
-    group.add_argument(
-        "--rouge-variant",
-        choices=ROUGE_VARIANTS,
-        help=f"ROUGE-L component scored (default: {ScoringConfig.variant})",
-    )
-    group.add_argument(
-        "--rouge-tokenizer",
-        choices=ROUGE_TOKENIZERS,
-        help=f"rouge (paper; drops non-ASCII) or unicode (default: {ScoringConfig.tokenizer})",
-    )
-    group.add_argument(
-        "--no-stemmer",
-        action="store_true",
-        help="score without the Porter stemmer (default: stemmer on, as the paper)",
-    )
-    group.add_argument(
-        "--output-window",
-        choices=OUTPUT_WINDOWS,
-        help="which len(suffix) tokens of the output are scored; last also lets "
-        "the victim write the whole length (default: the --compat mode's: "
-        + ", ".join(f"{mode} {preset['output_window']}" for mode, preset in COMPAT_PRESETS.items())
-        + ")",
-    )
-
-
-def _add_measure_options(group: argparse._ArgumentGroup) -> None:
-    """Verbatim metrics and membership signals measured beside each result."""
-    group.add_argument(
-        "--no-signals",
-        action="store_true",
-        help="skip the membership signals (per snippet and length: one extra forward pass of "
-        "a white-box victim, or two log-prob requests to a black-box victim's server; "
-        "default: computed)",
-    )
-    group.add_argument(
-        "--min-k-percent",
-        type=float,
-        help="k of the Min-K%% and Min-K%%++ signals, in percent of the text's tokens "
-        f"(default: {MeasureOptions.min_k_percent})",
-    )
-    group.add_argument(
-        "--extract-k",
-        type=int,
-        help="k of k-extractability: the output's first k tokens must equal the suffix's "
-        f"(default: {MeasureOptions.extract_k})",
-    )
-    group.add_argument(
-        "--no-pz",
-        action="store_true",
-        help="skip probabilistic extraction (log10 p_z of the true suffix under the sampling "
-        "scheme below and the samples n needed at --discover-p; one forward pass per snippet "
-        "and length; default: measured)",
-    )
-    group.add_argument(
-        "--pz-temperature",
-        type=float,
-        metavar="T",
-        help="the sampling scheme p_z is measured under: temperature (0: greedy, p_z is 0 or 1; "
-        f"default: {MeasureOptions.pz_temperature:g})",
-    )
-    group.add_argument(
-        "--pz-top-k",
-        type=int,
-        metavar="K",
-        help=f"... and top-k (0: off; default: {MeasureOptions.pz_top_k}, as Hayes et al.)",
-    )
-    group.add_argument(
-        "--pz-top-p",
-        type=float,
-        metavar="P",
-        help=f"... and top-p (1: off; default: {MeasureOptions.pz_top_p:g})",
-    )
-    group.add_argument(
-        "--discover-p",
-        type=float,
-        metavar="P",
-        help="the chance of extraction n_at_p is sized for: the fewest samples that write the "
-        f"suffix at least once with probability P, in (0, 1) (default: {MeasureOptions.discover_p})",
-    )
-    group.add_argument(
-        "--samia-samples",
-        type=int,
-        metavar="N",
-        help="measure SaMIA: sample N continuations of each prefix from the victim (temperature "
-        "1, seeded with --seed) and score them by ROUGE-1 recall against the true suffix; needs "
-        f"no log-probs (0 to {MAX_SAMIA_SAMPLES}; its paper uses 10; default: 0, off)",
-    )
-    group.add_argument(
-        "--pac-augmentations",
-        type=int,
-        metavar="N",
-        help="measure PAC: compare each text's polarized distance with N copies of it with "
-        "words swapped; the copies join the signals' forward call (N more rows) or the "
-        "server's log-prob requests (N more texts) "
-        f"(0 to {MAX_PAC_AUGMENTATIONS}; its paper uses 5; default: 0, off)",
-    )
-    group.add_argument(
-        "--pac-swap-rate",
-        type=float,
-        metavar="R",
-        help="PAC: swaps per copy as a share of the text's words, in (0, 1] "
-        f"(default: {MeasureOptions.pac_swap_rate})",
-    )
+    add_flag_of(group, AttackOptions, "compat")
+    add_flags(parser.add_argument_group("scoring (Mem, LCS_P)"), ScoringConfig)
+    # --recall-shots and --dc-pdd-cap: `memprobe audit` only (add_recall_shots, add_dc_pdd_options).
+    measured = parser.add_argument_group("measured beside Mem")
+    add_flags(measured, MeasureOptions, skip=("recall_shots", "dc_pdd_cap"))
+    add_flags(parser.add_argument_group("split"), SplitSpec)
 
 
 def add_recall_shots(parser: argparse.ArgumentParser) -> None:
     """``--recall-shots``: only `memprobe audit` has the labelled texts ReCaLL needs."""
-    parser.add_argument(
-        "--recall-shots",
-        type=int,
-        help="labelled audits: put the first N members and the first N non-members in front of "
-        "every text to measure ReCaLL and Con-ReCall; those 2N texts are left out of the "
-        f"membership table (0 to {MAX_RECALL_SHOTS}; default: 0, off)",
-    )
+    add_flag_of(parser, MeasureOptions, "recall_shots")
 
 
 def add_dc_pdd_options(parser: argparse.ArgumentParser) -> None:
@@ -430,59 +242,27 @@ def add_dc_pdd_options(parser: argparse.ArgumentParser) -> None:
         help="labelled audits: measure DC-PDD with the token frequencies of the audit's own "
         "non-members (each non-member is scored without its own counts)",
     )
-    group.add_argument(
-        "--dc-pdd-cap",
-        type=float,
-        metavar="A",
-        help=f"DC-PDD: upper bound a of each token's score (default: {MeasureOptions.dc_pdd_cap})",
-    )
+    add_flag_of(group, MeasureOptions, "dc_pdd_cap")
 
 
 def attack_options(args: argparse.Namespace) -> AttackOptions:
     """The method options given on the command line (validated); what was not given keeps the
     option classes' defaults (the compat mode's, for those it sets)."""
     try:
-        scoring = given(
-            variant=args.rouge_variant,
-            tokenizer=args.rouge_tokenizer,
-            output_window=args.output_window,
-            stemmer=False if args.no_stemmer else None,
-        )
-        measure = given(
-            signals=False if args.no_signals else None,
-            min_k_percent=args.min_k_percent,
-            extract_k=args.extract_k,
-            pz=False if getattr(args, "no_pz", False) else None,
-            pz_temperature=getattr(args, "pz_temperature", None),
-            pz_top_k=getattr(args, "pz_top_k", None),
-            pz_top_p=getattr(args, "pz_top_p", None),
-            discover_p=getattr(args, "discover_p", None),
-            samia_samples=getattr(args, "samia_samples", None),
-            recall_shots=getattr(args, "recall_shots", None),
-            pac_augmentations=getattr(args, "pac_augmentations", None),
-            pac_swap_rate=getattr(args, "pac_swap_rate", None),
-            dc_pdd_cap=getattr(args, "dc_pdd_cap", None),
-        )
         sections: dict[str, dict[str, Any]] = {
-            "interactive": given(rounds=args.rounds, n_candidates=args.n, access=args.access),
-            "gcg": given(steps=args.gcg_steps, answer_model=args.gcg_answer_model),
-            "ps": {"chat_template": not args.no_chat_template},
+            key: read_flags(args, cls) for key, cls in BUILT_IN_CLASSES.items()
         }
         for text in getattr(args, "method_option", None) or []:
             section, name, value = parse_method_option(text)
             sections.setdefault(section, {})[name] = value
         built = {key: registry.option_sections()[key](**values) for key, values in sections.items()}
         return AttackOptions(
-            alpha=args.alpha,
-            scoring=cast(ScoringConfig, scoring),  # a dict: AttackOptions fills the window
-            measure=MeasureOptions(**measure),
-            interactive=built.pop("interactive"),
-            gcg=built.pop("gcg"),
-            ps=built.pop("ps"),
-            reverse=built.pop("reverse", ReverseOptions()),
+            # A dict: AttackOptions fills the compat mode's output window when not given.
+            scoring=cast(ScoringConfig, read_flags(args, ScoringConfig)),
+            measure=MeasureOptions(**read_flags(args, MeasureOptions)),
+            **{key: built.pop(key) for key in BUILT_IN_CLASSES},
             method_options=built,  # the sections of methods registered beyond the built-in ones
-            speculative=not getattr(args, "no_speculative", False),
-            **given(seed=args.seed, compat=args.compat),
+            **read_flags(args, AttackOptions),
         )
     except UsageError:
         raise
@@ -540,9 +320,10 @@ def _typed(raw: str, hint: Any) -> Any:
 
 def split_spec(args: argparse.Namespace) -> SplitSpec:
     """The split the flags ask for (``--split-tokenizer``, ``--prefix-ratio``)."""
-    if args.prefix_ratio is not None and not 0 < args.prefix_ratio < 1:
-        raise UsageError(f"--prefix-ratio {args.prefix_ratio}: give a share between 0 and 1")
-    return SplitSpec(**given(tokenizer=args.split_tokenizer, prefix_ratio=args.prefix_ratio))
+    try:
+        return SplitSpec(**read_flags(args, SplitSpec))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 # What --api-key-env must be: the NAME of an environment variable, never the key itself.

@@ -15,6 +15,7 @@ import re
 import sqlite3
 
 from memprobe_core.attacks.model_set import MissingModelError
+from memprobe_core.cli.option_flags import library_flags
 from memprobe_core.errors import MemprobeError, OptionError
 from memprobe_core.models.base import ModelError
 from memprobe_core.ner.labels import LabelError
@@ -69,20 +70,8 @@ CLI_FLAGS: dict[str, str] = {
     "limit": "--limit",
     "base_url": "--base-url",
     "api_key_env": "--api-key-env",
-    "n_candidates": "--n",
-    "rounds": "--rounds",
-    "gcg_steps": "--gcg-steps",
-    "min_k_percent": "--min-k-percent",
-    "extract_k": "--extract-k",
-    "recall_shots": "--recall-shots",
-    "samia_samples": "--samia-samples",
-    "pac_augmentations": "--pac-augmentations",
-    "pac_swap_rate": "--pac-swap-rate",
-    "dc_pdd_cap": "--dc-pdd-cap",
-    "pz_temperature": "--pz-temperature",
-    "pz_top_k": "--pz-top-k",
-    "pz_top_p": "--pz-top-p",
-    "discover_p": "--discover-p",
+    # The option classes' fields, from their declarations (memprobe_core.option_fields).
+    **library_flags(),
     "significance": "--significance",
     "select": "--select",
     "executor": "--executor",

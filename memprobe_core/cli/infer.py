@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.attacks.signals_only import METHOD
@@ -31,13 +31,13 @@ from memprobe_core.cli.audit import (
     run_and_report,
     with_dc_pdd,
 )
+from memprobe_core.cli.option_flags import add_flag_of, add_flags, read_flags
 from memprobe_core.cli.output import echo
+from memprobe_core.config import DEFAULT_LENGTH
 from memprobe_core.errors import UsageError
 from memprobe_core.membership import MeasureOptions
 from memprobe_core.membership.inference import DEFAULT_SIGNIFICANCE, check_significance
-from memprobe_core.membership.options import MAX_SAMIA_SAMPLES
-from memprobe_core.membership.pac import MAX_PAC_AUGMENTATIONS
-from memprobe_core.runs.unit import SplitSpec, SplitTokenizer
+from memprobe_core.runs.unit import SplitSpec
 from memprobe_core.snippets.loaders import load_snippets
 from memprobe_core.snippets.split import Snippet
 
@@ -68,21 +68,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--lengths",
         nargs="+",
         type=int,
-        default=[200],
+        default=[DEFAULT_LENGTH],
         help="tokens of each text scored (its first N); one test per length",
     )
-    infer.add_argument(
-        "--split-tokenizer",
-        choices=get_args(SplitTokenizer),
-        help=f"cut texts by the victim's tokens or by whitespace words (default: "
-        f"{SplitSpec.tokenizer})",
-    )
-    infer.add_argument(
-        "--prefix-ratio",
-        type=float,
-        help=f"prefix share of each text, for the suffix loss and SaMIA (default: "
-        f"{SplitSpec.prefix_ratio})",
-    )
+    add_flags(infer, SplitSpec)
     infer.add_argument(
         "--limit",
         type=int,
@@ -98,25 +87,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=int,
         help=f"seed of the random halves (and of SaMIA's samples; default: {AttackOptions.seed})",
     )
-    infer.add_argument(
-        "--min-k-percent",
-        type=float,
-        help=f"k of the Min-K%% signals (default: {MeasureOptions.min_k_percent})",
-    )
-    infer.add_argument(
-        "--samia-samples",
-        type=int,
-        metavar="N",
-        help=f"also measure SaMIA with N samples per text (0 to {MAX_SAMIA_SAMPLES}; "
-        "default: 0, off)",
-    )
-    infer.add_argument(
-        "--pac-augmentations",
-        type=int,
-        metavar="N",
-        help=f"also measure PAC against N word-swapped copies of each text (0 to "
-        f"{MAX_PAC_AUGMENTATIONS}; default: 0, off)",
-    )
+    for name in ("min_k_percent", "samia_samples", "pac_augmentations"):
+        add_flag_of(infer, MeasureOptions, name)
     infer.add_argument("--title", default="", help="label shown in `memprobe runs`")
     infer.add_argument(
         "--json", action="store_true", help="print the report as JSON (key dataset_inference)"
@@ -196,13 +168,7 @@ def _named(args: argparse.Namespace, exc: UsageError) -> UsageError:
 
 def _options(args: argparse.Namespace) -> AttackOptions:
     try:
-        measure = MeasureOptions(
-            **common.given(
-                min_k_percent=args.min_k_percent,
-                samia_samples=args.samia_samples,
-                pac_augmentations=args.pac_augmentations,
-            )
-        )
+        measure = MeasureOptions(**read_flags(args, MeasureOptions))
         return AttackOptions(measure=measure, **common.given(seed=args.seed))
     except UsageError:
         raise

@@ -11,6 +11,7 @@ from memprobe_core.attacks.interactive import METHOD as ATTACKER_LOOP
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK
 from memprobe_core.cli.output import LiveTable, echo, print_result, terminal_json, terminal_safe
+from memprobe_core.config import DEFAULT_LENGTH
 from memprobe_core.errors import UsageError
 from memprobe_core.runs.probe import run_probe, start_probe
 from memprobe_core.runs.roles import load_models
@@ -39,7 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=ATTACKER_LOOP,
         help=f"extraction method (default: {ATTACKER_LOOP}, the paper's attacker loop)",
     )
-    probe.add_argument("--length", type=int, default=200, help="tokens of prefix + suffix")
+    probe.add_argument(
+        "--length", type=int, default=DEFAULT_LENGTH, help="tokens of prefix + suffix"
+    )
     probe.add_argument(
         "--json",
         action="store_true",

@@ -13,13 +13,11 @@ and how it is shown; reports, CSV columns and pages read it from here (docs/meth
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from typing import Any
 
 import pandas as pd
 
-from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.membership.dc_pdd import DEFAULT_DC_PDD_CAP, TokenFrequencies
 from memprobe_core.membership.pac import (
     DEFAULT_PAC_HIGH_PERCENT,
@@ -34,6 +32,7 @@ from memprobe_core.membership.sampler import (
     DEFAULT_TOP_P,
     SamplingScheme,
 )
+from memprobe_core.option_fields import check_options, option
 
 DEFAULT_MIN_K_PERCENT = 20.0  # Shi et al. 2024 report k = 20 as their default
 DEFAULT_EXTRACT_K = 50  # Carlini et al. 2023 ("Quantifying Memorization") use 50-token suffixes
@@ -193,25 +192,159 @@ class MeasureOptions:
         discover_p: the chance of extraction ``n_at_p`` is sized for (0 < p < 1).
     """
 
-    signals: bool = True
-    min_k_percent: float = DEFAULT_MIN_K_PERCENT
-    extract_k: int = DEFAULT_EXTRACT_K
-    recall_shots: int = 0
+    signals: bool = option(
+        True,
+        help="membership signals of each snippet: one extra forward pass of a white-box victim "
+        "per snippet and length, or two log-prob requests to a black-box victim's server",
+        switch_help="skip the membership signals (per snippet and length: one extra forward "
+        "pass of a white-box victim, or two log-prob requests to a black-box victim's server; "
+        "default: computed)",
+        flag="--no-signals",
+    )
+    min_k_percent: float = option(
+        DEFAULT_MIN_K_PERCENT,
+        help="k of the Min-K% and Min-K%++ signals, in percent of the text's tokens",
+        low=0,
+        low_open=True,
+        high=100,
+        example="20",
+        flag="--min-k-percent",
+        metavar="K",
+    )
+    extract_k: int = option(
+        DEFAULT_EXTRACT_K,
+        help="k of k-extractability: the output's first k tokens must equal the suffix's",
+        low=1,
+        example="50",
+        flag="--extract-k",
+        metavar="K",
+    )
+    recall_shots: int = option(
+        0,
+        help="labelled audits: put the first N members and the first N non-members in front of "
+        "every text to measure ReCaLL and Con-ReCall; those 2N texts are left out of the "
+        "membership table (0: off)",
+        low=0,
+        high=MAX_RECALL_SHOTS,
+        flag="--recall-shots",
+        metavar="N",
+        page="ReCaLL shots",
+        needs_labels=True,
+        commands=("audit",),
+    )
     recall_prefix_ids: tuple[str, ...] = ()
     recall_member_prefix: tuple[str, ...] = ()
     recall_nonmember_prefix: tuple[str, ...] = ()
-    samia_samples: int = 0
+    samia_samples: int = option(
+        0,
+        help="measure SaMIA: sample N continuations of each prefix from the victim (temperature "
+        "1, seeded with the run's seed) and score them by ROUGE-1 recall against the true "
+        "suffix; needs no log-probs (its paper uses 10; 0: off)",
+        low=0,
+        high=MAX_SAMIA_SAMPLES,
+        example="10",
+        flag="--samia-samples",
+        metavar="N",
+        page="SaMIA samples",
+    )
     dc_pdd_frequencies: TokenFrequencies | None = None
-    dc_pdd_cap: float = DEFAULT_DC_PDD_CAP
-    pac_augmentations: int = 0
-    pac_swap_rate: float = DEFAULT_PAC_SWAP_RATE
-    pac_low_percent: float = DEFAULT_PAC_LOW_PERCENT
-    pac_high_percent: float = DEFAULT_PAC_HIGH_PERCENT
-    pz: bool = True
-    pz_temperature: float = DEFAULT_TEMPERATURE
-    pz_top_k: int = DEFAULT_TOP_K
-    pz_top_p: float = DEFAULT_TOP_P
-    discover_p: float = DEFAULT_DISCOVER_P
+    dc_pdd_cap: float = option(
+        DEFAULT_DC_PDD_CAP,
+        help="DC-PDD: upper bound a of each token's score",
+        low=0,
+        low_open=True,
+        example="0.01",
+        flag="--dc-pdd-cap",
+        metavar="A",
+        commands=("audit",),
+    )
+    pac_augmentations: int = option(
+        0,
+        help="measure PAC: compare each text's polarized distance with N copies of it with words "
+        "swapped; the copies join the signals' forward call (N more rows) or the server's "
+        "log-prob requests (N more texts) (its paper uses 5; 0: off)",
+        low=0,
+        high=MAX_PAC_AUGMENTATIONS,
+        example="5",
+        flag="--pac-augmentations",
+        metavar="N",
+        page="PAC copies",
+    )
+    pac_swap_rate: float = option(
+        DEFAULT_PAC_SWAP_RATE,
+        help="PAC: swaps per copy as a share of the text's words",
+        low=0,
+        low_open=True,
+        high=1,
+        example="0.3",
+        flag="--pac-swap-rate",
+        metavar="R",
+    )
+    pac_low_percent: float = option(
+        DEFAULT_PAC_LOW_PERCENT,
+        help="PAC: the lowest k % of the token log-probs whose mean the polarized distance "
+        "subtracts",
+        low=0,
+        low_open=True,
+        high=100,
+        example="30",
+    )
+    pac_high_percent: float = option(
+        DEFAULT_PAC_HIGH_PERCENT,
+        help="PAC: the highest k % of the token log-probs whose mean it takes",
+        low=0,
+        low_open=True,
+        high=100,
+        example="5",
+    )
+    pz: bool = option(
+        True,
+        help="probabilistic extraction: log10 p_z of the true suffix under the sampling scheme "
+        "below and the samples n needed at discover_p (one forward pass per snippet and "
+        "length)",
+        switch_help="skip probabilistic extraction (log10 p_z of the true suffix and the samples "
+        "n needed at --discover-p; default: measured)",
+        flag="--no-pz",
+    )
+    pz_temperature: float = option(
+        DEFAULT_TEMPERATURE,
+        help="the sampling scheme p_z is measured under: temperature (0: greedy, p_z is 0 or 1)",
+        low=0,
+        flag="--pz-temperature",
+        metavar="T",
+        page="p_z temperature",
+    )
+    pz_top_k: int = option(
+        DEFAULT_TOP_K,
+        help="... and top-k (0: off; Hayes et al.: 40)",
+        low=0,
+        high=1_000_000,
+        flag="--pz-top-k",
+        metavar="K",
+        page="p_z top-k",
+    )
+    pz_top_p: float = option(
+        DEFAULT_TOP_P,
+        help="... and top-p (1: off)",
+        low=0,
+        low_open=True,
+        high=1,
+        flag="--pz-top-p",
+        metavar="P",
+    )
+    discover_p: float = option(
+        DEFAULT_DISCOVER_P,
+        help="the chance of extraction n_at_p is sized for: the fewest samples that write the "
+        "suffix at least once with this probability",
+        low=0,
+        low_open=True,
+        high=1,
+        high_open=True,
+        example="0.5",
+        flag="--discover-p",
+        metavar="P",
+        page="Extraction chance p",
+    )
 
     @property
     def pz_scheme(self) -> SamplingScheme:
@@ -219,63 +352,13 @@ class MeasureOptions:
         return SamplingScheme(self.pz_temperature, self.pz_top_k, self.pz_top_p)
 
     def __post_init__(self) -> None:
-        self.pz_scheme  # noqa: B018  (built to check the three pz_* options)
-        p = self.discover_p
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p < 1:
-            raise OptionError(
-                "discover_p", p, "give the chance of extraction to size n for, in (0, 1), e.g. 0.5"
-            )
-        if not 0.0 < float(self.min_k_percent) <= 100.0:
-            raise UsageError(
-                f"min_k_percent {self.min_k_percent} is out of range; give a percentage in "
-                "(0, 100], e.g. 20"
-            )
-        if int(self.extract_k) < 1:
-            raise UsageError(
-                f"extract_k {self.extract_k} is out of range; give a positive token count, e.g. 50"
-            )
-        shots = self.recall_shots
-        if (
-            isinstance(shots, bool)
-            or not isinstance(shots, int)
-            or not 0 <= shots <= MAX_RECALL_SHOTS
-        ):
-            raise OptionError(
-                "recall_shots", shots, f"give a whole number from 0 to {MAX_RECALL_SHOTS}"
-            )
-        samples = self.samia_samples
-        if (
-            isinstance(samples, bool)
-            or not isinstance(samples, int)
-            or not 0 <= samples <= MAX_SAMIA_SAMPLES
-        ):
-            raise OptionError(
-                "samia_samples",
-                samples,
-                f"give a whole number from 0 (off) to {MAX_SAMIA_SAMPLES}, e.g. 10",
-            )
+        check_options(self)
+        self.pz_scheme  # noqa: B018  (built to check the three pz_* options together)
         for name in ("recall_prefix_ids", "recall_member_prefix", "recall_nonmember_prefix"):
             object.__setattr__(self, name, tuple(getattr(self, name)))  # lists from a stored config
         if isinstance(self.dc_pdd_frequencies, dict):  # from a stored config
             object.__setattr__(
                 self, "dc_pdd_frequencies", TokenFrequencies.from_dict(self.dc_pdd_frequencies)
-            )
-        _check_fraction("dc_pdd_cap", self.dc_pdd_cap, "a positive number, e.g. 0.01", top=None)
-        count = self.pac_augmentations
-        if (
-            isinstance(count, bool)
-            or not isinstance(count, int)
-            or not 0 <= count <= MAX_PAC_AUGMENTATIONS
-        ):
-            raise OptionError(
-                "pac_augmentations",
-                count,
-                f"give a whole number from 0 (off) to {MAX_PAC_AUGMENTATIONS}, e.g. 5",
-            )
-        _check_fraction("pac_swap_rate", self.pac_swap_rate, "a share in (0, 1], e.g. 0.3", top=1.0)
-        for name, example in (("pac_low_percent", 30), ("pac_high_percent", 5)):
-            _check_fraction(
-                name, getattr(self, name), f"a percentage in (0, 100], e.g. {example}", top=100.0
             )
 
     @classmethod
@@ -284,20 +367,6 @@ class MeasureOptions:
         data = data or {}
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
-
-
-def _check_fraction(name: str, value: Any, what: str, *, top: float | None) -> None:
-    """Refuse ``value`` unless it is a finite number in ``(0, top]`` (``top`` ``None``: no bound)."""
-    number = None
-    if not isinstance(value, bool) and isinstance(value, (int, float)):
-        number = float(value)
-    if (
-        number is None
-        or not math.isfinite(number)
-        or number <= 0
-        or (top is not None and number > top)
-    ):
-        raise OptionError(name, value, f"give {what}")
 
 
 def signals_frame(membership: dict[str, Any] | None) -> pd.DataFrame:

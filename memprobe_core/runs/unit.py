@@ -37,6 +37,7 @@ from memprobe_core.attacks.prepare import prepare_options
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.membership.measure import measure_result
+from memprobe_core.option_fields import check_options, option
 from memprobe_core.secrets import redact_secrets
 from memprobe_core.snippets.split import Snippet, SplitSnippet, split
 from memprobe_core.store import Store, StoreError, UnitKey, UnitStatus
@@ -83,8 +84,25 @@ class SplitSpec:
         prefix_ratio: the prefix's share of each length.
     """
 
-    tokenizer: SplitTokenizer = "model"
-    prefix_ratio: float = DEFAULT_PREFIX_RATIO
+    tokenizer: SplitTokenizer = option(
+        "model",
+        help="cut snippets by the victim's tokens (model, as the paper) or by whitespace words",
+        flag="--split-tokenizer",
+    )
+    prefix_ratio: float = option(
+        DEFAULT_PREFIX_RATIO,
+        help="prefix share of each split",
+        low=0,
+        low_open=True,
+        high=1,
+        high_open=True,
+        example="0.33",
+        flag="--prefix-ratio",
+        metavar="R",
+    )
+
+    def __post_init__(self) -> None:
+        check_options(self)
 
     def cut(
         self, snippet: Snippet, length: int, models: ModelSet, *, bos_in_prefix: bool = False

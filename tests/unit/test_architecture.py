@@ -18,10 +18,12 @@ UI = ROOT / "ui_common"
 # belongs to its longest entry, so a package can hand one of its modules to a lower layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
     # Facts every layer reads: errors, paths, the scoring config, redaction, PII patterns, the
-    # shared statistical conventions, and the root package (version, logger name).
+    # shared statistical conventions, the option declarations, and the root package (version,
+    # logger name).
     (
         "memprobe_core",
         "memprobe_core.errors",
+        "memprobe_core.option_fields",
         "memprobe_core.paths",
         "memprobe_core.config",
         "memprobe_core.secrets",

@@ -110,9 +110,9 @@ def test_scoring_defaults_match_paper() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"variant": "fmeasure"}, "ROUGE variant 'fmeasure' is unknown"),
-        ({"tokenizer": "spacy"}, "ROUGE tokenizer 'spacy' is unknown"),
-        ({"output_window": "middle"}, "output window 'middle' is unknown"),
+        ({"variant": "fmeasure"}, "variant='fmeasure': use one of recall, precision, f1"),
+        ({"tokenizer": "spacy"}, "tokenizer='spacy': use one of rouge, unicode"),
+        ({"output_window": "middle"}, "output_window='middle': use one of first, last"),
     ],
 )
 def test_scoring_bad_values(kwargs: dict[str, str], message: str) -> None:

@@ -299,7 +299,7 @@ def test_compat_presets_and_explicit_options_win():
         "first",
     )
     assert AttackOptions.from_dict(ref.to_dict()) == ref
-    with pytest.raises(ValueError, match="compat 'ref'"):
+    with pytest.raises(ValueError, match="compat='ref': use one of paper, reference"):
         AttackOptions(compat="ref")  # type: ignore[arg-type]
 
 

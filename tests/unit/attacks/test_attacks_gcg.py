@@ -245,7 +245,7 @@ def test_victim_answers_when_asked(model, tok):
 
 
 def test_answer_model_option_is_validated_and_old_configs_load():
-    with pytest.raises(ValueError, match="gcg_answer_model 'attacker'"):
+    with pytest.raises(ValueError, match="gcg_answer_model='attacker': use one of base, victim"):
         AttackOptions(gcg=GCGOptions(answer_model="attacker"))
     stored = AttackOptions().to_dict()
     assert stored["gcg"]["answer_model"] == "base"

@@ -90,10 +90,13 @@ def test_every_option_has_help_text(capsys):
                 continue
             assert action.help, f"{name} {action.dest} has no help"
     assert main(["audit", "--help"]) == 0
-    text = capsys.readouterr().out
-    # Flags default to None; the default shown is the core option class's own.
-    assert f"refinement rounds T (interactive; default: {InteractiveOptions.rounds})" in text
-    assert f"(interactive; default: {InteractiveOptions.n_candidates})" in text
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps the help
+    # Flags default to None; the default and range shown are the core option class's own.
+    assert (
+        f"refinement rounds T (interactive; from 0 to 100; default: {InteractiveOptions.rounds})"
+        in text
+    )
+    assert f"(interactive; from 1 to 1,024; default: {InteractiveOptions.n_candidates})" in text
     assert "exit codes" in text
 
 
@@ -273,7 +276,7 @@ def test_probe_input_errors(store_path, fake_models, capsys):
     assert "has 3 tokens; length 30" in capsys.readouterr().err
     assert main([*base, "probe", "--corpus-id", "nope", *MODELS]) == 2
     assert main([*base, "probe", WORDS, "--alpha", "1.5", *MODELS]) == 2
-    assert "outside [0, 1]" in capsys.readouterr().err
+    assert "--alpha 1.5: give a number in [0, 1]" in capsys.readouterr().err
 
 
 def test_corpus_lists_ids(store_path, capsys):
