@@ -69,11 +69,15 @@ class ScoringConfig:
     """
 
     variant: RougeVariant = option(
-        "recall", help="ROUGE-L component scored (the paper's code: recall)", flag="--rouge-variant"
+        "recall",
+        help="ROUGE-L component scored (the paper's code: recall)",
+        flag="--rouge-variant",
+        page="ROUGE-L",
     )
     stemmer: bool = option(
         True,
         help="the Porter stemmer, as the paper",
+        page="Porter stemmer",
         switch_help="score without the Porter stemmer (default: stemmer on, as the paper)",
         flag="--no-stemmer",
     )
@@ -81,12 +85,14 @@ class ScoringConfig:
         "rouge",
         help="rouge (paper; drops non-ASCII) or unicode (word characters of any script)",
         flag="--rouge-tokenizer",
+        page="Tokenizer",
     )
     output_window: OutputWindow = option(
         "first",
         help="which len(suffix) tokens of the output are scored; last also lets the victim "
         "write the whole length",
         flag="--output-window",
+        page="Output window",
         default_text="the compat mode's: "
         + ", ".join(f"{mode} {preset['output_window']}" for mode, preset in COMPAT_PRESETS.items()),
     )

@@ -166,7 +166,8 @@ def check_options(instance: Any, prefix: str = "") -> None:
     Raises:
         OptionError: ``"rounds=101: give a whole number from 0 to 100"`` and the like.
     """
-    for opt in options_of(type(instance)):
+    cls: type = type(instance)
+    for opt in options_of(cls):
         value = getattr(instance, opt.name)
         problem = value_problem(opt, value)
         if problem:

@@ -66,7 +66,6 @@ from ui_common.snippets import (
     alpha_widget,
     length_widget,
     read_upload,
-    scoring_widgets,
     snippet_picker,
 )
 
@@ -105,7 +104,6 @@ __all__ = [
     "read_upload",
     "render_status",
     "role_label",
-    "scoring_widgets",
     "session_tag",
     "show_job",
     "signals_view",

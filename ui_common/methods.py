@@ -11,29 +11,18 @@ built-in options sections (``interactive``, ``gcg``) of :class:`AttackOptions`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import streamlit as st
 
 from memprobe_core.attacks import registry
 from memprobe_core.attacks.model_set import ModelSet
-from memprobe_core.attacks.options import (
-    BUILT_IN_SECTIONS,
-    Access,
-    AttackOptions,
-    GCGOptions,
-    InteractiveOptions,
-)
+from memprobe_core.attacks.options import BUILT_IN_SECTIONS, AttackOptions
 from memprobe_core.chance import reference_suffixes
-from memprobe_core.config import COMPAT_MODES
-from memprobe_core.membership.options import (
-    MAX_PAC_AUGMENTATIONS,
-    MAX_RECALL_SHOTS,
-    MAX_SAMIA_SAMPLES,
-    MeasureOptions,
-)
+from memprobe_core.config import ScoringConfig
+from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.models import embedded
+from memprobe_core.option_fields import OptionField
 from memprobe_core.runs.probe import start_probe
 from memprobe_core.runs.unit import SplitSpec
 from memprobe_core.snippets.split import DataError, Snippet
@@ -42,8 +31,8 @@ from ui_common import presets
 from ui_common.job_runner import recorded_methods_job
 from ui_common.jobs import start_job
 from ui_common.models import ModelChoice, load_model
-from ui_common.page import keep, md
-from ui_common.snippets import scoring_widgets
+from ui_common.option_widgets import option_widget, page_options, widget_key
+from ui_common.page import md
 
 # Where a method role's model comes from on a page: the sidebar slot of that name, unless mapped.
 # The init model is the attacker, as in the paper; Compare's victim is its "instruct" slot.
@@ -111,205 +100,104 @@ def method_option_widgets(
 ) -> dict[str, Any]:
     """The options of the chosen methods as :class:`AttackOptions` keywords (all but α).
 
-    Widgets: rounds and candidates when the interactive method is chosen, GCG steps when GCG is,
-    the seed; under "More options" (inline when ``expander`` is False: Streamlit nests no
-    expanders) the scoring, and with ``advanced`` the attacker's access, the conventions (compat
-    mode) and the prompt-token cap. Keys are ``{prefix}_rounds``,
-    ``{prefix}_n``, ``{prefix}_gcg_steps``, ``{prefix}_seed``, ``{prefix}_access``,
-    ``{prefix}_compat``, ``{prefix}_mpt`` and ``{prefix}_scoring_*``.
+    The widgets are generated from the option classes' declarations
+    (:mod:`ui_common.option_widgets`): a row with the page options of the chosen built-in
+    methods (rounds and candidates for the interactive method, GCG steps for GCG; their starting
+    values from the run-size preset) and the seed; a block per other chosen method with options;
+    under "More options" (inline when ``expander`` is False: Streamlit nests no expanders) the
+    scoring and, with ``advanced``, the advanced ones (attacker's access, conventions, prompt-token
+    cap). Keys read like the CLI's flags: ``{prefix}_rounds``, ``{prefix}_n``,
+    ``{prefix}_gcg_steps``, ``{prefix}_seed``, ``{prefix}_compat``, ``{prefix}_scoring_*``,
+    ``{prefix}_{section}_{field}`` for other methods. Sections are dicts: AttackOptions reads
+    them into their classes, so a refused value is shown by :func:`build_options`.
     """
-    # The options sections of the chosen methods (two methods may share one).
-    chosen = {registry.get_method(m).options_key for m in methods}
-    cols = iter(st.columns(4))
-    interactive: dict[str, Any] = {}
-    # Beside other methods the attacker loop's options say whose they are.
-    alone = chosen == {"interactive"}
-    if "interactive" in chosen:
-        interactive["rounds"] = int(
-            next(cols).number_input(
-                "Rounds T" if alone else "Ours: rounds T",
-                0,
-                20,
-                key=keep(f"{prefix}_rounds", presets.default_value(prefix, "rounds")),
-                help=f"paper: {InteractiveOptions.rounds}",
-            )
+    sections = _chosen_sections(methods)
+    built_in = {key: cls for key, cls in sections.items() if key in BUILT_IN_SECTIONS}
+    row = [(key, opt) for key, cls in built_in.items() for opt in page_options(cls, advanced=False)]
+    row += [("", opt) for opt in page_options(AttackOptions, advanced=False)]
+    owners = {key for key, _ in row if key}
+    options: dict[str, Any] = {key: {} for key in built_in}
+    cols = iter(st.columns(4) * (1 + len(row) // 4))
+    for key, opt in row:
+        label = _owned_label(key, opt) if len(owners) > 1 else None
+        value = option_widget(
+            next(cols), opt, widget_key(prefix, opt), label=label, start=_preset(prefix, opt)
         )
-        interactive["n_candidates"] = int(
-            next(cols).number_input(
-                "Candidates per round n" if alone else "Ours: candidates n",
-                1,
-                64,
-                key=keep(f"{prefix}_n", presets.default_value(prefix, "n")),
-                help=f"paper: {InteractiveOptions.n_candidates}; fewer run faster on a CPU",
-            )
-        )
-    gcg: dict[str, Any] = {}
-    if "gcg" in chosen:
-        gcg["steps"] = int(
-            next(cols).number_input(
-                "GCG steps",
-                1,
-                500,
-                key=keep(f"{prefix}_gcg_steps", presets.default_value(prefix, "gcg_steps")),
-                help=f"paper: {GCGOptions.steps}; each step is a forward and backward pass of "
-                "the base model, slow on a CPU",
-            )
-        )
-    seed = int(next(cols).number_input("Seed", 0, 2**31 - 1, 0, key=f"{prefix}_seed"))
-    compat = "paper"
-    with st.expander("More options") if expander else st.container():
-        scoring = scoring_widgets(f"{prefix}_scoring")
-        if advanced:
-            compat, extra = _advanced_widgets(prefix)
-            interactive.update(extra)
-    options: dict[str, Any] = {"scoring": scoring, "seed": seed, "compat": compat}
-    if interactive:
-        options["interactive"] = InteractiveOptions(**interactive)
-    if gcg:
-        options["gcg"] = GCGOptions(**gcg)
-    others = _registered_method_widgets(prefix, methods)
+        (options[key] if key else options)[opt.name] = value
+    others = {
+        key: _section_widgets(f"{prefix}_{key}", key, cls)
+        for key, cls in sections.items()
+        if key not in BUILT_IN_SECTIONS and page_options(cls, advanced=advanced)
+    }
     if others:
         options["method_options"] = others
-    return options
+    with st.expander("More options") if expander else st.container():
+        scoring = _widgets_of(f"{prefix}_scoring", ScoringConfig, advanced=False)
+        options["scoring"] = {k: v for k, v in scoring.items() if v is not None}
+        if advanced:
+            extra = [("", AttackOptions), *built_in.items()]
+            cols = iter(st.columns(3) * 2)
+            for key, cls in extra:
+                for opt in page_options(cls, advanced=True):
+                    if opt.info.advanced:
+                        value = option_widget(next(cols), opt, widget_key(prefix, opt))
+                        (options[key] if key else options)[opt.name] = value
+    return {k: v for k, v in options.items() if v != {}}
 
 
-def _registered_method_widgets(prefix: str, methods: list[str]) -> dict[str, Any]:
-    """Widgets for the options of chosen methods registered beyond the built-in ones, one per
-    field of their options class that has a plain default (bool, int, float or str); other
-    fields keep their defaults. Keys: ``{prefix}_{options_key}_{field}``."""
-    sections: dict[str, Any] = {}
-    for spec in (registry.get_method(m) for m in methods):
-        key, cls = spec.options_key, spec.options_class
-        if key is None or cls is None or key in BUILT_IN_SECTIONS or key in sections:
-            continue
-        values: dict[str, Any] = {}
-        st.caption(md(f"{spec.label} options"))
-        cols = iter(st.columns(4) * (1 + len(fields(cls)) // 4))
-        for f in fields(cls):
-            widget_key = f"{prefix}_{key}_{f.name}"
-            default = f.default
-            col = next(cols)
-            if isinstance(default, bool):
-                values[f.name] = col.checkbox(f.name, value=default, key=widget_key)
-            elif isinstance(default, int):
-                values[f.name] = int(
-                    col.number_input(f.name, value=default, step=1, key=widget_key)
-                )
-            elif isinstance(default, float):
-                values[f.name] = float(col.number_input(f.name, value=default, key=widget_key))
-            elif isinstance(default, str):
-                values[f.name] = col.text_input(f.name, value=default, key=widget_key)
-        # A dict: AttackOptions reads it into the class, so a refused value is shown, not raised.
-        sections[key] = values
+def _chosen_sections(methods: list[str]) -> dict[str, type]:
+    """{options section: class} of the chosen methods, in their order (two may share one)."""
+    sections: dict[str, type] = {}
+    for spec in (registry.get_method(m) for m in registry.method_order(methods)):
+        if spec.options_key is not None and spec.options_class is not None:
+            sections.setdefault(spec.options_key, spec.options_class)
     return sections
 
 
-def _advanced_widgets(prefix: str) -> tuple[str, dict[str, Any]]:
-    """Access, conventions and the prompt-token cap (the Probe page's extra options)."""
-    o1, o2, o3 = st.columns(3)
-    access = o1.radio(
-        "Attacker sees",
-        list(get_args(Access)),
-        horizontal=True,
-        key=f"{prefix}_access",
-        help="partial: the prefix only (paper §5.3); Mem is still against the suffix",
-    )
-    compat = o2.radio(
-        "Conventions",
-        list(COMPAT_MODES),
-        horizontal=True,
-        key=f"{prefix}_compat",
-        help="reference: the paper's reference code (victim writes the whole length, the last "
-        "len(suffix) tokens scored; its meta-prompts; best_rougeL; BOS in the prefix). "
-        "See docs/method.md and --compat in docs/options.md.",
-    )
-    cap = int(
-        o3.number_input(
-            "Max prompt tokens",
-            0,
-            8192,
-            0,
-            key=f"{prefix}_mpt",
-            help="tokens the attacker writes per prompt; 0: the conventions' default (256, "
-            "reference 500)",
-        )
-    )
-    return compat, {"access": access, "max_prompt_tokens": cap or None}
+def _owned_label(section: str, opt: OptionField) -> str:
+    """Beside other methods' options, a label that says whose it is ("Ours (interactive):
+    rounds T"); GCG's already does ("GCG steps")."""
+    label = opt.info.page or opt.name
+    owner = next((s.label for s in registry.specs() if s.options_key == section), "")
+    if not owner or label.lower().startswith(owner.split()[0].lower()):
+        return label
+    return f"{owner}: {label[0].lower()}{label[1:]}"
+
+
+def _preset(prefix: str, opt: OptionField) -> Any:
+    """The run-size preset's starting value of an option it sizes (``None``: the option's own)."""
+    return presets.preset_value(prefix, widget_key("", opt).lstrip("_"))
+
+
+def _section_widgets(prefix: str, section: str, cls: type) -> dict[str, Any]:
+    """A block of one registered method's options under a caption with its label."""
+    owner = next(s.label for s in registry.specs() if s.options_key == section)
+    st.caption(md(f"{owner} options"))
+    return _widgets_of(prefix, cls, advanced=False)
+
+
+def _widgets_of(prefix: str, cls: type, *, advanced: bool) -> dict[str, Any]:
+    """Widgets of the page options of ``cls``, four a row, as its keywords."""
+    shown = page_options(cls, advanced=advanced)
+    cols = iter(st.columns(4) * (1 + len(shown) // 4))
+    return {opt.name: option_widget(next(cols), opt, widget_key(prefix, opt)) for opt in shown}
 
 
 def measure_widgets(key: str, *, labelled: bool) -> dict[str, Any]:
-    """The opt-in membership signals (:class:`MeasureOptions` fields; 0 turns each off), for
-    ``build_options`` under ``"measure"``. ReCaLL's shots are offered for labelled datasets only
-    (its prefixes are labelled texts)."""
+    """The membership signals' page options (:class:`MeasureOptions` fields; 0 turns the opt-in
+    ones off), for ``build_options`` under ``"measure"``. Options that need labelled texts
+    (ReCaLL's shots) are offered for labelled datasets only."""
     st.caption(
         "Opt-in membership signals (each costs more per snippet; docs/method.md §8). 0 is off."
     )
-    c1, c2, c3 = st.columns(3)
-    recall = (
-        c1.number_input(
-            "ReCaLL shots",
-            0,
-            MAX_RECALL_SHOTS,
-            0,
-            key=f"{key}_recall_shots",
-            help="labelled texts of each class put in front of every text (ReCaLL, "
-            "Con-ReCall); they are left out of the membership table",
-        )
-        if labelled
-        else 0
-    )
-    pac = c2.number_input(
-        "PAC copies",
-        0,
-        MAX_PAC_AUGMENTATIONS,
-        0,
-        key=f"{key}_pac",
-        help="word-swapped copies of each text PAC compares it with (its paper: 5)",
-    )
-    samia = c3.number_input(
-        "SaMIA samples",
-        0,
-        MAX_SAMIA_SAMPLES,
-        0,
-        key=f"{key}_samia",
-        help="sampled continuations of each prefix scored by ROUGE-1 (its paper: 10); needs no "
-        "log-probs",
-    )
-    d1, d2, d3 = st.columns(3)
-    temperature = d1.number_input(
-        "p_z temperature",
-        0.0,
-        10.0,
-        MeasureOptions.pz_temperature,
-        key=f"{key}_pz_temperature",
-        help="the sampling scheme p_z (the chance one sample writes the true suffix) is measured "
-        "under: temperature (0: greedy); docs/method.md §14",
-    )
-    top_k = d2.number_input(
-        "p_z top-k",
-        0,
-        1_000_000,
-        MeasureOptions.pz_top_k,
-        key=f"{key}_pz_top_k",
-        help="… its top-k (0: off; Hayes et al.: 40)",
-    )
-    discover_p = d3.number_input(
-        "Extraction chance p",
-        0.01,
-        0.99,
-        MeasureOptions.discover_p,
-        key=f"{key}_discover_p",
-        help="n at p: the fewest samples that write the suffix with this probability",
-    )
+    shown = [
+        opt
+        for opt in page_options(MeasureOptions, advanced=False)
+        if labelled or not opt.info.needs_labels
+    ]
+    cols = iter(st.columns(3) * (1 + len(shown) // 3))
     return {
-        "measure": MeasureOptions(
-            recall_shots=int(recall),
-            pac_augmentations=int(pac),
-            samia_samples=int(samia),
-            pz_temperature=float(temperature),
-            pz_top_k=int(top_k),
-            discover_p=float(discover_p),
-        )
+        "measure": {opt.name: option_widget(next(cols), opt, widget_key(key, opt)) for opt in shown}
     }
 
 
@@ -317,7 +205,7 @@ def build_options(alpha: float | None, widgets: dict[str, Any]) -> AttackOptions
     """:class:`AttackOptions` from the widgets (``None`` with the error shown if refused)."""
     try:
         return AttackOptions(alpha=alpha, **widgets)
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:
         st.error(md(str(exc)))
         return None
 

@@ -68,6 +68,14 @@ def default_value(prefix: str, field: str) -> int:
     return chosen.widget_values(prefix)[f"{prefix}_{field}"]
 
 
+def preset_value(prefix: str, name: str) -> int | None:
+    """The starting value of option widget ``{prefix}_{name}`` if the run-size presets size it
+    (rounds, candidates, GCG steps), ``None`` otherwise."""
+    if f"{prefix}_{name}" not in QUICK.widget_values(prefix):
+        return None
+    return default_value(prefix, name)
+
+
 def preset_widget(prefix: str) -> Preset:
     """A "Run size" radio; choosing a preset sets the length, rounds, candidates and GCG steps."""
     detected = detected_preset()
@@ -100,7 +108,10 @@ def preset_widget(prefix: str) -> Preset:
 def planned_candidates(methods: Sequence[str], widgets: Mapping[str, Any]) -> dict[str, int]:
     """{method: candidates it will score} under the page's option widgets (the ETA's plan)."""
     sized = {k: widgets[k] for k in ("interactive", "gcg") if k in widgets}
-    options = AttackOptions(**sized)
+    try:
+        options = AttackOptions(**sized)
+    except ValueError:  # a refused value: build_options shows it, there is no plan to size
+        return {}
     return {m: registry.expected_candidates(m, options) for m in methods}
 
 

@@ -11,9 +11,6 @@ import streamlit as st
 from memprobe_core.config import (
     DEFAULT_PREFIX_RATIO,
     LENGTHS,
-    OUTPUT_WINDOWS,
-    ROUGE_TOKENIZERS,
-    ROUGE_VARIANTS,
     alpha_for,
     family_of,
 )
@@ -156,38 +153,6 @@ def snippet_picker(key: str) -> Any | None:
     with st.expander("Snippet text", expanded=False):
         st.text(snippet.text[:4000] + (" …" if len(snippet.text) > 4000 else ""))
     return snippet
-
-
-def scoring_widgets(key: str) -> dict[str, Any]:
-    """ROUGE-L options (defaults: the paper's) as ``AttackOptions.scoring`` keywords; the output
-    window is left out unless picked, so the compat mode's own window applies."""
-
-    c1, c2, c3, c4 = st.columns(4)
-    variant = c1.selectbox(
-        "ROUGE-L", ROUGE_VARIANTS, key=f"{key}_variant", help="recall = the paper's reference code"
-    )
-    tokenizer = c2.selectbox(
-        "Tokenizer",
-        ROUGE_TOKENIZERS,
-        key=f"{key}_rtok",
-        help="rouge drops every non-ASCII character; unicode keeps any script",
-    )
-    window = c3.selectbox(
-        "Output window",
-        [CONVENTIONS_WINDOW, *OUTPUT_WINDOWS],
-        key=f"{key}_window",
-        format_func=lambda w: (
-            "the conventions' (first; last in reference mode)" if w == CONVENTIONS_WINDOW else w
-        ),
-        help="which len(suffix) tokens of the output are scored",
-    )
-    stemmer = c4.checkbox("Porter stemmer", value=True, key=f"{key}_stem")
-    chosen = {} if window == CONVENTIONS_WINDOW else {"output_window": window}
-    return {"variant": variant, "stemmer": stemmer, "tokenizer": tokenizer, **chosen}
-
-
-# The output-window choice that leaves the window to the compat mode (AttackOptions resolves it).
-CONVENTIONS_WINDOW = "default"
 
 
 # How the length widgets describe the paper's setting (config's constants, as text).

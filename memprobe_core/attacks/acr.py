@@ -113,10 +113,18 @@ class ACROptions:
     """
 
     min_tokens: int = option(
-        5, help="the shortest prompt length tried", low=1, high=MAX_PROMPT_TOKENS
+        5,
+        help="the shortest prompt length tried",
+        low=1,
+        high=MAX_PROMPT_TOKENS,
+        page="Shortest prompt (tokens)",
     )
     step_tokens: int = option(
-        5, help="prompt tokens added from one length to the next", low=1, high=MAX_PROMPT_TOKENS
+        5,
+        help="prompt tokens added from one length to the next",
+        low=1,
+        high=MAX_PROMPT_TOKENS,
+        page="Step (tokens)",
     )
     max_tokens: int | None = option(
         None,
@@ -130,12 +138,21 @@ class ACROptions:
         help="GCG steps at each length (0: only each length's first prompt)",
         low=0,
         high=MAX_STEPS,
+        page="GCG steps per length",
     )
     top_k: int = option(
-        GCGOptions.top_k, help="GCG's substitutions per position", low=1, high=MAX_TOP_K
+        GCGOptions.top_k,
+        help="GCG's substitutions per position",
+        low=1,
+        high=MAX_TOP_K,
+        page="Top-k",
     )
     search_width: int = option(
-        GCGOptions.search_width, help="GCG's candidates per step", low=1, high=MAX_SEARCH_WIDTH
+        GCGOptions.search_width,
+        help="GCG's candidates per step",
+        low=1,
+        high=MAX_SEARCH_WIDTH,
+        page="Search width",
     )
     batch_size: int | None = option(
         None,
@@ -148,8 +165,11 @@ class ACROptions:
         "prefix",
         help="where each length starts: prefix (the true prefix's last tokens) or filler (from "
         "scratch, as the paper)",
+        page="Start from",
     )
-    filler: str = option(" x", help="the text whose tokens pad a prompt to its length")
+    filler: str = option(
+        " x", help="the text whose tokens pad a prompt to its length", page="Filler"
+    )
 
     def __post_init__(self) -> None:
         check_options(self, prefix="acr.")

@@ -132,26 +132,40 @@ class DivergenceOptions:
         help=f"the repeat-a-word family (comma-separated on the CLI; 1 to {MAX_WORDS} words)",
     )
     repeats: int = option(
-        4, help="times the word is written in the prompt", low=1, high=MAX_REPEATS
+        4, help="times the word is written in the prompt", low=1, high=MAX_REPEATS, page="Repeats"
     )
     samples: int = option(
-        4, help="sampled answers per unit (one candidate each)", low=1, high=MAX_SAMPLES
+        4,
+        help="sampled answers per unit (one candidate each)",
+        low=1,
+        high=MAX_SAMPLES,
+        page="Samples",
     )
     max_new_tokens: int = option(
         256,
         help="tokens per answer (Nasr et al. sampled thousands; raise it on a GPU)",
         low=1,
         high=MAX_NEW_TOKENS,
+        page="Tokens per answer",
     )
-    temperature: float = option(1.0, help="sampling temperature (0: greedy)", low=0)
-    top_p: float = option(1.0, help="sampling nucleus mass", low=0, low_open=True, high=1)
+    temperature: float = option(
+        1.0, help="sampling temperature (0: greedy)", low=0, page="Temperature"
+    )
+    top_p: float = option(
+        1.0, help="sampling nucleus mass", low=0, low_open=True, high=1, page="Top-p"
+    )
     min_span_tokens: int = option(
-        50, help="shortest verbatim span counted (Nasr et al.: 50)", low=1, high=MAX_SPAN_TOKENS
+        50,
+        help="shortest verbatim span counted (Nasr et al.: 50)",
+        low=1,
+        high=MAX_SPAN_TOKENS,
+        page="Shortest span (tokens)",
     )
     reference_corpus: str = option(
         "",
         help="a .txt / .jsonl / .csv / .parquet file of more texts to match against; missing or "
         "empty: refused, naming it",
+        page="Reference corpus file",
     )
     # None, not "": set by an audit (not shown on the pages, not in --method-option's docs).
     corpus_fingerprint: str | None = None

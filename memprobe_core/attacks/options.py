@@ -70,7 +70,7 @@ class InteractiveOptions:
     )
     n_candidates: int = option(
         24,
-        help="candidates per round n (fewer run faster on a CPU)",
+        help="candidates per round n; fewer run faster on a CPU",
         low=1,
         high=1024,
         flag="--n",

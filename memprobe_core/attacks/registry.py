@@ -21,13 +21,14 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, is_dataclass
 from types import ModuleType
 from typing import Any
 
 from memprobe_core.attacks.context import MethodContext
 from memprobe_core.attacks.figures import Figure, MethodTable
 from memprobe_core.errors import UsageError
+from memprobe_core.option_fields import options_of
 
 # (split, models, options, *, on_event=None, cancel=None) -> AttackResult
 MethodFn = Callable[..., Any]
@@ -120,6 +121,14 @@ class MethodSpec:
             raise ValueError(f"method {self.name!r}: unknown role(s) {unknown}; use {ROLES}")
         if (self.options_key is None) != (self.options_class is None):
             raise ValueError(f"method {self.name!r}: give options_key and options_class together")
+        declared = is_dataclass(self.options_class) and options_of(self.options_class)
+        if self.options_class is not None and not declared:
+            # One tier: the CLI, the pages and docs/options.md know an option by its declaration.
+            raise ValueError(
+                f"method {self.name!r}: make {self.options_class.__name__} a dataclass whose "
+                "options are declared with "
+                "memprobe_core.option_fields.option(default, help=...) (docs/adding-a-method.md)"
+            )
 
 
 class UnknownMethodError(UsageError, ValueError):

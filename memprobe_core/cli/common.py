@@ -202,7 +202,7 @@ def add_method_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("method options")
     add_flags(group, AttackOptions, skip=("compat",))
     for section, cls in BUILT_IN_CLASSES.items():
-        add_flags(group, cls, about=section if section == "interactive" else "")
+        add_flags(group, cls, about=section)
     group.add_argument(
         "--method-option",
         action="append",

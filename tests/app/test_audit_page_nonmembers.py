@@ -44,12 +44,12 @@ def test_damaged_nonmember_file_is_an_error_not_a_crash() -> None:
 
 def test_opt_in_signals_from_the_method_options_reach_the_run() -> None:
     at = open_page("pages/3_Audit.py")
-    assert not at.number_input(key="audit_samia").value  # off by default
+    assert not at.number_input(key="audit_samia_samples").value  # off by default
     assert [n for n in at.number_input if n.key == "audit_recall_shots"] == []  # unlabelled
     at.checkbox(key="audit_nonmembers").check().run()
     at.number_input(key="audit_limit").set_value(2).run()
     at.number_input(key="audit_recall_shots").set_value(1)
-    at.number_input(key="audit_samia").set_value(2)
+    at.number_input(key="audit_samia_samples").set_value(2)
     at.number_input(key="audit_pz_top_k").set_value(0)
     at.number_input(key="audit_discover_p").set_value(0.9)
     at.multiselect(key="audit_methods").set_value(["ps_inst"])

@@ -34,6 +34,7 @@ from memprobe_core.audit import ModelNames, run_audit, start_audit
 from memprobe_core.cli.common import attack_options
 from memprobe_core.cli.main import build_parser
 from memprobe_core.errors import UsageError
+from memprobe_core.option_fields import check_options, option
 from memprobe_core.report.build import report_for_run
 from memprobe_core.report.text import render_text
 from memprobe_core.snippets.split import Snippet, SplitSnippet
@@ -46,7 +47,11 @@ LABEL = "Toy (prefix twice)"
 
 @dataclass(frozen=True)
 class ToyOptions:
-    repeats: int = 2
+    # Declared with its help, range and page label: the CLI, the pages and the docs read these.
+    repeats: int = option(2, help="times the prefix is repeated", low=1, high=8, page="Repeats")
+
+    def __post_init__(self) -> None:
+        check_options(self, prefix=f"{NAME}.")
 
 
 def run_toy(

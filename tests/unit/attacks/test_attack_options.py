@@ -20,11 +20,20 @@ from memprobe_core.attacks.options import (
         (lambda: InteractiveOptions(rounds=101), "rounds=101"),
         (lambda: InteractiveOptions(n_candidates=0), "n_candidates=0"),
         (lambda: InteractiveOptions(access="some"), "access='some': use one of full, partial"),
-        (lambda: InteractiveOptions(attacker_temperature=-1), r"attacker_temperature=-1: give a number of 0 or more"),
-        (lambda: InteractiveOptions(attacker_top_p=0), r"attacker_top_p=0: give a number in \(0, 1\]"),
+        (
+            lambda: InteractiveOptions(attacker_temperature=-1),
+            r"attacker_temperature=-1: give a number of 0 or more",
+        ),
+        (
+            lambda: InteractiveOptions(attacker_top_p=0),
+            r"attacker_top_p=0: give a number in \(0, 1\]",
+        ),
         (lambda: GCGOptions(steps=-1), "gcg_steps=-1"),
         (lambda: GCGOptions(top_k=0), "gcg_top_k=0"),
-        (lambda: GCGOptions(answer_model="attacker"), "gcg_answer_model='attacker': use one of base, victim"),
+        (
+            lambda: GCGOptions(answer_model="attacker"),
+            "gcg_answer_model='attacker': use one of base, victim",
+        ),
         (lambda: ReverseOptions(max_new_tokens=0), "reverse_max_new_tokens=0"),
     ],
 )

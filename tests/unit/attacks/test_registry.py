@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from memprobe_core.attacks import registry
-from memprobe_core.attacks.options import AttackOptions, GCGOptions
+from memprobe_core.attacks.options import AttackOptions, GCGOptions, ReverseOptions
 from memprobe_core.errors import UsageError
 
 
@@ -113,11 +115,30 @@ def test_a_second_options_class_cannot_take_a_section() -> None:
         roles=("base",),
         rank=41,
         options_key="gcg",
-        options_class=dict,
+        options_class=ReverseOptions,
     )
     with pytest.raises(ValueError, match="options section 'gcg' already holds"):
         registry.register(spec)
     assert "gcg_twin" not in registry.method_names()
+
+
+@dataclass(frozen=True)
+class _Undeclared:
+    size: int = 1  # a plain field: no help, range or flag for the front ends to read
+
+
+@pytest.mark.parametrize("options_class", [_Undeclared, dict])
+def test_an_options_class_must_declare_its_options(options_class: type) -> None:
+    with pytest.raises(ValueError, match="declared with memprobe_core.option_fields.option"):
+        registry.MethodSpec(
+            name="plain",
+            label="Plain",
+            run=print,
+            roles=(),
+            rank=1,
+            options_key="plain",
+            options_class=options_class,
+        )
 
 
 def test_options_for_a_method_come_from_its_section() -> None:
