@@ -156,7 +156,7 @@ def run_child(py: Path, cache: Path, spec: dict) -> dict:
 
 
 def run_ours(ids: dict, args: argparse.Namespace) -> dict:
-    from memprobe_core.attacks.gcg_core import gcg_search
+    from memprobe_core.attacks.gcg_core import GcgSearchConfig, gcg_search
     from memprobe_core.models import load
 
     gen = load("smollm2-135m-instruct")
@@ -173,13 +173,15 @@ def run_ours(ids: dict, args: argparse.Namespace) -> dict:
         gen.tokenizer,
         ids["optim"],
         ids["target"],
+        GcgSearchConfig(
+            steps=args.steps,
+            top_k=args.topk,
+            search_width=args.width,
+            seed=args.seed,
+            not_allowed=ids["not_allowed"],
+        ),
         lead_ids=ids["before"],
         after_ids=ids["after"],
-        steps=args.steps,
-        top_k=args.topk,
-        search_width=args.width,
-        seed=args.seed,
-        not_allowed=ids["not_allowed"],
         on_step=on_step,
     )
     return {

@@ -35,7 +35,7 @@ from memprobe_core.attacks.events import (
     RoundStarted,
     SearchStep,
 )
-from memprobe_core.attacks.gcg import gcg_search, run_gcg
+from memprobe_core.attacks.gcg import GcgSearchConfig, gcg_search, run_gcg
 from memprobe_core.attacks.interactive import run_interactive
 from memprobe_core.attacks.model_set import MissingModelError, ModelSet
 from memprobe_core.attacks.options import (
@@ -105,6 +105,7 @@ __all__ = [
     "EventCallback",
     "Finished",
     "GCGOptions",
+    "GcgSearchConfig",
     "InteractiveOptions",
     "MethodSpec",
     "MissingModelError",

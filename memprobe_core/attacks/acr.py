@@ -57,8 +57,13 @@ from memprobe_core.attacks.events import (
     emit,
 )
 from memprobe_core.attacks.figures import Figure, Table1Entry
-from memprobe_core.attacks.gcg import _charge_search, _lead_ids
-from memprobe_core.attacks.gcg_core import SearchCounts, gcg_search
+from memprobe_core.attacks.gcg_core import (
+    GcgSearchConfig,
+    SearchCounts,
+    charge_search,
+    gcg_search,
+    tokenizer_lead_ids,
+)
 from memprobe_core.attacks.manifest import build_manifest
 from memprobe_core.attacks.model_set import MissingModelError, ModelSet, has_weights
 from memprobe_core.attacks.options import (
@@ -372,7 +377,7 @@ class _Plan:
     target: list[int]
     lead: list[int]
     options: ACROptions
-    seed: int
+    gcg: GcgSearchConfig  # every length's GCG search: ACR's sizes, the seed, special tokens
     check: ExactnessCheck
     planned_steps: int
     on_event: EventCallback | None
@@ -413,9 +418,16 @@ def search_shortest_prompt(
         victim=victim,
         tok=tok,
         target=list(target),
-        lead=_lead_ids(tok),
+        lead=tokenizer_lead_ids(tok),
         options=options,
-        seed=seed,
+        gcg=GcgSearchConfig(
+            steps=options.steps_per_length,
+            top_k=options.top_k,
+            search_width=options.search_width,
+            batch_size=options.batch_size,
+            seed=seed,
+            not_allowed=list(getattr(tok, "all_special_ids", []) or []),
+        ),
         check=ExactnessCheck(victim, target, search.counts),
         planned_steps=len(schedule) * options.steps_per_length,
         on_event=on_event,
@@ -473,13 +485,8 @@ def _search_length(
         plan.tok,
         start,
         plan.target,
+        plan.gcg,
         lead_ids=plan.lead,
-        steps=plan.options.steps_per_length,
-        top_k=plan.options.top_k,
-        search_width=plan.options.search_width,
-        batch_size=plan.options.batch_size,
-        seed=plan.seed,
-        not_allowed=list(getattr(plan.tok, "all_special_ids", []) or []),
         on_step=on_step,
         stop=reproduces,
         cancel=plan.cancel,
@@ -569,7 +576,7 @@ def run_acr(
     search = search_shortest_prompt(
         victim, split, target, acr_options, seed=options.seed, on_event=on_event, cancel=cancel
     )
-    _charge_search(meter, search.counts, time.perf_counter() - t0)
+    charge_search(meter, search.counts, time.perf_counter() - t0)
     answered = search.answered
     if answered is None:  # cancelled between the start check and the first length
         return _cancelled_before_start(split, models, options, on_event)

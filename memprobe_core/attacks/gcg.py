@@ -33,9 +33,12 @@ from memprobe_core.attacks.events import (
 )
 from memprobe_core.attacks.gcg_core import (  # noqa: F401  (re-exported: the search API)
     GCGSearch,
+    GcgSearchConfig,
     SearchCounts,
+    charge_search,
     gcg_search,
     round_trips,
+    tokenizer_lead_ids,
 )
 from memprobe_core.attacks.manifest import build_manifest
 from memprobe_core.attacks.model_set import MissingModelError, ModelSet, has_weights, require
@@ -65,27 +68,9 @@ def _encode_for(tokenizer: Any, split: SplitSnippet, text: str, ids: Sequence[in
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
-def _lead_ids(tokenizer: Any) -> list[int]:
-    """Special tokens the tokenizer puts before a text (BOS), kept fixed in front of the prompt."""
-    plain = list(tokenizer.encode("a", add_special_tokens=False))
-    full = list(tokenizer.encode("a", add_special_tokens=True))
-    if plain and full[-len(plain) :] == plain:
-        return full[: len(full) - len(plain)]
-    return []
-
-
 def _answerer(models: ModelSet, options: AttackOptions) -> Any:
     """The model that answers the found prompt: the base (paper) or the victim (option)."""
     return models.victim if options.gcg.answer_model == "victim" else models.base
-
-
-def _charge_search(meter: CostMeter, counts: SearchCounts, seconds: float) -> None:
-    c = meter.costs
-    c.search_seconds += seconds
-    c.search_forward_passes += counts.forward_passes
-    c.search_backward_passes += counts.backward_passes
-    c.search_sequences += counts.sequences
-    c.search_tokens += counts.tokens
 
 
 def run_gcg(
@@ -200,18 +185,27 @@ def _search(
         tok,
         _encode_for(tok, split, split.prefix, split.prefix_ids),
         _encode_for(tok, split, split.suffix, split.suffix_ids),
-        lead_ids=_lead_ids(tok),
-        steps=steps,
-        top_k=options.gcg.top_k,
-        search_width=options.gcg.search_width,
-        batch_size=options.gcg.batch_size,
-        seed=options.seed,
-        not_allowed=list(getattr(tok, "all_special_ids", []) or []),
+        _search_config(options, tok),
+        lead_ids=tokenizer_lead_ids(tok),
         on_step=on_step,
         cancel=cancel,
     )
-    _charge_search(meter, search.counts, time.perf_counter() - t0)
+    charge_search(meter, search.counts, time.perf_counter() - t0)
     return search
+
+
+def _search_config(options: AttackOptions, tok: TextTokenizer) -> GcgSearchConfig:
+    """The search settings of ``options.gcg`` (the home of GCG's defaults), the run's seed and
+    the tokenizer's special tokens (never proposed)."""
+    gcg = options.gcg
+    return GcgSearchConfig(
+        steps=gcg.steps,
+        top_k=gcg.top_k,
+        search_width=gcg.search_width,
+        batch_size=gcg.batch_size,
+        seed=options.seed,
+        not_allowed=list(getattr(tok, "all_special_ids", []) or []),
+    )
 
 
 def _search_record(search: GCGSearch) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memprobe_core.attacks.costs import CostMeter
 from memprobe_core.attacks.result import Cancelled, check_cancel
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,35 @@ class SearchCounts:
         self.seconds += seconds
 
 
+@dataclass(frozen=True, kw_only=True)
+class GcgSearchConfig:
+    """How one GCG search runs: its size, its sampling and what it may propose.
+
+    The sizes have no defaults here: GCG's live in
+    :class:`~memprobe_core.attacks.options.GCGOptions` (ACR's in its own options), and the
+    caller hands their values in.
+
+    Attributes:
+        steps / top_k / search_width: GCG search size.
+        batch_size: candidates per forward pass (``None``: as many as fit a 1 GiB logits budget).
+        seed: seeds a local ``torch.Generator`` (no global RNG state is touched).
+        not_allowed: token ids never proposed (special tokens); kept as a tuple.
+        prefix_cache: reuse the KV cache of the fixed tokens before the prompt (False: recompute
+            it every pass; same losses to float tolerance, for tests and benchmarks).
+    """
+
+    steps: int
+    top_k: int
+    search_width: int
+    batch_size: int | None = None
+    seed: int = 0
+    not_allowed: Sequence[int] = ()
+    prefix_cache: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "not_allowed", tuple(self.not_allowed))
+
+
 @dataclass
 class GCGSearch:
     """What the token search found.
@@ -88,6 +118,27 @@ class GCGSearch:
     cancelled: bool = False
     stopped: bool = False
     counts: SearchCounts = field(default_factory=SearchCounts)
+
+
+def charge_search(meter: CostMeter, counts: SearchCounts, seconds: float) -> None:
+    """Charge a white-box search's passes to ``meter``'s ``search_*`` costs; ``seconds``: the
+    whole search's wall time (its passes and whatever ran between them)."""
+    c = meter.costs
+    c.search_seconds += seconds
+    c.search_forward_passes += counts.forward_passes
+    c.search_backward_passes += counts.backward_passes
+    c.search_sequences += counts.sequences
+    c.search_tokens += counts.tokens
+
+
+def tokenizer_lead_ids(tokenizer: Any) -> list[int]:
+    """Special tokens the tokenizer puts before a text (BOS): the ``lead_ids`` a search keeps
+    fixed in front of the prompt when the model will see the raw text."""
+    plain = list(tokenizer.encode("a", add_special_tokens=False))
+    full = list(tokenizer.encode("a", add_special_tokens=True))
+    if plain and full[-len(plain) :] == plain:
+        return full[: len(full) - len(plain)]
+    return []
 
 
 def _embed_scale(embed: Any) -> float | None:
@@ -329,16 +380,10 @@ def gcg_search(
     tokenizer: Any,
     prompt_ids: Sequence[int],
     target_ids: Sequence[int],
+    config: GcgSearchConfig,
     *,
     lead_ids: Sequence[int] = (),
     after_ids: Sequence[int] = (),
-    steps: int = 30,
-    top_k: int = 256,
-    search_width: int = 128,
-    batch_size: int | None = None,
-    seed: int = 0,
-    not_allowed: Sequence[int] = (),
-    prefix_cache: bool = True,
     on_step: Callable[[int, float, float, list[int]], None] | None = None,
     stop: Callable[[list[int]], bool] | None = None,
     cancel: threading.Event | None = None,
@@ -350,16 +395,12 @@ def gcg_search(
         tokenizer: its tokenizer (round-trip filter).
         prompt_ids: the starting prompt (the true prefix); only these positions change.
         target_ids: the true suffix; the loss is on these tokens only.
+        config: the search's size, seed, blocked tokens and prefix cache
+            (:class:`GcgSearchConfig`).
         lead_ids: fixed tokens before the prompt (BOS, a chat template's opening); their KV cache
-            is computed once.
+            is computed once (unless ``config.prefix_cache`` is off).
         after_ids: fixed tokens between the prompt and the target (a chat template's closing and
             the assistant header): context, not target.
-        steps / top_k / search_width: GCG search size; batch_size: candidates per forward pass
-            (``None``: as many as fit a 1 GiB logits budget).
-        seed: seeds a local ``torch.Generator`` (no global RNG state is touched).
-        not_allowed: token ids never proposed (special tokens).
-        prefix_cache: reuse the KV cache of ``lead_ids`` (False: recompute it every pass; same
-            losses to float tolerance, for tests and benchmarks).
         on_step: called after each step with (step, best loss, step's lowest loss, best ids).
         stop: called after each step (after ``on_step``) with the best ids; ``True`` ends the
             search there with ``stopped`` set (ACR stops once the best prompt reproduces the
@@ -378,19 +419,21 @@ def gcg_search(
     if model.training:
         logger.warning("GCG: the model is in training mode (dropout on); losses will be noisy")
     counts = SearchCounts()
-    problem = _problem(model, lead_ids, after_ids, target_ids, prefix_cache, counts)
+    problem = _problem(model, lead_ids, after_ids, target_ids, config.prefix_cache, counts)
     vocab = problem.weight.shape[0]
-    blocked = _blocked_tokens(tokenizer, vocab, not_allowed, problem.weight.device)
+    blocked = _blocked_tokens(tokenizer, vocab, config.not_allowed, problem.weight.device)
+    batch_size = config.batch_size
     if batch_size is None:
         batch_size = max(
-            1, min(search_width, _LOGITS_BUDGET_BYTES // (len(target_ids) * vocab * 4))
+            1, min(config.search_width, _LOGITS_BUDGET_BYTES // (len(target_ids) * vocab * 4))
         )
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    gen = torch.Generator(device="cpu").manual_seed(config.seed)
     current = torch.tensor(list(prompt_ids), dtype=torch.long, device=problem.weight.device)
     grad, initial_loss = token_gradient(problem, current)
     result = GCGSearch(
         best_ids=current.tolist(), best_loss=initial_loss, initial_loss=initial_loss, counts=counts
     )
+    steps = config.steps
     try:
         for step in range(1, steps + 1):
             check_cancel(cancel)
@@ -402,8 +445,8 @@ def gcg_search(
                 blocked,
                 gen,
                 step,
-                search_width=search_width,
-                top_k=top_k,
+                search_width=config.search_width,
+                top_k=config.top_k,
                 batch_size=batch_size,
                 cancel=cancel,
             )

@@ -22,7 +22,7 @@ from memprobe_core.attacks.acr import (
     max_prompt_tokens,
 )
 from memprobe_core.attacks.events import SearchStep
-from memprobe_core.attacks.gcg_core import gcg_search
+from memprobe_core.attacks.gcg_core import GcgSearchConfig, gcg_search
 from memprobe_core.attacks.model_set import MissingModelError
 from memprobe_core.cli.common import parse_method_option
 from memprobe_core.errors import UsageError
@@ -311,9 +311,7 @@ def test_the_gcg_engine_ends_when_its_stop_callback_says_so(random_victim):
         random_victim.tokenizer,
         [5, 6],
         [7, 8],
-        steps=5,
-        top_k=8,
-        search_width=8,
+        GcgSearchConfig(steps=5, top_k=8, search_width=8),
         stop=stop,
     )
     assert result.stopped and len(result.losses) == 2 and seen[-1] == result.best_ids
@@ -322,7 +320,5 @@ def test_the_gcg_engine_ends_when_its_stop_callback_says_so(random_victim):
         random_victim.tokenizer,
         [5, 6],
         [7, 8],
-        steps=2,
-        top_k=8,
-        search_width=8,
+        GcgSearchConfig(steps=2, top_k=8, search_width=8),
     ).stopped

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import threading
@@ -11,6 +12,7 @@ import torch
 
 from memprobe_core.attacks import (
     AttackOptions,
+    GcgSearchConfig,
     MissingModelError,
     ModelSet,
     gcg_search,
@@ -89,11 +91,9 @@ def test_loss_never_increases_and_drops_on_a_tiny_model(model, tok):
         tok,
         prompt,
         target,
-        steps=8,
-        top_k=16,
-        search_width=32,
-        seed=0,
-        not_allowed=tok.all_special_ids,
+        GcgSearchConfig(
+            steps=8, top_k=16, search_width=32, seed=0, not_allowed=tok.all_special_ids
+        ),
         on_step=lambda *a: steps.append(a),
     )
     assert len(res.losses) == 8 and [s[0] for s in steps] == list(range(1, 9))
@@ -106,21 +106,22 @@ def test_loss_never_increases_and_drops_on_a_tiny_model(model, tok):
     assert not set(res.best_ids) & set(tok.all_special_ids)
 
 
+def test_the_search_config_has_no_sizes_of_its_own_and_is_frozen():
+    # GCG's default sizes live in GCGOptions (ACR's in ACROptions): the config repeats none.
+    with pytest.raises(TypeError, match="steps"):
+        GcgSearchConfig(top_k=8, search_width=8)
+    config = GcgSearchConfig(steps=1, top_k=8, search_width=8, not_allowed=[0, 1])
+    assert config.not_allowed == (0, 1) and config.batch_size is None and config.prefix_cache
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.steps = 2
+
+
 def test_search_is_deterministic_and_leaves_the_model_untouched(model, tok):
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    a = gcg_search(
-        model, tok, [2, 3, 4, 5], [60, 61, 62], steps=3, top_k=8, search_width=16, seed=1
-    )
+    config = GcgSearchConfig(steps=3, top_k=8, search_width=16, seed=1)
+    a = gcg_search(model, tok, [2, 3, 4, 5], [60, 61, 62], config)
     b = gcg_search(
-        model,
-        tok,
-        [2, 3, 4, 5],
-        [60, 61, 62],
-        steps=3,
-        top_k=8,
-        search_width=16,
-        seed=1,
-        batch_size=3,
+        model, tok, [2, 3, 4, 5], [60, 61, 62], dataclasses.replace(config, batch_size=3)
     )
     assert a.best_ids == b.best_ids and a.losses == pytest.approx(b.losses, abs=1e-5)
     assert all(p.grad is None for p in model.parameters())
@@ -137,11 +138,7 @@ def test_candidates_that_do_not_round_trip_are_dropped(model, tok):
         tok,
         [2, 3, 4],
         [60, 61],
-        steps=2,
-        top_k=len(tok),
-        search_width=8,
-        seed=0,
-        not_allowed=blocked,
+        GcgSearchConfig(steps=2, top_k=len(tok), search_width=8, seed=0, not_allowed=blocked),
     )
     assert res.evaluated == 0 and res.dropped > 0
     assert res.best_ids == [2, 3, 4] and res.losses == [res.initial_loss] * 2
@@ -157,7 +154,9 @@ def test_scaled_embeddings_give_the_same_loss_on_both_paths():
     torch.manual_seed(0)
     gemma = Gemma3ForCausalLM(cfg).eval()
     prompt, target = [5, 6, 7, 8], [40, 41, 42, 43, 44]
-    res = gcg_search(gemma, tok, prompt, target, steps=1, top_k=8, search_width=8, seed=0)
+    res = gcg_search(
+        gemma, tok, prompt, target, GcgSearchConfig(steps=1, top_k=8, search_width=8, seed=0)
+    )
     assert res.initial_loss == pytest.approx(target_loss(gemma, [], prompt, target), abs=1e-4)
 
 
@@ -173,10 +172,7 @@ def test_cancel_stops_between_steps(model, tok):
         tok,
         [2, 3, 4],
         [60, 61],
-        steps=10,
-        top_k=8,
-        search_width=8,
-        seed=0,
+        GcgSearchConfig(steps=10, top_k=8, search_width=8, seed=0),
         on_step=on_step,
         cancel=cancel,
     )
@@ -290,16 +286,11 @@ LEAD, AFTER = [20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 3
 
 
 def test_prefix_cache_gives_the_same_losses_as_recomputing(model, tok):
-    kw = {
-        "lead_ids": LEAD,
-        "after_ids": AFTER,
-        "steps": 3,
-        "top_k": 16,
-        "search_width": 16,
-        "seed": 2,
-    }
-    cached = gcg_search(model, tok, [2, 3, 4, 5, 6], [60, 61, 62, 63], **kw)
-    plain = gcg_search(model, tok, [2, 3, 4, 5, 6], [60, 61, 62, 63], prefix_cache=False, **kw)
+    config = GcgSearchConfig(steps=3, top_k=16, search_width=16, seed=2)
+    ctx = {"lead_ids": LEAD, "after_ids": AFTER}
+    cached = gcg_search(model, tok, [2, 3, 4, 5, 6], [60, 61, 62, 63], config, **ctx)
+    no_cache = dataclasses.replace(config, prefix_cache=False)
+    plain = gcg_search(model, tok, [2, 3, 4, 5, 6], [60, 61, 62, 63], no_cache, **ctx)
     assert cached.best_ids == plain.best_ids
     assert cached.losses == pytest.approx(plain.losses, abs=1e-5)
     assert cached.step_losses == pytest.approx(plain.step_losses, abs=1e-5)
@@ -320,16 +311,11 @@ def test_prefix_cache_on_sliding_window_layers_longer_than_the_window():
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         gemma = Gemma3ForCausalLM(cfg).eval()
-    kw = {
-        "lead_ids": LEAD,
-        "after_ids": AFTER,
-        "steps": 2,
-        "top_k": 8,
-        "search_width": 8,
-        "seed": 0,
-    }
-    cached = gcg_search(gemma, tok, [5, 6, 7, 8], [40, 41, 42], **kw)
-    plain = gcg_search(gemma, tok, [5, 6, 7, 8], [40, 41, 42], prefix_cache=False, **kw)
+    config = GcgSearchConfig(steps=2, top_k=8, search_width=8, seed=0)
+    ctx = {"lead_ids": LEAD, "after_ids": AFTER}
+    cached = gcg_search(gemma, tok, [5, 6, 7, 8], [40, 41, 42], config, **ctx)
+    no_cache = dataclasses.replace(config, prefix_cache=False)
+    plain = gcg_search(gemma, tok, [5, 6, 7, 8], [40, 41, 42], no_cache, **ctx)
     assert cached.losses == pytest.approx(plain.losses, abs=1e-5)
     assert cached.initial_loss == pytest.approx(
         target_loss(gemma, LEAD, [5, 6, 7, 8, *AFTER], [40, 41, 42]), abs=1e-5
@@ -338,8 +324,10 @@ def test_prefix_cache_on_sliding_window_layers_longer_than_the_window():
 
 def test_fixed_tokens_after_the_prompt_are_context_not_target(model, tok):
     prompt, target = [2, 3, 4, 5], [60, 61, 62]
-    without = gcg_search(model, tok, prompt, target, steps=0)
-    with_after = gcg_search(model, tok, prompt, target, after_ids=AFTER, steps=0)
+    gcg = GCGOptions()
+    config = GcgSearchConfig(steps=0, top_k=gcg.top_k, search_width=gcg.search_width)
+    without = gcg_search(model, tok, prompt, target, config)
+    with_after = gcg_search(model, tok, prompt, target, config, after_ids=AFTER)
     assert with_after.initial_loss != pytest.approx(without.initial_loss, abs=1e-3)
     # Loss on the target only: the same as scoring target after prompt + after.
     assert with_after.initial_loss == pytest.approx(
@@ -348,25 +336,23 @@ def test_fixed_tokens_after_the_prompt_are_context_not_target(model, tok):
 
 
 def test_search_is_deterministic_under_a_seed(model, tok):
-    kw = {"lead_ids": LEAD[:3], "after_ids": AFTER, "steps": 4, "top_k": 16, "search_width": 16}
-    a = gcg_search(model, tok, [2, 3, 4, 5], [60, 61, 62], seed=7, **kw)
-    b = gcg_search(model, tok, [2, 3, 4, 5], [60, 61, 62], seed=7, **kw)
-    c = gcg_search(model, tok, [2, 3, 4, 5], [60, 61, 62], seed=8, **kw)
+    ctx = {"lead_ids": LEAD[:3], "after_ids": AFTER}
+
+    def seeded(seed):
+        return GcgSearchConfig(steps=4, top_k=16, search_width=16, seed=seed)
+
+    a = gcg_search(model, tok, [2, 3, 4, 5], [60, 61, 62], seeded(7), **ctx)
+    b = gcg_search(model, tok, [2, 3, 4, 5], [60, 61, 62], seeded(7), **ctx)
+    c = gcg_search(model, tok, [2, 3, 4, 5], [60, 61, 62], seeded(8), **ctx)
     assert a.best_ids == b.best_ids and a.losses == b.losses and a.step_losses == b.step_losses
     assert (c.step_losses, c.best_ids) != (a.step_losses, a.best_ids)  # the seed matters
 
 
 def test_search_counts_every_pass(model, tok):
     prompt, target = [2, 3, 4, 5, 6], [60, 61, 62, 63]
-    kw = {
-        "lead_ids": LEAD,
-        "after_ids": AFTER,
-        "steps": 4,
-        "top_k": 16,
-        "search_width": 16,
-        "seed": 3,
-    }
-    res = gcg_search(model, tok, prompt, target, batch_size=16, **kw)  # one batch a step
+    ctx = {"lead_ids": LEAD, "after_ids": AFTER}
+    config = GcgSearchConfig(steps=4, top_k=16, search_width=16, seed=3, batch_size=16)
+    res = gcg_search(model, tok, prompt, target, config, **ctx)  # one batch a step
     moves = sum(
         1
         for a, b in zip([res.initial_loss, *res.losses[:-2]], res.losses[:-1], strict=True)
@@ -382,18 +368,19 @@ def test_search_counts_every_pass(model, tok):
     assert res.counts.sequences == 1 + grads + res.evaluated
     assert res.counts.tokens == len(LEAD) + (grads + res.evaluated) * length
     assert res.counts.seconds > 0
-    small = gcg_search(model, tok, prompt, target, batch_size=5, **kw)
+    small = gcg_search(model, tok, prompt, target, dataclasses.replace(config, batch_size=5), **ctx)
     assert small.counts.forward_passes == 1 + grads + sum(
-        -(-n // 5) for n in _per_step_evaluated(model, tok, prompt, target, kw)
+        -(-n // 5) for n in _per_step_evaluated(model, tok, prompt, target, config, ctx)
     )
-    plain = gcg_search(model, tok, prompt, target, batch_size=16, prefix_cache=False, **kw)
+    no_cache = dataclasses.replace(config, prefix_cache=False)
+    plain = gcg_search(model, tok, prompt, target, no_cache, **ctx)
     assert plain.counts.forward_passes == grads + scored_steps  # no prefix pass…
     assert plain.counts.tokens == (grads + res.evaluated) * (
         len(LEAD) + length
     )  # …prefix each time
 
 
-def _per_step_evaluated(model, tok, prompt, target, kw):
+def _per_step_evaluated(model, tok, prompt, target, config, ctx):
     """Candidates scored at each step of the same search (spied on candidates_loss)."""
     from memprobe_core.attacks import gcg_core
 
@@ -405,7 +392,7 @@ def _per_step_evaluated(model, tok, prompt, target, kw):
 
     gcg_core.candidates_loss = spy
     try:
-        gcg_search(model, tok, prompt, target, batch_size=16, **kw)
+        gcg_search(model, tok, prompt, target, config, **ctx)
     finally:
         gcg_core.candidates_loss = real
     return sizes
@@ -423,11 +410,7 @@ def test_run_gcg_costs_hold_the_search_passes(model, tok):
         tok,
         words_split().prefix_ids,
         words_split().suffix_ids,
-        steps=2,
-        top_k=8,
-        search_width=8,
-        seed=0,
-        not_allowed=tok.all_special_ids,
+        GcgSearchConfig(steps=2, top_k=8, search_width=8, seed=0, not_allowed=tok.all_special_ids),
     )
     c = res.costs
     assert (
@@ -451,11 +434,8 @@ def test_two_concurrent_searches_on_one_model_keep_their_own_counts(model, tok):
             tok,
             [2, 3, 4, 5, 6],
             [60, 61, 62],
+            GcgSearchConfig(steps=3, top_k=16, search_width=16, seed=seed),
             lead_ids=LEAD[:4],
-            steps=3,
-            top_k=16,
-            search_width=16,
-            seed=seed,
         ).counts
         return c.forward_passes, c.backward_passes, c.sequences, c.tokens  # values, read at once
 
