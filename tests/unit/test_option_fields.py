@@ -104,7 +104,9 @@ def test_docs_options_md_is_current() -> None:
 def test_a_stale_table_is_found_and_rewritten(tmp_path: Path) -> None:
     page = tmp_path / "options.md"
     fresh = options_doc.DOC.read_text(encoding="utf-8")
-    stale = fresh.replace("refinement rounds T", "refinement rounds", 1)  # a help text changed in code
+    stale = fresh.replace(
+        "refinement rounds T", "refinement rounds", 1
+    )  # a help text changed in code
     assert stale != fresh
     page.write_text(stale, encoding="utf-8")
     assert options_doc.main(["--check", "--file", str(page)]) == 1
