@@ -2,7 +2,7 @@
 
 SQLite keeps a store's latest writes in ``FILE-wal`` and the lock table of its writers in
 ``FILE-shm``, found by *name* beside the name a program opened. Two ways to lose runs follow,
-and :class:`memprobe_core.store.schema.StoreFile` refuses both with a ``StoreError``:
+and :class:`memprobe_core.store.connections.StoreFile` refuses both with a ``StoreError``:
 
 - **One file, two names.** A hard link gives the file a second name; a program opening it
   through that name gets its own ``-wal`` and ``-shm``, so two writers each believe they hold the

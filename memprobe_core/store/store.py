@@ -1,7 +1,7 @@
 """The run store: one SQLite file that remembers every run, sample, scored candidate and result.
 
 Layout (schema version in ``PRAGMA user_version``, upgraded by the ordered ``MIGRATIONS`` of
-:mod:`memprobe_core.store.schema`; result frames built by :mod:`memprobe_core.store.frames`):
+:mod:`memprobe_core.store.migrations`; result frames built by :mod:`memprobe_core.store.frames`):
 
 - ``runs``: one row per probe, audit or comparison (kind, status, config and manifest as JSON).
 - ``samples``: the snippets of a run (kept in full so a run resumes without its source file).
@@ -40,6 +40,8 @@ from memprobe_core.attacks.result import CLIPPED, AttackResult, Candidate
 from memprobe_core.errors import UnknownRunError, UsageError
 from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import frames as store_frames
+from memprobe_core.store.columns import RESULT_COLUMNS_SQL
+from memprobe_core.store.connections import StoreFile
 from memprobe_core.store.owner import blocking_owner, owner_is_dead
 from memprobe_core.store.records import (
     RUN_KINDS,
@@ -50,10 +52,8 @@ from memprobe_core.store.records import (
     UnitKey,
     UnitRecord,
 )
-from memprobe_core.store.schema import (
-    RESULT_COLUMNS_SQL,
+from memprobe_core.store.rows import (
     RUN_LIST_SQL,
-    StoreFile,
     candidate_dict,
     candidate_from_row,
     dumps,

@@ -19,7 +19,7 @@ from memprobe_core.attacks.options import AttackOptions, InteractiveOptions
 from memprobe_core.audit import ModelNames, start_audit
 from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import Store
-from memprobe_core.store.schema import RESULT_COLUMNS_SQL
+from memprobe_core.store.columns import RESULT_COLUMNS_SQL
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -283,7 +283,7 @@ def test_a_version_1_store_is_upgraded_with_its_results_as_columns(tmp_path):
     import json
     import sqlite3
 
-    from memprobe_core.store.schema import MIGRATIONS
+    from memprobe_core.store.migrations import MIGRATIONS
 
     path = tmp_path / "old.sqlite"
     conn = sqlite3.connect(path)
@@ -345,7 +345,7 @@ def test_selection_mems_round_trip_through_the_store_and_the_frame(store, run_wi
 
 
 def test_a_version_2_store_gains_the_selection_columns(tmp_path):
-    from memprobe_core.store.schema import MIGRATIONS
+    from memprobe_core.store.migrations import MIGRATIONS
 
     path = tmp_path / "v2.sqlite"
     conn = sqlite3.connect(path)

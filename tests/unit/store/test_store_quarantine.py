@@ -21,7 +21,7 @@ from memprobe_core.attacks.costs import Costs
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.cli import main
 from memprobe_core.store import SCHEMA_VERSION, Store, UnitKey
-from memprobe_core.store.schema import MIGRATIONS
+from memprobe_core.store.migrations import MIGRATIONS
 
 GOOD = AttackResult(
     method="ps_inst",
