@@ -115,11 +115,12 @@ def method_option_widgets(
     built_in = {key: cls for key, cls in sections.items() if key in BUILT_IN_SECTIONS}
     row = [(key, opt) for key, cls in built_in.items() for opt in page_options(cls, advanced=False)]
     row += [("", opt) for opt in page_options(AttackOptions, advanced=False)]
-    owners = {key for key, _ in row if key}
+    # Beside any other method, an option's label says whose it is.
+    shared = len({registry.get_method(m).options_key for m in methods}) > 1
     options: dict[str, Any] = {key: {} for key in built_in}
     cols = iter(st.columns(4) * (1 + len(row) // 4))
     for key, opt in row:
-        label = _owned_label(key, opt) if len(owners) > 1 else None
+        label = _owned_label(key, opt) if shared and key else None
         value = option_widget(
             next(cols), opt, widget_key(prefix, opt), label=label, start=_preset(prefix, opt)
         )
@@ -155,11 +156,12 @@ def _chosen_sections(methods: list[str]) -> dict[str, type]:
 
 
 def _owned_label(section: str, opt: OptionField) -> str:
-    """Beside other methods' options, a label that says whose it is ("Ours (interactive):
-    rounds T"); GCG's already does ("GCG steps")."""
+    """Beside other methods' options, a label that says whose it is ("Ours: rounds T"); GCG's
+    already does ("GCG steps")."""
     label = opt.info.page or opt.name
     owner = next((s.label for s in registry.specs() if s.options_key == section), "")
-    if not owner or label.lower().startswith(owner.split()[0].lower()):
+    owner = owner.split(" (")[0]  # "Ours (interactive)": "Ours"
+    if not owner or label.lower().startswith(owner.lower()):
         return label
     return f"{owner}: {label[0].lower()}{label[1:]}"
 
