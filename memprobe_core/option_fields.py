@@ -117,6 +117,17 @@ class OptionField:
             return self.field.default_factory()
         return None
 
+    @property
+    def dest(self) -> str | None:
+        """The flag as an identifier (``--gcg-steps``: ``gcg_steps``): argparse's attribute and
+        the pages' widget key; ``None`` without a flag."""
+        return self.info.flag.lstrip("-").replace("-", "_") if self.info.flag else None
+
+    def described(self, *notes: str) -> str:
+        """The help with the non-empty ``notes`` in parentheses (CLI help, tooltip, docs)."""
+        shown = [note for note in notes if note]
+        return self.info.help + (f" ({'; '.join(shown)})" if shown else "")
+
     def label(self, prefix: str = "") -> str:
         """The name in messages: the declared ``name``, else ``prefix`` + the field's."""
         return self.info.name or f"{prefix}{self.name}"

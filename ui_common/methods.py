@@ -168,7 +168,7 @@ def _owned_label(section: str, opt: OptionField) -> str:
 
 def _preset(prefix: str, opt: OptionField) -> Any:
     """The run-size preset's starting value of an option it sizes (``None``: the option's own)."""
-    return presets.preset_value(prefix, widget_key("", opt).lstrip("_"))
+    return presets.preset_value(prefix, opt.dest or opt.name)
 
 
 def _section_widgets(prefix: str, section: str, cls: type) -> dict[str, Any]:

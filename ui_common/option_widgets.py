@@ -31,17 +31,14 @@ def page_options(cls: type, *, advanced: bool) -> list[OptionField]:
 def widget_key(prefix: str, opt: OptionField) -> str:
     """``{prefix}_{name}``: the flag's name where it has one (``probe_n``, ``audit_gcg_steps``),
     else the field's, so a page's keys read like the CLI."""
-    flag = opt.info.flag
-    if flag and opt.kind is not bool:
-        return f"{prefix}_{flag.lstrip('-').replace('-', '_')}"
+    if opt.dest and opt.kind is not bool:
+        return f"{prefix}_{opt.dest}"
     return f"{prefix}_{opt.name}"
 
 
 def tooltip(opt: OptionField) -> str:
     """What the option does, its range and its default."""
-    notes = [note for note in (range_text(opt),) if note]
-    notes.append(f"default: {shown_default(opt)}")
-    return f"{opt.info.help} ({'; '.join(notes)})"
+    return opt.described(range_text(opt), f"default: {shown_default(opt)}")
 
 
 def option_widget(

@@ -38,8 +38,8 @@ FLAG_CLASSES: dict[str, type] = {
 
 def dest_of(opt: OptionField) -> str:
     """The argparse attribute of ``opt``'s flag (``--gcg-steps`` → ``gcg_steps``)."""
-    assert opt.info.flag is not None
-    return opt.info.flag.lstrip("-").replace("-", "_")
+    assert opt.dest is not None
+    return opt.dest
 
 
 def switches_off(opt: OptionField) -> bool:
@@ -47,14 +47,17 @@ def switches_off(opt: OptionField) -> bool:
     return opt.kind is bool and opt.default is True
 
 
+def switch_text(opt: OptionField) -> str:
+    """What the ``--no-…`` switch of a default-on option does."""
+    return opt.info.switch_help or f"turn off: {opt.info.help}"
+
+
 def help_text(opt: OptionField, about: str = "") -> str:
     """The flag's help: what it does, whose option it is (``about``), its range and its default
     (``%`` escaped for argparse)."""
     if switches_off(opt):
-        return (opt.info.switch_help or f"turn off: {opt.info.help}").replace("%", "%%")
-    notes = [note for note in (about, range_text(opt)) if note]
-    notes.append(f"default: {shown_default(opt)}")
-    text = f"{opt.info.help} ({'; '.join(notes)})"
+        return switch_text(opt).replace("%", "%%")
+    text = opt.described(about, range_text(opt), f"default: {shown_default(opt)}")
     return text.replace("%", "%%")
 
 

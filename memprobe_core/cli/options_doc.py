@@ -16,7 +16,7 @@ from pathlib import Path
 
 from memprobe_core.attacks import registry
 from memprobe_core.attacks.options import BUILT_IN_CLASSES, AttackOptions
-from memprobe_core.cli.option_flags import switches_off
+from memprobe_core.cli.option_flags import switch_text, switches_off
 from memprobe_core.config import ScoringConfig
 from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.option_fields import OptionField, options_of, range_text, shown_default
@@ -33,10 +33,8 @@ def _cell(text: str) -> str:
 
 
 def _meaning(opt: OptionField, about: str = "") -> str:
-    notes = [note for note in (about, range_text(opt)) if note]
-    if opt.info.commands:
-        notes.append(f"{', '.join(opt.info.commands)} only")
-    return _cell(opt.info.help + (f" ({'; '.join(notes)})" if notes else ""))
+    only = f"{', '.join(opt.info.commands)} only" if opt.info.commands else ""
+    return _cell(opt.described(about, range_text(opt), only))
 
 
 def _flag_cell(opt: OptionField) -> str:
@@ -63,7 +61,7 @@ def flags_table(*classes: tuple[str, type]) -> str:
             if not opt.info.flag:
                 continue
             if switches_off(opt):
-                meaning = _cell(opt.info.switch_help or f"turn off: {opt.info.help}")
+                meaning = _cell(switch_text(opt))
                 rows.append(f"| {_flag_cell(opt)} | {_default_cell(opt)} | {meaning} |")
             else:
                 rows.append(
