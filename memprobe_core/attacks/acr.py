@@ -89,6 +89,7 @@ from memprobe_core.errors import OptionError
 from memprobe_core.models.base import Generator, TextTokenizer
 from memprobe_core.models.measure_cache import tokenizer_name
 from memprobe_core.option_fields import check_options, option
+from memprobe_core.records import JsonValue, VerbatimRecord
 from memprobe_core.snippets.split import SplitSnippet
 
 logger = logging.getLogger(__name__)
@@ -198,7 +199,7 @@ def acr_value(target_tokens: int, prompt_tokens: int) -> float:
 
 def acr_record(
     target_tokens: int, prompt_tokens: int | None, longest_tried: int | None
-) -> dict[str, Any]:
+) -> VerbatimRecord:
     """The ``verbatim`` figures of an ACR result.
 
     Args:
@@ -739,7 +740,7 @@ FIGURES: tuple[Figure, ...] = (
 )
 
 
-def describe_acr(verbatim: Mapping[str, Any]) -> str | None:
+def describe_acr(verbatim: Mapping[str, JsonValue]) -> str | None:
     """One line on an ``acr`` result (``None`` for other results)."""
     if "acr_memorized" not in verbatim:
         return None

@@ -77,6 +77,7 @@ from memprobe_core.metrics import window_text
 from memprobe_core.models.base import Completion, Decoding, Generator
 from memprobe_core.models.measure_cache import tokenizer_name
 from memprobe_core.option_fields import check_options, option
+from memprobe_core.records import VerbatimRecord
 from memprobe_core.snippets.span_index import SpanIndex, SpanMatch
 from memprobe_core.snippets.split import DataError, Snippet, SplitSnippet
 
@@ -579,7 +580,7 @@ def divergence_record(
     own_doc: str,
     opts: DivergenceOptions,
     generated_tokens: int,
-) -> dict[str, Any]:
+) -> VerbatimRecord:
     """The unit's ``verbatim`` figures (see the module docstring).
 
     A span is identified by where it lies in its document (``doc``, ``doc_start``, ``tokens``):

@@ -15,6 +15,7 @@ import pandas as pd
 
 from memprobe_core.attacks.figures import Figure, MethodTable, TableColumn
 from memprobe_core.attacks.registry import method_label, method_rank
+from memprobe_core.records import JsonValue
 
 # The figures a divergence unit records (``divergence._record``), as the results frame shows
 # them; ``divergence_docs`` stays in the stored result only (the totals count the snippets from
@@ -143,7 +144,7 @@ TOTALS_TABLE = MethodTable(
 )
 
 
-def describe_divergence(verbatim: Mapping[str, Any]) -> str | None:
+def describe_divergence(verbatim: Mapping[str, JsonValue]) -> str | None:
     """One line on a ``divergence`` result (``None`` for other results)."""
     if "divergence_spans" not in verbatim:
         return None

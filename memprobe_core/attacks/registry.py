@@ -29,6 +29,7 @@ from memprobe_core.attacks.context import MethodContext
 from memprobe_core.attacks.figures import Figure, MethodTable
 from memprobe_core.errors import UsageError
 from memprobe_core.option_fields import options_of
+from memprobe_core.records import JsonValue
 
 # (split, models, options, *, on_event=None, cancel=None) -> AttackResult
 MethodFn = Callable[..., Any]
@@ -350,7 +351,7 @@ def method_tables() -> list[tuple[str, MethodTable]]:
     return [(s.name, s.report_table) for s in specs() if s.report_table is not None]
 
 
-def describe_result(verbatim: Mapping[str, Any] | None) -> list[str]:
+def describe_result(verbatim: Mapping[str, JsonValue] | None) -> list[str]:
     """The plain-text lines the methods write on a result (``MethodSpec.describe``): each
     method's describer answers only for a result it wrote."""
     lines = [spec.describe(verbatim or {}) for spec in specs() if spec.describe is not None]

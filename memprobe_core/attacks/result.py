@@ -10,6 +10,7 @@ from typing import Any
 
 from memprobe_core.attacks.costs import CostMeter, Costs
 from memprobe_core.pii import pii_report
+from memprobe_core.records import MembershipRecord, VerbatimRecord
 from memprobe_core.snippets.split import SplitSnippet
 
 # Candidate flags, one meaning each. A flagged candidate stays in the trace.
@@ -97,8 +98,8 @@ class AttackResult:
     mem_init: float | None = None
     mem_best: float | None = None
     mem_reference: float | None = None
-    verbatim: dict[str, Any] = field(default_factory=dict)
-    membership: dict[str, Any] = field(default_factory=dict)
+    verbatim: VerbatimRecord = field(default_factory=dict)
+    membership: MembershipRecord = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -38,6 +38,7 @@ from memprobe_core.attacks.registry import MethodSpec, register
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.attacks.signals_only import unscored_result
 from memprobe_core.models.measure_cache import MeasureCache, model_key, tokenizer_name
+from memprobe_core.records import VerbatimRecord
 from memprobe_core.snippets.split import SplitSnippet
 
 METHOD = "verbatim"
@@ -126,7 +127,7 @@ def clear_cache() -> None:
     _MATCHES.clear()
 
 
-def verbatim_record(matched: int, suffix_tokens: int, k: int) -> dict[str, Any]:
+def verbatim_record(matched: int, suffix_tokens: int, k: int) -> VerbatimRecord:
     """The ``verbatim`` dict of a teacher-forced unit (the span metrics: not measured)."""
     k_used = min(k, suffix_tokens)
     return {

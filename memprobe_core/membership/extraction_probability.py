@@ -39,6 +39,7 @@ from memprobe_core.membership.sampler import (
 from memprobe_core.membership.scoring_pass import model_row, victim_ids
 from memprobe_core.models.base import Generator
 from memprobe_core.models.measure_cache import MeasureCache, from_weights, model_key, scorable
+from memprobe_core.records import VerbatimRecord
 from memprobe_core.secrets import redact_secrets
 from memprobe_core.snippets.split import SplitSnippet
 
@@ -47,7 +48,7 @@ log = logging.getLogger(__name__)
 
 def extraction_record(
     log_probs: Sequence[float], scheme: SamplingScheme, discover_p: float
-) -> dict[str, Any]:
+) -> VerbatimRecord:
     """The ``verbatim`` keys of probabilistic extraction from the suffix tokens' sampler
     log-probs (natural log)."""
     log10_p_z = log10_sum(log_probs)
@@ -63,7 +64,7 @@ def extraction_record(
     }
 
 
-def describe_extraction_probability(verbatim: dict[str, Any] | None) -> str:
+def describe_extraction_probability(verbatim: VerbatimRecord | None) -> str:
     """One plain-text line on a result's probabilistic extraction (pages and the CLI)."""
     verbatim = verbatim or {}
     scheme = verbatim.get("pz_scheme")
@@ -190,7 +191,7 @@ def _white_box_log_probs(victim: Any, piece: SplitSnippet, scheme: SamplingSchem
 
 def measure_extraction_probability(
     victim: Generator, piece: SplitSnippet, scheme: SamplingScheme, discover_p: float
-) -> dict[str, Any]:
+) -> VerbatimRecord:
     """The ``verbatim`` keys of probabilistic extraction for ``piece`` on ``victim``.
 
     Not measurable (a black-box victim whose server scores no text, or a scheme it cannot give)
@@ -210,7 +211,7 @@ def measure_extraction_probability(
 
 def _measure(
     victim: Generator, piece: SplitSnippet, scheme: SamplingScheme, discover_p: float
-) -> dict[str, Any]:
+) -> VerbatimRecord:
     if not scorable(victim):
         return {
             "pz_scheme": scheme.label(),

@@ -23,6 +23,7 @@ from memprobe_core.membership.options import SIGNALS, MeasureOptions
 from memprobe_core.membership.samia import measure_samia
 from memprobe_core.membership.signals import compute_signals
 from memprobe_core.membership.verbatim import verbatim_metrics
+from memprobe_core.records import MembershipRecord
 from memprobe_core.secrets import redact_secrets
 from memprobe_core.snippets.split import SplitSnippet
 
@@ -108,7 +109,7 @@ class NothingMeasured(MemprobeError, RuntimeError):
     """A signals-only unit measured no signal (its message says why)."""
 
 
-def _check_measured(membership: dict[str, object], options: MeasureOptions, victim: Any) -> None:
+def _check_measured(membership: MembershipRecord, options: MeasureOptions, victim: Any) -> None:
     """Raise :class:`NothingMeasured` unless ``membership`` holds a signal's value; the message
     says which cause applies."""
     if any(membership.get(spec.name) is not None for spec in SIGNALS):

@@ -33,6 +33,7 @@ from memprobe_core.membership.sampler import (
     SamplingScheme,
 )
 from memprobe_core.option_fields import check_options, option
+from memprobe_core.records import MembershipRecord
 
 DEFAULT_MIN_K_PERCENT = 20.0  # Shi et al. 2024 report k = 20 as their default
 DEFAULT_EXTRACT_K = 50  # Carlini et al. 2023 ("Quantifying Memorization") use 50-token suffixes
@@ -369,7 +370,7 @@ class MeasureOptions:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def signals_frame(membership: dict[str, Any] | None) -> pd.DataFrame:
+def signals_frame(membership: MembershipRecord | None) -> pd.DataFrame:
     """A result's membership signals as rows to show: signal, value, which way means member.
 
     Empty when nothing was measured; a recorded failure, or a black-box victim whose server
@@ -391,11 +392,11 @@ def signals_frame(membership: dict[str, Any] | None) -> pd.DataFrame:
     rows += [
         {
             "signal": spec.label,
-            "value": float(membership[spec.name]),
+            "value": float(value),
             "member if": "higher" if spec.higher_is_member else "lower",
             "what": spec.description,
         }
         for spec in SIGNALS
-        if membership.get(spec.name) is not None
+        if isinstance(value := membership.get(spec.name), (int, float))
     ]
     return pd.DataFrame(rows, columns=["signal", "value", "member if", "what"])

@@ -31,6 +31,7 @@ from typing import Any
 from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.models.base import Decoding, Generator
 from memprobe_core.models.measure_cache import MeasureCache, model_key
+from memprobe_core.records import MembershipRecord
 from memprobe_core.secrets import redact_secrets
 from memprobe_core.snippets.split import SplitSnippet
 
@@ -99,7 +100,7 @@ def samia_decoding(piece: SplitSnippet, options: MeasureOptions, seed: int) -> D
 
 def measure_samia(
     victim: Generator, piece: SplitSnippet, options: MeasureOptions, *, seed: int
-) -> dict[str, Any]:
+) -> MembershipRecord:
     """SaMIA of ``piece`` on ``victim`` (one generate call of ``samia_samples`` samples).
 
     Returns:

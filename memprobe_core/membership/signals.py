@@ -65,6 +65,7 @@ from memprobe_core.models.measure_cache import (
     scorable,
     tokenizer_name,
 )
+from memprobe_core.records import MembershipRecord
 from memprobe_core.snippets.split import SplitSnippet
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ def compute_signals(
     reference: Generator | None = None,
     *,
     on_logits: LogitsConsumer | None = None,
-) -> dict[str, Any]:
+) -> MembershipRecord:
     """The membership signals of ``piece`` on ``victim`` (docs/method.md §8).
 
     Args:
@@ -173,7 +174,7 @@ def _measure(
     options: MeasureOptions,
     reference: Generator | None,
     on_logits: LogitsConsumer | None = None,
-) -> dict[str, Any]:
+) -> MembershipRecord:
     import torch
 
     with torch.inference_mode():

@@ -25,6 +25,7 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from memprobe_core.models.base import TextTokenizer
+from memprobe_core.records import VerbatimRecord
 from memprobe_core.snippets.split import WhitespaceTokenizer
 
 
@@ -66,7 +67,7 @@ def k_extractable(output_ids: Sequence[int], suffix_ids: Sequence[int], k: int) 
 
 def verbatim_metrics(
     suffix: str, output: str, tokenizer: TextTokenizer | None, k: int
-) -> dict[str, Any]:
+) -> VerbatimRecord:
     """The verbatim-extraction metrics of ``output`` against ``suffix``.
 
     Args:

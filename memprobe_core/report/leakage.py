@@ -17,6 +17,7 @@ import pandas as pd
 from memprobe_core.attacks.figures import Figure, TableColumn
 from memprobe_core.attacks.registry import describe_result, table1_figures, table1_groups
 from memprobe_core.membership.extraction_probability import describe_extraction_probability
+from memprobe_core.records import VerbatimRecord
 
 
 def _numbers(group: pd.DataFrame, column: str) -> pd.Series:
@@ -85,7 +86,7 @@ def table_cell(value: Any, column: TableColumn) -> Any:
     return str(int(value))
 
 
-def describe(verbatim: dict[str, Any] | None) -> list[str]:
+def describe(verbatim: VerbatimRecord | None) -> list[str]:
     """Plain-text lines on a result's leakage measures beyond its greedy answer (the CLI)."""
     verbatim = verbatim or {}
     lines = describe_result(verbatim)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict, get_args
 
+from memprobe_core.records import MembershipRecord, VerbatimRecord
+
 
 @dataclass(frozen=True, order=True)
 class UnitKey:
@@ -82,8 +84,8 @@ class UnitRecord(TypedDict):
     pii: dict[str, Any]
     costs: dict[str, Any]
     manifest: dict[str, Any]
-    verbatim: dict[str, Any]
-    membership: dict[str, Any]
+    verbatim: VerbatimRecord
+    membership: MembershipRecord
 
 
 class CandidateRecord(TypedDict):

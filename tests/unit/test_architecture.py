@@ -24,6 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "memprobe_core",
         "memprobe_core.errors",
         "memprobe_core.option_fields",
+        "memprobe_core.records",
         "memprobe_core.paths",
         "memprobe_core.config",
         "memprobe_core.secrets",
