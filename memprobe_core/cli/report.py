@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+
+import pandas as pd
 
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_OK
@@ -16,11 +20,50 @@ from memprobe_core.membership.evaluate import DEFAULT_FPR_RULE, FPR_RULES
 from memprobe_core.membership.inference import check_significance
 from memprobe_core.report.build import (
     DEFAULT_RESAMPLES,
+    Report,
     report_for_run,
     report_to_dict,
 )
 from memprobe_core.report.export import readable_export, write_safe_csv
 from memprobe_core.report.text import render_text
+from memprobe_core.store import Store
+
+
+@dataclass(frozen=True)
+class CsvExport:
+    """One ``--X-csv`` option of ``memprobe report``: its flag, its help and the frame it writes."""
+
+    flag: str
+    help: str
+    frame: Callable[[Report, Store, int], pd.DataFrame]
+
+
+CSV_EXPORTS: tuple[CsvExport, ...] = (
+    CsvExport(
+        "csv",
+        "write one row per finished unit, with manifest columns, as formula-safe CSV",
+        lambda report, store, run: readable_export(store.results_frame(run)),
+    ),
+    CsvExport("table-csv", "write Table 1 as formula-safe CSV", lambda report, *_: report.table1),
+    CsvExport(
+        "membership-csv",
+        "write the membership table (labelled audits: AUROC, TPR at 1 %% / 0.1 %% FPR with "
+        "intervals, per signal and method) as formula-safe CSV",
+        lambda report, *_: report.membership,
+    ),
+    CsvExport("roc-csv", "write the ROC curve points as CSV", lambda report, *_: report.roc),
+    CsvExport(
+        "controls-csv",
+        "write the validity controls (labelled audits: the blind baseline, which never sees "
+        "the model, and the random split of the members, per score) as formula-safe CSV",
+        lambda report, *_: controls_frame(report.blind_baseline, report.random_split),
+    ),
+    CsvExport(
+        "candidates-csv",
+        "write every scored candidate as CSV",
+        lambda report, store, run: readable_export(store.candidates_frame(run)),
+    ),
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -28,26 +71,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         sub, "report", "aggregate a run: Table 1 with intervals, paired gains, PII, cost"
     )
     report.add_argument("run", type=int, help="run id (see `memprobe runs`)")
-    report.add_argument(
-        "--csv",
-        type=Path,
-        help="write one row per finished unit, with manifest columns, as formula-safe CSV",
-    )
-    report.add_argument("--table-csv", type=Path, help="write Table 1 as formula-safe CSV")
-    report.add_argument(
-        "--membership-csv",
-        type=Path,
-        help="write the membership table (labelled audits: AUROC, TPR at 1 %% / 0.1 %% FPR with "
-        "intervals, per signal and method) as formula-safe CSV",
-    )
-    report.add_argument("--roc-csv", type=Path, help="write the ROC curve points as CSV")
-    report.add_argument(
-        "--controls-csv",
-        type=Path,
-        help="write the validity controls (labelled audits: the blind baseline, which never sees "
-        "the model, and the random split of the members, per score) as formula-safe CSV",
-    )
-    report.add_argument("--candidates-csv", type=Path, help="write every scored candidate as CSV")
+    for export in CSV_EXPORTS:
+        report.add_argument(f"--{export.flag}", type=Path, help=export.help)
     report.add_argument(
         "--html",
         type=Path,
@@ -103,17 +128,11 @@ def run(args: argparse.Namespace) -> int:
             else {}
         ),
     )
-    written = []
-    for path, frame in (
-        (args.csv, lambda: readable_export(store.results_frame(args.run))),
-        (args.table_csv, lambda: report.table1),
-        (args.membership_csv, lambda: report.membership),
-        (args.controls_csv, lambda: controls_frame(report.blind_baseline, report.random_split)),
-        (args.roc_csv, lambda: report.roc),
-        (args.candidates_csv, lambda: readable_export(store.candidates_frame(args.run))),
-    ):
-        if path is not None:
-            written.append(write_safe_csv(frame(), path))
+    written = [
+        write_safe_csv(export.frame(report, store, args.run), path)
+        for export in CSV_EXPORTS
+        if (path := getattr(args, export.flag.replace("-", "_"))) is not None
+    ]
     if args.html is not None:
         # Imported here: plotly's figures and Jinja2 cost every other command's start-up.
         from memprobe_core.report.html import render_html, write_html
