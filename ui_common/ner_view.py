@@ -8,6 +8,7 @@ draw what it returns.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import streamlit as st
 
@@ -15,14 +16,18 @@ from memprobe_core.ner.audit import NerAuditConfig, NerAuditResult, run_ner_audi
 from memprobe_core.ner.names import NameFile
 from memprobe_core.ner.prompts import PROMPT_TYPES
 from memprobe_core.ner.registry import EMBEDDED, ner_models
-from memprobe_core.ner.scoring import METRICS, Metric
+from memprobe_core.ner.scoring import Metric
+from memprobe_core.option_fields import option_named
 from ui_common import charts, tables
 from ui_common.job_runner import JobFunction, Progress, ProgressSnapshot
+from ui_common.option_widgets import option_widget, tooltip, widget_key
 from ui_common.page import md
 from ui_common.render import csv_download
 
 # Summary columns in percent (one decimal, as the metric above them).
 _PERCENT_COLUMNS = ("mean M-MEM %", "best %", "worst %", "spread (points)")
+# One more than the library's default: the page draws the steps as a chart worth reading.
+PAGE_IMPORTANCE_STEPS = 4
 OWN_PROMPTS = (
     "I met {name} yesterday.\nHave you seen {name}?\nWhat a game by {name}!\nCall {name} tomorrow."
 )
@@ -48,7 +53,7 @@ def read_config() -> NerAuditConfig:
         prompt_types=tuple(types),
         metric=metric,
         importance_steps=steps,
-        attention_pairs=20 if attention else 0,
+        attention_pairs=NerAuditConfig.attention_pairs if attention else 0,
     )
 
 
@@ -86,20 +91,10 @@ def _names_widgets() -> tuple[dict[str, NameFile | None], int, int, float, list[
         )
         == "The model's own lists"
     )
-    n1, n2, n3 = st.columns(3)
     names: dict[str, NameFile | None] = {"in_names": None, "out_names": None}
-    max_pairs = int(n1.number_input("Pairs (at most)", 2, 100_000, 100, key="ner_pairs"))
-    seed = int(n2.number_input("Seed", 0, 2**31 - 1, 0, key="ner_seed"))
-    dev = float(
-        n3.number_input(
-            "Dev share (0: no dev/test split)",
-            0.0,
-            0.9,
-            0.0,
-            0.1,
-            key="ner_dev",
-            help="e.g. 0.5 reports dev-vs-test Kendall τ",
-        )
+    max_pairs, seed, dev = (
+        _option(column, name)
+        for column, name in zip(st.columns(3), ("max_pairs", "seed", "dev_fraction"))
     )
     missing = []
     if not own_names:
@@ -119,13 +114,13 @@ def _names_widgets() -> tuple[dict[str, NameFile | None], int, int, float, list[
 def _prompts_widgets() -> tuple[list[str] | None, int, tuple[str, ...]]:
     """Template prompts (how many, which types) or the user's own prompts."""
     st.subheader("Prompts")
-    prompts, n_templates, types = None, 40, tuple(PROMPT_TYPES)
+    prompts, n_templates, types = None, NerAuditConfig.templates, tuple(PROMPT_TYPES)
     if (
         st.radio("Prompts", ["Templates", "My prompts"], horizontal=True, key="ner_psource")
         == "Templates"
     ):
         p1, p2 = st.columns([1, 3])
-        n_templates = int(p1.number_input("How many", 1, 3000, 40, key="ner_ntemplates"))
+        n_templates = _option(p1, "templates")
         types = tuple(
             p2.multiselect("Types", list(PROMPT_TYPES), default=list(PROMPT_TYPES), key="ner_types")
         )
@@ -140,25 +135,28 @@ def _prompts_widgets() -> tuple[list[str] | None, int, tuple[str, ...]]:
 def _analysis_widgets() -> tuple[Metric, int, bool]:
     """M-MEM variant, token-importance steps and whether to draw attention heatmaps."""
     o1, o2, o3 = st.columns(3)
-    metric = o1.selectbox(
-        "M-MEM",
-        METRICS,
-        key="ner_metric",
-        help="pairwise: % of pairs with C(in) > C(out) (paper); all_pairs: every "
-        "in × out combination, ties ½ (reference code)",
-    )
+    metric = _option(o1, "metric")
+    # Not the generated widget: on those an optional number's 0 stands for its default, here 0
+    # skips token importance (and None, until only the slot is left, is for the library).
+    steps_option = option_named(NerAuditConfig, "importance_steps")
     steps = int(
         o2.number_input(
-            "Token-importance steps",
+            steps_option.info.page or "",
             0,
             30,
-            4,
-            key="ner_steps",
-            help="leave-one-token-out removals for the best and the worst prompt (0: skip)",
+            PAGE_IMPORTANCE_STEPS,
+            key="ner_importance_steps",
+            help=tooltip(steps_option),
         )
     )
     attention = o3.checkbox("Attention heatmaps", value=True, key="ner_attention")
     return metric, steps, attention
+
+
+def _option(container: Any, name: str) -> Any:
+    """The generated widget of ``NerAuditConfig``'s option ``name`` (key ``ner_<flag name>``)."""
+    opt = option_named(NerAuditConfig, name)
+    return option_widget(container, opt, widget_key("ner", opt))
 
 
 def job(config: NerAuditConfig) -> JobFunction:

@@ -24,7 +24,6 @@ from memprobe_core.config import MAX_INT64, SEED_RANGE, ScoringConfig
 from memprobe_core.errors import UsageError
 from memprobe_core.membership import MeasureOptions
 from memprobe_core.models.urls import base_url_problem
-from memprobe_core.ner.audit import NER_BOUNDS
 from memprobe_core.runs.roles import ModelNames, default_model_names
 from memprobe_core.runs.unit import SplitSpec
 from memprobe_core.snippets.loaders import MAX_FILE_BYTES, MAX_FILE_SNIPPETS, TxtMode
@@ -47,11 +46,6 @@ CLI_SIZE_LIMITS: dict[str, tuple[str, int, int]] = {
     "top": ("--top", 0, 100_000),
     "max_snippets": ("--max-snippets", 1, MAX_SNIPPETS),
     "seed": ("--seed", *SEED_RANGE),  # also `memprobe ner` and `infer`, whose --seed is their own
-    # `memprobe ner` (its options live in memprobe_core.cli.ner; bounds: NerAuditConfig's)
-    "batch_size": ("--batch-size", *NER_BOUNDS["batch_size"]),
-    "pairs": ("--pairs", *NER_BOUNDS["max_pairs"]),
-    "templates": ("--templates", *NER_BOUNDS["templates"]),
-    "min_words": ("--min-words", *NER_BOUNDS["min_words"]),
 }
 
 

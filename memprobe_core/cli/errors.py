@@ -82,11 +82,6 @@ CLI_FLAGS: dict[str, str] = {
     "cpus_per_worker": "--cpus-per-worker",
     "max_attempts": "--max-attempts",
     # `memprobe ner`
-    "max_pairs": "--pairs",
-    "min_words": "--min-words",
-    "batch_size": "--batch-size",
-    "templates": "--templates",
-    "dev_fraction": "--dev-fraction",
     "in_names": "--in-names",
     "in_conll": "--in-conll",
     "out_names": "--out-names",

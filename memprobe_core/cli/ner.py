@@ -22,12 +22,11 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe_core.cli import common
+from memprobe_core.cli import common, option_flags
 from memprobe_core.cli.errors import EPILOG_EXIT_CODES, EXIT_OK
 from memprobe_core.cli.output import echo, terminal_json, terminal_safe
 from memprobe_core.ner.audit import NerAuditConfig, run_ner_audit
 from memprobe_core.ner.registry import EMBEDDED
-from memprobe_core.ner.scoring import METRICS
 from memprobe_core.report.export import write_safe_csv
 
 EXAMPLES = __doc__.split("Examples::")[1].split("Progress")[0]
@@ -46,11 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "local folder, or 'embedded' (MiniLM fine-tuned here, trained on first use)",
     )
     model.add_argument("--device", help="cuda or cpu (default: cuda when present)")
-    model.add_argument(
-        "--batch-size",
-        type=int,
-        help=f"filled prompts per forward pass (default: {NerAuditConfig.batch_size})",
-    )
+    option_flags.add_flag_of(model, NerAuditConfig, "batch_size")
     names = parser.add_argument_group("names (default with --model embedded: its own lists)")
     names.add_argument("--in-names", type=Path, help="in-train names: .txt (one per line) or .csv")
     names.add_argument(
@@ -60,22 +55,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "of a CoNLL-2003 file or folder (its train split)",
     )
     names.add_argument("--out-names", type=Path, help="out-of-train names: .txt or .csv")
-    names.add_argument(
-        "--pairs",
-        type=int,
-        help=f"at most this many (in, out) pairs (default: {NerAuditConfig.max_pairs})",
-    )
-    names.add_argument(
-        "--min-words",
-        type=int,
-        help=f"drop names with fewer words (default: {NerAuditConfig.min_words})",
-    )
-    names.add_argument(
-        "--dev-fraction",
-        type=float,
-        help="split pairs into dev and test (e.g. 0.5) and report dev-vs-test Kendall tau and "
-        f"ensembles; 0: no split (default: {NerAuditConfig.dev_fraction})",
-    )
+    option_flags.add_flag_of(names, NerAuditConfig, "max_pairs")
+    option_flags.add_flag_of(names, NerAuditConfig, "min_words")
+    option_flags.add_flag_of(names, NerAuditConfig, "dev_fraction")
     prompts = parser.add_argument_group("prompts")
     prompts.add_argument(
         "--prompts",
@@ -83,23 +65,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="prompt file: .txt (one per line) or .csv "
         "(prompt[,type]); each prompt contains {name} exactly once",
     )
-    prompts.add_argument(
-        "--templates",
-        type=int,
-        help="without --prompts: this many template prompts, balanced over the four sentence "
-        f"types (default: {NerAuditConfig.templates})",
-    )
-    parser.add_argument(
-        "--metric",
-        choices=METRICS,
-        help="M-MEM definition: pairwise (paper) or all_pairs (reference code, AUC, ties count "
-        f"1/2) (default: {NerAuditConfig.metric})",
-    )
-    parser.add_argument(
-        "--seed",
-        type=int,
-        help=f"seed of pair shuffling and templates (default: {NerAuditConfig.seed})",
-    )
+    option_flags.add_flag_of(prompts, NerAuditConfig, "templates")
+    option_flags.add_flag_of(parser, NerAuditConfig, "metric")
+    option_flags.add_flag_of(parser, NerAuditConfig, "seed")
     parser.add_argument("--top", type=int, default=5, help="best and worst prompts to print")
     output = parser.add_argument_group("output")
     output.add_argument("--csv", type=Path, help="write prompt scores as formula-safe CSV")
@@ -147,15 +115,7 @@ def config_from_args(args: argparse.Namespace) -> NerAuditConfig:
         importance_steps=0,
         attention_pairs=0,  # the CLI reports numbers, not heatmaps
         # What was not given keeps NerAuditConfig's default.
-        **common.given(
-            max_pairs=args.pairs,
-            min_words=args.min_words,
-            templates=args.templates,
-            metric=args.metric,
-            seed=args.seed,
-            dev_fraction=args.dev_fraction,
-            batch_size=args.batch_size,
-        ),
+        **option_flags.read_flags(args, NerAuditConfig),
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from memprobe_core.attacks.options import BUILT_IN_CLASSES, AttackOptions
 from memprobe_core.config import ScoringConfig
 from memprobe_core.membership.options import MeasureOptions
+from memprobe_core.ner.audit import NerAuditConfig
 from memprobe_core.option_fields import (
     OptionField,
     option_named,
@@ -34,6 +35,13 @@ FLAG_CLASSES: dict[str, type] = {
     "measure": MeasureOptions,
     "split": SplitSpec,
 }
+# The option classes of commands of their own, whose flags are generated and checked the same way.
+COMMAND_CLASSES: dict[str, type] = {"ner": NerAuditConfig}
+
+
+def flagged_classes() -> tuple[type, ...]:
+    """Every option class with flags: the runs' (:data:`FLAG_CLASSES`) and the other commands'."""
+    return (*FLAG_CLASSES.values(), *COMMAND_CLASSES.values())
 
 
 def dest_of(opt: OptionField) -> str:
@@ -108,7 +116,7 @@ def read_flags(args: argparse.Namespace, cls: type) -> dict[str, Any]:
 def flag_problem(args: argparse.Namespace) -> str | None:
     """The first option flag whose value its declaration refuses, as ``--flag value: what to
     give`` (checked right after parsing, before a store opens or a model loads)."""
-    for cls in FLAG_CLASSES.values():
+    for cls in flagged_classes():
         for opt in options_of(cls):
             if not opt.info.flag or opt.kind is bool:
                 continue
@@ -121,15 +129,15 @@ def flag_problem(args: argparse.Namespace) -> str | None:
 
 def library_flags() -> dict[str, str]:
     """{the name an option's messages use: its flag}, for showing library errors with flags (a
-    name two classes share, such as ``tokenizer``, is left out: it could mean either)."""
-    names: dict[str, str] = {}
-    seen: set[str] = set()
-    for cls in FLAG_CLASSES.values():
+    name two classes give different flags, or one gives none, is left out: it could mean
+    either; ``seed`` is ``--seed`` in every class)."""
+    flags: dict[str, set[str | None]] = {}
+    for cls in flagged_classes():
         for opt in options_of(cls):
-            name = opt.label()
-            if name in seen:
-                names.pop(name, None)
-            elif opt.info.flag and not switches_off(opt):
-                names[name] = opt.info.flag
-            seen.add(name)
-    return names
+            shown = opt.info.flag if opt.info.flag and not switches_off(opt) else None
+            flags.setdefault(opt.label(), set()).add(shown)
+    return {
+        name: flag
+        for name, found in flags.items()
+        if len(found) == 1 and (flag := next(iter(found))) is not None
+    }

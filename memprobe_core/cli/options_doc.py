@@ -19,6 +19,7 @@ from memprobe_core.attacks.options import BUILT_IN_CLASSES, AttackOptions
 from memprobe_core.cli.option_flags import switch_text, switches_off
 from memprobe_core.config import ScoringConfig
 from memprobe_core.membership.options import MeasureOptions
+from memprobe_core.ner.audit import NerAuditConfig
 from memprobe_core.option_fields import OptionField, options_of, range_text, shown_default
 from memprobe_core.runs.unit import SplitSpec
 
@@ -102,6 +103,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "divergence-fields": lambda: fields_table(_method_class("divergence")),
     "measure-fields": lambda: fields_table(MeasureOptions),
     "split-fields": lambda: fields_table(SplitSpec),
+    "ner-flags": lambda: flags_table(("", NerAuditConfig)),
+    "ner-fields": lambda: fields_table(NerAuditConfig),
 }
 
 

@@ -43,7 +43,8 @@ from memprobe_core.ner.prompts import (
     template_prompts,
 )
 from memprobe_core.ner.registry import EMBEDDED, load_ner_model, model_name_lists
-from memprobe_core.ner.scoring import METRICS, Metric, NerScores, score_prompts
+from memprobe_core.ner.scoring import Metric, NerScores, score_prompts
+from memprobe_core.option_fields import check_options, option
 
 ProgressFn = Callable[[int, int, str], None]
 # A name list: a file path, an upload, or the names themselves.
@@ -58,17 +59,6 @@ __all__ = [
 ]
 MAX_PAIRS = 1_000_000  # sane bounds: a typo like --pairs 1e9 is refused, not slowly run
 MAX_BATCH = 4096
-# Each size option's (lowest, highest): checked by NerAuditConfig, and by the CLI right after
-# parsing (so a typo is refused before any name list is read).
-NER_BOUNDS: dict[str, tuple[int, int]] = {
-    "max_pairs": (1, MAX_PAIRS),
-    "min_words": (1, 20),
-    "batch_size": (1, MAX_BATCH),
-    "templates": (1, 100_000),
-    "importance_pairs": (1, MAX_PAIRS),
-    "attention_pairs": (0, MAX_PAIRS),
-    "seed": SEED_RANGE,
-}
 
 
 class NerConfigError(UsageError):
@@ -90,41 +80,100 @@ class NerAuditConfig:
             them comes with (the embedded model's).
         in_conll: take in-train names from the PER entities of a CoNLL-2003 file or folder's train
             split (instead of ``in_names``).
-        max_pairs: at most this many (in, out) pairs.
-        min_words: drop names with fewer words.
         prompts: a prompt file path (.txt or .csv) or a list of prompts, each with ``{name}``
             once; ``None``: ``templates`` template prompts.
-        templates: how many template prompts, balanced over ``prompt_types``.
         prompt_types: template sentence types.
-        metric: M-MEM ``pairwise`` (paper) or ``all_pairs`` (reference code, AUC, ties ½).
-        seed: seeds pair shuffling, templates and the dev/test split.
-        dev_fraction: share of pairs in the dev set (prompts ranked on dev, checked on test,
-            with dev-vs-test τ and ensembles); 0: no split.
-        batch_size: filled prompts per forward pass.
-        importance_steps: leave-one-token-out removals for the best and the worst prompt (0: skip;
-            ``None``: until only the slot is left).
-        importance_pairs: (dev) pairs used for token importance; it costs steps × tokens × 2 ×
-            pairs forward passes.
-        attention_pairs: (dev) pairs whose names are averaged in the attention heatmaps (0: skip).
         device: ``cuda``, ``cpu`` or ``None`` (CUDA when present).
+
+    The sizes, the metric, the seed and the dev share are options: each one's help, range and
+    front ends are in its :func:`~memprobe_core.option_fields.option` metadata.
     """
 
     models: tuple[str, ...] = (EMBEDDED,)
     in_names: NameSource | None = None
     out_names: NameSource | None = None
     in_conll: str | Path | None = None
-    max_pairs: int = 100
-    min_words: int = 1
+    max_pairs: int = option(
+        100,
+        help="at most this many (in, out) pairs",
+        low=1,
+        high=MAX_PAIRS,
+        flag="--pairs",
+        metavar="N",
+        page="Pairs (at most)",
+    )
+    min_words: int = option(
+        1, help="drop names with fewer words", low=1, high=20, flag="--min-words", metavar="N"
+    )
     prompts: str | Path | Sequence[str | Prompt] | None = None
-    templates: int = 40
+    templates: int = option(
+        40,
+        help="without prompts of your own: this many template prompts, balanced over the "
+        "chosen sentence types",
+        low=1,
+        high=100_000,
+        flag="--templates",
+        metavar="N",
+        page="How many",
+    )
     prompt_types: tuple[str, ...] = PROMPT_TYPES
-    metric: Metric = "pairwise"
-    seed: int = 0
-    dev_fraction: float = 0.0
-    batch_size: int = 64
-    importance_steps: int | None = 3
-    importance_pairs: int = 50
-    attention_pairs: int = 20
+    metric: Metric = option(
+        "pairwise",
+        help="M-MEM definition: pairwise (paper: share of pairs where the in-train name gets the "
+        "higher PER confidence) or all_pairs (reference code: every in × out combination, "
+        "ties count 1/2)",
+        flag="--metric",
+        page="M-MEM",
+    )
+    seed: int = option(
+        0,
+        help="seed of pair shuffling, templates and the dev/test split",
+        low=SEED_RANGE[0],
+        high=SEED_RANGE[1],
+        flag="--seed",
+        metavar="S",
+        page="Seed",
+    )
+    dev_fraction: float = option(
+        0.0,
+        help="share of pairs in the dev set: prompts are ranked on dev and checked on test, "
+        "with dev-vs-test Kendall tau and ensembles; 0: no split",
+        low=0,
+        high=1,
+        high_open=True,
+        example="0.5",
+        flag="--dev-fraction",
+        metavar="F",
+        page="Dev share (0: no dev/test split)",
+    )
+    batch_size: int = option(
+        64,
+        help="filled prompts per forward pass",
+        low=1,
+        high=MAX_BATCH,
+        flag="--batch-size",
+        metavar="N",
+    )
+    importance_steps: int | None = option(
+        3,
+        help="leave-one-token-out removals for the best and the worst prompt (0: skip; None: "
+        "until only the name slot is left)",
+        low=0,
+        page="Token-importance steps",
+    )
+    importance_pairs: int = option(
+        50,
+        help="(dev) pairs used for token importance; it costs steps × tokens × 2 × pairs "
+        "forward passes",
+        low=1,
+        high=MAX_PAIRS,
+    )
+    attention_pairs: int = option(
+        20,
+        help="(dev) pairs whose names are averaged in the attention heatmaps (0: skip)",
+        low=0,
+        high=MAX_PAIRS,
+    )
     device: str | None = None
 
     def __post_init__(self) -> None:
@@ -140,22 +189,12 @@ class NerAuditConfig:
 
 def _check_config(c: NerAuditConfig) -> None:
     """Raise :class:`NerConfigError` naming the first bad option."""
-    for option, (low, high) in NER_BOUNDS.items():
-        value = getattr(c, option)
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise NerOptionError(option, value, f"give a whole number from {low} to {high:,}")
+    try:
+        check_options(c)
+    except OptionError as exc:  # the NER error type, which the page and the CLI catch
+        raise NerOptionError(exc.option, exc.value, exc.problem) from None
     if not c.models:
         raise NerConfigError("no NER model given: name at least one (e.g. 'embedded')")
-    if c.metric not in METRICS:
-        raise NerConfigError(f"metric={c.metric!r} is unknown; use one of {list(METRICS)}")
-    if not 0 <= c.dev_fraction < 1:
-        raise NerOptionError(
-            "dev_fraction",
-            c.dev_fraction,
-            "give a share from 0 up to (not including) 1 (e.g. 0.5; 0 for no dev/test split)",
-        )
-    if c.importance_steps is not None and c.importance_steps < 0:
-        raise NerOptionError("importance_steps", c.importance_steps, "give 0 or more")
     if c.in_names is not None and c.in_conll is not None:
         raise NerConfigError(
             "give in-train names (in_names) or a CoNLL corpus (in_conll), not both"

@@ -20,8 +20,8 @@ def _run(
 ):
     at.multiselect(key="ner_models").set_value(models)
     at.number_input(key="ner_pairs").set_value(pairs)
-    at.number_input(key="ner_ntemplates").set_value(templates)
-    at.number_input(key="ner_steps").set_value(steps)
+    at.number_input(key="ner_templates").set_value(templates)
+    at.number_input(key="ner_importance_steps").set_value(steps)
     at.button(key="ner_run").click()
     return run_until(at, lambda a: "state: finished" in texts(a), timeout=timeout)
 

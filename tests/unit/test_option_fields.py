@@ -14,10 +14,17 @@ from memprobe_core.attacks.options import AttackOptions, GCGOptions, Interactive
 from memprobe_core.cli import options_doc
 from memprobe_core.cli.errors import CLI_FLAGS
 from memprobe_core.cli.main import build_parser
-from memprobe_core.cli.option_flags import FLAG_CLASSES, dest_of, flag_problem, read_flags
+from memprobe_core.cli.option_flags import (
+    COMMAND_CLASSES,
+    FLAG_CLASSES,
+    dest_of,
+    flag_problem,
+    flagged_classes,
+    read_flags,
+)
 from memprobe_core.errors import OptionError
 from memprobe_core.membership.options import MeasureOptions
-from memprobe_core.option_fields import check_options, option, options_of, range_text
+from memprobe_core.option_fields import check_options, option, options_of, range_text, shown_default
 
 
 @dataclass(frozen=True)
@@ -51,7 +58,7 @@ def test_undeclared_fields_and_optional_none_pass() -> None:
 
 
 def test_every_option_class_declares_help_for_each_option() -> None:
-    classes = {*FLAG_CLASSES.values(), *registry.option_sections().values()}
+    classes = {*flagged_classes(), *registry.option_sections().values()}
     for cls in classes:
         for opt in options_of(cls):
             assert opt.info.help.strip(), f"{cls.__name__}.{opt.name} has no help"
@@ -71,6 +78,22 @@ def test_each_flag_is_generated_with_the_class_default_and_range() -> None:
                 assert flags[opt.info.flag].default is None or opt.kind is bool
     help_of_steps = flags["--gcg-steps"].help or ""
     assert f"default: {GCGOptions.steps}" in help_of_steps and "from 0 to 10,000" in help_of_steps
+
+
+def test_other_commands_flags_are_generated_from_their_classes() -> None:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for command, cls in COMMAND_CLASSES.items():
+        flags = {s: a for a in sub.choices[command]._actions for s in a.option_strings}
+        for opt in options_of(cls):
+            if opt.info.flag:
+                assert opt.info.flag in flags, f"{command} has no {opt.info.flag}"
+                assert flags[opt.info.flag].default is None
+                assert f"default: {shown_default(opt)}" in (flags[opt.info.flag].help or "")
+    args = build_parser().parse_args(["ner", "--pairs", "7", "--metric", "all_pairs"])
+    assert read_flags(args, COMMAND_CLASSES["ner"]) == {"max_pairs": 7, "metric": "all_pairs"}
+    assert flag_problem(build_parser().parse_args(["ner", "--min-words", "21"])) == (
+        "--min-words 21: give a whole number from 1 to 20"
+    )
 
 
 def test_flags_read_back_into_the_classes_and_are_checked_right_after_parsing() -> None:

@@ -156,13 +156,13 @@ def test_name_uploads_are_read_like_files(tmp_path) -> None:
     [
         ({"batch_size": 0}, r"batch_size=0: give a whole number from 1 to 4,096"),
         ({"max_pairs": 10**9}, r"max_pairs=1000000000: give a whole number from 1 to 1,000,000"),
-        ({"dev_fraction": 1.0}, r"dev_fraction=1.0: give a share from 0 up to"),
+        ({"dev_fraction": 1.0}, r"dev_fraction=1.0: give a number in \[0, 1\), e.g. 0.5"),
         ({"dev_fraction": -0.1}, "dev_fraction"),
-        ({"metric": "auc"}, "metric='auc'"),
+        ({"metric": "auc"}, "metric='auc': use one of pairwise, all_pairs"),
         ({"models": ("", " ")}, "no NER model"),
         ({"in_names": ["x"], "in_conll": "corpus/"}, "not both"),
         ({"prompts": None, "prompt_types": ()}, "pick at least one"),
-        ({"importance_steps": -1}, "importance_steps"),
+        ({"importance_steps": -1}, "importance_steps=-1: give a whole number of 0 or more"),
     ],
 )
 def test_bad_options_are_refused_when_the_config_is_made(change, message) -> None:
