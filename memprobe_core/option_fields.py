@@ -185,6 +185,21 @@ def check_options(instance: Any, prefix: str = "") -> None:
             raise OptionError(opt.label(prefix), value, problem)
 
 
+def check_size(name: str, value: int | None, low: int, high: int) -> None:
+    """Refuse a size outside ``[low, high]`` with the options' wording (``None`` passes); for the
+    sizes that are not fields of an option class (the CLI's ``--length``, a report's seed).
+
+    Raises:
+        OptionError: ``"name=value: give a whole number from low to high"``.
+    """
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise OptionError(
+            name, value, f"give a whole number from {_number(low)} to {_number(high)}"
+        )
+
+
 def value_problem(opt: OptionField, value: Any) -> str | None:
     """What to give instead of ``value`` for ``opt`` (``None``: the value is allowed)."""
     if value is None and opt.optional:

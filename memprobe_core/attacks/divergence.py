@@ -60,7 +60,7 @@ from memprobe_core.attacks.events import (
 )
 from memprobe_core.attacks.manifest import build_manifest
 from memprobe_core.attacks.model_set import MissingModelError, ModelSet
-from memprobe_core.attacks.options import AttackOptions, check_size
+from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.attacks.registry import MethodSpec, register
 from memprobe_core.attacks.result import (
     AttackResult,
@@ -76,7 +76,7 @@ from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.metrics import window_text
 from memprobe_core.models.base import Completion, Decoding, Generator
 from memprobe_core.models.measure_cache import tokenizer_name
-from memprobe_core.option_fields import check_options, option
+from memprobe_core.option_fields import check_options, check_size, option
 from memprobe_core.records import VerbatimRecord
 from memprobe_core.snippets.span_index import SpanIndex, SpanMatch
 from memprobe_core.snippets.split import DataError, Snippet, SplitSnippet

@@ -17,7 +17,6 @@ from memprobe_core.config import (
     ScoringConfig,
     Selection,
 )
-from memprobe_core.errors import OptionError
 from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.option_fields import check_options, option, options_of
 
@@ -39,19 +38,6 @@ MAX_STEPS = 10_000
 MAX_TOP_K = 1_000_000
 MAX_SEARCH_WIDTH = 16_384
 MAX_PROMPT_TOKENS = 8192
-
-
-def check_size(name: str, value: int | None, low: int, high: int) -> None:
-    """Refuse a size outside ``[low, high]`` with a message naming it (``None`` passes); for the
-    sizes that are not fields of an option class (the CLI's ``--length``, a report's seed).
-
-    Raises:
-        OptionError: ``"name=value: give a whole number from low to high"``.
-    """
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise OptionError(name, value, f"give a whole number from {low} to {high:,}")
 
 
 @dataclass(frozen=True)

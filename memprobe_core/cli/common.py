@@ -16,7 +16,6 @@ from memprobe_core.attacks.options import (
     MAX_LENGTH,
     MAX_SNIPPETS,
     AttackOptions,
-    check_size,
 )
 from memprobe_core.cli.errors import EPILOG_EXIT_CODES
 from memprobe_core.cli.option_flags import add_flag_of, add_flags, flag_problem, read_flags
@@ -24,6 +23,7 @@ from memprobe_core.config import MAX_INT64, SEED_RANGE, ScoringConfig
 from memprobe_core.errors import UsageError
 from memprobe_core.membership import MeasureOptions
 from memprobe_core.models.urls import base_url_problem
+from memprobe_core.option_fields import check_size
 from memprobe_core.runs.roles import ModelNames, default_model_names
 from memprobe_core.runs.unit import SplitSpec
 from memprobe_core.snippets.loaders import MAX_FILE_BYTES, MAX_FILE_SNIPPETS, TxtMode

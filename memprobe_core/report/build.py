@@ -37,7 +37,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from memprobe_core.attacks.options import check_size
 from memprobe_core.attacks.registry import (
     baseline_methods,
     extracts,
@@ -69,6 +68,7 @@ from memprobe_core.membership.verdict import (
     membership_verdict,
     with_voided_by,
 )
+from memprobe_core.option_fields import check_size
 from memprobe_core.report.leakage import method_figures, pz_figures
 from memprobe_core.report.select import apply_selection
 from memprobe_core.report.stats import (
