@@ -159,8 +159,7 @@ def _owned_label(section: str, opt: OptionField) -> str:
     """Beside other methods' options, a label that says whose it is ("Ours: rounds T"); GCG's
     already does ("GCG steps")."""
     label = opt.info.page or opt.name
-    owner = next((s.label for s in registry.specs() if s.options_key == section), "")
-    owner = owner.split(" (")[0]  # "Ours (interactive)": "Ours"
+    owner = registry.section_label(section).split(" (")[0]  # "Ours (interactive)": "Ours"
     if not owner or label.lower().startswith(owner.lower()):
         return label
     return f"{owner}: {label[0].lower()}{label[1:]}"
@@ -173,8 +172,7 @@ def _preset(prefix: str, opt: OptionField) -> Any:
 
 def _section_widgets(prefix: str, section: str, cls: type) -> dict[str, Any]:
     """A block of one registered method's options under a caption with its label."""
-    owner = next(s.label for s in registry.specs() if s.options_key == section)
-    st.caption(md(f"{owner} options"))
+    st.caption(md(f"{registry.section_label(section)} options"))
     return _widgets_of(prefix, cls, advanced=False)
 
 

@@ -319,6 +319,12 @@ def import_modules(package: ModuleType) -> list[str]:
     return names
 
 
+def section_label(section: str) -> str:
+    """The label of the (first registered) method whose options live in ``section``; ``""`` for
+    a section no method owns."""
+    return next((s.label for s in specs() if s.options_key == section), "")
+
+
 def option_sections() -> dict[str, type]:
     """Each options section of :class:`~memprobe_core.attacks.options.AttackOptions` and the class it holds."""
     return {s.options_key: s.options_class for s in specs() if s.options_key and s.options_class}
