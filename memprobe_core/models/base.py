@@ -226,14 +226,11 @@ class Generator(ABC):
         import time
 
         started = time.perf_counter()
+        decoding = Decoding(
+            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, n=n, seed=seed
+        )
         out = self._generate(
-            list(requests),
-            n=n,
-            max_new_tokens=max_new_tokens,
-            temperature=temperature,
-            top_p=top_p,
-            seed=seed,
-            references=list(references) if references is not None else None,
+            list(requests), decoding, list(references) if references is not None else None
         )
         self.stats.calls += 1
         self.stats.requests += len(requests)
@@ -246,16 +243,11 @@ class Generator(ABC):
     def _generate(
         self,
         requests: list[Request],
-        *,
-        n: int,
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float,
-        seed: int | None,
+        decoding: Decoding,
         references: list[str] | None = None,
     ) -> list[list[Completion]]:
-        """Backend-specific generation (arguments already validated; ``references`` may be
-        ignored: they only let a backend go faster)."""
+        """Backend-specific generation of ``decoding.n`` completions per request (arguments
+        already validated; ``references`` may be ignored: they only let a backend go faster)."""
 
 
 def _check_request(request: Request, index: int) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 
 from memprobe_core.models.base import (
     Completion,
+    Decoding,
     Generator,
     LoadOptions,
     ModelError,
@@ -145,12 +146,7 @@ class FakeGenerator(Generator):
     def _generate(
         self,
         requests: list[Request],
-        *,
-        n: int,
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float,
-        seed: int | None,
+        decoding: Decoding,
         references: list[str] | None = None,  # no drafting here: not used
     ) -> list[list[Completion]]:
         if self.latency_s:
@@ -159,15 +155,15 @@ class FakeGenerator(Generator):
         for index, request in enumerate(requests):
             text = request if isinstance(request, str) else chat_as_text(request)
             row = []
-            for k in range(n):
-                if temperature == 0:
+            for k in range(decoding.n):
+                if not decoding.do_sample:
                     rng = random.Random(_digest("greedy", text))
-                elif seed is None:
+                elif decoding.seed is None:
                     rng = random.Random()
                 else:
-                    rng = random.Random(_digest(seed, index, k, text))
-                words = self._answer(request, text, rng, sampled=temperature > 0)
-                row.append(self._completion(words, max_new_tokens))
+                    rng = random.Random(_digest(decoding.seed, index, k, text))
+                words = self._answer(request, text, rng, sampled=decoding.do_sample)
+                row.append(self._completion(words, decoding.max_new_tokens))
             out.append(row)
         return out
 

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from memprobe_core.models.base import (
     Completion,
+    Decoding,
     Generator,
     LoadOptions,
     ModelError,
@@ -254,32 +255,27 @@ class HFGenerator(Generator):
     def _generate(
         self,
         requests: list[Request],
-        *,
-        n: int,
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float,
-        seed: int | None,
+        decoding: Decoding,
         references: list[str] | None = None,
     ) -> list[list[Completion]]:
         import torch
 
-        greedy = temperature == 0
+        greedy = not decoding.do_sample
         prompts = [self.prompt_ids(r) for r in requests]
         drafts = self._draft_ids(references) if greedy else None
         # Greedy: every one of the n completions is the same, so compute it once per request.
-        copies = 1 if greedy else n
+        copies = 1 if greedy else decoding.n
         jobs = [i for i in range(len(prompts)) for _ in range(copies)]
         # Similar lengths together wastes less padding when batches are capped; the sort is
         # stable, so the n rows of one request stay adjacent (one shared prefill). Results go
         # back by job index.
         order = sorted(range(len(jobs)), key=lambda j: len(prompts[jobs[j]]))
         results: list[Completion | None] = [None] * len(jobs)
-        plan = _Plan(max_new_tokens, temperature, top_p, seed)
+        plan = _Plan(decoding.max_new_tokens, decoding.temperature, decoding.top_p, decoding.seed)
         with (
             self._lock,
             torch.inference_mode(),
-            seeded(seed, self.device, active=self._seed_globally(plan)),
+            seeded(decoding.seed, self.device, active=self._seed_globally(plan)),
         ):
             start = 0
             batch = self.max_batch_size or len(order)
@@ -306,7 +302,7 @@ class HFGenerator(Generator):
         out: list[list[Completion]] = []
         for i in range(len(requests)):
             mine = [c for j, c in zip(jobs, results) if j == i and c is not None]
-            out.append(mine * n if greedy else mine)
+            out.append(mine * decoding.n if greedy else mine)
         return out
 
     def _draft_ids(self, references: list[str] | None) -> list[list[int]] | None:

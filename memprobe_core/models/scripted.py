@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from memprobe_core.models.base import (
     Completion,
+    Decoding,
     Generator,
     ModelError,
     Request,
@@ -154,25 +155,28 @@ class ScriptedGenerator(Generator):
     def _generate(
         self,
         requests: list[Request],
-        *,
-        n: int,
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float,
-        seed: int | None,
+        decoding: Decoding,
         references: list[str] | None = None,
     ) -> list[list[Completion]]:
         if self.latency_s:
             time.sleep(self.latency_s)
-        call = ScriptedCall(list(requests), n, max_new_tokens, temperature, top_p, seed, references)
+        call = ScriptedCall(
+            list(requests),
+            decoding.n,
+            decoding.max_new_tokens,
+            decoding.temperature,
+            decoding.top_p,
+            decoding.seed,
+            references,
+        )
         self.calls.append(call)
-        rng = random.Random(seed)
+        rng = random.Random(decoding.seed)
         out = []
         for request in requests:
             text = request if isinstance(request, str) else chat_as_text(request)
             self.requests.append(text)
-            asks = [Ask(request, text, i, call, rng) for i in range(n)]
-            out.append([_completion(self._answer(ask), max_new_tokens) for ask in asks])
+            asks = [Ask(request, text, i, call, rng) for i in range(decoding.n)]
+            out.append([_completion(self._answer(ask), decoding.max_new_tokens) for ask in asks])
         return out
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from memprobe_core.models.base import (
     Completion,
+    Decoding,
     Generator,
     LoadOptions,
     LogprobsUnavailable,
@@ -97,24 +98,19 @@ class VLLMGenerator(Generator):
     def _generate(
         self,
         requests: list[Request],
-        *,
-        n: int,
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float,
-        seed: int | None,
+        decoding: Decoding,
         references: list[str] | None = None,  # no drafting here: not used
     ) -> list[list[Completion]]:
         from vllm import SamplingParams
 
-        greedy = temperature == 0
+        greedy = not decoding.do_sample
         # Greedy samples are all equal: ask for one and copy it.
         params = SamplingParams(
-            n=1 if greedy else n,
-            temperature=temperature,
-            top_p=1.0 if greedy else top_p,
-            max_tokens=max_new_tokens,
-            seed=seed,
+            n=1 if greedy else decoding.n,
+            temperature=decoding.temperature,
+            top_p=1.0 if greedy else decoding.top_p,
+            max_tokens=decoding.max_new_tokens,
+            seed=decoding.seed,
         )
         texts = [(i, r) for i, r in enumerate(requests) if isinstance(r, str)]
         chats = [(i, r) for i, r in enumerate(requests) if not isinstance(r, str)]
@@ -127,7 +123,7 @@ class VLLMGenerator(Generator):
                 raise ModelError(f"model {self.model_id!r} has no chat template; send plain text")
             outputs = self._llm.chat([r for _, r in chats], params, use_tqdm=False)
             results.update(zip((i for i, _ in chats), (_completions(o) for o in outputs)))
-        return [results[i] * n if greedy else results[i] for i in range(len(requests))]
+        return [results[i] * decoding.n if greedy else results[i] for i in range(len(requests))]
 
 
 def _completions(request_output: Any) -> list[Completion]:

@@ -26,6 +26,7 @@ import httpx
 
 from memprobe_core.models.base import (
     Completion,
+    Decoding,
     Generator,
     LoadOptions,
     LogprobsUnavailable,
@@ -153,16 +154,11 @@ class OpenAIGenerator(Generator):
     def _generate(
         self,
         requests: list[Request],
-        *,
-        n: int,
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float,
-        seed: int | None,
+        decoding: Decoding,
         references: list[str] | None = None,  # no drafting here: not used
     ) -> list[list[Completion]]:
         def one(request: Request) -> list[Completion]:
-            return self._complete(request, n, max_new_tokens, temperature, top_p, seed)
+            return self._complete(request, decoding)
 
         return self._each(one, requests)
 
@@ -174,15 +170,7 @@ class OpenAIGenerator(Generator):
         with ThreadPoolExecutor(max_workers=workers) as pool:
             return list(pool.map(ask, items))
 
-    def _complete(
-        self,
-        request: Request,
-        n: int,
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float,
-        seed: int | None,
-    ) -> list[Completion]:
+    def _complete(self, request: Request, decoding: Decoding) -> list[Completion]:
         chat = not isinstance(request, str) or self.text_as_chat
         messages = (
             request if not isinstance(request, str) else [{"role": "user", "content": request}]
@@ -191,22 +179,22 @@ class OpenAIGenerator(Generator):
         attempt = 0
         # Servers that ignore `n` return one choice per call: ask again for the rest, each time
         # with a shifted seed so the extra samples differ yet stay reproducible.
-        while len(out) < n:
-            want = n - len(out)
+        while len(out) < decoding.n:
+            want = decoding.n - len(out)
             payload: dict[str, Any] = {
                 "model": self.model_id,
                 "n": want,
-                "max_tokens": max_new_tokens,
-                "temperature": temperature,
-                "top_p": top_p,
+                "max_tokens": decoding.max_new_tokens,
+                "temperature": decoding.temperature,
+                "top_p": decoding.top_p,
             }
-            if seed is not None:
-                payload["seed"] = seed + attempt
+            if decoding.seed is not None:
+                payload["seed"] = decoding.seed + attempt
             if chat:
                 payload["messages"] = messages
             else:
                 payload["prompt"] = request
-            got = self._ask(chat, payload, max_new_tokens)
+            got = self._ask(chat, payload, decoding.max_new_tokens)
             out.extend(got[:want])
             attempt += 1
         return out

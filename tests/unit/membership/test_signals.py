@@ -98,7 +98,7 @@ class WhiteBox(Generator):
     def device(self) -> Any:
         return torch.device("cpu")
 
-    def _generate(self, requests, **kwargs):  # pragma: no cover - never called
+    def _generate(self, requests, decoding, references=None):  # pragma: no cover - never called
         raise AssertionError("signals must not generate")
 
 
