@@ -42,6 +42,7 @@ from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import SMALL_N_MARK, p_text
 from memprobe_core.report.stats import DEFAULT_RESAMPLES
 from memprobe_core.snippets.corpus import DOMAINS, demo_corpus, demo_split, nonmember_summary
+from memprobe_core.snippets.loaders import LoadSpec
 from memprobe_core.snippets.nonmembers import NONMEMBER_DOMAINS
 from memprobe_core.snippets.split import DataError, Snippet
 from memprobe_core.stats import CONFIDENCE, SMALL_N
@@ -151,14 +152,14 @@ def _uploaded_dataset() -> tuple[list[Snippet], dict[str, Any]]:
     if upload is None:
         st.info("Upload a file, or use the built-in corpus.")
         return [], {}
-    result = read_upload(
-        upload,
+    spec = LoadSpec(
         text_column=text_column or "text",
         id_column=id_column or None,
         domain_column=domain_column or None,
         domain=domain or None,
         txt_mode="blocks" if txt_blocks else "file",
     )
+    result = read_upload(upload, spec)
     if result is None:
         return [], {}
     rejected = [{"row": r.row, "reason": r.reason} for r in result.rejected]
@@ -496,8 +497,8 @@ def inference_inputs() -> tuple[list[Snippet], list[Snippet], dict[str, Any]]:
                 sets.append([])
                 continue
             # A .txt file holds many texts, one per blank-line-separated block.
-            txt = {"txt_mode": "blocks"} if upload.name.lower().endswith(".txt") else {}
-            loaded = read_upload(upload, text_column="text", **txt)
+            blocks = upload.name.lower().endswith(".txt")
+            loaded = read_upload(upload, LoadSpec(txt_mode="blocks" if blocks else "file"))
             sets.append(loaded.snippets if loaded is not None else [])
             names[which] = upload.name
             if loaded is not None:

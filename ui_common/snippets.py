@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import streamlit as st
@@ -27,7 +28,7 @@ def _corpus() -> list[Any]:
     return demo_corpus()
 
 
-def read_upload(upload: Any, **load_options: Any) -> Any | None:
+def read_upload(upload: Any, spec: loaders.LoadSpec | None = None) -> Any | None:
     """Snippets of an uploaded file (``LoadResult``), or ``None`` with the problem shown.
 
     Files over ``memprobe_core.snippets.loaders.MAX_FILE_BYTES`` are refused before they are parsed,
@@ -50,8 +51,8 @@ def read_upload(upload: Any, **load_options: Any) -> Any | None:
         result = loaders.load_snippets_from_bytes(
             upload.getvalue(),
             upload.name,
-            max_snippets=loaders.MAX_FILE_SNIPPETS,  # read now: the cap a test may lower
-            **load_options,
+            # The cap read now, not the class default's: a test may lower it.
+            replace(spec or loaders.LoadSpec(), max_snippets=loaders.MAX_FILE_SNIPPETS),
         )
     except loaders.TooManySnippets as exc:
         held = f"{exc.rows:,}" if exc.rows is not None else f"more than {exc.max_snippets:,}"

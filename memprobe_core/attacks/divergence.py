@@ -263,14 +263,15 @@ def check_reference_corpus(opts: DivergenceOptions) -> list[Snippet]:
     """
     if not opts.reference_corpus:
         return []
-    from memprobe_core.snippets.loaders import load_snippets
+    from memprobe_core.snippets.loaders import LoadSpec, load_snippets
 
     path = Path(opts.reference_corpus).expanduser()
     if not path.is_file():
         raise UsageError(f"divergence reference_corpus {path}: no such file")
     try:
         blocks = path.suffix.lower() == ".txt"  # a .txt corpus: one text per block
-        loaded = load_snippets(path, txt_mode="blocks" if blocks else "file", read_labels=False)
+        spec = LoadSpec(txt_mode="blocks" if blocks else "file", read_labels=False)
+        loaded = load_snippets(path, spec)
     except DataError as exc:
         raise UsageError(f"divergence reference_corpus {path}: {exc}") from exc
     texts = [s for s in loaded.snippets if s.text.strip()]

@@ -29,7 +29,7 @@ from memprobe_core.report.text import render_text
 from memprobe_core.runs.roles import ModelNames
 from memprobe_core.snippets.corpus import demo_corpus, nonmember_summary
 from memprobe_core.snippets.dated import dated_split, dated_summary
-from memprobe_core.snippets.loaders import load_snippets
+from memprobe_core.snippets.loaders import LoadSpec, load_snippets
 from memprobe_core.snippets.split import DataError, Snippet
 from memprobe_core.store import Store
 
@@ -325,7 +325,7 @@ def with_dc_pdd(
     if corpus is not None:  # read (and refused when bad) before any model matters
         try:
             blocks = corpus.suffix.lower() == ".txt"  # a .txt corpus: one text per block
-            loaded = load_snippets(corpus, txt_mode="blocks" if blocks else "file")
+            loaded = load_snippets(corpus, LoadSpec(txt_mode="blocks" if blocks else "file"))
         except DataError as exc:
             raise UsageError(f"--dc-pdd-corpus {corpus}: {exc}") from exc
         texts = [s.text for s in loaded.snippets]
@@ -500,16 +500,16 @@ def _snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, Any]]:
         if args.nonmembers:
             info["nonmembers"] = nonmember_summary()
     else:
-        loaded = load_snippets(
-            args.dataset,
+        spec = common.load_spec(
+            args,
             text_column="text" if args.text_column is None else args.text_column,
             id_column=args.id_column,
             domain_column=args.domain_column,
             domain=args.domain,
             label_column=args.label_column,
             limit=args.limit,  # rows after the Nth snippet are never read
-            **common.file_options(args),
         )
+        loaded = load_snippets(args.dataset, spec)
         for rejection in loaded.rejected:
             echo(f"{args.dataset}: row {rejection.row} skipped: {rejection.reason}", sys.stderr)
         snippets = loaded.snippets

@@ -26,7 +26,7 @@ from memprobe_core.models.urls import base_url_problem
 from memprobe_core.option_fields import check_size
 from memprobe_core.runs.roles import ModelNames, default_model_names
 from memprobe_core.runs.unit import SplitSpec
-from memprobe_core.snippets.loaders import MAX_FILE_BYTES, MAX_FILE_SNIPPETS, TxtMode
+from memprobe_core.snippets.loaders import MAX_FILE_BYTES, MAX_FILE_SNIPPETS, LoadSpec, TxtMode
 from memprobe_core.store import Store
 
 TXT_MODES: tuple[str, ...] = get_args(TxtMode)
@@ -172,15 +172,18 @@ def add_txt_mode(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
-def file_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``load_snippets`` keywords from --txt-mode, --encoding, --max-bytes and --max-snippets
-    (a flag not given: the loader's default; --max-snippets' range is in CLI_SIZE_LIMITS).
-    """
-    return given(
-        txt_mode=args.txt_mode,
-        encoding=args.encoding,
-        max_bytes=args.max_bytes,
-        max_snippets=args.max_snippets,
+def load_spec(args: argparse.Namespace, **fields: Any) -> LoadSpec:
+    """How to read the command's file: ``fields`` and the file flags (--txt-mode, --encoding,
+    --max-bytes, --max-snippets; a flag not given keeps :class:`LoadSpec`'s default;
+    --max-snippets' range is in CLI_SIZE_LIMITS)."""
+    return LoadSpec(
+        **fields,
+        **given(
+            txt_mode=args.txt_mode,
+            encoding=args.encoding,
+            max_bytes=args.max_bytes,
+            max_snippets=args.max_snippets,
+        ),
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -103,17 +104,16 @@ def _load(args: argparse.Namespace, path: Path) -> list[Snippet]:
     """One set's texts, as the file gives them (rejected rows named on stderr). A label column
     is not read: the set a file is given as is its texts' label. ``--txt-mode`` applies to a
     ``.txt`` file only, so a ``.txt`` suspect set may go with a ``.csv`` held-out set."""
-    options = common.file_options(args)
-    if path.suffix.lower() != ".txt":
-        options.pop("txt_mode", None)
-    loaded = load_snippets(
-        path,
+    spec = common.load_spec(
+        args,
         text_column="text" if args.text_column is None else args.text_column,
         id_column=args.id_column,
         limit=args.limit,
         read_labels=False,
-        **options,
     )
+    if path.suffix.lower() != ".txt":
+        spec = replace(spec, txt_mode="file")
+    loaded = load_snippets(path, spec)
     for rejection in loaded.rejected:
         echo(f"{path}: row {rejection.row} skipped: {rejection.reason}", sys.stderr)
     return loaded.snippets[: args.limit] if args.limit is not None else loaded.snippets

@@ -95,7 +95,7 @@ def _snippet(args: argparse.Namespace) -> Snippet:
     if args.text:
         return Snippet(id="cli", text=args.text, domain=args.domain, source="command line")
     if args.file:
-        loaded = load_snippets(args.file, domain=args.domain, **common.file_options(args))
+        loaded = load_snippets(args.file, common.load_spec(args, domain=args.domain))
         if not loaded.snippets:
             raise UsageError(terminal_safe(f"{args.file}: no usable snippet ({loaded.summary()})"))
         if len(loaded.snippets) > 1:

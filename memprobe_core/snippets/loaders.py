@@ -35,6 +35,7 @@ import logging
 import re
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -161,39 +162,11 @@ class LoadResult:
 
 
 @dataclass(frozen=True)
-class _Options:
-    text_column: str
-    id_column: str | None
-    domain_column: str | None
-    domain: str | None
-    txt_mode: str
-    encoding: str
-    label_column: str | None = None
-    codec: str = "utf-8-sig"  # what is decoded with (utf-8 skips a byte-order mark)
-    max_snippets: int = MAX_FILE_SNIPPETS
-    limit: int | None = None
-    read_labels: bool = True
+class LoadSpec:
+    """How to read a snippet file: what :func:`load_snippets` and
+    :func:`load_snippets_from_bytes` take (checked when a file is read, after its name and size).
 
-
-def load_snippets(
-    path: str | Path,
-    *,
-    text_column: str = "text",
-    id_column: str | None = None,
-    domain_column: str | None = None,
-    domain: str | None = None,
-    txt_mode: TxtMode = "file",
-    max_bytes: int = MAX_FILE_BYTES,
-    max_snippets: int = MAX_FILE_SNIPPETS,
-    limit: int | None = None,
-    encoding: str = "utf-8",
-    label_column: str | None = None,
-    read_labels: bool = True,
-) -> LoadResult:
-    """Read snippets from a file; the format follows the extension.
-
-    Args:
-        path: a ``.txt``, ``.jsonl`` (or ``.ndjson``), ``.csv`` or ``.parquet`` file.
+    Attributes:
         text_column: the column (JSON key) holding the text. Not used for ``.txt``.
         id_column: the column holding unique ids; None generates ``"<stem>:<row>"``.
         domain_column: the column holding each row's domain; a row without one gets ``domain``.
@@ -212,6 +185,44 @@ def load_snippets(
             named ``label``, then ``member`` (any case); a file with neither is unlabelled.
         read_labels: ``False`` reads no label column at all, not even one named ``label``
             (dataset inference gives each file's texts their label itself).
+    """
+
+    text_column: str = "text"
+    id_column: str | None = None
+    domain_column: str | None = None
+    domain: str | None = None
+    txt_mode: TxtMode = "file"
+    max_bytes: int = MAX_FILE_BYTES
+    max_snippets: int = MAX_FILE_SNIPPETS
+    limit: int | None = None
+    encoding: str = "utf-8"
+    label_column: str | None = None
+    read_labels: bool = True
+
+    @cached_property
+    def codec(self) -> str:
+        """What the text is decoded with (utf-8 as ``utf-8-sig``: a byte-order mark is skipped);
+        DataError for an unknown or non-text encoding."""
+        return _codec(self.encoding)
+
+    def check(self) -> None:
+        """Refuse an unknown ``txt_mode``, a bound below 1 or an unusable encoding (DataError)."""
+        if self.txt_mode not in TXT_MODES:
+            raise DataError(f"txt_mode {self.txt_mode!r} is unknown; use one of {list(TXT_MODES)}")
+        for name, value in (("max_snippets", self.max_snippets), ("limit", self.limit)):
+            if value is None and name == "limit":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise DataError(f"{name}={value!r}: give a whole number of 1 or more")
+        _ = self.codec  # resolved now: an unusable encoding is refused before any read
+
+
+def load_snippets(path: str | Path, spec: LoadSpec | None = None) -> LoadResult:
+    """Read snippets from a file; the format follows the extension.
+
+    Args:
+        path: a ``.txt``, ``.jsonl`` (or ``.ndjson``), ``.csv`` or ``.parquet`` file.
+        spec: how to read it (:class:`LoadSpec`; ``None``: its defaults).
 
     Returns:
         The snippets and the rejected rows.
@@ -225,72 +236,33 @@ def load_snippets(
             records, or a label value that is not allowed (the message names the row and the
             value).
     """
+    spec = spec or LoadSpec()
     path = Path(path)
     if not path.is_file():
         raise DataError(f"file {str(path)!r} does not exist or is not a file")
     _check_extension(path.name)
     size = path.stat().st_size
-    _check_size(path.name, size, max_bytes)  # before reading: never load a 5 GB file to refuse it
-    return _load(
-        lambda: path.open("rb"),
-        path.name,
-        _options(
-            text_column,
-            id_column,
-            domain_column,
-            domain,
-            txt_mode,
-            encoding,
-            label_column,
-            max_snippets,
-            limit,
-            read_labels=read_labels,
-        ),
-    )
+    # Before reading: never load a 5 GB file to refuse it.
+    _check_size(path.name, size, spec.max_bytes)
+    spec.check()
+    return _load(lambda: path.open("rb"), path.name, spec)
 
 
 def load_snippets_from_bytes(
-    data: bytes,
-    filename: str,
-    *,
-    text_column: str = "text",
-    id_column: str | None = None,
-    domain_column: str | None = None,
-    domain: str | None = None,
-    txt_mode: TxtMode = "file",
-    max_bytes: int = MAX_FILE_BYTES,
-    max_snippets: int = MAX_FILE_SNIPPETS,
-    limit: int | None = None,
-    encoding: str = "utf-8",
-    label_column: str | None = None,
-    read_labels: bool = True,
+    data: bytes, filename: str, spec: LoadSpec | None = None
 ) -> LoadResult:
     """Read snippets from the bytes of a file (a dashboard upload); see :func:`load_snippets`.
 
     Args:
         data: the file's content.
         filename: its name; the extension picks the format and the stem makes generated ids.
-        text_column, id_column, domain_column, domain, txt_mode, max_bytes, max_snippets,
-            limit, encoding, label_column, read_labels: as in :func:`load_snippets`.
+        spec: how to read it, as in :func:`load_snippets`.
     """
+    spec = spec or LoadSpec()
     _check_extension(filename)
-    _check_size(filename, len(data), max_bytes)
-    return _load(
-        lambda: io.BytesIO(data),  # shares the bytes: no copy
-        filename,
-        _options(
-            text_column,
-            id_column,
-            domain_column,
-            domain,
-            txt_mode,
-            encoding,
-            label_column,
-            max_snippets,
-            limit,
-            read_labels=read_labels,
-        ),
-    )
+    _check_size(filename, len(data), spec.max_bytes)
+    spec.check()
+    return _load(lambda: io.BytesIO(data), filename, spec)  # shares the bytes: no copy
 
 
 _Opener = Callable[[], IO[bytes]]  # opens the file afresh (a decode error reads it again)
@@ -299,7 +271,7 @@ _Record = tuple[int, "dict[str, Any] | str"]
 _Records = Generator[_Record, None, None]
 
 
-def _load(open_file: _Opener, filename: str, opts: _Options) -> LoadResult:
+def _load(open_file: _Opener, filename: str, opts: LoadSpec) -> LoadResult:
     ext = _check_extension(filename)
     if ext != ".txt" and opts.txt_mode != "file":
         raise DataError(
@@ -334,41 +306,6 @@ def _load(open_file: _Opener, filename: str, opts: _Options) -> LoadResult:
 
 
 # --- checks -----------------------------------------------------------------------------------
-
-
-def _options(
-    text_column: str,
-    id_column: str | None,
-    domain_column: str | None,
-    domain: str | None,
-    txt_mode: str,
-    encoding: str,
-    label_column: str | None,
-    max_snippets: int,
-    limit: int | None,
-    *,
-    read_labels: bool = True,
-) -> _Options:
-    if txt_mode not in TXT_MODES:
-        raise DataError(f"txt_mode {txt_mode!r} is unknown; use one of {list(TXT_MODES)}")
-    for name, value, optional in (("max_snippets", max_snippets, False), ("limit", limit, True)):
-        if value is None and optional:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise DataError(f"{name}={value!r}: give a whole number of 1 or more")
-    return _Options(
-        text_column,
-        id_column,
-        domain_column,
-        domain,
-        txt_mode,
-        encoding,
-        label_column,
-        codec=_codec(encoding),
-        max_snippets=max_snippets,
-        limit=limit,
-        read_labels=read_labels,
-    )
 
 
 def _codec(encoding: str) -> str:
@@ -412,12 +349,12 @@ def _check_size(filename: str, size: int, max_bytes: int) -> None:
         )
 
 
-def _text(raw: IO[bytes], opts: _Options, newline: str | None) -> io.TextIOWrapper:
+def _text(raw: IO[bytes], opts: LoadSpec, newline: str | None) -> io.TextIOWrapper:
     """``raw`` decoded as it is read (``UnicodeError`` at the first bad byte)."""
     return io.TextIOWrapper(raw, encoding=opts.codec, errors="strict", newline=newline)
 
 
-def _decode_error(filename: str, open_file: _Opener, opts: _Options) -> DataError:
+def _decode_error(filename: str, open_file: _Opener, opts: LoadSpec) -> DataError:
     """Where the file stops decoding, for a message (read again whole: this is the error path)."""
     with open_file() as raw:
         data = raw.read()
@@ -462,7 +399,7 @@ def _check_unique_columns(filename: str, names: list[str], where: str) -> None:
 # --- records: (row, {field: value}) or (row, Rejection reason) --------------------------------
 
 
-def _txt_records(filename: str, open_file: _Opener, opts: _Options) -> _Records:
+def _txt_records(filename: str, open_file: _Opener, opts: LoadSpec) -> _Records:
     for name, value, default in (
         ("text_column", opts.text_column, "text"),
         ("id_column", opts.id_column, None),
@@ -513,7 +450,7 @@ def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _JSON = json.JSONDecoder(object_pairs_hook=_json_object)
 
 
-def _jsonl_records(open_file: _Opener, opts: _Options, keys: dict[str, None]) -> _Records:
+def _jsonl_records(open_file: _Opener, opts: LoadSpec, keys: dict[str, None]) -> _Records:
     row = 0
     with open_file() as raw:
         # newline="\n": lines end at "\n" only; JSON strings may hold a raw U+2028 or U+0085,
@@ -546,7 +483,7 @@ def _jsonl_records(open_file: _Opener, opts: _Options, keys: dict[str, None]) ->
 
 
 def _csv_records(
-    filename: str, open_file: _Opener, opts: _Options, keys: dict[str, None]
+    filename: str, open_file: _Opener, opts: LoadSpec, keys: dict[str, None]
 ) -> _Records:
     # The csv module rather than pandas: it reports the line of a bad record, so one bad row is
     # rejected instead of failing the whole file, and it keeps "NA"/"null" texts as text.
@@ -584,7 +521,7 @@ def _csv_records(
 
 
 def _parquet_records(
-    filename: str, open_file: _Opener, opts: _Options, keys: dict[str, None]
+    filename: str, open_file: _Opener, opts: LoadSpec, keys: dict[str, None]
 ) -> _Records:
     try:
         import pyarrow.parquet as pq
@@ -622,7 +559,7 @@ def _parquet_records(
                 yield row, record
 
 
-def _column_roles(opts: _Options) -> tuple[tuple[str, str | None], ...]:
+def _column_roles(opts: LoadSpec) -> tuple[tuple[str, str | None], ...]:
     return (
         ("text", opts.text_column),
         ("id", opts.id_column),
@@ -631,7 +568,7 @@ def _column_roles(opts: _Options) -> tuple[tuple[str, str | None], ...]:
     )
 
 
-def _check_columns(filename: str, available: list[str], opts: _Options) -> None:
+def _check_columns(filename: str, available: list[str], opts: LoadSpec) -> None:
     for role, column in _column_roles(opts):
         if column is not None and column not in available:
             raise _missing_column(filename, role, column, list(available))
@@ -641,7 +578,7 @@ def _check_columns(filename: str, available: list[str], opts: _Options) -> None:
 
 
 def _to_snippets(
-    filename: str, stem: str, records: _Records, opts: _Options, keys: dict[str, None]
+    filename: str, stem: str, records: _Records, opts: LoadSpec, keys: dict[str, None]
 ) -> LoadResult:
     """Consume ``records`` (stopping at ``opts.limit`` snippets, refusing a row past
     ``opts.max_snippets``); labels are read last, once every column of the file is known."""
@@ -689,7 +626,7 @@ def _to_snippets(
     return result
 
 
-def _label_candidates(keys: dict[str, None], opts: _Options) -> list[str]:
+def _label_candidates(keys: dict[str, None], opts: LoadSpec) -> list[str]:
     """The columns among ``keys`` that may be the label column (the one given, or any named
     like one of :data:`AUTO_LABEL_COLUMNS`)."""
     if not opts.read_labels:
@@ -700,7 +637,7 @@ def _label_candidates(keys: dict[str, None], opts: _Options) -> list[str]:
 
 
 def _one_snippet(
-    filename: str, stem: str, row: int, record: dict[str, Any], opts: _Options
+    filename: str, stem: str, row: int, record: dict[str, Any], opts: LoadSpec
 ) -> tuple[str | None, Snippet | None]:
     if opts.text_column not in record:
         return f"no {opts.text_column!r} field (fields: {sorted(record)})", None
@@ -748,7 +685,7 @@ def _surrogate_problem(role: str, value: str) -> str | None:
 # --- labels -----------------------------------------------------------------------------------
 
 
-def _label_column(keys: dict[str, None], opts: _Options) -> tuple[str, dict[str, str]] | None:
+def _label_column(keys: dict[str, None], opts: LoadSpec) -> tuple[str, dict[str, str]] | None:
     """The column labels are read from and its vocabulary; None for an unlabelled file."""
     if not opts.read_labels:
         return None

@@ -134,11 +134,11 @@ def test_cancel_keeps_what_was_scored(fake_ui, monkeypatch: pytest.MonkeyPatch) 
     gate, calls = threading.Event(), []
     original = FakeGenerator._generate
 
-    def held_after_round_0(self, requests, **kwargs):  # the victim's 2nd call waits for the test
+    def held_after_round_0(self, requests, *args, **kwargs):  # the victim's 2nd call waits
         calls.append(len(requests))
         if len(calls) > 3:
             gate.wait(30)
-        return original(self, requests, **kwargs)
+        return original(self, requests, *args, **kwargs)
 
     monkeypatch.setattr(FakeGenerator, "_generate", held_after_round_0)
     store = Store(fake_ui)

@@ -13,7 +13,7 @@ from memprobe_core.cli import main
 from memprobe_core.cli.errors import EXIT_USAGE
 from memprobe_core.snippets import nonmembers as nm
 from memprobe_core.snippets.corpus import demo_corpus
-from memprobe_core.snippets.loaders import load_snippets
+from memprobe_core.snippets.loaders import LoadSpec, load_snippets
 
 
 @pytest.fixture
@@ -36,8 +36,8 @@ def test_both_sets_export_as_jsonl_that_infer_reads(base, tmp_path, capsys):
     first = json.loads(members.read_text("utf-8").splitlines()[0])
     assert set(first) == {"id", "text", "domain", "source", "label"}
     # As `memprobe infer` loads them (each file's labels are the set's), and as an audit does.
-    suspect = load_snippets(members, id_column="id", read_labels=False).snippets
-    heldout = load_snippets(nonmembers, read_labels=False).snippets
+    suspect = load_snippets(members, LoadSpec(id_column="id", read_labels=False)).snippets
+    heldout = load_snippets(nonmembers, LoadSpec(read_labels=False)).snippets
     assert [s.text for s in suspect] == [s.text for s in expected]
     assert [s.id for s in suspect] == [s.id for s in expected]
     assert [s.text for s in heldout] == [s.text for s in nm.generate(7, 5).snippets[:5]]

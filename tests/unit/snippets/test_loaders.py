@@ -11,6 +11,7 @@ from memprobe_core.snippets.loaders import (
     MAX_FILE_BYTES,
     MAX_FILE_SNIPPETS,
     LoadResult,
+    LoadSpec,
     Rejection,
     TooManySnippets,
     load_snippets,
@@ -58,7 +59,7 @@ def test_max_file_bytes_is_50_mib() -> None:
 def test_round_trip_with_column_mapping(tmp_path: Path, fmt: str) -> None:
     path = WRITERS[fmt](tmp_path / f"set.{fmt}", ROWS)
     result = load_snippets(
-        path, text_column="body", id_column="uid", domain_column="kind", domain="cc"
+        path, LoadSpec(text_column="body", id_column="uid", domain_column="kind", domain="cc")
     )
     assert result.snippets == [
         Snippet("a", ROWS[0]["body"], "legal", f"set.{fmt} row 1"),
@@ -82,15 +83,15 @@ def test_generated_ids_and_default_domain(tmp_path: Path, fmt: str) -> None:
 def test_from_bytes_same_as_from_file(tmp_path: Path, fmt: str) -> None:
     path = WRITERS[fmt](tmp_path / f"up.{fmt}", ROWS)
     kwargs = {"text_column": "body", "id_column": "uid", "domain": "books"}
-    assert load_snippets_from_bytes(path.read_bytes(), f"up.{fmt}", **kwargs) == load_snippets(
-        path, **kwargs
-    )
+    assert load_snippets_from_bytes(
+        path.read_bytes(), f"up.{fmt}", LoadSpec(**kwargs)
+    ) == load_snippets(path, LoadSpec(**kwargs))
 
 
 def test_txt_file_mode(tmp_path: Path) -> None:
     path = tmp_path / "licence.txt"
     path.write_bytes(b"\r\nLine one\r\n\r\nLine two\r\n\r\n")
-    result = load_snippets(path, domain="legal")
+    result = load_snippets(path, LoadSpec(domain="legal"))
     assert result.snippets == [
         Snippet("licence:1", "Line one\n\nLine two", "legal", "licence.txt row 1")
     ]
@@ -101,7 +102,7 @@ def test_txt_blocks_mode(tmp_path: Path) -> None:
     path.write_text(
         "\n\nblock one\n  indented line\n\n \n\t\nblock two\n\n\nblock three\n", "utf-8"
     )
-    result = load_snippets(path, txt_mode="blocks")
+    result = load_snippets(path, LoadSpec(txt_mode="blocks"))
     assert [(s.id, s.text) for s in result.snippets] == [
         ("notes:1", "block one\n  indented line"),
         ("notes:2", "block two"),
@@ -121,7 +122,7 @@ def test_txt_blocks_of_nothing_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "blank.txt"
     path.write_text("\n \n", "utf-8")
     with pytest.raises(DataError, match="file 'blank.txt' holds no records"):
-        load_snippets(path, txt_mode="blocks")
+        load_snippets(path, LoadSpec(txt_mode="blocks"))
 
 
 @pytest.mark.parametrize(
@@ -131,12 +132,12 @@ def test_txt_rejects_column_options(tmp_path: Path, option: dict[str, str]) -> N
     path = tmp_path / "a.txt"
     path.write_text("hello", "utf-8")
     with pytest.raises(DataError, match=r"does not apply to \.txt file 'a.txt'"):
-        load_snippets(path, **option)
+        load_snippets(path, LoadSpec(**option))
 
 
 def test_bad_txt_mode(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="txt_mode 'lines' is unknown"):
-        load_snippets_from_bytes(b"x", "a.txt", txt_mode="lines")  # type: ignore[arg-type]
+        load_snippets_from_bytes(b"x", "a.txt", LoadSpec(txt_mode="lines"))  # type: ignore[arg-type]
 
 
 def test_jsonl_every_row_accounted_for(tmp_path: Path) -> None:
@@ -155,7 +156,7 @@ def test_jsonl_every_row_accounted_for(tmp_path: Path) -> None:
     ]
     path = tmp_path / "rows.jsonl"
     path.write_text("\n".join(lines) + "\n", "utf-8")
-    result = load_snippets(path, id_column="id")
+    result = load_snippets(path, LoadSpec(id_column="id"))
     assert [(s.id, s.text) for s in result.snippets] == [("x", "good one"), ("7", "good two")]
     reasons = {r.row: r.reason for r in result.rejected}
     assert sorted(reasons) == [2, 3, 4, 5, 6, 7, 8, 9]
@@ -185,7 +186,7 @@ def test_jsonl_unicode_line_separators_inside_strings() -> None:
 def test_csv_bad_rows_and_quoted_newlines(tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
     path.write_text('text,id\n"multi\nline",a\n\nNA,b\nx,c,extra\n,d\nnull,a\n', "utf-8")
-    result = load_snippets(path, id_column="id")
+    result = load_snippets(path, LoadSpec(id_column="id"))
     # "NA" and "null" are texts, not missing values.
     assert [(s.id, s.text) for s in result.snippets] == [("a", "multi\nline"), ("b", "NA")]
     assert result.rejected == [
@@ -215,7 +216,7 @@ def test_parquet_nulls_and_types(tmp_path: Path) -> None:
         {"text": "", "id": 3},
         {"text": "dup", "id": 1},
     ]
-    result = load_snippets(_write_parquet(tmp_path / "p.parquet", rows), id_column="id")
+    result = load_snippets(_write_parquet(tmp_path / "p.parquet", rows), LoadSpec(id_column="id"))
     assert [(s.id, s.text) for s in result.snippets] == [("1", "ok")]
     assert result.rejected == [
         Rejection(2, "empty text (null)"),
@@ -245,7 +246,7 @@ def test_missing_column_names_column_and_columns(
 ) -> None:
     path = WRITERS[fmt](tmp_path / f"m.{fmt}", [{"text": "a", "id": "1"}])
     with pytest.raises(DataError) as info:
-        load_snippets(path, **option)
+        load_snippets(path, LoadSpec(**option))
     message = str(info.value)
     assert f"file 'm.{fmt}' has no {role} column '{column}'" in message
     assert "['text', 'id']" in message or "['id', 'text']" in message
@@ -262,7 +263,7 @@ def test_undecodable_bytes(name: str) -> None:
     assert f"file '{name}' is not valid utf-8: byte {offset} (line" in message
     assert "encoding='latin-1'" in message
     # ...and the suggestion works.
-    result = load_snippets_from_bytes(data, name, encoding="latin-1")
+    result = load_snippets_from_bytes(data, name, LoadSpec(encoding="latin-1"))
     assert "café" in result.snippets[0].text
 
 
@@ -281,7 +282,7 @@ def test_undecodable_byte_far_into_a_streamed_file_is_placed_exactly(name: str) 
 
 def test_unknown_encoding() -> None:
     with pytest.raises(DataError, match="encoding='utf-99' is unknown; pass a text encoding"):
-        load_snippets_from_bytes(b"x", "a.txt", encoding="utf-99")
+        load_snippets_from_bytes(b"x", "a.txt", LoadSpec(encoding="utf-99"))
 
 
 @pytest.mark.parametrize("codec", ["rot13", "base64", "bz2", "zlib", "hex"])
@@ -290,7 +291,7 @@ def test_codec_that_is_not_a_text_encoding_is_a_data_error(codec: str, name: str
     # These codecs exist (codecs.lookup finds them) but map bytes to bytes or str to str:
     # decoding with them raised a bare LookupError.
     with pytest.raises(DataError) as info:
-        load_snippets_from_bytes(b'{"text": "a"}\n', name, encoding=codec)
+        load_snippets_from_bytes(b'{"text": "a"}\n', name, LoadSpec(encoding=codec))
     assert str(info.value) == (
         f"encoding={codec!r} is not a text encoding (it does not turn bytes into text); pass a "
         "text encoding, e.g. encoding='utf-8', encoding='latin-1' or encoding='cp1252'"
@@ -301,13 +302,13 @@ def test_file_over_size_cap(tmp_path: Path) -> None:
     path = tmp_path / "big.txt"
     path.write_bytes(b"x" * 3 * 2**20)
     with pytest.raises(DataError) as info:
-        load_snippets(path, max_bytes=2 * 2**20)
+        load_snippets(path, LoadSpec(max_bytes=2 * 2**20))
     assert str(info.value) == (
         "file 'big.txt' is 3.0 MiB (3,145,728 bytes); the limit is 2.0 MiB (2,097,152 bytes): "
         "split the file or pass a larger max_bytes"
     )
     with pytest.raises(DataError, match="is 3.0 MiB"):
-        load_snippets_from_bytes(path.read_bytes(), "big.txt", max_bytes=2 * 2**20)
+        load_snippets_from_bytes(path.read_bytes(), "big.txt", LoadSpec(max_bytes=2 * 2**20))
 
 
 @pytest.mark.parametrize("name", ["data.xlsx", "data", "data.json"])
@@ -375,12 +376,12 @@ def test_label_column_wins_over_member_column(tmp_path: Path) -> None:
 def test_named_label_column_takes_either_vocabulary(tmp_path: Path) -> None:
     rows = [{"text": "a", "seen": "yes"}, {"text": "b", "seen": "nonmember"}]
     path = _write_csv(tmp_path / "n.csv", rows)
-    assert [s.label for s in load_snippets(path, label_column="seen").snippets] == [
+    assert [s.label for s in load_snippets(path, LoadSpec(label_column="seen")).snippets] == [
         "member",
         "nonmember",
     ]
     with pytest.raises(DataError, match="has no label column 'in_training'"):
-        load_snippets(path, label_column="in_training")
+        load_snippets(path, LoadSpec(label_column="in_training"))
 
 
 @pytest.mark.parametrize(
@@ -422,7 +423,7 @@ def test_txt_rejects_label_column(tmp_path: Path) -> None:
     path = tmp_path / "a.txt"
     path.write_text("hello", "utf-8")
     with pytest.raises(DataError, match=r"label_column='label' does not apply to \.txt"):
-        load_snippets(path, label_column="label")
+        load_snippets(path, LoadSpec(label_column="label"))
 
 
 def test_label_column_first_seen_after_unlabelled_rows_is_an_error(tmp_path: Path) -> None:
@@ -454,27 +455,29 @@ def test_more_rows_than_max_snippets_is_refused(tmp_path: Path, fmt: str) -> Non
     path = _many(tmp_path, fmt, 30)
     kwargs = {"txt_mode": "blocks"} if fmt == "txt" else {}
     with pytest.raises(TooManySnippets) as info:
-        load_snippets(path, max_snippets=10, **kwargs)
+        load_snippets(path, LoadSpec(max_snippets=10, **kwargs))
     held = "30 rows" if fmt == "parquet" else "more than 10 rows"  # parquet knows its count
     assert str(info.value) == (
         f"file 'many.{fmt}' holds {held} (max_snippets=10): audit a part with limit=N, or pass "
         "a larger max_snippets"
     )
     assert isinstance(info.value, DataError)
-    assert len(load_snippets(path, max_snippets=30, **kwargs).snippets) == 30  # the bound is ok
+    assert (
+        len(load_snippets(path, LoadSpec(max_snippets=30, **kwargs)).snippets) == 30
+    )  # the bound is ok
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv", "txt", "parquet"])
 def test_limit_under_the_bound_loads_the_first_rows_of_a_big_file(tmp_path: Path, fmt: str) -> None:
     path = _many(tmp_path, fmt, 30)
     kwargs = {"txt_mode": "blocks"} if fmt == "txt" else {}
-    result = load_snippets(path, max_snippets=10, limit=4, **kwargs)
+    result = load_snippets(path, LoadSpec(max_snippets=10, limit=4, **kwargs))
     assert [s.text for s in result.snippets] == [f"snippet {i}" for i in range(4)]
 
 
 def test_limit_counts_snippets_and_keeps_the_rejections_before_them(tmp_path: Path) -> None:
     rows = [{"text": ""}, {"text": "a"}, {"text": " "}, {"text": "b"}, {"text": "c"}]
-    result = load_snippets(_write_jsonl(tmp_path / "l.jsonl", rows), limit=2)
+    result = load_snippets(_write_jsonl(tmp_path / "l.jsonl", rows), LoadSpec(limit=2))
     assert [s.text for s in result.snippets] == ["a", "b"]
     assert [r.row for r in result.rejected] == [1, 3]
 
@@ -484,14 +487,17 @@ def test_limit_stops_reading_so_later_rows_are_never_checked(tmp_path: Path) -> 
     rows = [{"text": "a", "label": "member"}, {"text": "b", "label": "nonmember"}]
     rows.append({"text": "c", "label": "perhaps"})
     path = _write_jsonl(tmp_path / "lab.jsonl", rows)
-    assert [s.label for s in load_snippets(path, limit=2).snippets] == ["member", "nonmember"]
+    assert [s.label for s in load_snippets(path, LoadSpec(limit=2)).snippets] == [
+        "member",
+        "nonmember",
+    ]
     with pytest.raises(DataError, match="row 3"):
         load_snippets(path)
 
 
 def test_limit_over_the_bound_says_to_raise_the_bound(tmp_path: Path) -> None:
     with pytest.raises(TooManySnippets, match=r"limit=50 asks for more snippets than that"):
-        load_snippets(_many(tmp_path, "jsonl", 30), max_snippets=10, limit=50)
+        load_snippets(_many(tmp_path, "jsonl", 30), LoadSpec(max_snippets=10, limit=50))
 
 
 @pytest.mark.parametrize(
@@ -499,7 +505,7 @@ def test_limit_over_the_bound_says_to_raise_the_bound(tmp_path: Path) -> None:
 )
 def test_bad_max_snippets_or_limit(option: dict) -> None:
     with pytest.raises(DataError, match="give a whole number of 1 or more"):
-        load_snippets_from_bytes(b'{"text": "a"}\n', "a.jsonl", **option)
+        load_snippets_from_bytes(b'{"text": "a"}\n', "a.jsonl", LoadSpec(**option))
 
 
 def test_too_many_snippets_pickles() -> None:
@@ -524,9 +530,9 @@ def test_refusal_reads_a_stream_not_the_whole_file(tmp_path: Path, from_bytes: b
     try:
         with pytest.raises(TooManySnippets):
             if from_bytes:
-                load_snippets_from_bytes(data, "tiny.jsonl", max_snippets=1000)
+                load_snippets_from_bytes(data, "tiny.jsonl", LoadSpec(max_snippets=1000))
             else:
-                load_snippets(path, max_snippets=1000)
+                load_snippets(path, LoadSpec(max_snippets=1000))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -550,7 +556,7 @@ def test_a_250_kb_field_loads_in_every_format(tmp_path: Path, fmt: str) -> None:
 def test_csv_long_field_row_with_a_bad_shape_is_rejected_on_its_own(tmp_path: Path) -> None:
     path = tmp_path / "long.csv"
     path.write_text(f"text,id\nfine,a\n{'x' * 250_000},b,extra\nalso fine,c\n", "utf-8")
-    result = load_snippets(path, id_column="id")
+    result = load_snippets(path, LoadSpec(id_column="id"))
     assert [s.id for s in result.snippets] == ["a", "c"]
     assert result.rejected == [Rejection(2, "line 3: 3 fields, the header has 2")]
 
@@ -570,7 +576,7 @@ def test_lone_surrogate_escape_rejects_its_row(tmp_path: Path, line: str, role: 
     path = tmp_path / "s.jsonl"
     first = '{"text": "first", "id": "a", "kind": "legal"}\n'
     path.write_text(first + line + '\n{"text": "third", "id": "c"}\n', "utf-8")
-    result = load_snippets(path, id_column="id", domain_column="kind")
+    result = load_snippets(path, LoadSpec(id_column="id", domain_column="kind"))
     assert [s.id for s in result.snippets] == ["a", "c"]
     ((rejected_row, reason),) = [(r.row, r.reason) for r in result.rejected]
     assert rejected_row == 2
@@ -637,7 +643,7 @@ def test_jsonl_object_naming_a_key_twice_rejects_its_row(tmp_path: Path) -> None
 @pytest.mark.parametrize("name", ["a.jsonl", "a.csv", "a.parquet"])
 def test_txt_mode_blocks_is_refused_for_a_file_with_rows(name: str) -> None:
     with pytest.raises(DataError) as info:
-        load_snippets_from_bytes(b"x", name, txt_mode="blocks")
+        load_snippets_from_bytes(b"x", name, LoadSpec(txt_mode="blocks"))
     assert str(info.value).startswith("txt_mode='blocks' applies to .txt files only; ")
     assert f"file {name!r}" in str(info.value) and "leave it out" in str(info.value)
 
@@ -645,8 +651,8 @@ def test_txt_mode_blocks_is_refused_for_a_file_with_rows(name: str) -> None:
 def test_encoding_is_refused_for_parquet(tmp_path: Path) -> None:
     path = _write_parquet(tmp_path / "p.parquet", [{"text": "a"}])
     with pytest.raises(DataError, match=r"encoding='latin-1' does not apply to \.parquet file"):
-        load_snippets(path, encoding="latin-1")
-    assert load_snippets(path, encoding="UTF-8").snippets[0].text == "a"
+        load_snippets(path, LoadSpec(encoding="latin-1"))
+    assert load_snippets(path, LoadSpec(encoding="UTF-8")).snippets[0].text == "a"
 
 
 def test_jsonl_nested_too_deeply_rejects_its_row() -> None:
