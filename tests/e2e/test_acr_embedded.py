@@ -23,7 +23,6 @@ import pytest
 
 from memprobe_core.attacks import AttackOptions, ModelSet, run_method
 from memprobe_core.attacks.acr import ACROptions
-from memprobe_core.models import embedded, load
 from memprobe_core.snippets.split import Snippet, split
 
 pytestmark = pytest.mark.slow
@@ -33,10 +32,9 @@ ALPHANUMERIC = string.ascii_letters + string.digits
 
 
 @pytest.fixture(scope="module")
-def victim():
-    if not embedded.package_installed("gemma-3-270m"):
-        pytest.skip("the embedded Gemma package is not installed")
-    return load("gemma-3-270m")
+def victim(embedded_base):
+    """The session's embedded Gemma-3-270M (tests/e2e/conftest.py)."""
+    return embedded_base
 
 
 def _piece(victim, snippet: Snippet, prefix_tokens: int):

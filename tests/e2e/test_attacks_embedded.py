@@ -1,4 +1,5 @@
-"""All five methods on the embedded models, one demo snippet of length 200; prints the table.
+"""Every extraction method on the embedded models, one demo snippet of length 100 (one of the
+paper's lengths; 200 doubled the victim's greedy answers and this module's time); prints the table.
 
 Victim and base: Gemma-3-270M base (it continues the licence texts of the demo corpus); attacker
 and init model: SmolLM2-135M-Instruct. To stay within a few minutes on 2 CPU cores the search
@@ -19,25 +20,25 @@ from memprobe_core.metrics import objective
 from tests.unit.attacks.test_attacks_reverse_lm import train_reversed, word_tokenizer
 
 pytestmark = pytest.mark.slow
+LENGTH = 100  # Gemma tokens: 33 prefix + 67 suffix
 
 
 @pytest.fixture(scope="module")
-def setup():
-    from memprobe_core.models import load
+def setup(embedded_base, embedded_instruct):
     from memprobe_core.models.hf import HFGenerator
     from memprobe_core.snippets.corpus import demo_corpus
     from memprobe_core.snippets.split import DataError, split
 
-    victim = load("gemma-3-270m")
-    attacker = load("smollm2-135m-instruct")
+    victim = embedded_base
+    attacker = embedded_instruct
     sp = None
     for snippet in demo_corpus(domains=["legal"]):
         try:
-            sp = split(snippet, victim.tokenizer, 200)
+            sp = split(snippet, victim.tokenizer, LENGTH)
             break
         except DataError:
             continue
-    assert sp is not None, "no legal demo snippet has 200 Gemma tokens"
+    assert sp is not None, f"no legal demo snippet has {LENGTH} Gemma tokens"
     tok = word_tokenizer([sp.text])
     rev_model, _ = train_reversed(tok, [sp.text], steps=80)
     reverse = HFGenerator(rev_model, tok, model_id="tiny-reverse (trained in test)")
@@ -69,7 +70,7 @@ def run(method, setup):
     assert r.status == "finished", method
     assert 0.0 <= r.mem <= 1.0 and 0.0 <= r.lcs_p <= 1.0
     assert r.objective == pytest.approx(objective(r.mem, r.lcs_p, r.alpha))
-    assert r.manifest["split"]["suffix_tokens"] == 134
+    assert r.manifest["split"]["suffix_tokens"] == LENGTH - LENGTH // 3
     assert r.costs.victim_queries >= 1 and r.costs.wall_seconds > 0
     assert r.output.strip(), f"{method}: empty victim output"
     return r
@@ -77,7 +78,7 @@ def run(method, setup):
 
 def test_ps_base(setup):
     r = run("ps_base", setup)
-    assert r.mem > 0.1  # measured 0.185 on the Apache-2.0 snippet (its output overlaps the suffix)
+    assert r.mem > 0.1  # measured 0.262 on the Apache-2.0 snippet (its output overlaps the suffix)
     assert r.dis is None
 
 

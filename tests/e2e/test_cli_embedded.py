@@ -1,7 +1,8 @@
 """`memprobe audit` then `memprobe report` on the built-in corpus with the real embedded models.
 
-Kept small for CI (2 snippets, length 200, 1 round × 4 candidates); the README's example report
-comes from a full-size run of the same command (rounds 3, n 24).
+Kept small for CI (2 snippets, length 100, 1 round × 4 candidates; length 200 took twice as
+long); the README's example report comes from a full-size run of the same command (length 200,
+rounds 3, n 24).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def test_audit_and_report_on_embedded_models(tmp_path, capsys):
             "--limit",
             "2",
             "--lengths",
-            "200",
+            "100",
             "--methods",
             "ps_base",
             "ps_inst",

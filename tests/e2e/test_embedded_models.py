@@ -1,7 +1,8 @@
 """The two embedded models end to end: real weights, offline, on the CPU.
 
-Uses the user's model cache (converting once if needed), except the reload test, which converts
-into a temporary MEMPROBE_HOME to time a first conversion against a cached reload.
+Uses the user's model cache (converting once if needed) and the session's loaded models
+(tests/e2e/conftest.py), except the reload test, which converts into a temporary MEMPROBE_HOME
+to time a first conversion against a cached reload, with a model cache of its own.
 """
 
 from __future__ import annotations
@@ -51,9 +52,8 @@ def licence_snippets() -> list[Snippet]:
     return found or [Snippet("mit-grant", MIT_GRANT, "legal", "built-in")]
 
 
-def test_base_model_continues_licences_and_is_reproducible():
-    _needs("gemma-3-270m")
-    gen = load("gemma-3-270m")
+def test_base_model_continues_licences_and_is_reproducible(embedded_base):
+    gen = embedded_base
     cuts = [split(s, gen.tokenizer, 80, prefix_ratio=0.5) for s in licence_snippets()]  # 40 + 40
     rows = gen.generate([c.prefix for c in cuts], max_new_tokens=40)  # one batched call
     recalls = {c.snippet.id: round(rouge_l(row[0].text, c.suffix), 3) for c, row in zip(cuts, rows)}
@@ -68,9 +68,8 @@ def test_base_model_continues_licences_and_is_reproducible():
     assert first == gen.generate([cuts[0].prefix], max_new_tokens=12)
 
 
-def test_instruct_model_answers_a_chat_and_is_reproducible():
-    _needs("smollm2-135m-instruct")
-    gen = load("smollm2-135m-instruct")
+def test_instruct_model_answers_a_chat_and_is_reproducible(embedded_instruct):
+    gen = embedded_instruct
     assert gen.has_chat_template
     chat = CAPITAL
     first = gen.generate([chat], max_new_tokens=24)[0][0]
@@ -81,7 +80,9 @@ def test_instruct_model_answers_a_chat_and_is_reproducible():
     assert sampled == gen.generate([chat], n=4, max_new_tokens=16, temperature=1.0, seed=0)[0]
 
 
-def test_cached_reload_is_much_faster_than_conversion(tmp_path, monkeypatch):
+def test_cached_reload_is_much_faster_than_conversion(tmp_path, monkeypatch, private_model_cache):
+    # private_model_cache: the clear_cache() calls below empty a cache of this test's own, so
+    # the session's models (tests/e2e/conftest.py, and the CLI modules' load()) stay loaded.
     name = "smollm2-135m-instruct"
     _needs(name)
     monkeypatch.setenv("MEMPROBE_HOME", str(tmp_path))

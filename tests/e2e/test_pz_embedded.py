@@ -13,7 +13,6 @@ from memprobe_core.attacks import AttackOptions, ModelSet
 from memprobe_core.membership import extraction_probability as xp
 from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.membership.sampler import SamplingScheme, sampler_log_probs
-from memprobe_core.models import embedded, load
 from memprobe_core.runs.unit import run_unit
 from memprobe_core.snippets.split import Snippet, split
 from memprobe_core.store import Store, UnitKey
@@ -28,10 +27,9 @@ MIT = (
 
 
 @pytest.fixture(scope="module")
-def victim():
-    if not embedded.package_installed("gemma-3-270m"):
-        pytest.skip("the embedded Gemma package is not installed")
-    return load("gemma-3-270m")
+def victim(embedded_base):
+    """The session's embedded Gemma-3-270M (tests/e2e/conftest.py)."""
+    return embedded_base
 
 
 def test_a_ps_unit_carries_log10_p_z_equal_to_the_stepwise_product(victim, tmp_path):

@@ -13,7 +13,6 @@ import pytest
 from memprobe_core.attacks import AttackOptions, ModelSet, run_method
 from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.membership.verbatim import leading_match
-from memprobe_core.models import embedded, load
 from memprobe_core.models.hf_speculative import DraftStats
 from memprobe_core.snippets.corpus import demo_corpus
 from memprobe_core.snippets.split import DataError, split
@@ -24,10 +23,9 @@ LENGTH = 48  # 16 prefix + 32 suffix tokens
 
 
 @pytest.fixture(scope="module")
-def victim():
-    if not embedded.package_installed("gemma-3-270m"):
-        pytest.skip("the embedded Gemma package is not installed")
-    return load("gemma-3-270m")
+def victim(embedded_base):
+    """The session's embedded Gemma-3-270M (tests/e2e/conftest.py)."""
+    return embedded_base
 
 
 def _pieces(victim, count: int):
