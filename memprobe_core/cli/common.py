@@ -42,7 +42,10 @@ CLI_SIZE_LIMITS: dict[str, tuple[str, int, int]] = {
     "per_domain": ("--per-domain", 1, MAX_SNIPPETS),
     "max_bytes": ("--max-bytes", 1, 4 * MAX_FILE_BYTES),
     "ci_seed": ("--ci-seed", *SEED_RANGE),
-    "run": ("run id", 1, MAX_INT64),  # report / resume: a run id SQLite can hold
+    "run": ("run id", 1, MAX_INT64),  # report / resume / gate: a run id SQLite can hold
+    "run_a": ("RUN_A", 1, MAX_INT64),  # diff
+    "run_b": ("RUN_B", 1, MAX_INT64),
+    "baseline": ("--baseline", 1, MAX_INT64),  # gate
     "top": ("--top", 0, 100_000),
     "max_snippets": ("--max-snippets", 1, MAX_SNIPPETS),
     "seed": ("--seed", *SEED_RANGE),  # also `memprobe ner` and `infer`, whose --seed is their own

@@ -239,6 +239,8 @@ OUTPUT_FLAGS: dict[str, str] = {
     "html": "--html",
     "names_csv": "--names-csv",  # ner
     "export": "--export",  # corpus
+    "changed_csv": "--changed-csv",  # diff
+    "junit": "--junit",  # gate
 }
 
 

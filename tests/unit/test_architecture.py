@@ -51,6 +51,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("memprobe_core.membership", "memprobe_core.chance", "memprobe_core.ner"),
     ("memprobe_core.store",),
     ("memprobe_core.report",),
+    # Model against model and release gates: read runs through the store and the report's
+    # statistics.
+    ("memprobe_core.release",),
     ("memprobe_core.runs",),
     ("memprobe_core.executors",),
     ("memprobe_core.audit",),

@@ -1,0 +1,126 @@
+"""``memprobe diff RUN_A RUN_B`` and ``memprobe gate RUN --policy FILE``: memprobe in a release
+pipeline (docs/ci.md).
+
+``diff`` compares two audits of the same units on two models (A the baseline, B the candidate)
+with paired tests; ``gate`` checks a run against a policy's limits and exits 0 (every limit
+holds), 1 (a limit is breached: each breach is named with its figure and interval) or 2 (a bad
+policy, unknown or incomparable runs). Both write JSON (``--json``, ``docs/schemas/``); the gate
+also writes JUnit XML (``--junit FILE``) for CI test reporters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from memprobe_core.cli import common
+from memprobe_core.cli.errors import EPILOG_EXIT_CODES, EXIT_OK
+from memprobe_core.cli.output import echo, terminal_json
+from memprobe_core.release.diff import DEFAULT_TOP, diff_runs
+from memprobe_core.release.gate import run_gate
+from memprobe_core.release.junit import gate_json, write_junit
+from memprobe_core.release.policy import read_policy
+from memprobe_core.release.render import diff_html, diff_json, diff_text, gate_text
+from memprobe_core.report.export import write_output, write_safe_csv
+from memprobe_core.report.stats import DEFAULT_RESAMPLES
+
+GATE_EPILOG = (
+    "gate exit codes: 0 every limit holds; 1 a limit is breached; 2 a bad policy, an unknown or "
+    "incomparable run, or another usage error.\n\n" + EPILOG_EXIT_CODES
+)
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Add ``memprobe diff`` and ``memprobe gate``."""
+    diff = common.add_command(
+        sub, "diff", "compare two audits of the same units on two models (A baseline, B candidate)"
+    )
+    diff.add_argument("run_a", type=int, metavar="RUN_A", help="the baseline run id")
+    diff.add_argument("run_b", type=int, metavar="RUN_B", help="the candidate run id")
+    diff.add_argument("--json", action="store_true", help="print the diff as JSON (diff-v1)")
+    diff.add_argument("--csv", type=Path, help="write the figures table as formula-safe CSV")
+    diff.add_argument(
+        "--changed-csv", type=Path, help="write the most changed units as formula-safe CSV"
+    )
+    diff.add_argument("--html", type=Path, help="write the diff as one self-contained HTML file")
+    diff.add_argument(
+        "--top", type=int, default=DEFAULT_TOP, help="units whose Mem changed most to show"
+    )
+    _add_bootstrap(diff)
+    diff.set_defaults(handler=run_diff)
+
+    gate = common.add_command(
+        sub, "gate", "check a run against a policy's limits (exit 1 on a breach)", GATE_EPILOG
+    )
+    gate.add_argument("run", type=int, metavar="RUN", help="the run to check")
+    gate.add_argument(
+        "--policy", type=Path, required=True, help="the limits, a TOML file (docs/ci.md)"
+    )
+    gate.add_argument(
+        "--baseline",
+        type=int,
+        metavar="RUN",
+        help="the run to compare with for the policy's [increase] limits (the shipped model's "
+        "audit of the same units)",
+    )
+    gate.add_argument("--junit", type=Path, help="write the checks as JUnit XML")
+    gate.add_argument("--json", action="store_true", help="print the result as JSON (gate-v1)")
+    _add_bootstrap(gate)
+    gate.set_defaults(handler=run_gate_command)
+
+
+def _add_bootstrap(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--resamples",
+        type=int,
+        default=DEFAULT_RESAMPLES,
+        help="bootstrap resamples of the intervals (100-100000)",
+    )
+    parser.add_argument("--ci-seed", type=int, default=0, help="bootstrap seed")
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    """Print (and write) the diff of two runs."""
+    diff = diff_runs(
+        common.open_store(args),
+        args.run_a,
+        args.run_b,
+        resamples=args.resamples,
+        seed=args.ci_seed,
+        top=args.top,
+    )
+    written = []
+    if args.csv is not None:
+        written.append(write_safe_csv(diff.table, args.csv))
+    if args.changed_csv is not None:
+        written.append(write_safe_csv(diff.changed, args.changed_csv))
+    if args.html is not None:
+        written.append(write_output(diff_html(diff).encode("utf-8"), args.html, "HTML"))
+    if args.json:
+        echo(terminal_json(diff_json(diff)), multiline=True)
+    else:
+        echo(diff_text(diff), multiline=True)
+    for path in written:
+        echo(f"wrote {path}", sys.stderr)
+    return EXIT_OK
+
+
+def run_gate_command(args: argparse.Namespace) -> int:
+    """Check the run; the exit code says whether every limit holds."""
+    policy = read_policy(args.policy)  # refused before the store is opened
+    result = run_gate(
+        common.open_store(args),
+        args.run,
+        policy,
+        baseline=args.baseline,
+        resamples=args.resamples,
+        seed=args.ci_seed,
+    )
+    if args.junit is not None:
+        echo(f"wrote {write_junit(result, args.junit)}", sys.stderr)
+    if args.json:
+        echo(terminal_json(gate_json(result)), multiline=True)
+    else:
+        echo(gate_text(result), multiline=True)
+    return result.exit_code

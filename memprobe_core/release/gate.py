@@ -1,0 +1,257 @@
+"""A release gate: does a run stay under a policy's limits (and, against a baseline run, did it
+not increase significantly)?
+
+``run_gate(store, RUN, policy, baseline=BASE)`` checks every limit of the policy
+(:mod:`memprobe_core.release.policy`) in every place it applies — each method × length for Mem and
+the extraction rate, each signal × length for AUROC, the whole run for PII — and returns one
+:class:`Check` per place, each with its figure and 95 % interval. A limit on an **increase** is
+breached only when the increase is above the limit *and* the paired test says it is not noise
+(Holm-adjusted p below the policy's ``alpha``; :mod:`memprobe_core.release.diff`).
+
+A limit that applies to nothing in the run (an AUROC limit on an unlabelled audit, a Mem limit on
+a signals-only run) is refused rather than passed: a gate that checks nothing must not say yes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from memprobe_core.errors import UsageError
+from memprobe_core.membership.evaluate import signal_scores
+from memprobe_core.release.diff import RunDiff, bootstrap_aurocs, diff_runs, percentile
+from memprobe_core.release.pairing import KEY
+from memprobe_core.release.policy import Limits, Policy
+from memprobe_core.report.stats import DEFAULT_RESAMPLES, bca_interval, validate_resamples
+from memprobe_core.snippets.split import MEMBER, NONMEMBER
+from memprobe_core.store import Store
+
+EXIT_PASSED, EXIT_BREACHED = 0, 1
+
+
+class GateError(UsageError):
+    """The policy does not fit the runs (a limit that checks nothing, [increase] without a
+    baseline)."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One limit in one place.
+
+    Attributes:
+        limit: the policy key (``limits.max_mean_mem``, ``increase.auroc``).
+        scope: where (``interactive @ 100``, ``loss @ 100``, ``run``).
+        value: the figure (or the increase over the baseline).
+        low / high: its 95 % interval (NaN: none).
+        threshold: the policy's limit.
+        passed: within the limit (an increase: not both above it and significant).
+        p_holm: the paired test's Holm-adjusted p (increases only; NaN otherwise).
+    """
+
+    limit: str
+    scope: str
+    value: float
+    low: float
+    high: float
+    threshold: float
+    passed: bool
+    p_holm: float = math.nan
+
+    def message(self) -> str:
+        """``increase.mean_mem at interactive @ 100: +0.21 [+0.12, +0.30] > 0 (p Holm 0.004)``."""
+        signed = self.limit.startswith("increase.")
+        shown = _number(self.value, signed)
+        if math.isfinite(self.low) and math.isfinite(self.high):
+            shown += f" [{_number(self.low, signed)}, {_number(self.high, signed)}]"
+        above = math.isfinite(self.value) and self.value > self.threshold
+        text = f"{self.limit} at {self.scope}: {shown} {'>' if above else '<='} "
+        text += _number(self.threshold, False)
+        if math.isfinite(self.p_holm):
+            text += (
+                f" (p Holm {self.p_holm:.3g}{', not significant' if above and self.passed else ''})"
+            )
+        return text
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """Every check of a gate run.
+
+    Attributes:
+        run / baseline: the run checked and the baseline it was compared with (``None``: none).
+        policy: the policy applied.
+        checks: one per limit and place, in policy order.
+        note: what the comparison with the baseline left out (``""``: nothing).
+    """
+
+    run: int
+    baseline: int | None
+    policy: Policy
+    checks: list[Check]
+    note: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_PASSED if self.passed else EXIT_BREACHED
+
+    def breaches(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+
+def run_gate(
+    store: Store,
+    run: int,
+    policy: Policy,
+    *,
+    baseline: int | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> GateResult:
+    """Check ``run`` against ``policy`` (and against ``baseline`` for its ``[increase]`` limits).
+
+    Raises:
+        GateError: ``[increase]`` limits without a baseline, or a limit that applies to nothing.
+        UnknownRunError / IncomparableRuns: as :func:`~memprobe_core.release.diff.diff_runs`.
+    """
+    resamples = validate_resamples(resamples)
+    if not policy.increase.empty() and baseline is None:
+        raise GateError(
+            f"{policy.source} sets [increase] limits: give the run to compare with, --baseline RUN"
+        )
+    results = store.results_frame(run).drop_duplicates(KEY, keep="last")
+    checks = _absolute_checks(results, policy.limits, resamples, seed)
+    note = ""
+    if baseline is not None and not policy.increase.empty():
+        diff = diff_runs(store, baseline, run, resamples=resamples, seed=seed)
+        checks += _increase_checks(diff, policy)
+        note = diff.runs.note()
+    if not checks:
+        raise GateError(f"{policy.source} sets no limit that applies to run {run}")
+    return GateResult(run, baseline, policy, checks, note)
+
+
+def _absolute_checks(
+    results: pd.DataFrame, limits: Limits, resamples: int, seed: int
+) -> list[Check]:
+    checks: list[Check] = []
+    for key, column, limit in (
+        ("limits.max_mean_mem", "mem", limits.mean_mem),
+        ("limits.max_extraction_rate", "extractable", limits.extraction_rate),
+    ):
+        if limit is None:
+            continue
+        found = _cell_checks(results, key, column, limit, resamples, seed)
+        if not found:
+            raise GateError(f"{key} applies to nothing: the run has no {column!r} figure")
+        checks += found
+    if limits.pii_copied is not None:
+        copied = float(pd.to_numeric(results.get("pii_copied"), errors="coerce").sum())
+        checks.append(
+            Check(
+                "limits.max_pii_copied",
+                "run",
+                copied,
+                math.nan,
+                math.nan,
+                limits.pii_copied,
+                copied <= limits.pii_copied,
+            )
+        )
+    if limits.auroc:
+        found = _auroc_checks(results, limits, resamples, seed)
+        if not found:
+            raise GateError(
+                "limits.max_auroc applies to nothing: the run has no labelled members and "
+                "non-members with membership signals (audit a labelled dataset, e.g. --nonmembers)"
+            )
+        checks += found
+    return checks
+
+
+def _cell_checks(
+    results: pd.DataFrame, key: str, column: str, limit: float, resamples: int, seed: int
+) -> list[Check]:
+    """One check per method × length of the mean of ``column`` (its BCa interval)."""
+    if column not in results:
+        return []
+    checks = []
+    for (method, length), cell in results.groupby(["method", "length"], sort=True):
+        values = pd.to_numeric(cell[column], errors="coerce").to_numpy(dtype=float)  # (n,)
+        values = values[np.isfinite(values)]
+        if values.size == 0:
+            continue
+        mean = float(values.mean())
+        low, high = bca_interval(values, resamples=resamples, seed=seed)
+        checks.append(Check(key, f"{method} @ {length}", mean, low, high, limit, mean <= limit))
+    return checks
+
+
+def _auroc_checks(results: pd.DataFrame, limits: Limits, resamples: int, seed: int) -> list[Check]:
+    """One check per signal × length with a limit (a percentile bootstrap interval)."""
+    checks = []
+    for length, rows in results.groupby("length", sort=True):
+        scores = signal_scores(rows)
+        labels = scores["label"]
+        for column in [c for c in scores.columns if c.startswith("signal_")]:
+            signal = column.removeprefix("signal_")
+            limit = limits.auroc_limit(signal)
+            members = scores.loc[labels == MEMBER, column].to_numpy(dtype=float)
+            nonmembers = scores.loc[labels == NONMEMBER, column].to_numpy(dtype=float)
+            members, nonmembers = members[np.isfinite(members)], nonmembers[np.isfinite(nonmembers)]
+            if limit is None or members.size == 0 or nonmembers.size == 0:
+                continue
+            ((auroc, boot),) = bootstrap_aurocs([(members, nonmembers)], resamples, seed)
+            low, high = percentile(boot)
+            checks.append(
+                Check(
+                    "limits.max_auroc",
+                    f"{signal} @ {length}",
+                    auroc,
+                    low,
+                    high,
+                    limit,
+                    auroc <= limit,
+                )
+            )
+    return checks
+
+
+def _increase_checks(diff: RunDiff, policy: Policy) -> list[Check]:
+    """One check per row of the diff with an increase limit: breached when the increase is
+    above the limit and significant at the policy's level."""
+    checks = []
+    for row in diff.table.itertuples(index=False):
+        if row.figure == "mean_mem":
+            key, limit = "increase.mean_mem", policy.increase.mean_mem
+        elif row.figure == "extraction_rate":
+            key, limit = "increase.extraction_rate", policy.increase.extraction_rate
+        elif row.figure == "auroc":
+            key, limit = "increase.auroc", policy.increase.auroc_limit(str(row.signal))
+        else:
+            continue
+        if limit is None:
+            continue
+        scope = (
+            f"{row.signal} @ {row.length}"
+            if row.figure == "auroc"
+            else f"{row.method} @ {row.length}"
+        )
+        change, p_holm = float(row.change), float(row.p_holm)
+        breached = change > limit and p_holm < policy.alpha
+        checks.append(
+            Check(key, scope, change, float(row.low), float(row.high), limit, not breached, p_holm)
+        )
+    return checks
+
+
+def _number(value: float, signed: bool) -> str:
+    if not math.isfinite(value):
+        return "n/a"
+    return f"{value:+.3f}" if signed else f"{value:.3g}"

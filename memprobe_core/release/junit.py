@@ -1,0 +1,89 @@
+"""A gate's checks as JUnit XML and as versioned JSON, the two forms CI systems read.
+
+JUnit: one ``<testsuite>`` per gate run, one ``<testcase>`` per check (its ``classname`` the
+policy key, its ``name`` the place), a ``<failure>`` with the check's message for a breach — the
+form GitLab, Jenkins and GitHub's test reporters display. JSON: ``docs/schemas/gate-v1.json``.
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from memprobe_core.release.gate import Check, GateResult
+from memprobe_core.report.export import write_output
+
+GATE_SCHEMA = "memprobe-gate/1"
+
+
+def junit_xml(result: GateResult) -> str:
+    """The gate's checks as a JUnit XML document (UTF-8, with its declaration)."""
+    name = f"memprobe gate: run {result.run}" + (
+        f" against run {result.baseline}" if result.baseline is not None else ""
+    )
+    failures = len(result.breaches())
+    suites = ET.Element("testsuites", name="memprobe", tests=str(len(result.checks)))
+    suites.set("failures", str(failures))
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name=name,
+        tests=str(len(result.checks)),
+        failures=str(failures),
+        errors="0",
+        skipped="0",
+    )
+    properties = ET.SubElement(suite, "properties")
+    for key, value in (("policy", result.policy.source), ("note", result.note)):
+        if value:
+            ET.SubElement(properties, "property", name=key, value=value)
+    for check in result.checks:
+        case = ET.SubElement(
+            suite, "testcase", classname=f"memprobe.{check.limit}", name=check.scope, time="0"
+        )
+        if not check.passed:
+            failure = ET.SubElement(case, "failure", message=check.message(), type="LimitBreached")
+            failure.text = check.message()
+    ET.indent(suites)
+    # ElementTree escapes text and attributes (names and messages may hold any snippet id).
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_junit(result: GateResult, path: str | Path) -> Path:
+    """Write :func:`junit_xml` to ``path`` (ExportError for a folder that cannot be written)."""
+    return write_output(junit_xml(result).encode("utf-8"), path, "JUnit XML")
+
+
+def gate_json(result: GateResult) -> dict[str, Any]:
+    """The gate's result as ``docs/schemas/gate-v1.json`` describes it."""
+    return {
+        "schema": GATE_SCHEMA,
+        "run": result.run,
+        "baseline": result.baseline,
+        "policy": result.policy.source,
+        "passed": result.passed,
+        "exit_code": result.exit_code,
+        "note": result.note,
+        "checks": [_check_json(c) for c in result.checks],
+    }
+
+
+def _check_json(check: Check) -> dict[str, Any]:
+    return {
+        "limit": check.limit,
+        "scope": check.scope,
+        "value": _finite(check.value),
+        "low": _finite(check.low),
+        "high": _finite(check.high),
+        "threshold": check.threshold,
+        "passed": check.passed,
+        "p_holm": _finite(check.p_holm),
+        "message": check.message(),
+    }
+
+
+def _finite(value: float) -> float | None:
+    """JSON has no NaN: a missing figure or interval is ``null``."""
+    return value if math.isfinite(value) else None

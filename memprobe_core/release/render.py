@@ -1,0 +1,206 @@
+"""A diff and a gate for people and programs: plain text, JSON (``docs/schemas/``) and a
+self-contained HTML page for the diff (every text escaped: outputs and ids are anyone's)."""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+import pandas as pd
+
+from memprobe_core.highlight import overlap, segments_to_html
+from memprobe_core.release.diff import ALPHA, DIFF_COLUMNS, FIGURES, RunDiff
+from memprobe_core.release.gate import GateResult
+from memprobe_core.report.formatting import p_text
+
+DIFF_SCHEMA = "memprobe-diff/1"
+_SHOWN_OUTPUT_CHARS = 160  # per output in the text view; the HTML and JSON show them whole
+
+
+def diff_text(diff: RunDiff) -> str:
+    """The diff as the terminal shows it."""
+    runs = diff.runs
+    lines = [
+        f"run {runs.run_b} ({runs.victim_b}) against run {runs.run_a} ({runs.victim_a}): "
+        f"{runs.units} paired unit(s); change = run {runs.run_b} − run {runs.run_a}",
+    ]
+    if runs.note():
+        lines.append(f"note: {runs.note()}")
+    lines.append("")
+    shown = diff.table.assign(
+        where=[_where(r) for r in diff.table.itertuples(index=False)],
+        **{
+            "A": diff.table["a"].map(_num),
+            "B": diff.table["b"].map(_num),
+            "change [95 % CI]": [
+                _change(r.change, r.low, r.high) for r in diff.table.itertuples(index=False)
+            ],
+            "p Holm": diff.table["p_holm"].map(p_text),
+            "": diff.table["significant"].map(lambda s: "*" if s else ""),
+        },
+    )
+    columns = ["figure", "where", "n", "A", "B", "change [95 % CI]", "test", "p Holm", ""]
+    lines.append(shown[columns].to_string(index=False) if not shown.empty else "(no figure)")
+    lines.append(
+        f"* significant: Holm-adjusted p < {ALPHA:g} over the {len(diff.table)} comparisons. "
+        "Tests: wilcoxon / sign (paired Mem and p_z), mcnemar (extracted or not), bootstrap "
+        "(AUROC, snippets resampled in both runs together)."
+    )
+    if not diff.changed.empty:
+        lines += ["", f"Units whose Mem changed most (top {len(diff.changed)})"]
+        for row in diff.changed.itertuples(index=False):
+            lines.append(
+                f"  {row.snippet_id} / {row.method} @ {row.length}: Mem {_num(row.mem_a)} → "
+                f"{_num(row.mem_b)} ({_change(row.change)})"
+            )
+            lines.append(f"    A: {_short(row.output_a)}")
+            lines.append(f"    B: {_short(row.output_b)}")
+    return "\n".join(lines)
+
+
+def diff_json(diff: RunDiff) -> dict[str, Any]:
+    """The diff as ``docs/schemas/diff-v1.json`` describes it."""
+    runs = diff.runs
+    return {
+        "schema": DIFF_SCHEMA,
+        "run_a": runs.run_a,
+        "run_b": runs.run_b,
+        "victim_a": runs.victim_a,
+        "victim_b": runs.victim_b,
+        "units": runs.units,
+        "only_a": runs.only_a,
+        "only_b": runs.only_b,
+        "note": runs.note(),
+        "alpha": ALPHA,
+        "resamples": diff.resamples,
+        "seed": diff.seed,
+        "figures": _records(diff.table[DIFF_COLUMNS]),
+        "changed": _records(diff.changed),
+    }
+
+
+def diff_html(diff: RunDiff) -> str:
+    """One self-contained page: the figures table and the changed units side by side, the text
+    each output shares with the true suffix highlighted."""
+    runs = diff.runs
+    title = f"memprobe diff: run {runs.run_b} against run {runs.run_a}"
+    table = diff.table.assign(
+        change_ci=[_change(r.change, r.low, r.high) for r in diff.table.itertuples(index=False)]
+    )
+    head = "".join(
+        f"<th>{html.escape(c)}</th>"
+        for c in ("figure", "where", "n", "A", "B", "change [95 % CI]", "test", "p Holm")
+    )
+    body = "".join(
+        "<tr{}>{}</tr>".format(
+            ' class="significant"' if row.significant else "",
+            "".join(
+                f"<td>{html.escape(str(v))}</td>"
+                for v in (
+                    row.figure,
+                    _where(row),
+                    row.n,
+                    _num(row.a),
+                    _num(row.b),
+                    row.change_ci,
+                    row.test,
+                    p_text(row.p_holm),
+                )
+            ),
+        )
+        for row in table.itertuples(index=False)
+    )
+    units = "".join(_changed_html(row) for row in diff.changed.itertuples(index=False))
+    explained = "".join(
+        f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in FIGURES.items()
+    )
+    note = f"<p>{html.escape(runs.note())}</p>" if runs.note() else ""
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
+<title>{html.escape(title)}</title>
+<style>
+body{{font-family:system-ui,sans-serif;margin:2em;max-width:80em}}
+table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;padding:.2em .5em;text-align:left}}
+tr.significant{{background:#fff3cd}} .pair{{display:grid;grid-template-columns:1fr 1fr 1fr;gap:1em}}
+.pair div{{white-space:pre-wrap;border:1px solid #ddd;padding:.5em}}
+</style></head><body>
+<h1>{html.escape(title)}</h1>
+<p>Run {runs.run_b} ({html.escape(runs.victim_b)}) against run {runs.run_a}
+({html.escape(runs.victim_a)}): {runs.units} paired unit(s); change = B − A. Highlighted rows
+are significant (Holm-adjusted p &lt; {ALPHA:g}).</p>{note}
+<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+<ul>{explained}</ul>
+<h2>Units whose Mem changed most</h2>{units}
+</body></html>
+"""
+
+
+def gate_text(result: GateResult) -> str:
+    """One line per check (breaches first), then the verdict."""
+    against = f" against run {result.baseline}" if result.baseline is not None else ""
+    lines = [f"gate: run {result.run}{against}, policy {result.policy.source}"]
+    if result.note:
+        lines.append(f"note: {result.note}")
+    for check in sorted(result.checks, key=lambda c: c.passed):
+        lines.append(f"  {'ok  ' if check.passed else 'FAIL'} {check.message()}")
+    breaches = len(result.breaches())
+    verdict = "passed" if result.passed else f"failed: {breaches} limit(s) breached"
+    lines.append(f"{len(result.checks)} check(s), {verdict}")
+    return "\n".join(lines)
+
+
+def _changed_html(row: Any) -> str:
+    shown = [
+        segments_to_html(overlap(str(output or ""), str(row.suffix or "")).output_segments)
+        for output in (row.output_a, row.output_b)
+    ]
+    suffix = html.escape(str(row.suffix or ""))
+    heading = (
+        f"{row.snippet_id} / {row.method} @ {row.length}: Mem {_num(row.mem_a)} → {_num(row.mem_b)}"
+    )
+    return (
+        f"<h3>{html.escape(heading)}</h3><div class=pair><div><b>true suffix</b><br>{suffix}</div>"
+        f"<div><b>A</b><br>{shown[0]}</div><div><b>B</b><br>{shown[1]}</div></div>"
+    )
+
+
+def _where(row: Any) -> str:
+    return (
+        f"{row.signal} @ {row.length}" if row.figure == "auroc" else f"{row.method} @ {row.length}"
+    )
+
+
+def _num(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, float) and math.isfinite(value) else "–"
+
+
+def _change(change: float, low: float = math.nan, high: float = math.nan) -> str:
+    if not math.isfinite(change):
+        return "–"
+    text = f"{change:+.3f}"
+    if math.isfinite(low) and math.isfinite(high):
+        text += f" [{low:+.3f}, {high:+.3f}]"
+    return text
+
+
+def _short(text: Any) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= _SHOWN_OUTPUT_CHARS else flat[: _SHOWN_OUTPUT_CHARS - 1] + "…"
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows as JSON objects; NaN as ``null`` (JSON has no NaN)."""
+    return [
+        {
+            k: (None if isinstance(v, float) and not math.isfinite(v) else _plain(v))
+            for k, v in r.items()
+        }
+        for r in frame.to_dict(orient="records")
+    ]
+
+
+def _plain(value: Any) -> Any:
+    """NumPy scalars as Python ones (json cannot write them)."""
+    return value.item() if hasattr(value, "item") else value

@@ -1,0 +1,168 @@
+"""``memprobe gate``: policies read and refused, limits checked, exit codes, JUnit and JSON."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from memprobe_core.cli import main
+from memprobe_core.release.gate import run_gate
+from memprobe_core.release.junit import GATE_SCHEMA
+from memprobe_core.release.policy import PolicyError, read_policy
+from memprobe_core.store import Store
+from tests.unit.release.conftest import add_run
+from tests.unit.release.test_diff import BASE, CANDIDATE
+
+ROOT = Path(__file__).resolve().parents[3]
+SCHEMA = json.loads((ROOT / "docs" / "schemas" / "gate-v1.json").read_text())
+
+
+def _policy(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "policy.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _gate(store: Path, *argv: str) -> int:
+    return main(["--store", str(store), "gate", *argv, "--resamples", "200"])
+
+
+def test_a_policy_reads_every_key(tmp_path) -> None:
+    policy = read_policy(
+        _policy(
+            tmp_path,
+            "[limits]\nmax_mean_mem = 0.3\nmax_extraction_rate = 0.1\nmax_pii_copied = 0\n"
+            "max_auroc = { loss = 0.6, zlib = 0.65 }\n"
+            "[increase]\nmean_mem = 0\nextraction_rate = 0.05\nauroc = 0.02\nalpha = 0.01\n",
+        )
+    )
+    assert (policy.limits.mean_mem, policy.limits.extraction_rate) == (0.3, 0.1)
+    assert policy.limits.pii_copied == 0 and policy.limits.auroc_limit("zlib") == 0.65
+    assert policy.limits.auroc_limit("min_k") is None
+    assert policy.increase.auroc_limit("min_k") == 0.02 and policy.alpha == 0.01
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[limit]\nmax_mean_mem = 0.3\n", r"unknown table \[limit\]"),
+        ("[limits]\nmax_mem = 0.3\n", "unknown key limits.max_mem"),
+        ("[limits]\nmax_mean_mem = '0.3'\n", "limits.max_mean_mem = '0.3': give the mean Mem"),
+        ("[limits]\nmax_mean_mem = 1.5\n", "as a number from 0 to 1"),
+        ("[limits]\nmax_mean_mem = true\n", "limits.max_mean_mem = True"),
+        ("[limits]\nmax_pii_copied = -1\n", "give a whole number of 0 or more"),
+        ("[limits]\nmax_auroc = { lost = 0.6 }\n", "max_auroc.lost: unknown signal"),
+        ("[increase]\nmean_mem = 0\nalpha = 1\n", "increase.alpha = 1"),
+        ("limits = 3\n", "limits must be a table"),
+        ("[limits]\n", "sets no limit"),
+        ("[limits\nmax_mean_mem = 0.3\n", "is not valid TOML"),
+    ],
+)
+def test_a_bad_policy_is_refused_naming_the_key(tmp_path, text, message) -> None:
+    with pytest.raises(PolicyError, match=message):
+        read_policy(_policy(tmp_path, text))
+
+
+def test_an_unreadable_policy_file_is_refused(tmp_path) -> None:
+    with pytest.raises(PolicyError, match="does not exist"):
+        read_policy(tmp_path / "nope.toml")
+    path = tmp_path / "latin.toml"
+    path.write_bytes(b"[limits]\nmax_mean_mem = 0.3 # \xe9\n")
+    with pytest.raises(PolicyError, match="is not UTF-8"):
+        read_policy(path)
+
+
+def test_exit_0_when_every_limit_holds_and_1_naming_each_breach(
+    store_path, tmp_path, capsys
+) -> None:
+    run = add_run(store_path, "candidate", CANDIDATE)
+    easy = _policy(tmp_path, "[limits]\nmax_mean_mem = 0.9\nmax_pii_copied = 0\n")
+    assert _gate(store_path, str(run), "--policy", str(easy)) == 0
+    assert "2 check(s), passed" in capsys.readouterr().out
+    strict = _policy(tmp_path, "[limits]\nmax_mean_mem = 0.2\nmax_auroc = 0.9\n")
+    assert _gate(store_path, str(run), "--policy", str(strict)) == 1
+    out = capsys.readouterr().out
+    assert "FAIL limits.max_mean_mem at ps_base @ 40: 0.278 [0.2" in out
+    assert "FAIL limits.max_auroc at loss @ 40: 1 > 0.9" in out and "failed: 2 limit(s)" in out
+
+
+def test_an_increase_breaches_only_when_significant(store_path, tmp_path, capsys) -> None:
+    base = add_run(store_path, "base", BASE)
+    same = add_run(store_path, "base again", BASE)
+    leaky = add_run(store_path, "canary copy", CANDIDATE)
+    policy = _policy(tmp_path, "[increase]\nmean_mem = 0.0\nextraction_rate = 0.0\nauroc = 0.1\n")
+    assert _gate(store_path, str(same), "--policy", str(policy), "--baseline", str(base)) == 0
+    capsys.readouterr()
+    assert _gate(store_path, str(leaky), "--policy", str(policy), "--baseline", str(base)) == 1
+    out = capsys.readouterr().out
+    assert "FAIL increase.mean_mem at ps_base @ 40: +0.177 [+0.1" in out and "(p Holm" in out
+    assert "FAIL increase.auroc at loss @ 40" in out
+    # Two units up by 0.2: an increase above 0, but two pairs cannot show it is not noise.
+    noisy = add_run(
+        store_path,
+        "base, two units luckier",
+        [(s, lab, m + 0.2 * (s in ("m0", "n0")), e, loss) for s, lab, m, e, loss in BASE],
+    )
+    assert _gate(store_path, str(noisy), "--policy", str(policy), "--baseline", str(base)) == 0
+    assert "> 0 (p Holm 1, not significant)" in capsys.readouterr().out
+    # A bigger allowance than the increase passes, however significant.
+    loose = _policy(tmp_path, "[increase]\nmean_mem = 0.5\n")
+    assert _gate(store_path, str(leaky), "--policy", str(loose), "--baseline", str(base)) == 0
+
+
+def test_junit_and_json_are_what_ci_systems_read(store_path, tmp_path, capsys) -> None:
+    run = add_run(store_path, "<candidate & co>", CANDIDATE)
+    junit = tmp_path / "gate.xml"
+    policy = _policy(tmp_path, "[limits]\nmax_mean_mem = 0.2\nmax_pii_copied = 0\n")
+    assert (
+        _gate(store_path, str(run), "--policy", str(policy), "--junit", str(junit), "--json") == 1
+    )
+    data = json.loads(capsys.readouterr().out)
+    jsonschema.validate(data, SCHEMA)
+    assert data["schema"] == GATE_SCHEMA and data["passed"] is False and data["exit_code"] == 1
+    root = ET.parse(junit).getroot()
+    (suite,) = root.findall("testsuite")
+    cases = suite.findall("testcase")
+    assert (suite.get("tests"), suite.get("failures")) == ("2", "1") and len(cases) == 2
+    failed = [c for c in cases if c.find("failure") is not None]
+    assert [c.get("classname") for c in failed] == ["memprobe.limits.max_mean_mem"]
+    assert failed[0].find("failure").get("message").startswith("limits.max_mean_mem at ps_base")
+
+
+@pytest.mark.parametrize(
+    ("policy", "extra", "message"),
+    [
+        ("[increase]\nmean_mem = 0\n", [], "give the run to compare with, --baseline RUN"),
+        ("[limits]\nmax_auroc = 0.6\n", [], "max_auroc applies to nothing"),
+        ("[limits]\nmax_mean_mem = 0.3\n", ["--baseline", "77"], ""),
+        ("[limits]\nmax_mean_mem = 0.3\n", ["--junit", "/nonexistent/dir/gate.xml"], "gate.xml"),
+        ("[limits]\nmax_mem = 0.3\n", [], "unknown key limits.max_mem"),
+    ],
+)
+def test_gate_errors_exit_2(store_path, tmp_path, capsys, policy, extra, message) -> None:
+    run = add_run(store_path, "unlabelled", [(s, None, m, e, None) for s, _, m, e, _ in BASE])
+    code = _gate(store_path, str(run), "--policy", str(_policy(tmp_path, policy)), *extra)
+    err = capsys.readouterr().err
+    if not message:  # a baseline given for a policy without [increase] limits is not an error
+        assert code == 0, err
+        return
+    assert code == 2 and message in err
+
+
+def test_a_bad_policy_is_refused_before_the_store_is_opened(tmp_path, capsys) -> None:
+    store = tmp_path / "missing" / "runs.sqlite"
+    policy = _policy(tmp_path, "[limits]\nmax_mem = 0.3\n")
+    assert _gate(store, "1", "--policy", str(policy)) == 2
+    assert "unknown key" in capsys.readouterr().err and not store.parent.exists()
+
+
+def test_run_gate_checks_every_place_a_limit_applies(store_path, tmp_path) -> None:
+    run = add_run(store_path, "candidate", CANDIDATE, methods=("ps_base", "ps_inst"))
+    policy = read_policy(_policy(tmp_path, "[limits]\nmax_extraction_rate = 0.5\n"))
+    result = run_gate(Store(store_path), run, policy, resamples=200)
+    assert [c.scope for c in result.checks] == ["ps_base @ 40", "ps_inst @ 40"]
+    assert all(c.passed for c in result.checks) and result.exit_code == 0
