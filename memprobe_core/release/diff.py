@@ -153,6 +153,8 @@ def _mem_row(
 ) -> dict[str, object]:
     mem_a, mem_b = _numbers(a, "mem"), _numbers(b, "mem")
     change = mem_b - mem_a  # (n,)
+    if not np.isfinite(change).any():  # a method with no Mem (signals, verbatim only)
+        return {}
     low, high = bca_interval(change, resamples=resamples, seed=seed)
     test = paired_test(change, seed=seed)
     return _row(
@@ -341,5 +343,6 @@ def _most_changed(runs: PairedRuns, top: int) -> pd.DataFrame:
             "output_b": runs.b["output"],
         }
     )
-    order = np.argsort(-np.abs(np.nan_to_num(change)), kind="stable")
+    frame = frame[np.isfinite(change)]  # units of methods with no Mem have nothing to show
+    order = np.argsort(-np.abs(frame["change"].to_numpy()), kind="stable")
     return frame.iloc[order[:top]].reset_index(drop=True)[CHANGED_COLUMNS]

@@ -1,0 +1,69 @@
+"""The release demo on the embedded models (docs/ci.md): the canary-fine-tuned copy of Gemma
+against the base model on the same canary texts, then the base against itself.
+
+`memprobe audit --corpus --canaries` fine-tunes the copy on a random half of a generated pool and
+audits it (the settings of tests/e2e/test_canaries_embedded.py, so its cached victim is reused);
+the same texts, exported with their ids and labels, are audited on the base model twice. The diff
+must show the copy leaking more, significantly; the base against itself must show no significant
+change; the gate must exit 1 and 0 on them, and its JUnit file must parse.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from memprobe_core.cli import main
+from memprobe_core.store import Store
+
+pytestmark = pytest.mark.slow
+AUDIT = ["--methods", "signals", "verbatim", "--lengths", "64"]
+
+
+@pytest.mark.timeout(2400)
+def test_the_canary_copy_leaks_more_than_the_base_and_the_base_matches_itself(tmp_path, capsys):
+    store = tmp_path / "runs.sqlite"
+    cli = ["--store", str(store)]
+    assert main([*cli, "audit", "--corpus", "--canaries", "--per-domain", "6", *AUDIT]) == 0
+    with Store(store) as opened:
+        texts = opened.samples(1)
+    dataset = tmp_path / "canaries.jsonl"
+    dataset.write_text(
+        "".join(
+            json.dumps({"id": s.id, "text": s.text, "domain": s.domain, "label": s.label}) + "\n"
+            for s in texts
+        ),
+        encoding="utf-8",
+    )
+    on_base = [str(dataset), "--id-column", "id", "--domain-column", "domain"]
+    on_base += ["--victim", "gemma-3-270m", "--base", "gemma-3-270m", *AUDIT]
+    assert main([*cli, "audit", *on_base]) == 0  # run 2
+    assert main([*cli, "audit", *on_base]) == 0  # run 3: the same audit again
+    capsys.readouterr()
+
+    assert main([*cli, "diff", "2", "1", "--json", "--resamples", "2000"]) == 0
+    leak = json.loads(capsys.readouterr().out)
+    assert leak["units"] == 24 and leak["only_a"] == leak["only_b"] == 0
+    aurocs = {r["signal"]: r for r in leak["figures"] if r["figure"] == "auroc"}
+    assert all(r["b"] >= r["a"] for r in aurocs.values()), aurocs
+    # 6 + 6 texts and ~7 signals in one Holm family: measured, suffix_loss (0.47 -> 1.00, p Holm
+    # 0.02) and lowercase (0.58 -> 1.00, p Holm 0.04) are significant, loss (0.64 -> 1.00) not.
+    assert any(r["significant"] and r["change"] > 0 for r in aurocs.values()), aurocs
+    assert main([*cli, "diff", "2", "3", "--json", "--resamples", "2000"]) == 0
+    same = json.loads(capsys.readouterr().out)
+    assert not any(r["significant"] for r in same["figures"]), same["figures"]
+
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[increase]\nauroc = 0.0\nextraction_rate = 0.0\n", encoding="utf-8")
+    junit = tmp_path / "gate.xml"
+
+    def gate(run: int, *extra: str) -> int:
+        return main([*cli, "gate", str(run), "--policy", str(policy), "--baseline", "2", *extra])
+
+    assert gate(1, "--junit", str(junit)) == 1
+    assert "FAIL increase.auroc at " in capsys.readouterr().out
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None and int(suite.get("failures", "0")) >= 1
+    assert gate(3) == 0
