@@ -15,7 +15,7 @@ from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.attacks.signals_only import METHOD as SIGNALS_ONLY
 from memprobe_core.attacks.verbatim_only import METHOD as VERBATIM_METHOD
 from memprobe_core.audit import load_models, resume_audit, run_audit, start_audit
-from memprobe_core.cli import common
+from memprobe_core.cli import common, release
 from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNITS_FAILED
 from memprobe_core.cli.output import ProgressBar, echo, terminal_json
 from memprobe_core.config import DEFAULT_LENGTH
@@ -126,6 +126,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     common.add_recall_shots(audit)
     common.add_dc_pdd_options(audit)
     add_executor_options(audit)
+    release.add_gate_flags(audit, required=False)
     audit.set_defaults(handler=run)
 
     resume = common.add_command(
@@ -206,6 +207,7 @@ def audit_methods(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """Record a new audit, load its models, run it and print its report."""
     args.methods = audit_methods(args)
+    policy = release.read_gate_flags(args)  # a bad policy is refused before anything runs
     options = common.attack_options(args)
     spec = common.split_spec(args)
     executor = executor_from_args(args)
@@ -244,7 +246,11 @@ def run(args: argparse.Namespace) -> int:
         f"{len(args.lengths)} length(s)",
         sys.stderr,
     )
-    return run_and_report(store, run_id, models=models, executor=executor)
+    code = run_and_report(store, run_id, models=models, executor=executor)
+    if policy is None or code not in (EXIT_OK, EXIT_UNITS_FAILED):
+        return code
+    # A breach, or failed units, exit 1; the gate's lines say which.
+    return max(code, release.gate_and_report(args, run_id, policy))
 
 
 def resume_run(args: argparse.Namespace) -> int:

@@ -17,10 +17,11 @@ from pathlib import Path
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EPILOG_EXIT_CODES, EXIT_OK
 from memprobe_core.cli.output import echo, terminal_json
+from memprobe_core.errors import UsageError
 from memprobe_core.release.diff import DEFAULT_TOP, diff_runs
-from memprobe_core.release.gate import run_gate
+from memprobe_core.release.gate import GateError, run_gate
 from memprobe_core.release.junit import gate_json, write_junit
-from memprobe_core.release.policy import read_policy
+from memprobe_core.release.policy import Policy, read_policy
 from memprobe_core.release.render import diff_html, diff_json, diff_text, gate_text
 from memprobe_core.report.export import write_output, write_safe_csv
 from memprobe_core.report.stats import DEFAULT_RESAMPLES
@@ -54,20 +55,68 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         sub, "gate", "check a run against a policy's limits (exit 1 on a breach)", GATE_EPILOG
     )
     gate.add_argument("run", type=int, metavar="RUN", help="the run to check")
-    gate.add_argument(
-        "--policy", type=Path, required=True, help="the limits, a TOML file (docs/ci.md)"
+    add_gate_flags(gate, required=True)
+    gate.add_argument("--json", action="store_true", help="print the result as JSON (gate-v1)")
+    _add_bootstrap(gate)
+    gate.set_defaults(handler=run_gate_command)
+
+
+def add_gate_flags(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    """``--policy``, ``--baseline`` and ``--junit``: of ``gate``, and of ``audit`` (optional
+    there: the gate then runs on the audit's run once it finishes)."""
+    group = parser.add_argument_group("release gate (docs/ci.md)")
+    group.add_argument(
+        "--policy",
+        type=Path,
+        required=required,
+        help="the limits, a TOML file (docs/ci.md)"
+        + ("" if required else "; checked when the audit finishes, exit 1 on a breach"),
     )
-    gate.add_argument(
+    group.add_argument(
         "--baseline",
         type=int,
         metavar="RUN",
         help="the run to compare with for the policy's [increase] limits (the shipped model's "
         "audit of the same units)",
     )
-    gate.add_argument("--junit", type=Path, help="write the checks as JUnit XML")
-    gate.add_argument("--json", action="store_true", help="print the result as JSON (gate-v1)")
-    _add_bootstrap(gate)
-    gate.set_defaults(handler=run_gate_command)
+    group.add_argument("--junit", type=Path, help="write the gate's checks as JUnit XML")
+
+
+def read_gate_flags(args: argparse.Namespace) -> Policy | None:
+    """The policy of ``--policy`` (``None``: no gate), checked with ``--baseline`` and ``--junit``
+    before anything runs: a bad policy, [increase] limits with no baseline, a baseline the store
+    does not have, or ``--baseline``/``--junit`` without ``--policy`` are usage errors."""
+    if args.policy is None:
+        if args.baseline is not None or args.junit is not None:
+            raise UsageError("--baseline and --junit belong to a gate: give --policy FILE too")
+        return None
+    policy = read_policy(args.policy)
+    if not policy.increase.empty() and args.baseline is None:
+        raise GateError(
+            f"{policy.source} sets [increase] limits: give the run to compare with, --baseline RUN"
+        )
+    if args.baseline is not None:
+        common.open_store(args).get_run(args.baseline)  # UnknownRunError names it
+    return policy
+
+
+def gate_and_report(args: argparse.Namespace, run: int, policy: Policy) -> int:
+    """Check ``run`` against ``policy``; print the checks (or JSON) and write ``--junit``."""
+    result = run_gate(
+        common.open_store(args),
+        run,
+        policy,
+        baseline=args.baseline,
+        resamples=getattr(args, "resamples", DEFAULT_RESAMPLES),
+        seed=getattr(args, "ci_seed", 0),
+    )
+    if args.junit is not None:
+        echo(f"wrote {write_junit(result, args.junit)}", sys.stderr)
+    if getattr(args, "json", False):
+        echo(terminal_json(gate_json(result)), multiline=True)
+    else:
+        echo(gate_text(result), multiline=True)
+    return result.exit_code
 
 
 def _add_bootstrap(parser: argparse.ArgumentParser) -> None:
@@ -108,19 +157,6 @@ def run_diff(args: argparse.Namespace) -> int:
 
 def run_gate_command(args: argparse.Namespace) -> int:
     """Check the run; the exit code says whether every limit holds."""
-    policy = read_policy(args.policy)  # refused before the store is opened
-    result = run_gate(
-        common.open_store(args),
-        args.run,
-        policy,
-        baseline=args.baseline,
-        resamples=args.resamples,
-        seed=args.ci_seed,
-    )
-    if args.junit is not None:
-        echo(f"wrote {write_junit(result, args.junit)}", sys.stderr)
-    if args.json:
-        echo(terminal_json(gate_json(result)), multiline=True)
-    else:
-        echo(gate_text(result), multiline=True)
-    return result.exit_code
+    policy = read_gate_flags(args)  # refused before the store is read
+    assert policy is not None  # --policy is required here
+    return gate_and_report(args, args.run, policy)

@@ -138,7 +138,7 @@ def test_junit_and_json_are_what_ci_systems_read(store_path, tmp_path, capsys) -
     [
         ("[increase]\nmean_mem = 0\n", [], "give the run to compare with, --baseline RUN"),
         ("[limits]\nmax_auroc = 0.6\n", [], "max_auroc applies to nothing"),
-        ("[limits]\nmax_mean_mem = 0.3\n", ["--baseline", "77"], ""),
+        ("[limits]\nmax_mean_mem = 0.3\n", ["--baseline", "77"], "run 77 is not in store"),
         ("[limits]\nmax_mean_mem = 0.3\n", ["--junit", "/nonexistent/dir/gate.xml"], "gate.xml"),
         ("[limits]\nmax_mem = 0.3\n", [], "unknown key limits.max_mem"),
     ],
@@ -146,11 +146,7 @@ def test_junit_and_json_are_what_ci_systems_read(store_path, tmp_path, capsys) -
 def test_gate_errors_exit_2(store_path, tmp_path, capsys, policy, extra, message) -> None:
     run = add_run(store_path, "unlabelled", [(s, None, m, e, None) for s, _, m, e, _ in BASE])
     code = _gate(store_path, str(run), "--policy", str(_policy(tmp_path, policy)), *extra)
-    err = capsys.readouterr().err
-    if not message:  # a baseline given for a policy without [increase] limits is not an error
-        assert code == 0, err
-        return
-    assert code == 2 and message in err
+    assert code == 2 and message in capsys.readouterr().err
 
 
 def test_a_bad_policy_is_refused_before_the_store_is_opened(tmp_path, capsys) -> None:
@@ -166,3 +162,38 @@ def test_run_gate_checks_every_place_a_limit_applies(store_path, tmp_path) -> No
     result = run_gate(Store(store_path), run, policy, resamples=200)
     assert [c.scope for c in result.checks] == ["ps_base @ 40", "ps_inst @ 40"]
     assert all(c.passed for c in result.checks) and result.exit_code == 0
+
+
+FAKE_AUDIT = ["audit", "--corpus", "--per-domain", "1", "--lengths", "40", "--methods", "ps_base"]
+FAKE_AUDIT += ["--victim", "fake", "--base", "fake", "--no-signals"]
+
+
+def test_an_audit_with_a_policy_gates_its_own_run(tmp_path, capsys) -> None:
+    store = tmp_path / "runs.sqlite"
+    strict = _policy(tmp_path, "[limits]\nmax_mean_mem = 0.01\n")
+    junit = tmp_path / "gate.xml"
+    code = main(
+        ["--store", str(store), *FAKE_AUDIT, "--policy", str(strict), "--junit", str(junit)]
+    )
+    out = capsys.readouterr().out
+    assert code == 1 and "Table 1" in out and "FAIL limits.max_mean_mem at ps_base @ 40" in out
+    assert ET.parse(junit).getroot().find("testsuite").get("name") == "memprobe gate: run 1"
+    easy = _policy(tmp_path, "[limits]\nmax_mean_mem = 1\n")
+    assert main(["--store", str(store), *FAKE_AUDIT, "--policy", str(easy)]) == 0
+
+
+@pytest.mark.parametrize(
+    ("policy", "extra", "message"),
+    [
+        ("[limits]\nmax_mem = 1\n", [], "unknown key limits.max_mem"),
+        ("[increase]\nmean_mem = 0\n", [], "--baseline RUN"),
+        ("[increase]\nmean_mem = 0\n", ["--baseline", "5"], "run 5 is not in store"),
+        (None, ["--junit", "gate.xml"], "give --policy FILE too"),
+    ],
+)
+def test_an_audits_gate_is_refused_before_anything_runs(tmp_path, capsys, policy, extra, message):
+    store = tmp_path / "runs.sqlite"
+    given = ["--policy", str(_policy(tmp_path, policy))] if policy else []
+    assert main(["--store", str(store), *FAKE_AUDIT, *given, *extra]) == 2
+    assert message in capsys.readouterr().err
+    assert not store.exists() or Store(store).list_runs() == []
