@@ -1,11 +1,12 @@
-"""Runs: every run in the store; replay one round by round; compare two; export safe CSV."""
+"""Runs: every run in the store; replay one round by round; compare two runs or two models
+(paired, ``memprobe diff``); export safe CSV."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 import ui_common as ui
-from ui_common import runs_view, tables
+from ui_common import diff_view, runs_view, tables
 
 ui.page_setup("Runs")
 st.title("Runs")
@@ -26,7 +27,9 @@ listing = runs_view.runs_table(runs)
 tables.show(listing, height=min(400, 40 + 35 * len(listing)))
 by_id = {r["id"]: r for r in runs}
 
-tab_open, tab_compare = st.tabs(["Open a run", "Compare two runs"])
+tab_open, tab_compare, tab_models = st.tabs(
+    ["Open a run", "Compare two runs", "Compare two models"]
+)
 with tab_open:
     run_id = st.selectbox(
         "Run", list(by_id), format_func=lambda i: runs_view.run_label(by_id[i]), key="runs_open"
@@ -34,3 +37,5 @@ with tab_open:
     runs_view.open_run(store, run_id)
 with tab_compare:
     runs_view.compare_runs(store, by_id)
+with tab_models:
+    diff_view.compare_models(store, by_id)

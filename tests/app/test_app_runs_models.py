@@ -1,0 +1,55 @@
+"""Runs page, "Compare two models": the paired diff of two runs, its refusals, escaped text."""
+
+from __future__ import annotations
+
+import os
+
+from memprobe_core.release.diff import diff_runs
+from memprobe_core.store import Store
+from tests.app.conftest import open_page, texts
+from tests.unit.release.conftest import add_run
+from tests.unit.release.test_diff import BASE, CANDIDATE
+
+MARKUP = "<b>candidate</b> **bold** [link](http://evil.example)"
+
+
+def _path():
+    return Store(os.environ["MEMPROBE_STORE"]).path
+
+
+def test_the_tab_shows_the_cores_paired_figures_and_the_changed_units() -> None:
+    base = add_run(_path(), "base model", BASE)
+    candidate = add_run(_path(), MARKUP, CANDIDATE)
+    at = open_page("pages/5_Runs.py")
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert (at.selectbox(key="runs_diff_a").value, at.selectbox(key="runs_diff_b").value) == (
+        base,
+        candidate,
+    )
+    expected = diff_runs(Store(_path()), base, candidate)
+    shown = next(
+        d.value
+        for d in at.dataframe
+        if "p Holm" in " ".join(map(str, d.value.columns))
+        or "p_holm" in " ".join(map(str, d.value.columns))
+    )
+    assert len(shown) == len(expected.table)
+    page = texts(at)
+    significant = int(expected.table["significant"].sum())
+    assert f"{significant} of {len(expected.table)} changes significant" in page
+    # The victim's name is shown as text: its markup neither renders nor links.
+    summary = next(m.value for m in at.markdown if "paired units" in m.value)
+    assert "\\<b\\>" in summary or "&lt;b&gt;" in summary
+    assert "Units whose Mem changed most" in [h.value for h in at.subheader]
+    top = expected.changed.iloc[0]
+    assert (
+        f"{top['snippet_id']} / ps_base @ 40: Mem {top['mem_a']:.3f} → {top['mem_b']:.3f}" in page
+    )
+
+
+def test_runs_with_no_unit_in_common_are_explained_not_crashed() -> None:
+    add_run(_path(), "base", BASE, length=40)
+    add_run(_path(), "other", BASE, length=100)
+    at = open_page("pages/5_Runs.py")
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("share no finished unit" in w.value for w in at.warning)
