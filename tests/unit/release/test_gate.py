@@ -197,3 +197,12 @@ def test_an_audits_gate_is_refused_before_anything_runs(tmp_path, capsys, policy
     assert main(["--store", str(store), *FAKE_AUDIT, *given, *extra]) == 2
     assert message in capsys.readouterr().err
     assert not store.exists() or Store(store).list_runs() == []
+
+
+def test_a_limit_on_a_figure_the_run_lacks_and_an_unknown_run_exit_2(store_path, tmp_path, capsys):
+    signals_only = add_run(store_path, "victim", BASE, methods=("signals",))
+    policy = _policy(tmp_path, "[limits]\nmax_mean_mem = 0.3\n")
+    assert _gate(store_path, str(signals_only), "--policy", str(policy)) == 2
+    assert "limits.max_mean_mem applies to nothing" in capsys.readouterr().err
+    assert _gate(store_path, "42", "--policy", str(policy)) == 2
+    assert "run 42 is not in store" in capsys.readouterr().err
