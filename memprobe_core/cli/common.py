@@ -24,6 +24,7 @@ from memprobe_core.errors import UsageError
 from memprobe_core.membership import MeasureOptions
 from memprobe_core.models.urls import base_url_problem
 from memprobe_core.option_fields import check_size
+from memprobe_core.report.stats import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAMPLES
 from memprobe_core.runs.roles import ModelNames, default_model_names
 from memprobe_core.runs.unit import SplitSpec
 from memprobe_core.snippets.loaders import MAX_FILE_BYTES, MAX_FILE_SNIPPETS, LoadSpec, TxtMode
@@ -372,6 +373,17 @@ def model_names(args: argparse.Namespace) -> ModelNames:
         backend=args.backend,
         load_options=load_options,
     )
+
+
+def add_bootstrap_flags(parser: argparse.ArgumentParser) -> None:
+    """``--resamples`` and ``--ci-seed``: the bootstrap of a report's or a diff's intervals."""
+    parser.add_argument(
+        "--resamples",
+        type=int,
+        default=DEFAULT_RESAMPLES,
+        help=f"bootstrap resamples of the intervals ({MIN_RESAMPLES}-{MAX_RESAMPLES})",
+    )
+    parser.add_argument("--ci-seed", type=int, default=0, help="bootstrap seed")
 
 
 def open_store(args: argparse.Namespace) -> Store:

@@ -57,6 +57,14 @@ def echo(
     print(terminal_safe(text, multiline=multiline), file=file or sys.stdout, flush=flush)
 
 
+def show_with_files(shown: str, written: Iterable[object]) -> None:
+    """Print a command's result (a report as text or JSON) and then, on stderr, the files it
+    wrote."""
+    echo(shown, multiline=True)
+    for path in written:
+        echo(f"wrote {path}", sys.stderr)
+
+
 def terminal_json(value: Any) -> str:
     r"""``value`` as indented, strict JSON that is safe on a terminal and still parses to the same
     value (NaN and ±Infinity, which JSON cannot hold, as ``null``).

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EPILOG_EXIT_CODES, EXIT_OK
-from memprobe_core.cli.output import echo, terminal_json
+from memprobe_core.cli.output import echo, show_with_files, terminal_json
 from memprobe_core.errors import UsageError
 from memprobe_core.release.diff import DEFAULT_TOP, diff_runs
 from memprobe_core.release.gate import GateError, run_gate
@@ -48,7 +48,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     diff.add_argument(
         "--top", type=int, default=DEFAULT_TOP, help="units whose Mem changed most to show"
     )
-    _add_bootstrap(diff)
+    common.add_bootstrap_flags(diff)
     diff.set_defaults(handler=run_diff)
 
     gate = common.add_command(
@@ -57,7 +57,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     gate.add_argument("run", type=int, metavar="RUN", help="the run to check")
     add_gate_flags(gate, required=True)
     gate.add_argument("--json", action="store_true", help="print the result as JSON (gate-v1)")
-    _add_bootstrap(gate)
+    common.add_bootstrap_flags(gate)
     gate.set_defaults(handler=run_gate_command)
 
 
@@ -119,16 +119,6 @@ def gate_and_report(args: argparse.Namespace, run: int, policy: Policy) -> int:
     return result.exit_code
 
 
-def _add_bootstrap(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--resamples",
-        type=int,
-        default=DEFAULT_RESAMPLES,
-        help="bootstrap resamples of the intervals (100-100000)",
-    )
-    parser.add_argument("--ci-seed", type=int, default=0, help="bootstrap seed")
-
-
 def run_diff(args: argparse.Namespace) -> int:
     """Print (and write) the diff of two runs."""
     diff = diff_runs(
@@ -146,12 +136,7 @@ def run_diff(args: argparse.Namespace) -> int:
         written.append(write_safe_csv(diff.changed, args.changed_csv))
     if args.html is not None:
         written.append(write_output(diff_html(diff).encode("utf-8"), args.html, "HTML"))
-    if args.json:
-        echo(terminal_json(diff_json(diff)), multiline=True)
-    else:
-        echo(diff_text(diff), multiline=True)
-    for path in written:
-        echo(f"wrote {path}", sys.stderr)
+    show_with_files(terminal_json(diff_json(diff)) if args.json else diff_text(diff), written)
     return EXIT_OK
 
 

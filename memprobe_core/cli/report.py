@@ -4,7 +4,6 @@ HTML."""
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,13 +12,12 @@ import pandas as pd
 
 from memprobe_core.cli import common
 from memprobe_core.cli.errors import EXIT_OK
-from memprobe_core.cli.output import echo, terminal_json
+from memprobe_core.cli.output import show_with_files, terminal_json
 from memprobe_core.config import SELECTIONS
 from memprobe_core.membership.blind import controls_frame
 from memprobe_core.membership.evaluate import DEFAULT_FPR_RULE, FPR_RULES
 from memprobe_core.membership.inference import check_significance
 from memprobe_core.report.build import (
-    DEFAULT_RESAMPLES,
     Report,
     report_for_run,
     report_to_dict,
@@ -80,13 +78,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "outputs; opens offline)",
     )
     report.add_argument("--json", action="store_true", help="print the report as JSON")
-    report.add_argument(
-        "--resamples",
-        type=int,
-        default=DEFAULT_RESAMPLES,
-        help="BCa bootstrap resamples (100-100000)",
-    )
-    report.add_argument("--ci-seed", type=int, default=0, help="bootstrap seed")
+    common.add_bootstrap_flags(report)
     report.add_argument(
         "--select",
         choices=SELECTIONS,
@@ -138,11 +130,7 @@ def run(args: argparse.Namespace) -> int:
         from memprobe_core.report.html import render_html, write_html
 
         written.append(write_html(render_html(report, store, args.run), args.html))
-    if args.json:
-        echo(terminal_json(report_to_dict(report)), multiline=True)
-    else:
-        # Escaped here, not in render_text: its text also goes to files, which keep it as is.
-        echo(render_text(report), multiline=True)
-    for path in written:
-        echo(f"wrote {path}", sys.stderr)
+    # Escaped when shown, not in render_text: its text also goes to files, which keep it as is.
+    shown = terminal_json(report_to_dict(report)) if args.json else render_text(report)
+    show_with_files(shown, written)
     return EXIT_OK
