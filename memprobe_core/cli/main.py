@@ -21,7 +21,18 @@ from types import FrameType
 from typing import Any
 
 from memprobe_core import LOGGER_ROOT
-from memprobe_core.cli import audit, common, corpus, infer, ner, probe, release, report, runs
+from memprobe_core.cli import (
+    audit,
+    common,
+    corpus,
+    documents,
+    infer,
+    ner,
+    probe,
+    release,
+    report,
+    runs,
+)
 from memprobe_core.cli.errors import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -61,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_parser(sub)
     report.add_parser(sub)
     release.add_parsers(sub)
+    documents.add_parser(sub)
     corpus.add_parser(sub)
     ner.add_parser(sub)
     return parser

@@ -18,6 +18,7 @@ from memprobe_core.attacks import registry
 from memprobe_core.attacks.options import BUILT_IN_CLASSES, AttackOptions
 from memprobe_core.cli.option_flags import switch_text, switches_off
 from memprobe_core.config import ScoringConfig
+from memprobe_core.documents.nv_recall import NvRecallOptions
 from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.ner.audit import NerAuditConfig
 from memprobe_core.option_fields import OptionField, options_of, range_text, shown_default
@@ -105,6 +106,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "split-fields": lambda: fields_table(SplitSpec),
     "ner-flags": lambda: flags_table(("", NerAuditConfig)),
     "ner-fields": lambda: fields_table(NerAuditConfig),
+    "nv-recall-flags": lambda: flags_table(("", NvRecallOptions)),
 }
 
 

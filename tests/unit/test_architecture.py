@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "memprobe_core.pii",
         "memprobe_core.stats",
     ),
-    ("memprobe_core.metrics",),
+    ("memprobe_core.metrics", "memprobe_core.documents"),
     ("memprobe_core.highlight", "memprobe_core.snippets"),
     ("memprobe_core.models",),
     # What is measured beside each result: ``MeasureOptions`` is part of every run's options

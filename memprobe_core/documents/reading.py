@@ -1,0 +1,48 @@
+"""Reading a document file: UTF-8 text, refused in one line when it cannot be one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memprobe_core.errors import UsageError
+
+# A long novel is about 1 MB of text; 32 MiB is a shelf of them. The word lists nv-recall aligns
+# take about 60 bytes a word, so a bigger file is a mistake (a dataset, a binary), not a book.
+MAX_DOCUMENT_BYTES = 32 * 1024 * 1024
+
+
+class DocumentError(UsageError):
+    """A document that cannot be read as text (the message names the file and why)."""
+
+
+def read_document(path: str | Path, what: str = "document") -> str:
+    """The text of ``path`` (UTF-8; a byte-order mark is skipped).
+
+    Raises:
+        DocumentError: missing, a folder, over :data:`MAX_DOCUMENT_BYTES`, binary (a NUL byte),
+            not UTF-8, or without a word.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DocumentError(f"{what} {str(path)!r} does not exist or is not a file")
+    size = path.stat().st_size
+    if size > MAX_DOCUMENT_BYTES:
+        raise DocumentError(
+            f"{what} {path.name!r} is {size / 2**20:.1f} MiB; documents are capped at "
+            f"{MAX_DOCUMENT_BYTES // 2**20} MiB (a long book is about 1 MiB)"
+        )
+    data = path.read_bytes()
+    if b"\x00" in data:
+        raise DocumentError(
+            f"{what} {path.name!r} is binary (it holds NUL bytes): give a text file"
+        )
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DocumentError(
+            f"{what} {path.name!r} is not UTF-8 text (byte {exc.start} cannot be decoded); "
+            "convert it to UTF-8"
+        ) from None
+    if not text.split():
+        raise DocumentError(f"{what} {path.name!r} holds no words")
+    return text
