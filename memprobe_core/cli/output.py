@@ -19,6 +19,7 @@ import re
 import sys
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, TextIO
 
 from memprobe_core.attacks.events import (
@@ -252,15 +253,39 @@ OUTPUT_FLAGS: dict[str, str] = {
 }
 
 
+# Every option naming a file a command reads (argparse dest → flag): an output must not be one of
+# them (`diff --html runs.sqlite` replaced the run store; `gate --junit policy.toml` the policy).
+INPUT_FLAGS: dict[str, str] = {
+    "store": "--store",
+    "policy": "--policy",
+    "dataset": "the dataset",
+    "file": "the snippet file",
+    "heldout": "--heldout",
+    "suspect": "the suspect set",
+    "dc_pdd_corpus": "--dc-pdd-corpus",
+    "reference": "the reference",
+    "generated": "the generated text",
+}
+
+
 def check_output_paths(args: Any) -> str | None:
-    """The first output option of ``args`` that names a file that cannot be written, or two
-    that name the same file, as a message (``None``: all fine).
+    """The first output option of ``args`` that names a file that cannot be written, that names
+    the same file as another output, or that names a file the command reads (the run store, a
+    policy, a dataset), as a message (``None``: all fine).
 
     Checked up front: ``ner --csv DIR`` was refused only after 385 s of scoring.
     """
+    from memprobe_core.paths import default_store_path
     from memprobe_core.report.export import ExportError, writable_target
 
     seen: dict[Any, str] = {}
+    for dest, flag in INPUT_FLAGS.items():
+        path = getattr(args, dest, None)
+        if dest == "store" and path is None and hasattr(args, "command"):
+            path = default_store_path()  # the store every command opens by default
+        if isinstance(path, (str, Path)):
+            seen[Path(path).resolve()] = flag
+    inputs = dict(seen)
     for dest, flag in OUTPUT_FLAGS.items():
         path = getattr(args, dest, None)
         if path is None:
@@ -270,6 +295,8 @@ def check_output_paths(args: Any) -> str | None:
         except ExportError as exc:
             return str(exc)
         same = seen.get(target.resolve())
+        if same and target.resolve() in inputs:
+            return f"{flag} {target} is {same}, which this command reads; write elsewhere"
         if same:
             return f"{same} and {flag} both name {target}; give each output its own file"
         seen[target.resolve()] = flag

@@ -14,28 +14,36 @@ import argparse
 import sys
 from pathlib import Path
 
-from memprobe_core.cli import common
-from memprobe_core.cli.errors import EPILOG_EXIT_CODES, EXIT_OK
+from memprobe_core.attacks import registry
+from memprobe_core.cli import common, option_flags
+from memprobe_core.cli.errors import EXIT_OK
 from memprobe_core.cli.output import echo, show_with_files, terminal_json
 from memprobe_core.errors import UsageError
+from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.release.diff import DEFAULT_TOP, diff_runs
-from memprobe_core.release.gate import GateError, run_gate
+from memprobe_core.release.gate import GateError, check_baseline_use, run_gate
 from memprobe_core.release.junit import gate_json, write_junit
 from memprobe_core.release.policy import Policy, read_policy
 from memprobe_core.release.render import diff_html, diff_json, diff_text, gate_text
 from memprobe_core.report.export import write_output, write_safe_csv
 from memprobe_core.report.stats import DEFAULT_RESAMPLES
 
+DIFF_EPILOG = """exit codes:
+  0    done
+  2    an unknown run, runs with no unit in common, or another usage error"""
 GATE_EPILOG = (
-    "gate exit codes: 0 every limit holds; 1 a limit is breached; 2 a bad policy, an unknown or "
-    "incomparable run, or another usage error.\n\n" + EPILOG_EXIT_CODES
+    "exit codes:\n  0    every limit holds\n  1    a limit is breached\n  2    a bad policy, "
+    "an unknown, unfinished or incomparable run, or another usage error"
 )
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add ``memprobe diff`` and ``memprobe gate``."""
     diff = common.add_command(
-        sub, "diff", "compare two audits of the same units on two models (A baseline, B candidate)"
+        sub,
+        "diff",
+        "compare two audits of the same units on two models (A baseline, B candidate)",
+        DIFF_EPILOG,
     )
     diff.add_argument("run_a", type=int, metavar="RUN_A", help="the baseline run id")
     diff.add_argument("run_b", type=int, metavar="RUN_B", help="the candidate run id")
@@ -91,13 +99,45 @@ def read_gate_flags(args: argparse.Namespace) -> Policy | None:
             raise UsageError("--baseline and --junit belong to a gate: give --policy FILE too")
         return None
     policy = read_policy(args.policy)
-    if not policy.increase.empty() and args.baseline is None:
-        raise GateError(
-            f"{policy.source} sets [increase] limits: give the run to compare with, --baseline RUN"
-        )
+    check_baseline_use(policy, args.baseline)
     if args.baseline is not None:
         common.open_store(args).get_run(args.baseline)  # UnknownRunError names it
+    if getattr(args, "methods", None) is not None:  # `memprobe audit --policy`
+        _check_fits_audit(policy, args)
     return policy
+
+
+def _check_fits_audit(policy: Policy, args: argparse.Namespace) -> None:
+    """Refuse, before the audit runs, a limit its settings leave nothing to check with."""
+    scored = [m for m in args.methods if registry.extracts(m)]
+    measured = [m for m in args.methods if registry.extracts(m) or registry.measures_verbatim(m)]
+    limits, increase = policy.limits, policy.increase
+    needs = (
+        (limits.mean_mem is not None or increase.mean_mem is not None, scored, "mean Mem"),
+        (limits.pii_copied is not None, scored, "copied PII"),
+        (
+            limits.extraction_rate is not None or increase.extraction_rate is not None,
+            measured,
+            "the extraction rate",
+        ),
+    )
+    for wanted, methods, what in needs:
+        if wanted and not methods:
+            raise GateError(
+                f"{policy.source} limits {what}, which none of the methods "
+                f"({', '.join(args.methods)}) measures: add an extraction method or drop the limit"
+            )
+    if limits.auroc or increase.auroc:
+        if not option_flags.read_flags(args, MeasureOptions).get("signals", True):
+            raise GateError(f"{policy.source} limits AUROC, which --no-signals turns off")
+        unlabelled_corpus = args.corpus and not (
+            args.nonmembers or args.canaries or args.dated_split
+        )
+        if unlabelled_corpus:
+            raise GateError(
+                f"{policy.source} limits AUROC, which needs members and non-members: the "
+                "built-in corpus is labelled with --nonmembers, --canaries or --dated-split"
+            )
 
 
 def gate_and_report(args: argparse.Namespace, run: int, policy: Policy) -> int:

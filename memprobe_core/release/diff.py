@@ -38,7 +38,8 @@ from memprobe_core.snippets.split import MEMBER, NONMEMBER
 from memprobe_core.stats import CONFIDENCE, holm
 from memprobe_core.store import Store
 
-ALPHA = 1 - CONFIDENCE  # a change is significant when its Holm-adjusted p is below this
+# A change is significant when its Holm-adjusted p is below this (0.05, not 1 - 0.95's float).
+ALPHA = round(1 - CONFIDENCE, 10)
 DEFAULT_TOP = 10
 
 # The figures a diff compares, in table order, with what each means.

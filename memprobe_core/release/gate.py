@@ -121,20 +121,52 @@ def run_gate(
         UnknownRunError / IncomparableRuns: as :func:`~memprobe_core.release.diff.diff_runs`.
     """
     resamples = validate_resamples(resamples)
+    check_baseline_use(policy, baseline)
+    notes = [_gateable(store, run, "run")]
+    results = store.results_frame(run).drop_duplicates(KEY, keep="last")
+    checks = _absolute_checks(results, policy.limits, resamples, seed)
+    if baseline is not None:
+        notes.append(_gateable(store, baseline, "baseline run"))
+        diff = diff_runs(store, baseline, run, resamples=resamples, seed=seed)
+        checks += _increase_checks(diff, policy)
+        notes.append(diff.runs.note())
+    if not checks:
+        raise GateError(f"{policy.source} sets no limit that applies to run {run}")
+    return GateResult(run, baseline, policy, checks, "; ".join(n for n in notes if n))
+
+
+def check_baseline_use(policy: Policy, baseline: int | None) -> None:
+    """Refuse [increase] limits without a baseline, and a baseline no limit uses."""
     if not policy.increase.empty() and baseline is None:
         raise GateError(
             f"{policy.source} sets [increase] limits: give the run to compare with, --baseline RUN"
         )
-    results = store.results_frame(run).drop_duplicates(KEY, keep="last")
-    checks = _absolute_checks(results, policy.limits, resamples, seed)
-    note = ""
-    if baseline is not None and not policy.increase.empty():
-        diff = diff_runs(store, baseline, run, resamples=resamples, seed=seed)
-        checks += _increase_checks(diff, policy)
-        note = diff.runs.note()
-    if not checks:
-        raise GateError(f"{policy.source} sets no limit that applies to run {run}")
-    return GateResult(run, baseline, policy, checks, note)
+    if baseline is not None and policy.increase.empty():
+        raise GateError(
+            f"--baseline {baseline} is only read by [increase] limits, and {policy.source} has "
+            "none: add an [increase] table or leave --baseline out"
+        )
+
+
+def _gateable(store: Store, run: int, what: str) -> str:
+    """Refuse a run that did not finish or finished no unit; a note when some units failed
+    (they are not counted)."""
+    record = store.get_run(run)
+    if record["status"] != "finished":
+        raise GateError(
+            f"{what} {run} is {record['status']} ({record['units_done']} of "
+            f"{record['units_total']} units done): a gate checks a finished run; finish it first "
+            f"(`memprobe resume {run}`)"
+        )
+    failed = record["units_error"]
+    if record["units_done"] == 0:
+        raise GateError(
+            f"{what} {run} finished no unit ({failed} failed): there is nothing to check; see "
+            f"`memprobe report {run}` for the errors"
+        )
+    if failed:
+        return f"{failed} unit(s) of {what} {run} failed and are not counted"
+    return ""
 
 
 def _absolute_checks(
@@ -152,7 +184,14 @@ def _absolute_checks(
             raise GateError(f"{key} applies to nothing: the run has no {column!r} figure")
         checks += found
     if limits.pii_copied is not None:
-        copied = float(pd.to_numeric(results.get("pii_copied"), errors="coerce").sum())
+        column = results["pii_copied"] if "pii_copied" in results else pd.Series(dtype=float)
+        counts = pd.to_numeric(column, errors="coerce")
+        if counts.isna().all():
+            raise GateError(
+                "limits.max_pii_copied applies to nothing: no unit of the run scored an output "
+                "(signals-only or verbatim-only methods copy no text)"
+            )
+        copied = float(counts.sum())
         checks.append(
             Check(
                 "limits.max_pii_copied",
@@ -168,8 +207,9 @@ def _absolute_checks(
         found = _auroc_checks(results, limits, resamples, seed)
         if not found:
             raise GateError(
-                "limits.max_auroc applies to nothing: the run has no labelled members and "
-                "non-members with membership signals (audit a labelled dataset, e.g. --nonmembers)"
+                "limits.max_auroc applies to nothing: the run has no membership signals of "
+                "labelled members and non-members (audit a labelled dataset, e.g. --corpus "
+                "--nonmembers or a file with a label column, with the signals on)"
             )
         checks += found
     return checks
@@ -254,4 +294,6 @@ def _increase_checks(diff: RunDiff, policy: Policy) -> list[Check]:
 def _number(value: float, signed: bool) -> str:
     if not math.isfinite(value):
         return "n/a"
-    return f"{value:+.3f}" if signed else f"{value:.3g}"
+    if signed:
+        return f"{value:+.3f}"
+    return str(int(value)) if float(value).is_integer() else f"{value:.3g}"

@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from memprobe_core.highlight import show_controls
 from memprobe_core.release.gate import Check, GateResult
 from memprobe_core.report.export import write_output
 
@@ -38,17 +39,28 @@ def junit_xml(result: GateResult) -> str:
     properties = ET.SubElement(suite, "properties")
     for key, value in (("policy", result.policy.source), ("note", result.note)):
         if value:
-            ET.SubElement(properties, "property", name=key, value=value)
+            ET.SubElement(properties, "property", name=key, value=_xml_text(value))
     for check in result.checks:
         case = ET.SubElement(
-            suite, "testcase", classname=f"memprobe.{check.limit}", name=check.scope, time="0"
+            suite,
+            "testcase",
+            classname=f"memprobe.{check.limit}",
+            name=_xml_text(check.scope),
+            time="0",
         )
         if not check.passed:
-            failure = ET.SubElement(case, "failure", message=check.message(), type="LimitBreached")
-            failure.text = check.message()
+            message = _xml_text(check.message())
+            failure = ET.SubElement(case, "failure", message=message, type="LimitBreached")
+            failure.text = message
     ET.indent(suites)
     # ElementTree escapes text and attributes (names and messages may hold any snippet id).
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _xml_text(text: str) -> str:
+    """``text`` with every control character shown as a visible escape (``\\x1b``): XML 1.0
+    cannot hold most of them, and a file name or snippet id may carry any."""
+    return show_controls(text, multiline=False)
 
 
 def write_junit(result: GateResult, path: str | Path) -> Path:

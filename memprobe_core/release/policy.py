@@ -98,7 +98,7 @@ class Policy:
     source: str
     limits: Limits
     increase: Limits
-    alpha: float = 1 - CONFIDENCE
+    alpha: float = round(1 - CONFIDENCE, 10)
 
 
 def read_policy(path: str | Path) -> Policy:
@@ -116,7 +116,7 @@ def read_policy(path: str | Path) -> Policy:
             f"policy file {path.name!r} is over {MAX_POLICY_BYTES // 1024} KiB: not a policy"
         )
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is skipped
     except UnicodeDecodeError:
         raise PolicyError(f"policy file {path.name!r} is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
@@ -127,6 +127,10 @@ def read_policy(path: str | Path) -> Policy:
 def parse_policy(data: dict[str, Any], source: str) -> Policy:
     """A :class:`Policy` from parsed TOML (``source`` names it in messages)."""
     for table in data:
+        if table in _KNOWN["limits"] or table in _KNOWN["increase"]:
+            raise PolicyError(
+                f"{source}: key {table} is outside a table: put it under [limits] or [increase]"
+            )
         if table not in _KNOWN:
             raise PolicyError(f"{source}: unknown table [{table}]; use [limits] and/or [increase]")
         if not isinstance(data[table], dict):
@@ -141,7 +145,7 @@ def parse_policy(data: dict[str, Any], source: str) -> Policy:
         raise PolicyError(
             f"{source}: sets no limit; give at least one key of [limits] or [increase]"
         )
-    alpha = data.get("increase", {}).get("alpha", 1 - CONFIDENCE)
+    alpha = data.get("increase", {}).get("alpha", round(1 - CONFIDENCE, 10))
     if not _is_number(alpha) or not 0 < alpha < 1:
         raise PolicyError(f"{source}: increase.alpha = {alpha!r}: give a number between 0 and 1")
     return Policy(source, limits, increase, float(alpha))
@@ -169,6 +173,11 @@ def _per_signal(value: Any, key: str, what: str, source: str) -> dict[str, float
     """A number for every signal (``{"*": v}``) or a table of signal -> number."""
     if not isinstance(value, dict):
         return {"*": _share(value, key, what, source)}
+    if not value:
+        raise PolicyError(
+            f"{source}: {key} = {{}} limits nothing: give a number (every signal) or signals "
+            "with numbers ({ loss = 0.6 })"
+        )
     out = {}
     for signal, limit in value.items():
         if signal not in SIGNAL_BY_NAME:

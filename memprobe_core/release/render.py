@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe_core.highlight import overlap, segments_to_html
+from memprobe_core.highlight import overlap, segments_to_html, show_controls
 from memprobe_core.release.diff import ALPHA, DIFF_COLUMNS, FIGURES, RunDiff
 from memprobe_core.release.gate import GateResult
 from memprobe_core.report.formatting import p_text
@@ -96,7 +96,7 @@ def diff_html(diff: RunDiff) -> str:
         "<tr{}>{}</tr>".format(
             ' class="significant"' if row.significant else "",
             "".join(
-                f"<td>{html.escape(str(v))}</td>"
+                f"<td>{_escaped(v)}</td>"
                 for v in (
                     row.figure,
                     _where(row),
@@ -115,20 +115,20 @@ def diff_html(diff: RunDiff) -> str:
     explained = "".join(
         f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in FIGURES.items()
     )
-    note = f"<p>{html.escape(runs.note())}</p>" if runs.note() else ""
+    note = f"<p>{_escaped(runs.note())}</p>" if runs.note() else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
-<title>{html.escape(title)}</title>
+<title>{_escaped(title)}</title>
 <style>
 body{{font-family:system-ui,sans-serif;margin:2em;max-width:80em}}
 table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;padding:.2em .5em;text-align:left}}
 tr.significant{{background:#fff3cd}} .pair{{display:grid;grid-template-columns:1fr 1fr 1fr;gap:1em}}
 .pair div{{white-space:pre-wrap;border:1px solid #ddd;padding:.5em}}
 </style></head><body>
-<h1>{html.escape(title)}</h1>
-<p>Run {runs.run_b} ({html.escape(runs.victim_b)}) against run {runs.run_a}
-({html.escape(runs.victim_a)}): {runs.units} paired unit(s); change = B − A. Highlighted rows
+<h1>{_escaped(title)}</h1>
+<p>Run {runs.run_b} ({_escaped(runs.victim_b)}) against run {runs.run_a}
+({_escaped(runs.victim_a)}): {runs.units} paired unit(s); change = B − A. Highlighted rows
 are significant (Holm-adjusted p &lt; {ALPHA:g}).</p>{note}
 <table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
 <ul>{explained}</ul>
@@ -156,14 +156,19 @@ def _changed_html(row: Any) -> str:
         segments_to_html(overlap(str(output or ""), str(row.suffix or "")).output_segments)
         for output in (row.output_a, row.output_b)
     ]
-    suffix = html.escape(str(row.suffix or ""))
+    suffix = _escaped(row.suffix or "")
     heading = (
         f"{row.snippet_id} / {row.method} @ {row.length}: Mem {_num(row.mem_a)} → {_num(row.mem_b)}"
     )
     return (
-        f"<h3>{html.escape(heading)}</h3><div class=pair><div><b>true suffix</b><br>{suffix}</div>"
+        f"<h3>{_escaped(heading)}</h3><div class=pair><div><b>true suffix</b><br>{suffix}</div>"
         f"<div><b>A</b><br>{shown[0]}</div><div><b>B</b><br>{shown[1]}</div></div>"
     )
+
+
+def _escaped(value: Any) -> str:
+    """HTML text of any value: markup escaped, control characters shown (``\\x1b``)."""
+    return html.escape(show_controls(str(value)), quote=True)
 
 
 def _where(row: Any) -> str:

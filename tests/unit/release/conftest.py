@@ -17,9 +17,15 @@ Unit = tuple[str, str | None, float, bool, float | None]
 
 
 def add_run(
-    path: Path, victim: str, units: Iterable[Unit], *, methods=("ps_base",), length: int = 40
+    path: Path,
+    victim: str,
+    units: Iterable[Unit],
+    *,
+    methods=("ps_base",),
+    length: int = 40,
+    status: str = "finished",
 ) -> int:
-    """A finished audit of ``units`` on ``victim`` (every method gets the same figures)."""
+    """An audit of ``units`` on ``victim`` (every method gets the same figures), ``status``."""
     units = list(units)
     with Store(path) as store:
         run = store.create_run(
@@ -45,6 +51,7 @@ def add_run(
                     membership={"loss": loss} if loss is not None else {},
                 )
                 store.finish_unit(run, UnitKey(snippet, method, length), result)
+        store.set_run_status(run, status)
     return run
 
 

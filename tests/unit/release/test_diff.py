@@ -103,7 +103,7 @@ def test_memprobe_diff_prints_and_writes_every_form(store_path, tmp_path, capsys
     assert main([*args, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     jsonschema.validate(data, json.loads((ROOT / "docs" / "schemas" / "diff-v1.json").read_text()))
-    assert data["schema"] == DIFF_SCHEMA and data["units"] == 24 and data["alpha"] == ALPHA
+    assert data["schema"] == DIFF_SCHEMA and data["units"] == 24 and data["alpha"] == ALPHA == 0.05
     assert all(set(row) == set(DIFF_COLUMNS) for row in data["figures"])
     assert not any(
         isinstance(v, float) and math.isnan(v) for r in data["figures"] for v in r.values()
@@ -124,3 +124,17 @@ def test_diff_errors_exit_2_naming_the_problem(store_path, capsys, argv, message
     add_run(store_path, "candidate", CANDIDATE)
     assert main(["--store", str(store_path), *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_html_shows_control_characters_in_ids_as_escapes(store_path, tmp_path) -> None:
+    odd = [("\x1b[31mred<i>", "member", 0.1, False, None)]
+    a = add_run(store_path, "base", odd)
+    b = add_run(store_path, "candidate", [(s, lab, 0.9, e, loss) for s, lab, _, e, loss in odd])
+    html = tmp_path / "diff.html"
+    assert main(["--store", str(store_path), "diff", str(a), str(b), "--html", str(html)]) == 0
+    page = html.read_text(encoding="utf-8")
+    assert "\x1b" not in page and "\\x1b[31mred&lt;i&gt;" in page
+    assert (
+        main(["--store", str(store_path), "diff", str(a), str(b), "--html", str(store_path)]) == 2
+    )
+    assert Store(store_path).get_run(a)  # the store is still a store

@@ -13,7 +13,7 @@ from memprobe_core.cli import main
 from memprobe_core.release.gate import run_gate
 from memprobe_core.release.junit import GATE_SCHEMA
 from memprobe_core.release.policy import PolicyError, read_policy
-from memprobe_core.store import Store
+from memprobe_core.store import Store, UnitKey
 from tests.unit.release.conftest import add_run
 from tests.unit.release.test_diff import BASE, CANDIDATE
 
@@ -138,7 +138,8 @@ def test_junit_and_json_are_what_ci_systems_read(store_path, tmp_path, capsys) -
     [
         ("[increase]\nmean_mem = 0\n", [], "give the run to compare with, --baseline RUN"),
         ("[limits]\nmax_auroc = 0.6\n", [], "max_auroc applies to nothing"),
-        ("[limits]\nmax_mean_mem = 0.3\n", ["--baseline", "77"], "run 77 is not in store"),
+        ("[limits]\nmax_mean_mem = 0.3\n", ["--baseline", "77"], "is only read by [increase]"),
+        ("[increase]\nmean_mem = 0\n", ["--baseline", "77"], "run 77 is not in store"),
         ("[limits]\nmax_mean_mem = 0.3\n", ["--junit", "/nonexistent/dir/gate.xml"], "gate.xml"),
         ("[limits]\nmax_mem = 0.3\n", [], "unknown key limits.max_mem"),
     ],
@@ -206,3 +207,93 @@ def test_a_limit_on_a_figure_the_run_lacks_and_an_unknown_run_exit_2(store_path,
     assert "limits.max_mean_mem applies to nothing" in capsys.readouterr().err
     assert _gate(store_path, "42", "--policy", str(policy)) == 2
     assert "run 42 is not in store" in capsys.readouterr().err
+
+
+def test_an_unfinished_run_or_one_with_no_finished_unit_is_not_gated(store_path, tmp_path, capsys):
+    policy = _policy(tmp_path, "[limits]\nmax_mean_mem = 0.9\n")
+    running = add_run(store_path, "victim", BASE, status="interrupted")
+    assert _gate(store_path, str(running), "--policy", str(policy)) == 2
+    assert f"run {running} is interrupted (24 of 24 units done)" in capsys.readouterr().err
+    with Store(store_path) as store:
+        run = store.create_run(
+            "audit",
+            config={"models": {"victim": "v"}},
+            snippets=[],
+            units=[UnitKey("s", "ps_base", 40)],
+        )
+        store.fail_unit(run, UnitKey("s", "ps_base", 40), "boom")
+        store.set_run_status(run, "finished")
+    assert _gate(store_path, str(run), "--policy", str(policy)) == 2
+    assert f"run {run} finished no unit (1 failed)" in capsys.readouterr().err
+
+
+def test_pii_limit_on_a_run_that_scored_no_output_exits_2(store_path, tmp_path, capsys) -> None:
+    run = add_run(store_path, "victim", BASE, methods=("signals",))
+    assert (
+        _gate(
+            store_path,
+            str(run),
+            "--policy",
+            str(_policy(tmp_path, "[limits]\nmax_pii_copied = 0\n")),
+        )
+        == 2
+    )
+    assert "limits.max_pii_copied applies to nothing" in capsys.readouterr().err
+
+
+def test_whole_thresholds_read_as_whole_numbers_and_a_bom_is_skipped(store_path, tmp_path, capsys):
+    run = add_run(store_path, "victim", CANDIDATE)
+    policy = tmp_path / "bom.toml"
+    policy.write_bytes(b"\xef\xbb\xbf[limits]\nmax_pii_copied = 1234\n")
+    assert _gate(store_path, str(run), "--policy", str(policy)) == 0
+    assert "limits.max_pii_copied at run: 0 <= 1234" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[limits]\nmax_mean_mem = 0.3\nmax_auroc = {}\n", "max_auroc = {} limits nothing"),
+        ("max_mean_mem = 0.3\n", "key max_mean_mem is outside a table"),
+    ],
+)
+def test_policies_that_limit_nothing_or_misplace_a_key_are_refused(tmp_path, text, message):
+    with pytest.raises(PolicyError, match=message):
+        read_policy(_policy(tmp_path, text))
+
+
+def test_outputs_that_would_overwrite_what_the_command_reads_exit_2(store_path, tmp_path, capsys):
+    run = add_run(store_path, "victim", BASE)
+    policy = _policy(tmp_path, "[limits]\nmax_mean_mem = 0.9\n")
+    assert _gate(store_path, str(run), "--policy", str(policy), "--junit", str(policy)) == 2
+    assert "is --policy, which this command reads" in capsys.readouterr().err
+    assert _gate(store_path, str(run), "--policy", str(policy), "--junit", str(store_path)) == 2
+    assert "is --store, which this command reads" in capsys.readouterr().err
+    assert read_policy(policy).limits.mean_mem == 0.9 and Store(store_path).get_run(run)
+
+
+def test_control_characters_in_names_keep_the_junit_file_valid(store_path, tmp_path) -> None:
+    run = add_run(store_path, "victim", CANDIDATE)
+    policy = tmp_path / '\x1b[31m<x>&"\x01.toml'
+    policy.write_text("[limits]\nmax_mean_mem = 0.2\n", encoding="utf-8")
+    junit = tmp_path / "gate.xml"
+    assert _gate(store_path, str(run), "--policy", str(policy), "--junit", str(junit)) == 1
+    prop = ET.parse(junit).getroot().find("testsuite/properties/property")
+    assert prop is not None and prop.get("value") == '\\x1b[31m<x>&"\\x01.toml'
+
+
+def test_an_audits_gate_that_its_settings_cannot_check_is_refused_first(tmp_path, capsys) -> None:
+    store = tmp_path / "runs.sqlite"
+    auroc = _policy(tmp_path, "[limits]\nmax_auroc = 0.6\n")
+    with_signals = [a for a in FAKE_AUDIT if a != "--no-signals"]
+    assert main(["--store", str(store), *with_signals, "--policy", str(auroc)]) == 2
+    assert "built-in corpus is labelled with --nonmembers" in capsys.readouterr().err
+    labelled = [*FAKE_AUDIT, "--nonmembers", "--policy", str(auroc)]
+    assert main(["--store", str(store), *labelled]) == 2
+    assert "which --no-signals turns off" in capsys.readouterr().err
+    mem = _policy(tmp_path, "[limits]\nmax_mean_mem = 0.6\n")
+    signals = [a if a != "ps_base" else "signals" for a in FAKE_AUDIT]
+    assert main(["--store", str(store), *signals, "--policy", str(mem)]) == 2
+    assert (
+        "limits mean Mem, which none of the methods (signals) measures" in capsys.readouterr().err
+    )
+    assert not store.exists() or Store(store).list_runs() == []
