@@ -23,7 +23,7 @@ import pandas as pd
 from memprobe_core.errors import UsageError
 from memprobe_core.membership.evaluate import signal_scores
 from memprobe_core.release.diff import RunDiff, bootstrap_aurocs, diff_runs, percentile
-from memprobe_core.release.pairing import KEY
+from memprobe_core.release.pairing import finished_units
 from memprobe_core.release.policy import Limits, Policy
 from memprobe_core.report.stats import DEFAULT_RESAMPLES, bca_interval, validate_resamples
 from memprobe_core.snippets.split import MEMBER, NONMEMBER
@@ -123,7 +123,7 @@ def run_gate(
     resamples = validate_resamples(resamples)
     check_baseline_use(policy, baseline)
     notes = [_gateable(store, run, "run")]
-    results = store.results_frame(run).drop_duplicates(KEY, keep="last")
+    results = finished_units(store, run)
     checks = _absolute_checks(results, policy.limits, resamples, seed)
     if baseline is not None:
         notes.append(_gateable(store, baseline, "baseline run"))

@@ -69,7 +69,7 @@ def pair_runs(store: Store, run_a: int, run_b: int) -> PairedRuns:
             f"run {run_a} given twice: compare two runs (e.g. the shipped model's audit and the "
             "candidate's)"
         )
-    frames = {run: _finished(store, run) for run in (run_a, run_b)}
+    frames = {run: finished_units(store, run) for run in (run_a, run_b)}
     a, b = frames[run_a], frames[run_b]
     shared = a.merge(b[KEY], on=KEY, how="inner")[KEY]
     if shared.empty:
@@ -90,7 +90,7 @@ def pair_runs(store: Store, run_a: int, run_b: int) -> PairedRuns:
     )
 
 
-def _finished(store: Store, run: int) -> pd.DataFrame:
+def finished_units(store: Store, run: int) -> pd.DataFrame:
     """The run's finished units, one row per key (a unit finished twice: the last)."""
     frame = store.results_frame(run)
     return frame.drop_duplicates(KEY, keep="last").sort_values(KEY, kind="stable")

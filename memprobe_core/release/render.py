@@ -7,11 +7,10 @@ import html
 import math
 from typing import Any
 
-import pandas as pd
-
 from memprobe_core.highlight import overlap, segments_to_html, show_controls
 from memprobe_core.release.diff import ALPHA, DIFF_COLUMNS, FIGURES, RunDiff
 from memprobe_core.release.gate import GateResult
+from memprobe_core.report.build import json_records
 from memprobe_core.report.formatting import p_text
 
 DIFF_SCHEMA = "memprobe-diff/1"
@@ -75,8 +74,8 @@ def diff_json(diff: RunDiff) -> dict[str, Any]:
         "alpha": ALPHA,
         "resamples": diff.resamples,
         "seed": diff.seed,
-        "figures": _records(diff.table[DIFF_COLUMNS]),
-        "changed": _records(diff.changed),
+        "figures": json_records(diff.table[DIFF_COLUMNS]),
+        "changed": json_records(diff.changed),
     }
 
 
@@ -193,19 +192,3 @@ def _change(change: float, low: float = math.nan, high: float = math.nan) -> str
 def _short(text: Any) -> str:
     flat = " ".join(str(text or "").split())
     return flat if len(flat) <= _SHOWN_OUTPUT_CHARS else flat[: _SHOWN_OUTPUT_CHARS - 1] + "…"
-
-
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """Rows as JSON objects; NaN as ``null`` (JSON has no NaN)."""
-    return [
-        {
-            k: (None if isinstance(v, float) and not math.isfinite(v) else _plain(v))
-            for k, v in r.items()
-        }
-        for r in frame.to_dict(orient="records")
-    ]
-
-
-def _plain(value: Any) -> Any:
-    """NumPy scalars as Python ones (json cannot write them)."""
-    return value.item() if hasattr(value, "item") else value

@@ -636,7 +636,8 @@ def report_for_run(store: Any, run_id: int, **kwargs: Any) -> Report:
     )
 
 
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+def json_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows as JSON-ready objects: NaN as ``None``, NumPy scalars as Python ones."""
     clean = frame.astype(object).where(frame.notna(), None)
     return [
         {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
@@ -655,18 +656,18 @@ def report_to_dict(report: Report) -> dict[str, Any]:
     data = {
         "meta": report.meta,
         "summary": summary_lines(report),
-        "table1": _records(report.table1),
-        "paired": _records(report.paired),
-        "pii": _records(report.pii),
-        "costs": _records(report.costs),
-        "errors": _records(report.errors) if report.errors is not None else [],
-        "membership": _records(with_voided_by(report.membership, blind, control)),
+        "table1": json_records(report.table1),
+        "paired": json_records(report.paired),
+        "pii": json_records(report.pii),
+        "costs": json_records(report.costs),
+        "errors": json_records(report.errors) if report.errors is not None else [],
+        "membership": json_records(with_voided_by(report.membership, blind, control)),
         "membership_verdict": membership.to_dict() if membership is not None else None,
-        "roc": _records(report.roc),
+        "roc": json_records(report.roc),
         "blind_baseline": (
             report.blind_baseline.to_dict() if report.blind_baseline is not None else None
         ),
-        "random_split": _records(report.random_split),
+        "random_split": json_records(report.random_split),
         "dataset_inference": [
             {**d.to_dict(), "verdict": inference_verdict(d, blind).to_dict()}
             for d in report.dataset_inference
@@ -678,5 +679,5 @@ def report_to_dict(report: Report) -> dict[str, Any]:
         raise ValueError(
             f"method(s) {sorted(taken)} with a report table are named like a report key"
         )
-    data.update({name: _records(frame) for name, frame in report.method_tables.items()})
+    data.update({name: json_records(frame) for name, frame in report.method_tables.items()})
     return data
