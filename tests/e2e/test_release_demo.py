@@ -2,7 +2,7 @@
 against the base model on the same canary texts, then the base against itself.
 
 `memprobe audit --corpus --canaries` fine-tunes the copy on a random half of a generated pool and
-audits it (the settings of tests/e2e/test_canaries_embedded.py, so its cached victim is reused);
+audits it (12 + 12 texts, fine-tuned once and cached);
 the same texts, exported with their ids and labels, are audited on the base model twice. The diff
 must show the copy leaking more, significantly; the base against itself must show no significant
 change; the gate must exit 1 and 0 on them, and its JUnit file must parse.
@@ -26,7 +26,9 @@ AUDIT = ["--methods", "signals", "verbatim", "--lengths", "64"]
 def test_the_canary_copy_leaks_more_than_the_base_and_the_base_matches_itself(tmp_path, capsys):
     store = tmp_path / "runs.sqlite"
     cli = ["--store", str(store)]
-    assert main([*cli, "audit", "--corpus", "--canaries", "--per-domain", "6", *AUDIT]) == 0
+    # 12 + 12 texts: with 6 + 6 the Holm-corrected AUROC changes were significant on one
+    # machine's generated pool and not on another's (p Holm 0.016 vs 0.10-0.13).
+    assert main([*cli, "audit", "--corpus", "--canaries", "--per-domain", "12", *AUDIT]) == 0
     with Store(store) as opened:
         texts = opened.samples(1)
     dataset = tmp_path / "canaries.jsonl"
@@ -45,11 +47,9 @@ def test_the_canary_copy_leaks_more_than_the_base_and_the_base_matches_itself(tm
 
     assert main([*cli, "diff", "2", "1", "--json", "--resamples", "2000"]) == 0
     leak = json.loads(capsys.readouterr().out)
-    assert leak["units"] == 24 and leak["only_a"] == leak["only_b"] == 0
+    assert leak["units"] == 48 and leak["only_a"] == leak["only_b"] == 0
     aurocs = {r["signal"]: r for r in leak["figures"] if r["figure"] == "auroc"}
     assert all(r["b"] >= r["a"] for r in aurocs.values()), aurocs
-    # 6 + 6 texts and ~7 signals in one Holm family: measured, suffix_loss (0.47 -> 1.00, p Holm
-    # 0.02) and lowercase (0.58 -> 1.00, p Holm 0.04) are significant, loss (0.64 -> 1.00) not.
     assert any(r["significant"] and r["change"] > 0 for r in aurocs.values()), aurocs
     assert main([*cli, "diff", "2", "3", "--json", "--resamples", "2000"]) == 0
     same = json.loads(capsys.readouterr().out)
