@@ -19,7 +19,6 @@ Model names, defaults and loading live in :mod:`memprobe_core.runs.roles` (re-ex
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -47,7 +46,7 @@ from memprobe_core.runs.roles import (
 from memprobe_core.runs.unit import Runner, SplitSpec, UnitOutcome, snippets_by_id
 from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import RunRecord, Store, UnitKey
-from memprobe_core.store.owner import OTHER_HOST_QUIET_S, owner_record
+from memprobe_core.store.owner import claim_or_refuse
 
 log = logging.getLogger(__name__)
 
@@ -472,33 +471,8 @@ def _record_manifest(
 
 
 def _claim(store: Store, run_id: int) -> None:
-    """Claim the run for this process (:meth:`Store.claim_run`: check and write in one step).
-
-    Two processes working through one run would compute every unit twice. The claim reads the
-    recorded owner, refuses while it may still be working and writes this process as the owner,
-    in one write transaction; a dead owner (killed, even by SIGKILL) is taken over.
-
-    Raises:
-        AuditBusyError: another process holds the run (the message names it and what to do).
-    """
-    holder = store.claim_run(run_id, owner_record())
-    if holder is None:
-        return
-    pid, host = holder.get("pid"), holder.get("host")
-    if host == socket.gethostname():
-        raise AuditBusyError(
-            f"run {run_id} is being run by process {pid} on this machine (host {host}); wait "
-            f"for it to end, or stop it (Ctrl-C in its terminal, or `kill {pid}`) and resume"
-        )
-    try:
-        quiet = max(0.0, time.time() - float(store.get_run(run_id).get("updated") or 0.0))
-    except (TypeError, ValueError):
-        quiet = 0.0
-    raise AuditBusyError(
-        f"run {run_id} is being run by process {pid} on host {host}, which this machine cannot "
-        f"check (last write {quiet:.0f} s ago); wait for it to end, or stop that process; if it "
-        f"is gone, resume once the run has been silent for {OTHER_HOST_QUIET_S:.0f} s"
-    )
+    """Claim the run for this process, or raise :class:`AuditBusyError` naming its holder."""
+    claim_or_refuse(store, run_id, AuditBusyError)
 
 
 def _summary(store: Store, run_id: int, status: str, ran: int, started: float) -> AuditSummary:

@@ -109,22 +109,29 @@ def add_command(
     )
 
 
-def add_models(parser: argparse.ArgumentParser) -> None:
+# The model roles a command may offer (``add_models``), with their help.
+ALL_ROLES = ("victim", "base", "attacker", "init", "reverse", "reference")
+
+
+def add_models(parser: argparse.ArgumentParser, roles: tuple[str, ...] = ALL_ROLES) -> None:
+    """The model flags: one per role in ``roles``, then backend, device, dtype and endpoint."""
     group = parser.add_argument_group("models")
     base, instruct, reverse = default_model_names()
-    group.add_argument("--victim", help=f"audited model (default: the embedded {base})")
-    group.add_argument("--base", help=f"base model for P-S-Base and GCG (default: {base})")
-    group.add_argument("--attacker", help=f"attacker model (default: {instruct})")
-    group.add_argument("--init", help="model writing the first prompt (default: the attacker)")
-    group.add_argument(
-        "--reverse",
-        help=f"reverse LM for reverse_lm (default: {reverse}, needs the hub)",
-    )
-    group.add_argument(
-        "--reference-model",
-        help="second model for the reference-ratio membership signal (any tokenizer; "
-        "default: none, the signal is left out)",
-    )
+    role_help = {
+        "victim": ("--victim", f"audited model (default: the embedded {base})"),
+        "base": ("--base", f"base model for P-S-Base and GCG (default: {base})"),
+        "attacker": ("--attacker", f"attacker model (default: {instruct})"),
+        "init": ("--init", "model writing the first prompt (default: the attacker)"),
+        "reverse": ("--reverse", f"reverse LM for reverse_lm (default: {reverse}, needs the hub)"),
+        "reference": (
+            "--reference-model",
+            "second model for the reference-ratio membership signal (any tokenizer; "
+            "default: none, the signal is left out)",
+        ),
+    }
+    for role in roles:
+        flag, text = role_help[role]
+        group.add_argument(flag, help=text)
     group.add_argument(
         "--backend",
         help="backend for every model: hf, openai, vllm, fake (default: chosen from the name)",
@@ -365,11 +372,11 @@ def model_names(args: argparse.Namespace) -> ModelNames:
     }
     return ModelNames(
         victim=args.victim,
-        base=args.base,
-        attacker=args.attacker,
-        init=args.init,
-        reverse=args.reverse,
-        reference=args.reference_model,
+        base=getattr(args, "base", None),
+        attacker=getattr(args, "attacker", None),
+        init=getattr(args, "init", None),
+        reverse=getattr(args, "reverse", None),
+        reference=getattr(args, "reference_model", None),
         backend=args.backend,
         load_options=load_options,
     )

@@ -1,16 +1,42 @@
-"""``memprobe nv-recall REFERENCE GENERATED``: how much of a reference text a generated text
-reproduces in long verbatim runs (docs/method.md §18), for text obtained anywhere."""
+"""Whole documents on the command line: ``memprobe nv-recall REFERENCE GENERATED`` (how much of
+a reference text a generated text reproduces in long verbatim runs, docs/method.md §18, for text
+obtained anywhere) and ``memprobe document`` (the extraction map of a document on a victim,
+§19)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import Any
 
 from memprobe_core.cli import common, option_flags
 from memprobe_core.cli.errors import EXIT_OK
-from memprobe_core.cli.output import echo, terminal_json
+from memprobe_core.cli.output import (
+    duration,
+    echo,
+    show_with_files,
+    terminal_json,
+    terminal_safe,
+)
+from memprobe_core.documents.builtin import BUILT_IN_DOCUMENTS, builtin_document
+from memprobe_core.documents.map_report import describe_map, map_frame, map_html, map_json
+from memprobe_core.documents.map_run import (
+    MapProgress,
+    PzSetting,
+    StoredMap,
+    map_config,
+    read_map,
+    run_map,
+    start_map,
+)
 from memprobe_core.documents.nv_recall import NvRecall, NvRecallOptions, nv_recall
 from memprobe_core.documents.reading import read_document
+from memprobe_core.documents.windows import MapOptions
+from memprobe_core.errors import UsageError
+from memprobe_core.membership.options import MeasureOptions
+from memprobe_core.report.export import write_safe_csv
+from memprobe_core.runs.roles import ModelNames, load_models
 
 EPILOG = """exit codes:
   0    done
@@ -64,3 +90,144 @@ def describe(found: NvRecall, options: NvRecallOptions) -> str:
             "never count"
         )
     return text
+
+
+DOCUMENT_EPILOG = """exit codes:
+  0    done
+  2    a document that is not readable text or is shorter than one window, window options that
+       do not fit, an unknown run, a run another process is working on
+  3    the victim cannot be loaded or has no weights (the map needs teacher-forced passes)
+  130  interrupted (Ctrl-C): the windows scored are kept; --resume RUN goes on
+
+examples:
+  memprobe document --builtin apache-2.0
+  memprobe document book.txt --victim PATH --html map.html --csv windows.csv
+  memprobe document --resume 12"""
+
+# The p_z options the map shares with audits (declared once, in MeasureOptions).
+PZ_OPTIONS = ("pz_temperature", "pz_top_k", "pz_top_p", "discover_p")
+
+
+def add_document_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``memprobe document``."""
+    parser = common.add_command(
+        sub,
+        "document",
+        "map which windows of a whole document (a book, a report) the victim writes back "
+        "(Cooper et al. 2025): teacher-forced greedy match and p_z for every window, stored "
+        "and resumable",
+        DOCUMENT_EPILOG,
+    )
+    source = parser.add_argument_group("document (one of)")
+    source.add_argument("document", nargs="?", type=Path, help="the document (UTF-8 .txt or .md)")
+    source.add_argument(
+        "--builtin",
+        choices=sorted(BUILT_IN_DOCUMENTS),
+        help="a built-in document instead of a file (apache-2.0: the Apache License 2.0 text "
+        "an installed package ships)",
+    )
+    source.add_argument("--resume", type=int, metavar="RUN", help="go on with a stored map")
+    source.add_argument(
+        "--show", type=int, metavar="RUN", help="print a stored map (nothing is scored)"
+    )
+    parser.add_argument("--title", default="", help="label shown in run lists")
+    common.add_models(parser, roles=("victim",))
+    option_flags.add_flags(parser.add_argument_group("windows"), MapOptions)
+    pz = parser.add_argument_group("probabilistic extraction (docs/method.md §14)")
+    for name in PZ_OPTIONS:
+        option_flags.add_flag_of(pz, MeasureOptions, name)
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="print the figures as JSON")
+    out.add_argument("--csv", type=Path, help="write one row per window (formula-safe CSV)")
+    out.add_argument("--html", type=Path, help="write the self-contained HTML report")
+    parser.set_defaults(handler=run_document)
+
+
+def run_document(args: argparse.Namespace) -> int:
+    """Start, resume or show an extraction map; print it and write the files asked for."""
+    chosen = [x for x in (args.document, args.builtin, args.resume, args.show) if x is not None]
+    if len(chosen) != 1:
+        raise UsageError(
+            "give exactly one of: a DOCUMENT file, --builtin NAME, --resume RUN or --show RUN"
+        )
+    store = common.open_store(args)
+    if args.show is not None:
+        stored = read_map(store, args.show)
+    else:
+        stored = _score(args, store)
+    return _print_map(args, stored)
+
+
+def _score(args: argparse.Namespace, store: Any) -> StoredMap:
+    if args.resume is not None:
+        config = map_config(store, args.resume)
+        names = ModelNames.from_dict(
+            {**common.model_names(args).to_dict(), "victim": config["victim"]}
+        )
+        run_id = args.resume
+        victim = load_models(names, ["verbatim"]).victim
+    else:
+        text, name = _document_text(args)
+        map_options = MapOptions(**option_flags.read_flags(args, MapOptions))
+        measure = MeasureOptions(**_given_pz(args))
+        names = common.model_names(args).resolved()
+        victim = load_models(names, ["verbatim"]).victim
+        run_id = start_map(
+            store,
+            text,
+            victim,
+            name=name,
+            victim_name=str(names.victim),
+            options=map_options,
+            pz=PzSetting(
+                measure.pz_temperature, measure.pz_top_k, measure.pz_top_p, measure.discover_p
+            ),
+            title=args.title,
+        )
+        echo(f"run {run_id}: extraction map of {terminal_safe(name)}", sys.stderr)
+    try:
+        return run_map(store, run_id, victim, on_progress=_progress_line)
+    except KeyboardInterrupt:
+        echo(
+            f"interrupted; the windows scored are kept: memprobe document --resume {run_id}",
+            sys.stderr,
+        )
+        raise
+
+
+def _given_pz(args: argparse.Namespace) -> dict[str, Any]:
+    given = option_flags.read_flags(args, MeasureOptions)
+    return {k: v for k, v in given.items() if k in PZ_OPTIONS}
+
+
+def _document_text(args: argparse.Namespace) -> tuple[str, str]:
+    if args.builtin is not None:
+        text, _ = builtin_document(args.builtin)
+        return text, args.builtin
+    return read_document(args.document), args.document.name
+
+
+def _progress_line(progress: MapProgress) -> None:
+    eta = "?" if progress.eta_s is None else duration(progress.eta_s)
+    echo(
+        f"[{progress.done}/{progress.total} windows] {progress.rate:.2f} windows/s · ETA {eta}",
+        sys.stderr,
+        flush=True,
+    )
+
+
+def _print_map(args: argparse.Namespace, stored: StoredMap) -> int:
+    written = []
+    if args.csv is not None:
+        written.append(write_safe_csv(map_frame(stored), args.csv))
+    if args.html is not None:
+        args.html.write_text(map_html(stored), encoding="utf-8")
+        written.append(args.html)
+    shown = terminal_json(map_json(stored)) if args.json else describe_map(stored)
+    if args.json:
+        echo(shown, multiline=True)
+        for path in written:
+            echo(f"wrote {terminal_safe(path)}", sys.stderr)
+    else:
+        show_with_files(shown, written)
+    return EXIT_OK

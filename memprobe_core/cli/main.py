@@ -73,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_parser(sub)
     release.add_parsers(sub)
     documents.add_parser(sub)
+    documents.add_document_parser(sub)
     corpus.add_parser(sub)
     ner.add_parser(sub)
     return parser

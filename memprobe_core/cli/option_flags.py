@@ -14,6 +14,7 @@ from typing import Any
 from memprobe_core.attacks.options import BUILT_IN_CLASSES, AttackOptions
 from memprobe_core.config import ScoringConfig
 from memprobe_core.documents.nv_recall import NvRecallOptions
+from memprobe_core.documents.windows import MapOptions
 from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.ner.audit import NerAuditConfig
 from memprobe_core.option_fields import (
@@ -37,7 +38,11 @@ FLAG_CLASSES: dict[str, type] = {
     "split": SplitSpec,
 }
 # The option classes of commands of their own, whose flags are generated and checked the same way.
-COMMAND_CLASSES: dict[str, type] = {"ner": NerAuditConfig, "nv-recall": NvRecallOptions}
+COMMAND_CLASSES: dict[str, type] = {
+    "ner": NerAuditConfig,
+    "nv-recall": NvRecallOptions,
+    "document": MapOptions,
+}
 
 
 def flagged_classes() -> tuple[type, ...]:

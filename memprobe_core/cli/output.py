@@ -265,6 +265,7 @@ INPUT_FLAGS: dict[str, str] = {
     "dc_pdd_corpus": "--dc-pdd-corpus",
     "reference": "the reference",
     "generated": "the generated text",
+    "document": "the document",
 }
 
 

@@ -112,3 +112,30 @@ def _stat_fields(pid: int) -> list[str] | None:
 def _proc_start(pid: int) -> int | None:
     fields = _stat_fields(pid)
     return _as_int(fields[19]) if fields is not None and len(fields) > 19 else None
+
+
+def claim_or_refuse(store: Any, run_id: int, busy: type[Exception]) -> None:
+    """Claim ``run_id`` in ``store`` for this process (``Store.claim_run``: check and write in
+    one step), or raise ``busy`` with a message naming the holder and what to do.
+
+    Two processes working through one run would compute every unit twice. A dead owner (killed,
+    even by SIGKILL) is taken over.
+    """
+    holder = store.claim_run(run_id, owner_record())
+    if holder is None:
+        return
+    pid, host = holder.get("pid"), holder.get("host")
+    if host == socket.gethostname():
+        raise busy(
+            f"run {run_id} is being run by process {pid} on this machine (host {host}); wait "
+            f"for it to end, or stop it (Ctrl-C in its terminal, or `kill {pid}`) and resume"
+        )
+    try:
+        quiet = max(0.0, time.time() - float(store.get_run(run_id).get("updated") or 0.0))
+    except (TypeError, ValueError):
+        quiet = 0.0
+    raise busy(
+        f"run {run_id} is being run by process {pid} on host {host}, which this machine cannot "
+        f"check (last write {quiet:.0f} s ago); wait for it to end, or stop that process; if it "
+        f"is gone, resume once the run has been silent for {OTHER_HOST_QUIET_S:.0f} s"
+    )

@@ -26,7 +26,7 @@ class UnitKey:
         return f"{self.snippet_id}/{self.method}/{self.length}"
 
 
-RunKind = Literal["probe", "audit", "compare"]
+RunKind = Literal["probe", "audit", "compare", "document"]
 RunStatus = Literal["running", "finished", "interrupted", "cancelled", "failed"]
 # ``cancelled``: stopped by the user in a probe or comparison; its partial best is kept for
 # display but never counted as finished (an audit's cancelled unit goes back to ``pending``).

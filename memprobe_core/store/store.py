@@ -124,7 +124,8 @@ class Store(StoreFile):
         at all, never a run with some or none of its units.
 
         Args:
-            kind: ``probe``, ``audit`` or ``compare``.
+            kind: ``probe``, ``audit``, ``compare`` or ``document`` (a document's extraction
+                map or continuation: :mod:`memprobe_core.documents.map_run`).
             config: everything needed to redo or resume the run (methods, lengths, options,
                 model names); stored as JSON.
             manifest: what identifies the run's setting (model ids, versions, scoring variant).

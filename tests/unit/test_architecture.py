@@ -31,7 +31,15 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "memprobe_core.pii",
         "memprobe_core.stats",
     ),
-    ("memprobe_core.metrics", "memprobe_core.documents"),
+    # Whole documents' pure parts: reading a file, nv-recall, token windows, Best-of-N.
+    (
+        "memprobe_core.metrics",
+        "memprobe_core.documents.reading",
+        "memprobe_core.documents.nv_recall",
+        "memprobe_core.documents.windows",
+        "memprobe_core.documents.perturb",
+        "memprobe_core.documents.builtin",
+    ),
     ("memprobe_core.highlight", "memprobe_core.snippets"),
     ("memprobe_core.models",),
     # What is measured beside each result: ``MeasureOptions`` is part of every run's options
@@ -51,6 +59,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("memprobe_core.membership", "memprobe_core.chance", "memprobe_core.ner"),
     ("memprobe_core.store",),
     ("memprobe_core.report",),
+    # Whole documents' runs: the extraction map and continuation, scored by the victim, stored
+    # unit by unit, reported with the report's formula-safe CSV.
+    ("memprobe_core.documents",),
     # Model against model and release gates: read runs through the store and the report's
     # statistics.
     ("memprobe_core.release",),

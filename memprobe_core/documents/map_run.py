@@ -1,0 +1,334 @@
+"""An extraction map as a stored, resumable run (kind ``document``; docs/method.md §19).
+
+``start_map`` records the document (its text, in the run's config, so a resume needs nothing
+else), one sample per window (the window's decoded text) and one pending unit per window
+(method ``map``, length = prefix + suffix tokens). ``run_map`` scores the pending windows in
+batches and commits each window as its batch ends; a process killed mid-batch leaves that batch
+pending, and the next ``run_map`` redoes it: nothing finished is lost or counted twice.
+
+A resume tokenizes the stored text again and refuses when the ids differ from those the run was
+cut with (another tokenizer or version): windows must mean the same tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from memprobe_core.attacks.costs import Costs
+from memprobe_core.attacks.model_set import MissingModelError, has_weights
+from memprobe_core.attacks.result import AttackResult
+from memprobe_core.documents.extraction_map import (
+    MapSummary,
+    WindowScore,
+    front_ids,
+    score_windows,
+    summarise,
+)
+from memprobe_core.documents.windows import MapOptions, Window, cut_windows, window_index
+from memprobe_core.errors import MemprobeError, UsageError
+from memprobe_core.membership.sampler import SamplingScheme
+from memprobe_core.snippets.split import Snippet
+from memprobe_core.store import Store, UnitKey
+from memprobe_core.store.owner import claim_or_refuse
+
+KIND = "document"
+MAP_METHOD = "map"
+
+
+class DocumentRunError(UsageError):
+    """A document run that cannot be started or resumed (the message says why and what to do)."""
+
+
+class DocumentBusyError(MemprobeError, RuntimeError):
+    """The run is being worked on by another live process."""
+
+
+@dataclass(frozen=True)
+class MapProgress:
+    """Where a map stands (passed to ``on_progress`` after every batch).
+
+    Attributes:
+        done / total: windows scored out of all. rate: windows per second in this call.
+        eta_s: seconds left at that rate (``None`` before the first batch ends).
+    """
+
+    done: int
+    total: int
+    rate: float
+    eta_s: float | None
+
+
+ProgressCallback = Callable[[MapProgress], None]
+
+
+@dataclass(frozen=True)
+class PzSetting:
+    """The sampling scheme p_z is measured under and the chance n_at_p is sized for (the
+    ``--pz-*`` and ``--discover-p`` options of docs/method.md §14)."""
+
+    temperature: float = 1.0
+    top_k: int = 40
+    top_p: float = 1.0
+    discover_p: float = 0.5
+
+    @property
+    def scheme(self) -> SamplingScheme:
+        return SamplingScheme(self.temperature, self.top_k, self.top_p)
+
+
+def ids_digest(ids: Sequence[int]) -> str:
+    """A short hash of a token-id sequence (does a resume cut the same windows?)."""
+    return hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()[:16]
+
+
+def _encode(victim: Any, text: str) -> list[int]:
+    return list(victim.tokenizer.encode(text, add_special_tokens=False))
+
+
+def _require_weights(victim: Any) -> None:
+    if not has_weights(victim):
+        raise MissingModelError(
+            f"an extraction map needs the victim's weights (teacher-forced passes); "
+            f"{victim.model_id!r} (backend {victim.backend!r}) has none. Use the continuation "
+            "mode, which only asks the model to generate, or load it with the 'hf' backend."
+        )
+
+
+def start_map(
+    store: Store,
+    text: str,
+    victim: Any,
+    *,
+    name: str,
+    victim_name: str,
+    options: MapOptions | None = None,
+    pz: PzSetting | None = None,
+    title: str = "",
+) -> int:
+    """Record a new extraction map of ``text`` on ``victim`` and return its run id (nothing is
+    scored yet).
+
+    Raises:
+        MissingModelError: the victim has no weights.
+        DocumentError: the document is shorter than one window.
+    """
+    _require_weights(victim)
+    options = options or MapOptions()
+    pz = pz or PzSetting()
+    pz.scheme  # noqa: B018  (checks the three scheme values together)
+    ids = _encode(victim, text)
+    windows = cut_windows(len(ids), options, name=repr(name))
+    tok = victim.tokenizer
+    samples = [
+        Snippet(
+            id=w.id,
+            text=tok.decode(ids[w.start : w.end]),
+            domain="document",
+            source=f"{name} tokens {w.start}-{w.end}",
+        )
+        for w in windows
+    ]
+    config = {
+        "mode": "map",
+        "document": {
+            "name": name,
+            "text": text,
+            "sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "tokens": len(ids),
+            "words": len(text.split()),
+            "ids_digest": ids_digest(ids),
+        },
+        "victim": victim_name,
+        "map": asdict(options),
+        "pz": asdict(pz),
+    }
+    units = (UnitKey(w.id, MAP_METHOD, options.window_tokens) for w in windows)
+    return store.create_run(
+        KIND,
+        config=config,
+        manifest={"victim": victim.manifest()},
+        title=title or f"map of {name}",
+        snippets=samples,
+        units=units,
+    )
+
+
+@dataclass(frozen=True)
+class WindowText:
+    """A scored window's texts: the prompt, the true suffix, and greedy decoding's output up to
+    and including its first token that differs from the suffix."""
+
+    prefix: str
+    suffix: str
+    output: str
+
+
+@dataclass(frozen=True)
+class StoredMap:
+    """A map run read back: its options, its document and the windows scored so far."""
+
+    run_id: int
+    status: str
+    name: str
+    victim: str
+    text: str
+    document_tokens: int
+    options: MapOptions
+    pz: PzSetting
+    scores: list[WindowScore]
+    texts: dict[int, WindowText]
+    windows_total: int
+    errors: int
+
+    @property
+    def summary(self) -> MapSummary:
+        return summarise(self.scores, self.document_tokens)
+
+
+def map_config(store: Store, run_id: int) -> dict[str, Any]:
+    """The run's config, refusing a run that is not an extraction map."""
+    run = store.get_run(run_id)
+    if run["kind"] != KIND or run["config"].get("mode") != "map":
+        raise DocumentRunError(
+            f"run {run_id} is a {run['kind']} run, not a document's extraction map; "
+            "`memprobe runs` lists the runs and their kinds"
+        )
+    return run["config"]
+
+
+def read_map(store: Store, run_id: int) -> StoredMap:
+    """The stored map: every finished window's score, in document order."""
+    config = map_config(store, run_id)
+    run = store.get_run(run_id)
+    units = store.units(run_id)
+    finished = sorted(
+        (u for u in units if u["status"] == "done"), key=lambda u: window_index(u["snippet_id"])
+    )
+    scores = [
+        WindowScore.from_record(window_index(u["snippet_id"]), u["verbatim"]) for u in finished
+    ]
+    texts = {
+        window_index(u["snippet_id"]): WindowText(
+            prefix=u["prompt"] or "",
+            suffix=str(u["verbatim"].get("suffix_text") or ""),
+            output=u["output"] or "",
+        )
+        for u in finished
+    }
+    doc = config["document"]
+    return StoredMap(
+        run_id=run_id,
+        status=run["status"],
+        name=doc["name"],
+        victim=config["victim"],
+        text=doc["text"],
+        document_tokens=int(doc["tokens"]),
+        options=MapOptions(**config["map"]),
+        pz=PzSetting(**config["pz"]),
+        scores=scores,
+        texts=texts,
+        windows_total=len(units),
+        errors=sum(1 for u in units if u["status"] == "error"),
+    )
+
+
+def run_map(
+    store: Store,
+    run_id: int,
+    victim: Any,
+    *,
+    on_progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> StoredMap:
+    """Score every pending window of map ``run_id`` (a resume is the same call).
+
+    Raises:
+        DocumentRunError: not a map, or the victim's tokenizer cuts the stored text differently.
+        DocumentBusyError: another live process is working on the run.
+        KeyboardInterrupt: after marking the run ``interrupted`` (the batch in flight stays
+            pending; a resume redoes it).
+    """
+    config = map_config(store, run_id)
+    _require_weights(victim)
+    doc = config["document"]
+    ids = _encode(victim, doc["text"])
+    if ids_digest(ids) != doc["ids_digest"]:
+        raise DocumentRunError(
+            f"run {run_id} was cut into windows by another tokenizer than {victim.model_id!r}'s "
+            f"({doc['tokens']:,} tokens then, {len(ids):,} now); resume it with the victim it "
+            f"was started with ({config['victim']!r})"
+        )
+    claim_or_refuse(store, run_id, DocumentBusyError)
+    options = MapOptions(**config["map"])
+    pz = PzSetting(**config["pz"])
+    for unit in store.units(run_id, status="running"):  # a unit left by an older writer
+        store.reset_unit(run_id, unit["key"], if_status="running")
+    pending = store.units(run_id, status="pending")
+    total = len(store.units(run_id))
+    done = total - len(pending)
+    front = front_ids(victim.tokenizer, doc["text"])
+    started = time.perf_counter()
+    scored_now = 0
+    try:
+        for first in range(0, len(pending), options.batch_windows):
+            if cancel is not None and cancel.is_set():
+                store.set_run_status(run_id, "interrupted")
+                return read_map(store, run_id)
+            batch = pending[first : first + options.batch_windows]
+            windows = [_window(u["snippet_id"], options) for u in batch]
+            began = time.perf_counter()
+            scores = score_windows(
+                victim.torch_model,
+                ids,
+                windows,
+                front=front,
+                scheme=pz.scheme,
+                discover_p=pz.discover_p,
+            )
+            seconds = (time.perf_counter() - began) / len(batch)
+            for unit, score in zip(batch, scores):
+                store.finish_unit(run_id, unit["key"], _result(unit, score, victim, ids, seconds))
+            scored_now += len(batch)
+            done += len(batch)
+            if on_progress is not None:
+                rate = scored_now / max(time.perf_counter() - started, 1e-9)
+                on_progress(MapProgress(done, total, rate, (total - done) / rate))
+    except KeyboardInterrupt:
+        store.set_run_status(run_id, "interrupted")
+        raise
+    store.set_run_status(run_id, "finished")
+    return read_map(store, run_id)
+
+
+def _window(window_id_: str, options: MapOptions) -> Window:
+    index = window_index(window_id_)
+    return Window(index, index * options.stride, options.prefix_tokens, options.suffix_tokens)
+
+
+def _result(
+    unit: Any, score: WindowScore, victim: Any, ids: list[int], seconds: float
+) -> AttackResult:
+    """A window's stored result: the prefix as the prompt, greedy decoding's output up to its
+    first wrong token as the output, the scores in ``verbatim``."""
+    tok = victim.tokenizer
+    end = score.suffix_start + score.suffix_tokens
+    return AttackResult(
+        method=MAP_METHOD,
+        snippet_id=unit["snippet_id"],
+        domain="document",
+        length=unit["length"],
+        prompt=tok.decode(ids[score.start : score.suffix_start]),
+        output=tok.decode(list(score.greedy_ids)),
+        mem=0.0,
+        lcs_p=0.0,
+        objective=0.0,
+        alpha=0.0,
+        costs=Costs(victim_queries=1, victim_seconds=seconds, wall_seconds=seconds),
+        manifest={"teacher_forced": True},
+        verbatim={**score.to_record(), "suffix_text": tok.decode(ids[score.suffix_start : end])},
+    )

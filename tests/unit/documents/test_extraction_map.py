@@ -1,0 +1,395 @@
+"""The extraction map (docs/method.md §19): windows cut from the document's own ids, one
+teacher-forced pass per batch giving exactly what greedy generation writes and the p_z the
+audits measure, the map's summary worked by hand, and a stored map that resumes without losing or
+repeating a window."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import pytest
+
+from memprobe_core.documents import extraction_map as xm
+from memprobe_core.documents import map_run
+from memprobe_core.documents.map_report import describe_map, map_frame, map_html, share_colour
+from memprobe_core.documents.reading import DocumentError
+from memprobe_core.documents.windows import MapOptions, cut_windows, window_id, window_index
+from memprobe_core.errors import OptionError
+from memprobe_core.membership import extraction_probability as xp
+from memprobe_core.membership.sampler import SamplingScheme
+from memprobe_core.store import Store
+from tests.helpers.tiny_models import tiny_hf_generator
+from tests.unit.membership.test_extraction_probability import piece_of_ids
+
+SMALL = MapOptions(prefix_tokens=6, suffix_tokens=6, stride=6, batch_windows=3)
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["bos-never-added", "bos-added"])
+def victim(request):
+    return tiny_hf_generator(seed=5, adds_bos=request.param)
+
+
+def looping_document(victim, n_random: int = 40, n_greedy: int = 80) -> str:
+    """Random words, then what greedy decoding writes after them (text for the stored-run
+    tests; a random model's tokens need not round-trip through text)."""
+    import random
+
+    import torch
+
+    tok = victim.tokenizer
+    rng = random.Random(1)
+    words = ["the", "licence", "of", "this", "work", "is", "granted", "to", "any", "person"]
+    start = " ".join(rng.choice(words) for _ in range(n_random))
+    ids = tok.encode(start, add_special_tokens=False)
+    front = xm.front_ids(tok, start)
+    with torch.inference_mode():
+        out = victim.torch_model.generate(
+            torch.tensor([[*front, *ids]]), max_new_tokens=n_greedy, do_sample=False
+        )[0, len(front) + len(ids) :]
+    return tok.decode([*ids, *out.tolist()])
+
+
+def chained_ids(victim, front, n: int = 6, pieces: int = 8) -> list[int]:
+    """Document ids whose windows (``n`` + ``n``, stride ``n``) are written back in full, but
+    the two around a random piece in the middle: each piece is what greedy decoding writes
+    after the piece before it."""
+    import random
+
+    import torch
+
+    rng = random.Random(2)
+    vocab = len(victim.tokenizer)
+    ids = [rng.randrange(10, vocab) for _ in range(n)]
+    for k in range(pieces):
+        if k == pieces // 2:
+            ids += [rng.randrange(10, vocab) for _ in range(n)]
+            continue
+        with torch.inference_mode():
+            out = victim.torch_model.generate(
+                torch.tensor([[*front, *ids[-n:]]]),
+                max_new_tokens=n,
+                min_new_tokens=n,
+                do_sample=False,
+            )
+        ids += out[0, len(front) + n :].tolist()
+    return ids
+
+
+# --- windows -----------------------------------------------------------------------------------
+
+
+def test_windows_tile_the_document_and_a_short_tail_is_left_out():
+    windows = cut_windows(250, MapOptions())
+    assert [w.start for w in windows] == [0, 50, 100, 150]
+    assert [(w.suffix_start, w.end) for w in windows] == [
+        (50, 100),
+        (100, 150),
+        (150, 200),
+        (200, 250),
+    ]
+    assert [w.start for w in cut_windows(249, MapOptions())] == [0, 50, 100]
+    assert window_index(window_id(12)) == 12 and window_id(12) == "w000012"
+
+
+def test_a_document_shorter_than_one_window_is_refused_with_its_size():
+    with pytest.raises(DocumentError, match=r"99 tokens, fewer than one window of 50 \+ 50"):
+        cut_windows(99, MapOptions())
+    assert len(cut_windows(100, MapOptions())) == 1
+
+
+def test_window_options_that_do_not_fit_are_refused():
+    with pytest.raises(OptionError, match="stride=60"):
+        MapOptions(stride=60)
+    with pytest.raises(OptionError, match="prefix_tokens=0"):
+        MapOptions(prefix_tokens=0)
+    assert MapOptions(stride=10).stride == 10  # overlapping suffixes are allowed
+
+
+# --- scoring ----------------------------------------------------------------------------------
+
+
+def front_of(victim):
+    return xm.front_ids(victim.tokenizer, "the licence")
+
+
+PLAIN = SamplingScheme()
+
+
+def score_all(victim, ids, options, scheme=PLAIN, discover_p=0.5):
+    windows = cut_windows(len(ids), options)
+    front = front_of(victim)
+    scores = []
+    for first in range(0, len(windows), options.batch_windows):
+        scores += xm.score_windows(
+            victim.torch_model,
+            ids,
+            windows[first : first + options.batch_windows],
+            front=front,
+            scheme=scheme,
+            discover_p=discover_p,
+        )
+    return windows, front, scores
+
+
+def test_every_window_gets_what_greedy_generation_writes(victim):
+    import torch
+
+    ids = chained_ids(victim, front_of(victim))
+    windows, front, scores = score_all(victim, ids, SMALL)
+    matches = []
+    for window, score in zip(windows, scores):
+        prompt = torch.tensor([[*front, *window.prefix_ids(ids)]])
+        with torch.inference_mode():
+            out = victim.torch_model.generate(
+                prompt, max_new_tokens=window.suffix_tokens, do_sample=False, min_new_tokens=6
+            )[0, prompt.shape[1] :].tolist()
+        suffix = window.suffix_ids(ids)
+        lead = next((i for i, (a, b) in enumerate(zip(out, suffix)) if a != b), len(suffix))
+        assert score.match_tokens == lead, window
+        assert score.extractable == (lead == len(suffix))
+        assert list(score.greedy_ids) == out[: len(score.greedy_ids)]
+        matches.append(lead)
+    # Chained pieces are written back, the random one is not: both kinds are checked.
+    assert matches.count(SMALL.suffix_tokens) >= 5 and min(matches) < SMALL.suffix_tokens
+
+
+@pytest.mark.parametrize(
+    "scheme", [SamplingScheme(1.0, 0, 1.0), SamplingScheme(0.7, 40, 0.9)], ids=lambda s: s.label()
+)
+def test_p_z_of_a_window_is_the_audits_p_z_of_the_same_split(victim, scheme):
+    ids = chained_ids(victim, front_of(victim))
+    windows, _, scores = score_all(victim, ids, SMALL, scheme, 0.8)
+    for window, score in list(zip(windows, scores))[:6]:
+        xp.clear_cache()
+        piece = piece_of_ids(victim.tokenizer, window.prefix_ids(ids), window.suffix_ids(ids))
+        record = xp.measure_extraction_probability(victim, piece, scheme, 0.8)
+        if record["log10_p_z"] is None:
+            assert score.pz["log10_p_z"] is None
+        else:
+            assert score.pz["log10_p_z"] == pytest.approx(record["log10_p_z"], abs=1e-4)
+        assert score.pz["discover_p"] == 0.8 and score.pz["pz_scheme"] == scheme.label()
+
+
+def test_greedy_p_z_is_one_exactly_on_extractable_windows(victim):
+    ids = chained_ids(victim, front_of(victim))
+    _, _, scores = score_all(victim, ids, SMALL, SamplingScheme(0.0, 0, 1.0))
+    assert any(s.extractable for s in scores) and not all(s.extractable for s in scores)
+    for score in scores:
+        assert (score.pz["log10_p_z"] == 0.0) == score.extractable
+        assert (score.pz["log10_p_z"] is None) == (not score.extractable)
+
+
+def test_batching_changes_nothing(victim):
+    ids = chained_ids(victim, front_of(victim))
+    _, _, one = score_all(victim, ids, MapOptions(6, 6, 6, batch_windows=1))
+    _, _, many = score_all(victim, ids, MapOptions(6, 6, 6, batch_windows=7))
+    assert [(s.match_tokens, s.greedy_ids) for s in one] == [
+        (s.match_tokens, s.greedy_ids) for s in many
+    ]
+    for a, b in zip(one, many):
+        if a.pz["log10_p_z"] is not None:
+            assert a.pz["log10_p_z"] == pytest.approx(b.pz["log10_p_z"], abs=1e-4)
+
+
+# --- the summary, by hand ---------------------------------------------------------------------
+
+
+def hand_score(index: int, matched: int, log10_p_z: float | None) -> xm.WindowScore:
+    return xm.WindowScore(
+        index=index,
+        start=index * 50,
+        suffix_start=index * 50 + 50,
+        suffix_tokens=50,
+        match_tokens=matched,
+        extractable=matched == 50,
+        greedy_ids=(),
+        pz={"log10_p_z": log10_p_z},
+    )
+
+
+def test_the_summary_worked_by_hand():
+    # Windows 0, 1 and 3 extractable: suffix tokens 50–150 and 200–250 written back.
+    scores = [
+        hand_score(0, 50, 0.0),
+        hand_score(1, 50, -1.0),
+        hand_score(2, 10, None),
+        hand_score(3, 50, -3.0),
+    ]
+    s = xm.summarise(scores, document_tokens=260)
+    assert (s.windows, s.extractable, s.extractable_share) == (4, 3, 0.75)
+    assert (s.asked_tokens, s.extracted_tokens, s.longest_stretch) == (200, 150, 100)
+    assert s.extracted_share == pytest.approx(150 / 260)
+    assert s.mean_match_share == pytest.approx((50 + 50 + 10 + 50) / 200)
+    assert s.pz_zero_share == 0.25
+    assert s.median_log10_p_z == -1.0
+    assert s.log10_p_z_quantiles == pytest.approx((-2.6, -1.0, -0.2))
+
+
+def test_an_empty_map_summarises_to_zeros():
+    s = xm.summarise([], document_tokens=10)
+    assert (s.windows, s.extractable_share, s.longest_stretch, s.median_log10_p_z) == (
+        0,
+        0.0,
+        0,
+        None,
+    )
+
+
+# --- the stored run ---------------------------------------------------------------------------
+
+
+def start(victim, tmp_path, text, options=SMALL, name="doc.txt"):
+    store = Store(tmp_path / "runs.sqlite")
+    run_id = map_run.start_map(store, text, victim, name=name, victim_name="tiny", options=options)
+    return store, run_id
+
+
+def fingerprint(stored):
+    return [
+        (s.index, s.match_tokens, s.greedy_ids, s.pz.get("log10_p_z") is None)
+        for s in stored.scores
+    ]
+
+
+def test_a_cancelled_map_resumes_with_nothing_lost_or_repeated(victim, tmp_path):
+    text = looping_document(victim)
+    store, whole = start(victim, tmp_path, text)
+    straight = map_run.run_map(store, whole, victim)
+    assert straight.status == "finished" and len(straight.scores) == straight.windows_total
+
+    _, run_id = start(victim, tmp_path, text)
+    cancel = threading.Event()
+    first = map_run.run_map(
+        store, run_id, victim, on_progress=lambda p: cancel.set(), cancel=cancel
+    )
+    assert first.status == "interrupted" and len(first.scores) == SMALL.batch_windows
+    resumed = map_run.run_map(store, run_id, victim)
+    assert resumed.status == "finished"
+    assert fingerprint(resumed) == fingerprint(straight)
+    attempts = [u["attempts"] for u in store.units(run_id)]
+    assert set(attempts) == {0}  # windows are committed once each, never re-run
+
+
+def test_an_interrupt_mid_batch_keeps_finished_batches_and_redoes_the_rest(
+    victim, tmp_path, monkeypatch
+):
+    text = looping_document(victim)
+    store, run_id = start(victim, tmp_path, text)
+    real = xm.score_windows
+    calls = []
+
+    def second_call_interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(map_run, "score_windows", second_call_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        map_run.run_map(store, run_id, victim)
+    kept = map_run.read_map(store, run_id)
+    assert kept.status == "interrupted" and len(kept.scores) == SMALL.batch_windows
+    monkeypatch.setattr(map_run, "score_windows", real)
+    done = map_run.run_map(store, run_id, victim)
+    assert [s.index for s in done.scores] == list(range(done.windows_total))
+
+
+def test_a_resume_with_another_tokenizer_is_refused(victim, tmp_path):
+    store, run_id = start(victim, tmp_path, looping_document(victim))
+    other = tiny_hf_generator(vocab=300, seed=5)
+    with pytest.raises(map_run.DocumentRunError, match="another tokenizer"):
+        map_run.run_map(store, run_id, other)
+
+
+def test_a_run_that_is_not_a_map_is_refused(tmp_path):
+    store = Store(tmp_path / "runs.sqlite")
+    run_id = store.create_run("audit", config={"methods": []})
+    with pytest.raises(map_run.DocumentRunError, match="not a document's extraction map"):
+        map_run.read_map(store, run_id)
+
+
+def test_a_victim_without_weights_is_refused(tmp_path):
+    from memprobe_core.attacks.model_set import MissingModelError
+    from memprobe_core.models.scripted import ScriptedGenerator
+
+    with pytest.raises(MissingModelError, match="needs the victim's weights"):
+        map_run.start_map(
+            Store(tmp_path / "s.sqlite"), "a b c", ScriptedGenerator(), name="d", victim_name="x"
+        )
+
+
+# --- the report -------------------------------------------------------------------------------
+
+
+def test_the_report_escapes_the_document_and_the_csv_is_formula_safe(victim, tmp_path):
+    from memprobe_core.report.export import to_safe_csv
+
+    text = "=HYPERLINK(1) " + "<script>alert(1)</script> " * 8 + looping_document(victim)
+    store, run_id = start(victim, tmp_path, text, name="<b>book</b>.txt")
+    stored = map_run.run_map(store, run_id, victim)
+    html = map_html(stored)
+    assert "<script" not in html and "&lt;script" in html
+    assert "<b>book" not in html and "&lt;b&gt;book&lt;/b&gt;" in html
+    frame = map_frame(stored)
+    assert len(frame) == stored.windows_total
+    csv = to_safe_csv(frame).decode()
+    assert ",=HYPER" not in csv and "'=HYPER" in csv  # window 0's prefix
+    lines = describe_map(stored).splitlines()
+    assert lines[0].startswith(f"extraction map of <b>book</b>.txt on tiny (run {run_id}")
+
+
+def test_colours_rise_with_the_share_written_back():
+    shades = [share_colour(x) for x in (0, 0.1, 0.5, 0.99, 1)]
+    assert shades[0] != shades[1] and shades[-1] != shades[-2]
+    assert len(set(shades)) == 5
+
+
+def test_p_z_zero_is_reported_as_such():
+    assert math.isnan(float("nan"))  # the frame keeps None for p_z = 0, never a number
+    s = xm.summarise([hand_score(0, 3, None)], 100)
+    assert s.log10_p_z_quantiles is None and s.pz_zero_share == 1.0
+
+
+class OracleLM:
+    """A stand-in causal LM that predicts each next token right (teacher forcing agrees
+    everywhere) but at the positions in ``wrong``: the leading-run rule is checked directly."""
+
+    device = "cpu"
+
+    def __init__(self, vocab: int, wrong: set[int]) -> None:
+        self.vocab, self.wrong = vocab, wrong
+
+    def __call__(self, input_ids, use_cache, logits_to_keep):
+        import types
+
+        import torch
+
+        batch, width = input_ids.shape
+        logits = torch.zeros(batch, width, self.vocab)
+        for t in range(width - 1):
+            nxt = input_ids[:, t + 1]
+            logits[torch.arange(batch), t, (nxt + 1) % self.vocab if t in self.wrong else nxt] = 1
+        return types.SimpleNamespace(logits=logits[:, -logits_to_keep:])
+
+
+def test_only_the_leading_run_counts_not_agreements_after_a_miss():
+    ids = list(range(10, 30))
+    window = cut_windows(len(ids), MapOptions(4, 8, 8))[0]
+    # Row: 4 prefix tokens (positions 0-3), suffix at 4-11; position t predicts token t+1.
+    # Position 5 predicts the third suffix token (16) and misses (17); the rest agree.
+    model = OracleLM(64, wrong={5})
+    (score,) = xm.score_windows(
+        model, ids, [window], front=[], scheme=SamplingScheme(0.0, 0, 1.0), discover_p=0.5
+    )
+    assert score.match_tokens == 2
+    assert not score.extractable and score.greedy_ids == (14, 15, 17)
+    (whole,) = xm.score_windows(
+        OracleLM(64, wrong=set()),
+        ids,
+        [window],
+        front=[],
+        scheme=SamplingScheme(0.0, 0, 1.0),
+        discover_p=0.5,
+    )
+    assert whole.extractable and whole.match_tokens == 8 and whole.pz["log10_p_z"] == 0.0
