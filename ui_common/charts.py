@@ -511,3 +511,56 @@ def extraction_curve(verbatim: Mapping[str, Any], *, points: int = 200) -> go.Fi
         margin={"t": 50, "b": 40},
     )
     return fig
+
+
+# The document map's grid: windows per row of the strip (a wrapped line of text, as on a page).
+MAP_ROW_WINDOWS = 50
+
+
+def document_map_figure(frame: pd.DataFrame, *, title: str) -> go.Figure:
+    """The extraction map as a grid of squares in document order (``MAP_ROW_WINDOWS`` a row),
+    each coloured by the share of its suffix greedy decoding writes back; a click selects one.
+
+    ``frame``: :func:`memprobe_core.documents.map_report.map_frame`. Hover text holds numbers
+    only; the title is escaped.
+    """
+    index = frame["window"].to_numpy()
+    hover = [
+        f"window {w} · tokens {s}–{s + n} · {m}/{n} written back"
+        + ("" if pd.isna(p) else f" · log10 p_z {p:.1f}")
+        for w, s, n, m, p in zip(
+            frame["window"],
+            frame["suffix_start_token"],
+            frame["suffix_tokens"],
+            frame["match_tokens"],
+            frame["log10_p_z"],
+        )
+    ]
+    fig = go.Figure(
+        go.Scatter(
+            x=index % MAP_ROW_WINDOWS,
+            y=index // MAP_ROW_WINDOWS,
+            mode="markers",
+            marker={
+                "symbol": "square",
+                "size": 11,
+                "color": frame["match_share"],
+                "cmin": 0,
+                "cmax": 1,
+                "colorscale": [[0, "#e8e8e8"], [0.01, "#fbd3c4"], [0.99, "#b2182b"], [1, "#67001f"]],
+                "colorbar": {"title": {"text": "share written back"}, "tickformat": ".0%"},
+            },
+            customdata=index,
+            hovertext=hover,
+            hoverinfo="text",
+        )
+    )
+    rows = int(index.max() // MAP_ROW_WINDOWS + 1) if len(index) else 1
+    fig.update_layout(
+        title=escape_label(title),
+        height=min(900, 120 + 16 * rows),
+        xaxis={"visible": False, "range": [-1, MAP_ROW_WINDOWS]},
+        yaxis={"autorange": "reversed", "title": f"row ({MAP_ROW_WINDOWS} windows each)"},
+        margin={"l": 60, "r": 20, "t": 50, "b": 20},
+    )
+    return fig

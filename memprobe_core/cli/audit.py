@@ -258,6 +258,11 @@ def resume_run(args: argparse.Namespace) -> int:
     executor = executor_from_args(args)
     store = common.open_store(args)
     run = store.get_run(args.run)
+    if run["kind"] == "document":
+        raise UsageError(
+            f"run {args.run} is a document's extraction map; `memprobe document --resume "
+            f"{args.run}` goes on with it"
+        )
     if run["kind"] != "audit":
         raise UsageError(f"run {args.run} is a {run['kind']}, not an audit; only audits resume")
     return run_and_report(

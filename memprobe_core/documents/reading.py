@@ -31,18 +31,30 @@ def read_document(path: str | Path, what: str = "document") -> str:
             f"{what} {path.name!r} is {size / 2**20:.1f} MiB; documents are capped at "
             f"{MAX_DOCUMENT_BYTES // 2**20} MiB (a long book is about 1 MiB)"
         )
-    data = path.read_bytes()
-    if b"\x00" in data:
+    return document_from_bytes(path.read_bytes(), path.name, what)
+
+
+def document_from_bytes(data: bytes, name: str, what: str = "document") -> str:
+    """The text of a document's bytes (a file read, or an upload on the dashboard).
+
+    Raises:
+        DocumentError: over :data:`MAX_DOCUMENT_BYTES`, binary (a NUL byte), not UTF-8, or
+            without a word.
+    """
+    if len(data) > MAX_DOCUMENT_BYTES:
         raise DocumentError(
-            f"{what} {path.name!r} is binary (it holds NUL bytes): give a text file"
+            f"{what} {name!r} is {len(data) / 2**20:.1f} MiB; documents are capped at "
+            f"{MAX_DOCUMENT_BYTES // 2**20} MiB (a long book is about 1 MiB)"
         )
+    if b"\x00" in data:
+        raise DocumentError(f"{what} {name!r} is binary (it holds NUL bytes): give a text file")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DocumentError(
-            f"{what} {path.name!r} is not UTF-8 text (byte {exc.start} cannot be decoded); "
+            f"{what} {name!r} is not UTF-8 text (byte {exc.start} cannot be decoded); "
             "convert it to UTF-8"
         ) from None
     if not text.split():
-        raise DocumentError(f"{what} {path.name!r} holds no words")
+        raise DocumentError(f"{what} {name!r} holds no words")
     return text

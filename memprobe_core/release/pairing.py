@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from memprobe_core.errors import UsageError
+from memprobe_core.report.build import require_attack_run
 from memprobe_core.store import Store
 
 KEY = ["snippet_id", "method", "length"]
@@ -91,7 +92,12 @@ def pair_runs(store: Store, run_a: int, run_b: int) -> PairedRuns:
 
 
 def finished_units(store: Store, run: int) -> pd.DataFrame:
-    """The run's finished units, one row per key (a unit finished twice: the last)."""
+    """The run's finished units, one row per key (a unit finished twice: the last).
+
+    Raises:
+        UsageError: a document run (its windows are not attack results).
+    """
+    require_attack_run(store.get_run(run))
     frame = store.results_frame(run)
     return frame.drop_duplicates(KEY, keep="last").sort_values(KEY, kind="stable")
 

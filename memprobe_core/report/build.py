@@ -605,9 +605,28 @@ def _without_labels(results: pd.DataFrame, snippet_ids: Collection[str]) -> pd.D
     return out
 
 
+def require_attack_run(run: Mapping[str, Any]) -> None:
+    """Refuse a run whose units are not attack results (a document's extraction map): its
+    windows have no Mem, no chance level and no methods to compare.
+
+    Raises:
+        UsageError: naming the command that shows such a run.
+    """
+    if run["kind"] == "document":
+        raise UsageError(
+            f"run {run['id']} is a document's extraction map; `memprobe document --show "
+            f"{run['id']}` prints it (reports, diffs and gates read probes, comparisons and audits)"
+        )
+
+
 def report_for_run(store: Any, run_id: int, **kwargs: Any) -> Report:
-    """``build_report`` on a stored run (``store`` is a ``memprobe_core.store.Store``)."""
+    """``build_report`` on a stored run (``store`` is a ``memprobe_core.store.Store``).
+
+    Raises:
+        UsageError: a document run (:func:`require_attack_run`).
+    """
     run = store.get_run(run_id)
+    require_attack_run(run)
     meta = {
         "run_id": run_id,
         "kind": run["kind"],
