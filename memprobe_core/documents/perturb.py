@@ -96,7 +96,7 @@ def respace(text: str, rng: random.Random) -> str:
             out.append("" if rng.random() < 0.5 else "  ")
         else:
             out.append(ch)
-    return _kept(text, "".join(out))
+    return "".join(out)  # only spaces between two non-spaces go: never empty
 
 
 def shuffle_words(text: str, rng: random.Random) -> str:
