@@ -53,7 +53,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "memprobe_core.membership.pac",
         "memprobe_core.membership.sampler",
     ),
-    ("memprobe_core.attacks",),
+    # Continuation extraction of a whole document queries a victim (``models.base``), as a method
+    # does; the rest of ``documents`` (nv-recall, the Best-of-N perturbations) is pure text.
+    ("memprobe_core.attacks", "memprobe_core.documents.continuation"),
     # What reads the methods' results: membership evaluation and the measurement of each result,
     # the chance level of Mem, the NER audit.
     ("memprobe_core.membership", "memprobe_core.chance", "memprobe_core.ner"),
