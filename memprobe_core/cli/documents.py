@@ -20,22 +20,36 @@ from memprobe_core.cli.output import (
     terminal_safe,
 )
 from memprobe_core.documents.builtin import BUILT_IN_DOCUMENTS, builtin_document
+from memprobe_core.documents.continuation import ContinuationOptions
+from memprobe_core.documents.continuation_report import (
+    continuation_html,
+    continuation_json,
+    describe_continuation,
+    turns_frame,
+)
+from memprobe_core.documents.continuation_run import (
+    StoredContinuation,
+    TurnProgress,
+    read_continuation,
+    run_continuation_stored,
+    start_continuation,
+)
 from memprobe_core.documents.map_report import describe_map, map_frame, map_html, map_json
 from memprobe_core.documents.map_run import (
     MapProgress,
     PzSetting,
     StoredMap,
-    map_config,
     read_map,
     run_map,
     start_map,
 )
 from memprobe_core.documents.nv_recall import NvRecall, NvRecallOptions, nv_recall
 from memprobe_core.documents.reading import read_document
+from memprobe_core.documents.stored import MODES, run_config
 from memprobe_core.documents.windows import MapOptions
 from memprobe_core.errors import UsageError
 from memprobe_core.membership.options import MeasureOptions
-from memprobe_core.report.export import write_safe_csv
+from memprobe_core.report.export import write_output, write_safe_csv
 from memprobe_core.runs.roles import ModelNames, load_models
 
 EPILOG = """exit codes:
@@ -94,14 +108,16 @@ def describe(found: NvRecall, options: NvRecallOptions) -> str:
 
 DOCUMENT_EPILOG = """exit codes:
   0    done
-  2    a document that is not readable text or is shorter than one window, window options that
-       do not fit, an unknown run, a run another process is working on
-  3    the victim cannot be loaded or has no weights (the map needs teacher-forced passes)
-  130  interrupted (Ctrl-C): the windows scored are kept; --resume RUN goes on
+  2    a document that is not readable text or is too short (for one window, or for the
+       opening and the held-back words), options that do not fit, an unknown run, a run another
+       process is working on
+  3    the victim cannot be loaded, or (map) has no weights: the map needs teacher-forced passes
+  130  interrupted (Ctrl-C): what was scored is kept; --resume RUN goes on
 
 examples:
   memprobe document --builtin apache-2.0
   memprobe document book.txt --victim PATH --html map.html --csv windows.csv
+  memprobe document book.txt --mode continue --victim NAME --base-url URL --best-of-n 20
   memprobe document --resume 12"""
 
 # The p_z options the map shares with audits (declared once, in MeasureOptions).
@@ -113,9 +129,9 @@ def add_document_parser(sub: argparse._SubParsersAction) -> None:
     parser = common.add_command(
         sub,
         "document",
-        "map which windows of a whole document (a book, a report) the victim writes back "
-        "(Cooper et al. 2025): teacher-forced greedy match and p_z for every window, stored "
-        "and resumable",
+        "how much of a whole document (a book, a report) the victim writes back: the extraction "
+        "map of its windows (Cooper et al. 2025) or a continuation scored with nv-recall (Ahmed "
+        "et al. 2026); stored and resumable",
         DOCUMENT_EPILOG,
     )
     source = parser.add_argument_group("document (one of)")
@@ -126,25 +142,41 @@ def add_document_parser(sub: argparse._SubParsersAction) -> None:
         help="a built-in document instead of a file (apache-2.0: the Apache License 2.0 text "
         "an installed package ships)",
     )
-    source.add_argument("--resume", type=int, metavar="RUN", help="go on with a stored map")
+    source.add_argument("--resume", type=int, metavar="RUN", help="go on with a stored run")
     source.add_argument(
-        "--show", type=int, metavar="RUN", help="print a stored map (nothing is scored)"
+        "--show", type=int, metavar="RUN", help="print a stored run (nothing is asked)"
+    )
+    parser.add_argument(
+        "--mode",
+        choices=list(MODES),
+        default="map",
+        help="map: every window's greedy match and p_z by teacher forcing (white-box victims); "
+        "continue: an opening probe (Best-of-N where refused), then 'Continue' turn after turn, "
+        "scored with nv-recall (any victim) (default: map)",
     )
     parser.add_argument("--title", default="", help="label shown in run lists")
     common.add_models(parser, roles=("victim",))
-    option_flags.add_flags(parser.add_argument_group("windows"), MapOptions)
-    pz = parser.add_argument_group("probabilistic extraction (docs/method.md §14)")
+    option_flags.add_flags(parser.add_argument_group("map: windows"), MapOptions)
+    pz = parser.add_argument_group("map: probabilistic extraction (docs/method.md §14)")
     for name in PZ_OPTIONS:
         option_flags.add_flag_of(pz, MeasureOptions, name)
+    option_flags.add_flags(parser.add_argument_group("continue"), ContinuationOptions)
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print the figures as JSON")
-    out.add_argument("--csv", type=Path, help="write one row per window (formula-safe CSV)")
+    out.add_argument(
+        "--csv",
+        type=Path,
+        help="write one row per window (map) or per turn (continue), formula-safe",
+    )
     out.add_argument("--html", type=Path, help="write the self-contained HTML report")
     parser.set_defaults(handler=run_document)
 
 
+Stored = StoredMap | StoredContinuation
+
+
 def run_document(args: argparse.Namespace) -> int:
-    """Start, resume or show an extraction map; print it and write the files asked for."""
+    """Start, resume or show a document run; print it and write the files asked for."""
     chosen = [x for x in (args.document, args.builtin, args.resume, args.show) if x is not None]
     if len(chosen) != 1:
         raise UsageError(
@@ -152,25 +184,41 @@ def run_document(args: argparse.Namespace) -> int:
         )
     store = common.open_store(args)
     if args.show is not None:
-        stored = read_map(store, args.show)
-    else:
-        stored = _score(args, store)
-    return _print_map(args, stored)
-
-
-def _score(args: argparse.Namespace, store: Any) -> StoredMap:
+        return _print(args, _read(store, args.show))
     if args.resume is not None:
-        config = map_config(store, args.resume)
-        names = ModelNames.from_dict(
-            {**common.model_names(args).to_dict(), "victim": config["victim"]}
-        )
-        run_id = args.resume
-        victim = load_models(names, ["verbatim"]).victim
-    else:
-        text, name = _document_text(args)
+        return _print(args, _resume(args, store, args.resume))
+    return _print(args, _start(args, store))
+
+
+def _mode_of(store: Any, run_id: int) -> str:
+    """The mode of document run ``run_id`` (refusing any other run)."""
+    run = store.get_run(run_id)
+    mode = run["config"].get("mode") if run["kind"] == "document" else None
+    if mode not in MODES:
+        run_config(store, run_id, "map")  # raises, naming what the run is
+    return str(mode)
+
+
+def _read(store: Any, run_id: int) -> Stored:
+    if _mode_of(store, run_id) == "map":
+        return read_map(store, run_id)
+    return read_continuation(store, run_id)
+
+
+def _resume(args: argparse.Namespace, store: Any, run_id: int) -> Stored:
+    mode = _mode_of(store, run_id)
+    config = store.get_run(run_id)["config"]
+    names = ModelNames.from_dict({**common.model_names(args).to_dict(), "victim": config["victim"]})
+    victim = load_models(names, ["verbatim"]).victim
+    return _work(store, run_id, mode, victim)
+
+
+def _start(args: argparse.Namespace, store: Any) -> Stored:
+    text, name = _document_text(args)
+    names = common.model_names(args).resolved()
+    if args.mode == "map":
         map_options = MapOptions(**option_flags.read_flags(args, MapOptions))
         measure = MeasureOptions(**_given_pz(args))
-        names = common.model_names(args).resolved()
         victim = load_models(names, ["verbatim"]).victim
         run_id = start_map(
             store,
@@ -184,12 +232,30 @@ def _score(args: argparse.Namespace, store: Any) -> StoredMap:
             ),
             title=args.title,
         )
-        echo(f"run {run_id}: extraction map of {terminal_safe(name)}", sys.stderr)
+    else:
+        options = ContinuationOptions(**option_flags.read_flags(args, ContinuationOptions))
+        victim = load_models(names, ["verbatim"]).victim
+        run_id = start_continuation(
+            store,
+            text,
+            victim,
+            name=name,
+            victim_name=str(names.victim),
+            options=options,
+            title=args.title,
+        )
+    echo(f"run {run_id}: {MODES[args.mode]} of {terminal_safe(name)}", sys.stderr)
+    return _work(store, run_id, args.mode, victim)
+
+
+def _work(store: Any, run_id: int, mode: str, victim: Any) -> Stored:
     try:
-        return run_map(store, run_id, victim, on_progress=_progress_line)
+        if mode == "map":
+            return run_map(store, run_id, victim, on_progress=_map_progress)
+        return run_continuation_stored(store, run_id, victim, on_progress=_turn_progress)
     except KeyboardInterrupt:
         echo(
-            f"interrupted; the windows scored are kept: memprobe document --resume {run_id}",
+            f"interrupted; what was scored is kept: memprobe document --resume {run_id}",
             sys.stderr,
         )
         raise
@@ -207,7 +273,7 @@ def _document_text(args: argparse.Namespace) -> tuple[str, str]:
     return read_document(args.document), args.document.name
 
 
-def _progress_line(progress: MapProgress) -> None:
+def _map_progress(progress: MapProgress) -> None:
     eta = "?" if progress.eta_s is None else duration(progress.eta_s)
     echo(
         f"[{progress.done}/{progress.total} windows] {progress.rate:.2f} windows/s · ETA {eta}",
@@ -216,18 +282,32 @@ def _progress_line(progress: MapProgress) -> None:
     )
 
 
-def _print_map(args: argparse.Namespace, stored: StoredMap) -> int:
+def _turn_progress(progress: TurnProgress) -> None:
+    turn = progress.last
+    state = "refused" if turn.refused else ("verbatim" if turn.success else "no new block")
+    echo(
+        f"[turn {progress.turns}, phase {turn.phase}] {turn.tokens} tokens, {state} · "
+        f"{progress.generated_tokens:,} of {progress.max_tokens:,} tokens",
+        sys.stderr,
+        flush=True,
+    )
+
+
+def _print(args: argparse.Namespace, stored: Stored) -> int:
+    is_map = isinstance(stored, StoredMap)
     written = []
     if args.csv is not None:
-        written.append(write_safe_csv(map_frame(stored), args.csv))
+        frame = map_frame(stored) if is_map else turns_frame(stored)  # type: ignore[arg-type]
+        written.append(write_safe_csv(frame, args.csv))
     if args.html is not None:
-        args.html.write_text(map_html(stored), encoding="utf-8")
-        written.append(args.html)
-    shown = terminal_json(map_json(stored)) if args.json else describe_map(stored)
+        html = map_html(stored) if is_map else continuation_html(stored)  # type: ignore[arg-type]
+        written.append(write_output(html.encode("utf-8"), args.html, "HTML"))
+    figures = map_json(stored) if is_map else continuation_json(stored)  # type: ignore[arg-type]
+    text = describe_map(stored) if is_map else describe_continuation(stored)  # type: ignore[arg-type]
     if args.json:
-        echo(shown, multiline=True)
+        echo(terminal_json(figures), multiline=True)
         for path in written:
             echo(f"wrote {terminal_safe(path)}", sys.stderr)
     else:
-        show_with_files(shown, written)
+        show_with_files(text, written)
     return EXIT_OK

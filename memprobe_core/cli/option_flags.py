@@ -13,6 +13,7 @@ from typing import Any
 
 from memprobe_core.attacks.options import BUILT_IN_CLASSES, AttackOptions
 from memprobe_core.config import ScoringConfig
+from memprobe_core.documents.continuation import ContinuationOptions
 from memprobe_core.documents.nv_recall import NvRecallOptions
 from memprobe_core.documents.windows import MapOptions
 from memprobe_core.membership.options import MeasureOptions
@@ -38,16 +39,16 @@ FLAG_CLASSES: dict[str, type] = {
     "split": SplitSpec,
 }
 # The option classes of commands of their own, whose flags are generated and checked the same way.
-COMMAND_CLASSES: dict[str, type] = {
-    "ner": NerAuditConfig,
-    "nv-recall": NvRecallOptions,
-    "document": MapOptions,
+COMMAND_CLASSES: dict[str, tuple[type, ...]] = {
+    "ner": (NerAuditConfig,),
+    "nv-recall": (NvRecallOptions,),
+    "document": (MapOptions, ContinuationOptions),
 }
 
 
 def flagged_classes() -> tuple[type, ...]:
     """Every option class with flags: the runs' (:data:`FLAG_CLASSES`) and the other commands'."""
-    return (*FLAG_CLASSES.values(), *COMMAND_CLASSES.values())
+    return (*FLAG_CLASSES.values(), *(c for classes in COMMAND_CLASSES.values() for c in classes))
 
 
 def dest_of(opt: OptionField) -> str:

@@ -29,23 +29,20 @@ from memprobe_core.documents.extraction_map import (
     score_windows,
     summarise,
 )
+from memprobe_core.documents.stored import (
+    KIND,
+    DocumentBusyError,
+    DocumentRunError,
+    document_record,
+    run_config,
+)
 from memprobe_core.documents.windows import MapOptions, Window, cut_windows, window_index
-from memprobe_core.errors import MemprobeError, UsageError
 from memprobe_core.membership.sampler import SamplingScheme
 from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import Store, UnitKey
 from memprobe_core.store.owner import claim_or_refuse
 
-KIND = "document"
 MAP_METHOD = "map"
-
-
-class DocumentRunError(UsageError):
-    """A document run that cannot be started or resumed (the message says why and what to do)."""
-
-
-class DocumentBusyError(MemprobeError, RuntimeError):
-    """The run is being worked on by another live process."""
 
 
 @dataclass(frozen=True)
@@ -135,14 +132,7 @@ def start_map(
     ]
     config = {
         "mode": "map",
-        "document": {
-            "name": name,
-            "text": text,
-            "sha256": hashlib.sha256(text.encode()).hexdigest(),
-            "tokens": len(ids),
-            "words": len(text.split()),
-            "ids_digest": ids_digest(ids),
-        },
+        "document": document_record(text, name, tokens=len(ids), ids_digest=ids_digest(ids)),
         "victim": victim_name,
         "map": asdict(options),
         "pz": asdict(pz),
@@ -192,13 +182,7 @@ class StoredMap:
 
 def map_config(store: Store, run_id: int) -> dict[str, Any]:
     """The run's config, refusing a run that is not an extraction map."""
-    run = store.get_run(run_id)
-    if run["kind"] != KIND or run["config"].get("mode") != "map":
-        raise DocumentRunError(
-            f"run {run_id} is a {run['kind']} run, not a document's extraction map; "
-            "`memprobe runs` lists the runs and their kinds"
-        )
-    return run["config"]
+    return run_config(store, run_id, "map")
 
 
 def read_map(store: Store, run_id: int) -> StoredMap:

@@ -422,6 +422,39 @@ class Store(StoreFile):
             )
             self._touch(conn, run_id)
 
+    def append_finished_unit(
+        self, run_id: int, snippet: Snippet, unit: UnitKey, result: AttackResult
+    ) -> None:
+        """Add a sample, its unit and the unit's result to a run, in ONE transaction.
+
+        For runs whose units are not known in advance (a continuation's turns arrive one by one):
+        a process killed at any moment leaves the turn wholly stored or not at all.
+
+        Raises:
+            ValueError: ``snippet.id`` is already a sample of the run.
+        """
+        now = time.time()
+        values = _clipped_result_columns(result)
+        sets = ", ".join(f"{column} = ?" for column in values)
+        with self._write() as conn:
+            self._require_run(conn, run_id)
+            self._insert_samples(conn, run_id, [snippet])
+            self._insert_units(conn, run_id, [unit])
+            conn.execute(
+                f"UPDATE units SET status = 'done', {sets}, error = NULL, attempts = 1, "
+                "started = ?, finished = ?, seconds = ? "
+                "WHERE run_id = ? AND snippet_id = ? AND method = ? AND length = ?",
+                (
+                    *values.values(),
+                    now - result.costs.wall_seconds,
+                    now,
+                    result.costs.wall_seconds,
+                    run_id,
+                    *key_params(unit),
+                ),
+            )
+            self._touch(conn, run_id)
+
     def fail_unit(self, run_id: int, unit: UnitKey, error: str) -> None:
         """Record that a unit failed, with an error text a user can act on (cut past
         ``MAX_STORED_TEXT``)."""

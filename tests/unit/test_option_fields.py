@@ -82,15 +82,15 @@ def test_each_flag_is_generated_with_the_class_default_and_range() -> None:
 
 def test_other_commands_flags_are_generated_from_their_classes() -> None:
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    for command, cls in COMMAND_CLASSES.items():
+    for command, classes in COMMAND_CLASSES.items():
         flags = {s: a for a in sub.choices[command]._actions for s in a.option_strings}
-        for opt in options_of(cls):
+        for opt in (o for cls in classes for o in options_of(cls)):
             if opt.info.flag:
                 assert opt.info.flag in flags, f"{command} has no {opt.info.flag}"
                 assert flags[opt.info.flag].default is None
                 assert f"default: {shown_default(opt)}" in (flags[opt.info.flag].help or "")
     args = build_parser().parse_args(["ner", "--pairs", "7", "--metric", "all_pairs"])
-    assert read_flags(args, COMMAND_CLASSES["ner"]) == {"max_pairs": 7, "metric": "all_pairs"}
+    assert read_flags(args, COMMAND_CLASSES["ner"][0]) == {"max_pairs": 7, "metric": "all_pairs"}
     assert flag_problem(build_parser().parse_args(["ner", "--min-words", "21"])) == (
         "--min-words 21: give a whole number from 1 to 20"
     )
