@@ -31,6 +31,12 @@ PAGES = [
         "a dataset × methods × lengths, Table 1",
     ),
     ("pages/4_NER.py", "NER", ":material/label:", "NER memorization: M-MEM, heatmaps"),
+    (
+        "pages/6_Document.py",
+        "Document",
+        ":material/menu_book:",
+        "a whole document: the map of what comes back, continuation",
+    ),
     ("pages/5_Runs.py", "Runs", ":material/history:", "history, replay, CSV export"),
 ]
 SETUP_PLACEHOLDER = "Checking the embedded models and the device…"

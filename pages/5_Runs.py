@@ -26,6 +26,9 @@ if not runs:
 listing = runs_view.runs_table(runs)
 tables.show(listing, height=min(400, 40 + 35 * len(listing)))
 by_id = {r["id"]: r for r in runs}
+# Document runs (maps, continuations) have no methods' scores to compare: the compare tabs
+# leave them out; opening one shows its map or turns.
+attack_runs = {i: r for i, r in by_id.items() if r["kind"] != "document"}
 
 tab_open, tab_compare, tab_models = st.tabs(
     ["Open a run", "Compare two runs", "Compare two models"]
@@ -36,6 +39,6 @@ with tab_open:
     )
     runs_view.open_run(store, run_id)
 with tab_compare:
-    runs_view.compare_runs(store, by_id)
+    runs_view.compare_runs(store, attack_runs)
 with tab_models:
-    diff_view.compare_models(store, by_id)
+    diff_view.compare_models(store, attack_runs)

@@ -547,7 +547,12 @@ def document_map_figure(frame: pd.DataFrame, *, title: str) -> go.Figure:
                 "color": frame["match_share"],
                 "cmin": 0,
                 "cmax": 1,
-                "colorscale": [[0, "#e8e8e8"], [0.01, "#fbd3c4"], [0.99, "#b2182b"], [1, "#67001f"]],
+                "colorscale": [
+                    [0, "#e8e8e8"],
+                    [0.01, "#fbd3c4"],
+                    [0.99, "#b2182b"],
+                    [1, "#67001f"],
+                ],
                 "colorbar": {"title": {"text": "share written back"}, "tickformat": ".0%"},
             },
             customdata=index,

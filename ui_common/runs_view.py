@@ -19,7 +19,7 @@ from memprobe_core.config import ScoringConfig
 from memprobe_core.report import build as report_build
 from memprobe_core.report.export import readable_export
 from memprobe_core.store import Store
-from ui_common import charts, tables
+from ui_common import charts, document_view, tables
 from ui_common.page import md
 from ui_common.render import csv_download, html_report_download, probe_view
 
@@ -54,8 +54,15 @@ def run_label(run: Mapping[str, Any]) -> str:
 
 
 def open_run(store: Store, run_id: int) -> None:
-    """Status, configuration, exports, the units and the replay of one of the run's units."""
+    """Status, configuration, exports, the units and the replay of one of the run's units (a
+    document run: its map or its turns, as the Document page shows them)."""
     run = store.get_run(run_id)
+    if run["kind"] == "document":
+        c1, c2 = st.columns(2)
+        c1.metric("Status", run["status"])
+        c2.metric("Units done", f"{run['units_done']} / {run['units_total']}")
+        document_view.show_run(store, run_id, key="runs_doc")
+        return
     units = store.units(run_id)
     c1, c2, c3 = st.columns(3)
     c1.metric("Status", run["status"])

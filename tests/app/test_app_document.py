@@ -1,0 +1,94 @@
+"""The Document page: a stored map opened (figures, a window's texts, markup shown as text), a
+continuation run as a live job on the fake victim, a map refused for a victim without weights,
+and a bad upload refused; the Runs page opens document runs the same way."""
+
+from __future__ import annotations
+
+import os
+
+from memprobe_core.documents import map_run
+from memprobe_core.documents.windows import MapOptions
+from memprobe_core.store import Store
+from tests.app.conftest import open_page, run_until, texts
+from tests.helpers.tiny_models import tiny_hf_generator
+
+MARKUP = "<img src=x onerror=alert(1)> **bold** [link](http://evil.example) "
+DOCUMENT = MARKUP + " ".join(["the licence of this work is granted to any person"] * 12)
+
+
+def stored_map(name: str = "<b>book</b>.md") -> int:
+    victim = tiny_hf_generator(seed=7, adds_bos=True)
+    store = Store(os.environ["MEMPROBE_STORE"])
+    run_id = map_run.start_map(
+        store,
+        DOCUMENT,
+        victim,
+        name=name,
+        victim_name="tiny <i>victim</i>",
+        options=MapOptions(8, 8, 8, 8),
+    )
+    map_run.run_map(store, run_id, victim)
+    return run_id
+
+
+def test_a_stored_map_opens_with_its_figures_and_a_windows_texts() -> None:
+    run_id = stored_map()
+    at = open_page("pages/6_Document.py")
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.selectbox(key="doc_open").value == run_id
+    page = texts(at)
+    assert "extraction map of <b>book</b>.md on tiny <i>victim</i>" in page  # as text
+    stored = map_run.read_map(Store(os.environ["MEMPROBE_STORE"]), run_id)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Windows written back"] == (
+        f"{stored.summary.extractable} / {stored.summary.windows}"
+    )
+    windows = at.selectbox(key="doc_open_window")
+    assert windows.options and windows.value is not None
+    last = int(windows.options[-1].split()[-1])  # options are the shown labels, "window N"
+    windows.set_value(last).run()
+    assert not at.exception
+    assert f"Window {last}:" in texts(at)
+    # Texts go through escaped HTML or plain-text widgets: no raw markup reaches the page.
+    for block in at.get("html"):
+        assert "<img" not in block.proto.body and "<b>book" not in block.proto.body
+    assert {b.label for b in at.get("download_button")} >= {"HTML report"}
+
+
+def test_a_map_on_a_victim_without_weights_is_refused_in_words() -> None:
+    at = open_page("pages/6_Document.py")
+    at.button(key="doc_run").click().run()
+    assert not at.exception
+    assert at.error and "an extraction map needs the victim's weights" in texts(at)
+    assert Store(os.environ["MEMPROBE_STORE"]).list_runs() == []
+
+
+def test_a_continuation_runs_as_a_job_and_is_stored() -> None:
+    at = open_page("pages/6_Document.py")
+    at.radio(key="doc_mode").set_value("continue").run()
+    at.number_input(key="doc_max_turns").set_value(2).run()
+    at.button(key="doc_run").click().run()
+    store = Store(os.environ["MEMPROBE_STORE"])
+
+    def ended(_):
+        runs = store.list_runs(kind="document")
+        return bool(runs) and runs[0]["status"] != "running"
+
+    at = run_until(at, ended, timeout=120)
+    (run,) = store.list_runs(kind="document")
+    assert run["config"]["mode"] == "continue" and run["status"] == "finished"
+    assert run["units_done"] >= 1
+    assert any(m.label == "nv-recall" for m in at.metric)
+
+
+def test_the_runs_page_opens_a_document_run_as_the_document_page_does() -> None:
+    first = stored_map(name="first.md")
+    run_id = stored_map(name="plain.md")
+    at = open_page("pages/5_Runs.py")
+    at.selectbox(key="runs_open").select(run_id).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert "extraction map of plain.md" in texts(at)
+    # No compare tab offers the two maps: a map has no methods' scores to compare.
+    assert first != run_id
+    assert "Comparing two models needs two runs in the store." in texts(at)
+    assert "Compare needs two runs in the store." in texts(at)

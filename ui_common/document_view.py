@@ -1,0 +1,339 @@
+"""The Document page's view (and the Runs page's, for document runs): pick a document, map it or
+ask for a continuation as a live job, and read a stored run — the map as a grid of windows (click
+one to see its true suffix beside greedy decoding's output), nv-recall's blocks, every turn.
+
+Everything from the document or a model is shown escaped: plain-text widgets, ``md`` or
+``html.escape``'d HTML (``overlap``'s segments are escaped by :mod:`memprobe_core.highlight`).
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from memprobe_core.documents.builtin import BUILT_IN_DOCUMENTS, builtin_document
+from memprobe_core.documents.continuation import ContinuationOptions
+from memprobe_core.documents.continuation_report import (
+    block_texts,
+    continuation_html,
+    describe_continuation,
+    turns_frame,
+)
+from memprobe_core.documents.continuation_run import (
+    StoredContinuation,
+    read_continuation,
+    run_continuation_stored,
+)
+from memprobe_core.documents.map_report import describe_map, map_frame, map_html
+from memprobe_core.documents.map_run import PzSetting, StoredMap, read_map, run_map
+from memprobe_core.documents.reading import MAX_DOCUMENT_BYTES, document_from_bytes
+from memprobe_core.documents.stored import MODES
+from memprobe_core.documents.windows import MapOptions
+from memprobe_core.errors import MemprobeError
+from memprobe_core.highlight import overlap, segments_to_html
+from memprobe_core.membership.options import MeasureOptions
+from memprobe_core.option_fields import options_of
+from memprobe_core.store import Store
+from ui_common import tables
+from ui_common.charts import document_map_figure
+from ui_common.job_runner import JobFunction, Progress
+from ui_common.option_widgets import option_widget, widget_key
+from ui_common.page import keep, md
+from ui_common.render import csv_download
+
+_BOX = (
+    "border:1px solid #ddd;border-radius:4px;padding:8px;white-space:pre-wrap;"
+    "font-family:ui-monospace,monospace;font-size:0.85em"
+)
+_PZ_OPTIONS = ("pz_temperature", "pz_top_k", "pz_top_p", "discover_p")
+
+
+# --- inputs -------------------------------------------------------------------------------------
+
+
+def document_source() -> tuple[str, str] | None:
+    """``(text, name)`` of the document picked (a built-in one or an upload), or ``None`` with
+    what is missing or wrong shown."""
+    kinds = ["builtin", "upload"]
+    kind = st.radio(
+        "Document",
+        kinds,
+        horizontal=True,
+        key=keep("doc_source", "builtin", kinds),
+        format_func={"builtin": "Built-in", "upload": "Upload a file"}.__getitem__,
+    )
+    if kind == "builtin":
+        names = list(BUILT_IN_DOCUMENTS)
+        name = st.selectbox(
+            "Built-in document",
+            names,
+            key=keep("doc_builtin", names[0], names),
+            format_func=lambda n: BUILT_IN_DOCUMENTS[n].title,
+        )
+        try:
+            text, source = builtin_document(name)
+        except MemprobeError as exc:
+            st.error(md(str(exc)))
+            return None
+        st.caption(md(f"{len(text.split()):,} words · {source}"))
+        return text, name
+    upload = st.file_uploader(
+        f"UTF-8 text (.txt, .md), at most {MAX_DOCUMENT_BYTES // 2**20} MiB",
+        type=["txt", "md"],
+        key="doc_upload",
+    )
+    if upload is None:
+        st.info("Upload a document, or pick the built-in one.")
+        return None
+    try:
+        text = document_from_bytes(upload.getvalue(), upload.name)
+    except MemprobeError as exc:
+        st.error(md(str(exc)))
+        return None
+    st.caption(md(f"{upload.name}: {len(text.split()):,} words"))
+    return text, upload.name
+
+
+def _widgets(cls: type, names: tuple[str, ...] | None, prefix: str) -> dict[str, Any]:
+    chosen = [o for o in options_of(cls) if o.info.flag and (names is None or o.name in names)]
+    columns = st.columns(min(4, max(1, len(chosen))))
+    return {
+        opt.name: option_widget(columns[i % len(columns)], opt, widget_key(prefix, opt))
+        for i, opt in enumerate(chosen)
+    }
+
+
+def map_settings() -> tuple[MapOptions, PzSetting] | None:
+    """The map's windows and p_z scheme from the widgets (``None``: a refusal is shown)."""
+    values = _widgets(MapOptions, None, "doc")
+    with st.expander("p_z sampling scheme"):
+        pz_values = _widgets(MeasureOptions, _PZ_OPTIONS, "doc")
+    try:
+        options = MapOptions(**values)
+        measure = MeasureOptions(**pz_values)
+    except MemprobeError as exc:
+        st.error(md(str(exc)))
+        return None
+    pz = PzSetting(measure.pz_temperature, measure.pz_top_k, measure.pz_top_p, measure.discover_p)
+    return options, pz
+
+
+def continuation_settings() -> ContinuationOptions | None:
+    """The continuation's options from the widgets (``None``: a refusal is shown)."""
+    basic = ("opening_words", "heldback_words", "best_of_n", "max_turns", "turn_tokens", "context")
+    values = _widgets(ContinuationOptions, basic, "doc")
+    with st.expander("More continuation options"):
+        rest = tuple(o.name for o in options_of(ContinuationOptions) if o.name not in basic)
+        values |= _widgets(ContinuationOptions, rest, "doc")
+    try:
+        return ContinuationOptions(**values)
+    except MemprobeError as exc:
+        st.error(md(str(exc)))
+        return None
+
+
+# --- jobs ---------------------------------------------------------------------------------------
+
+
+def job(store: Store, run_id: int, mode: str, victim: Any) -> JobFunction:
+    """The worker: score the map's pending windows, or ask for the continuation's turns."""
+
+    def map_job(progress: Progress, cancel: threading.Event) -> StoredMap:
+        def on_progress(p: Any) -> None:
+            progress.set(
+                done=p.done,
+                total=p.total,
+                rate=p.rate or None,
+                eta=p.eta_s,
+                message=f"{p.done}/{p.total} windows",
+            )
+
+        return run_map(store, run_id, victim, on_progress=on_progress, cancel=cancel)
+
+    def continue_job(progress: Progress, cancel: threading.Event) -> StoredContinuation:
+        progress.show_eta = False  # turns stop on the victim's answers: no rate predicts it
+
+        def on_progress(p: Any) -> None:
+            state = "refused" if p.last.refused else "verbatim" if p.last.success else "no block"
+            progress.set(
+                done=p.turns,
+                total=None,
+                message=f"turn {p.turns} (phase {p.last.phase}): {state} · "
+                f"{p.generated_tokens:,} of {p.max_tokens:,} tokens",
+            )
+
+        return run_continuation_stored(
+            store, run_id, victim, on_progress=on_progress, cancel=cancel
+        )
+
+    return map_job if mode == "map" else continue_job
+
+
+# --- a stored run -------------------------------------------------------------------------------
+
+
+def mode_of(store: Store, run_id: int) -> str:
+    return str(store.get_run(run_id)["config"].get("mode"))
+
+
+def show_run(store: Store, run_id: int, *, key: str) -> None:
+    """A stored document run: its figures, its map or turns, downloads."""
+    mode = mode_of(store, run_id)
+    if mode == "map":
+        show_map(read_map(store, run_id), key=key)
+    elif mode == "continue":
+        show_continuation(read_continuation(store, run_id), key=key)
+    else:
+        st.error(md(f"Run {run_id} is a document run of unknown mode {mode!r}."))
+
+
+def show_map(stored: StoredMap, *, key: str) -> None:
+    s = stored.summary
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("Windows written back", f"{s.extractable:,} / {s.windows:,}")
+    c2.metric("Document written back", f"{s.extracted_share:.1%}")
+    c3.metric("Longest stretch", f"{s.longest_stretch:,} tokens")
+    c4.metric(
+        "Median log10 p_z",
+        "–" if s.median_log10_p_z is None else f"{s.median_log10_p_z:.1f}",
+        help="over windows with p_z > 0, under the run's sampling scheme",
+    )
+    st.text(describe_map(stored))
+    frame = map_frame(stored)
+    if frame.empty:
+        st.info("No window is scored yet.")
+        return
+    event = st.plotly_chart(
+        document_map_figure(frame, title=f"{stored.name} on {stored.victim}"),
+        on_select="rerun",
+        selection_mode="points",
+        key=f"{key}_grid",
+    )
+    picked = _clicked_window(event)
+    windows = frame["window"].tolist()
+    choice_key = f"{key}_window"
+    if picked is not None and picked in windows:
+        st.session_state[choice_key] = picked
+    default = int(frame.loc[frame["match_tokens"].idxmax(), "window"])
+    window = st.selectbox(
+        "Window (or click one on the map)",
+        windows,
+        key=keep(choice_key, default, windows),
+        format_func=lambda w: f"window {w}",
+    )
+    _window_view(frame[frame["window"] == window].iloc[0])
+    with st.expander("Every window"):
+        tables.show(frame.drop(columns=["prefix", "true_suffix", "greedy_output"]))
+    d1, d2 = st.columns(2)
+    with d1:
+        csv_download("Windows CSV", frame, f"memprobe-run{stored.run_id}-map.csv", key=f"{key}_csv")
+    with d2:
+        st.download_button(
+            "HTML report",
+            data=map_html(stored).encode("utf-8"),
+            file_name=f"memprobe-run{stored.run_id}-map.html",
+            mime="text/html",
+            key=f"{key}_html",
+        )
+
+
+def _clicked_window(event: Any) -> int | None:
+    try:
+        points = event.selection.points
+    except AttributeError:
+        return None
+    if not points:
+        return None
+    data = points[0].get("customdata")
+    if isinstance(data, list):
+        data = data[0] if data else None
+    return int(data) if data is not None else None
+
+
+def _window_view(row: pd.Series) -> None:
+    matched, total = int(row["match_tokens"]), int(row["suffix_tokens"])
+    st.caption(
+        md(
+            f"Window {row['window']}: tokens {row['suffix_start_token']}–"
+            f"{row['suffix_start_token'] + total}; greedy decoding writes {matched} of {total} "
+            "suffix tokens back from the start"
+            + (" (the whole suffix)." if matched == total else ", then leaves the text.")
+        )
+    )
+    with st.expander("Prefix (the prompt)"):
+        st.text(str(row["prefix"]))
+    ov = overlap(str(row["greedy_output"]), str(row["true_suffix"]), None)
+    left, right = st.columns(2)
+    with left:
+        st.html(
+            "<div><b>greedy output (to its first wrong token)</b></div>"
+            f'<div style="{_BOX}">{segments_to_html(ov.output_segments)}</div>'
+        )
+    with right:
+        st.html(
+            "<div><b>true suffix</b></div>"
+            f'<div style="{_BOX}">{segments_to_html(ov.suffix_segments)}</div>'
+        )
+
+
+def show_continuation(stored: StoredContinuation, *, key: str) -> None:
+    s = stored.score
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("nv-recall", f"{s.nv_recall:.1%}")
+    c2.metric("Blocks", f"{len(s.blocks):,}", help=f"longest {s.longest_block:,} words")
+    c3.metric("Turns", f"{len(stored.turns):,}", help=f"stopped: {stored.stop_reason or '–'}")
+    c4.metric("Queries · tokens", f"{stored.queries} · {stored.generated_tokens:,}")
+    st.text(describe_continuation(stored))
+    frame = turns_frame(stored)
+    if frame.empty:
+        st.info("No turn is stored yet.")
+        return
+    st.subheader("Turns")
+    st.caption(
+        "Refused: a refusal pattern and nothing reproduced. Success: phase 1 passed, or "
+        "the turn added a verbatim block."
+    )
+    tables.show(frame.drop(columns=["request", "output"]))
+    turn_ids = frame["turn"].tolist()
+    picked = st.selectbox("Turn", turn_ids, key=keep(f"{key}_turn", turn_ids[0], turn_ids))
+    row = frame[frame["turn"] == picked].iloc[0]
+    if row["request"]:
+        st.caption("Request")
+        st.text(str(row["request"]))
+    st.caption("Answer" + (" (refused)" if row["refused"] else ""))
+    st.text(str(row["output"]))
+    blocks = block_texts(stored)
+    st.subheader("nv-recall blocks (longest first)")
+    if not blocks:
+        st.info("No block of 100 matched words or more: nv-recall counts none.")
+    for block in blocks[:10]:
+        left, right = st.columns(2)
+        left.html(
+            f"<div><b>document words {html.escape(block['ref_range'])}</b></div>"
+            f'<div style="{_BOX}">{html.escape(block["reference"])}</div>'
+        )
+        right.html(
+            f"<div><b>output words {html.escape(block['gen_range'])} · {block['matched']} "
+            f'matched</b></div><div style="{_BOX}">{html.escape(block["generated"])}</div>'
+        )
+    d1, d2 = st.columns(2)
+    with d1:
+        csv_download("Turns CSV", frame, f"memprobe-run{stored.run_id}-turns.csv", key=f"{key}_csv")
+    with d2:
+        st.download_button(
+            "HTML report",
+            data=continuation_html(stored).encode("utf-8"),
+            file_name=f"memprobe-run{stored.run_id}-continuation.html",
+            mime="text/html",
+            key=f"{key}_html",
+        )
+
+
+def run_label(run: Mapping[str, Any]) -> str:
+    mode = MODES.get(str(run["config"].get("mode")), "document")
+    return f"#{run['id']} · {mode} · {run.get('title') or 'untitled'} · {run['status']}"
