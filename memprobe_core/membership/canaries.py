@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from memprobe_core import paths
 from memprobe_core.errors import OptionError
@@ -144,7 +144,22 @@ def model_dir(settings: CanarySettings, pool_seed: int) -> Path:
     return paths.model_cache_dir() / f"canary-{settings.key(pool_seed)}"
 
 
-def _batches(rows: list[list[int]], settings: CanarySettings, epoch: int) -> list[list[int]]:
+class FineTuning(Protocol):
+    """What :func:`fine_tune` reads of a settings object (snippet and document canaries)."""
+
+    @property
+    def epochs(self) -> int: ...
+    @property
+    def learning_rate(self) -> float: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+
+
+def _batches(rows: list[list[int]], settings: FineTuning, epoch: int) -> list[list[int]]:
     """Indices of ``rows`` per step of ``epoch`` (a seeded shuffle per epoch)."""
     order = list(range(len(rows)))
     random.Random(f"canaries:shuffle:{settings.seed}:{epoch}").shuffle(order)
@@ -174,7 +189,7 @@ def fine_tune(
     model: Any,
     tokenizer: Any,
     texts: list[str],
-    settings: CanarySettings,
+    settings: FineTuning,
     on_progress: ProgressFn | None = None,
 ) -> list[float]:
     """Fine-tune ``model`` in place on ``texts`` (each as its tokenizer encodes it, cut to
@@ -202,32 +217,37 @@ def fine_tune(
     return losses
 
 
-def _build(
-    settings: CanarySettings, pool_seed: int, out: Path, on_progress: ProgressFn | None
+def fine_tuned_copy(
+    base_model: str,
+    texts: list[str],
+    settings: FineTuning,
+    out: Path,
+    record: dict[str, Any],
+    on_progress: ProgressFn | None,
 ) -> dict[str, Any]:
+    """Fine-tune a fresh float32 copy of embedded ``base_model`` on ``texts``, save it
+    (bfloat16 safetensors, its tokenizer, ``record`` plus the training's figures in
+    ``canaries.json``) whole at ``out``, and return the record written.
+
+    The folder appears whole or not at all: the copy is written beside it and renamed.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from memprobe_core.models.embedded import ensure_cache
 
     started = time.perf_counter()
-    source = ensure_cache(settings.base_model)
+    source = ensure_cache(base_model)
     tokenizer = AutoTokenizer.from_pretrained(str(source))
     # A fresh copy in float32: the cached victim other jobs may be using is never touched.
     model: Any = AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32)
-    snippets = pool(settings, pool_seed)
-    members = [s for s in snippets if s.label == MEMBER]
-    losses = fine_tune(model, tokenizer, [s.text for s in members], settings, on_progress)
+    losses = fine_tune(model, tokenizer, texts, settings, on_progress)
     partial = out.with_name(out.name + f".{os.getpid()}.partial")
     shutil.rmtree(partial, ignore_errors=True)
     model.to(torch.bfloat16).save_pretrained(str(partial))
     tokenizer.save_pretrained(str(partial))
     record = {
-        "settings": asdict(settings),
-        "pool_seed": pool_seed,
-        "key": settings.key(pool_seed),
-        "trained_ids": [s.id for s in members],
-        "held_out_ids": [s.id for s in snippets if s.label == NONMEMBER],
+        **record,
         "steps": len(losses),
         "first_loss": losses[0],
         "final_loss": losses[-1],
@@ -238,7 +258,7 @@ def _build(
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)  # whole or absent: a crash leaves only a *.partial folder behind
     log.info(
-        "canary victim %s: %d steps, loss %.3f → %.3f, %.0f s",
+        "fine-tuned copy %s: %d steps, loss %.3f → %.3f, %.0f s",
         out,
         len(losses),
         losses[0],
@@ -246,6 +266,23 @@ def _build(
         record["train_seconds"],
     )
     return record
+
+
+def _build(
+    settings: CanarySettings, pool_seed: int, out: Path, on_progress: ProgressFn | None
+) -> dict[str, Any]:
+    snippets = pool(settings, pool_seed)
+    members = [s for s in snippets if s.label == MEMBER]
+    record = {
+        "settings": asdict(settings),
+        "pool_seed": pool_seed,
+        "key": settings.key(pool_seed),
+        "trained_ids": [s.id for s in members],
+        "held_out_ids": [s.id for s in snippets if s.label == NONMEMBER],
+    }
+    return fine_tuned_copy(
+        settings.base_model, [s.text for s in members], settings, out, record, on_progress
+    )
 
 
 def ensure_canaries(

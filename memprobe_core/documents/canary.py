@@ -1,0 +1,152 @@
+"""The document canary: a known answer for whole-document audits (docs/method.md §19).
+
+A long document no model has seen — generated on this machine by the non-member generator
+(§11), seeded by the machine's non-member seed, from indices nothing else uses — is fine-tuned
+into a copy of the embedded Gemma, as ``--canaries`` does for snippets
+(:func:`memprobe_core.membership.canaries.fine_tuned_copy`). The base model has never seen the
+text, so its map must be empty and its continuation's nv-recall near 0; the copy was trained on
+it, so its map must be full. Both are measured, never assumed (tests and
+``bench/document.py``).
+
+Training rows are ``max_tokens``-token windows of the document's own token ids, every
+``stride`` tokens (overlapping), each decoded to text and encoded with the tokenizer's BOS, as
+the map's windows are fed: every token is trained on after several different contexts, short
+ones included. The copy is saved under ``<memprobe home>/models/document-canary-<key>/``; the key
+hashes every setting and the pool seed, so the same settings on the same machine reuse it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from memprobe_core import paths
+from memprobe_core.errors import OptionError
+from memprobe_core.membership.canaries import RECORD, ProgressFn, fine_tuned_copy
+from memprobe_core.snippets import nonmembers
+
+log = logging.getLogger(__name__)
+
+# The document's texts come from these indices of the generator: past the snippet canaries'
+# pool (100,000 on) and the audited non-member set (the first few hundred).
+DOCUMENT_START = 300_000
+
+
+@dataclass(frozen=True)
+class DocumentCanarySettings:
+    """What the document canary is made of and how it is trained (every field is in its key).
+
+    Attributes:
+        base_model: the embedded model fine-tuned.
+        domain: the generator's domain (``legal`` or ``code``).
+        words: the document has at least this many words (whole generated texts).
+        epochs / learning_rate / batch_size: the fine-tuning.
+        max_tokens: tokens of each training row. stride: tokens between two rows' starts.
+        seed: the training's seed.
+    """
+
+    base_model: str = "gemma-3-270m"
+    domain: str = "legal"
+    words: int = 3000
+    epochs: int = 6
+    learning_rate: float = 3e-4
+    batch_size: int = 4
+    max_tokens: int = 256
+    stride: int = 128
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.domain not in nonmembers.NONMEMBER_DOMAINS:
+            raise OptionError("domain", self.domain, f"give one of {nonmembers.NONMEMBER_DOMAINS}")
+        for name, low, high in (
+            ("words", 100, 1_000_000),
+            ("epochs", 1, 100),
+            ("batch_size", 1, 256),
+            ("max_tokens", 16, 4096),
+            ("stride", 1, 4096),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise OptionError(name, value, f"give a whole number from {low} to {high}")
+        if not 0.0 < float(self.learning_rate) < 1.0:
+            raise OptionError("learning_rate", self.learning_rate, "give a rate in (0, 1)")
+
+    def key(self, pool_seed: int) -> str:
+        record = {**asdict(self), "pool_seed": pool_seed, "generator": nonmembers.GENERATOR_VERSION}
+        return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class DocumentCanary:
+    """A built document canary: the fine-tuned copy's folder, the document and its record."""
+
+    model_path: Path
+    text: str
+    record: dict[str, Any]
+
+
+def canary_document(settings: DocumentCanarySettings, pool_seed: int) -> str:
+    """The document: generated texts of ``settings.domain``, one paragraph each, until it has
+    ``settings.words`` words (the same arguments always give the same text)."""
+    parts: list[str] = []
+    count = 0
+    while count < settings.words:
+        text = nonmembers.generate_text(settings.domain, pool_seed, DOCUMENT_START + len(parts))
+        parts.append(text)
+        count += len(text.split())
+    return "\n\n".join(parts)
+
+
+def training_rows(text: str, tokenizer: Any, settings: DocumentCanarySettings) -> list[str]:
+    """Overlapping windows of the document's ids, decoded (the fine-tuning encodes each with
+    the tokenizer's BOS, as the map feeds its windows)."""
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    last = max(len(ids) - settings.max_tokens, 0)
+    starts = list(range(0, last + 1, settings.stride))
+    if starts[-1] != last:
+        starts.append(last)  # the document's end is trained on too
+    return [tokenizer.decode(ids[s : s + settings.max_tokens]) for s in starts]
+
+
+def model_dir(settings: DocumentCanarySettings, pool_seed: int) -> Path:
+    return paths.model_cache_dir() / f"document-canary-{settings.key(pool_seed)}"
+
+
+def ensure_document_canary(
+    settings: DocumentCanarySettings | None = None, *, on_progress: ProgressFn | None = None
+) -> DocumentCanary:
+    """The document canary for ``settings`` (fine-tuned and saved on first use: minutes on a
+    2-core CPU) and its document.
+
+    Raises:
+        ModelError: the embedded base model is not installed.
+    """
+    from transformers import AutoTokenizer
+
+    from memprobe_core.models.embedded import ensure_cache
+
+    settings = settings or DocumentCanarySettings()
+    pool_seed = nonmembers.ensure().seed
+    text = canary_document(settings, pool_seed)
+    out = model_dir(settings, pool_seed)
+    try:
+        record = json.loads((out / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        log.info("document canary %s is missing: fine-tuning %s", out, settings.base_model)
+        tokenizer = AutoTokenizer.from_pretrained(str(ensure_cache(settings.base_model)))
+        rows = training_rows(text, tokenizer, settings)
+        record = {
+            "construction": "a generated document fine-tuned into the victim",
+            "settings": asdict(settings),
+            "pool_seed": pool_seed,
+            "key": settings.key(pool_seed),
+            "document_sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "document_words": len(text.split()),
+            "rows": len(rows),
+        }
+        record = fine_tuned_copy(settings.base_model, rows, settings, out, record, on_progress)
+    return DocumentCanary(out, text, record)
