@@ -17,6 +17,8 @@ what it would alone. Only the suffix positions go through the vocabulary project
 
 from __future__ import annotations
 
+import math
+import weakref
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -83,9 +85,7 @@ class WindowScore:
         )
 
 
-_PZ_KEYS = frozenset(
-    extraction_record([0.0], SamplingScheme(), 0.5)  # the keys only
-)
+_PZ_KEYS = frozenset(extraction_record([0.0], SamplingScheme(), 0.5)) | {"pz_read_tokens"}
 
 
 def front_ids(tokenizer: Any, text: str) -> list[int]:
@@ -100,6 +100,14 @@ def front_ids(tokenizer: Any, text: str) -> list[int]:
     )
 
 
+# Suffix positions projected onto the vocabulary at a time. A window leaves the batch once
+# greedy decoding has left its suffix AND its p_z is known to be 0 (a token the scheme can never
+# draw): nothing read later changes either. Under top-k 40 (the default scheme) that is a few
+# positions for most windows of text a model does not know, and the projection (262k rows for
+# Gemma) and the sampler were two thirds of a window's time.
+PROJECTION_CHUNK = 8
+
+
 def score_windows(
     model: Any,
     ids: Sequence[int],
@@ -109,7 +117,8 @@ def score_windows(
     scheme: SamplingScheme,
     discover_p: float,
 ) -> list[WindowScore]:
-    """Score ``windows`` of the document ``ids`` in ONE forward pass (one batch).
+    """Score ``windows`` of the document ``ids`` in ONE forward pass of the model's body (one
+    batch), the suffix positions projected a chunk at a time (:data:`PROJECTION_CHUNK`).
 
     Args:
         model: a transformers causal LM (the victim's ``torch_model``).
@@ -125,35 +134,124 @@ def score_windows(
     if len(lengths) != 1:
         raise ValueError(f"one batch holds windows of one shape, not {sorted(lengths)}")
     ids = list(ids)
-    rows = [[*front, *ids[w.start : w.end]] for w in windows]
     suffix_n = windows[0].suffix_tokens
     device = getattr(model, "device", "cpu")
-    batch = torch.tensor(rows, dtype=torch.long, device=device)
+    batch = torch.tensor(
+        [[*front, *ids[w.start : w.end]] for w in windows], dtype=torch.long, device=device
+    )
+    targets = batch[:, -suffix_n:]  # (B, S)
     with torch.inference_mode():
-        # Positions predicting the suffix: the last suffix_n + 1 columns but the very last.
-        logits = model(input_ids=batch, use_cache=False, logits_to_keep=suffix_n + 1).logits
-        logits = logits[:, :-1, :].float()  # (B, S, V)
-        targets = batch[:, -suffix_n:]  # (B, S)
-        chosen = logits.argmax(dim=-1)  # (B, S)
-        scores = []
-        for b, window in enumerate(windows):
-            agree = (chosen[b] == targets[b]).tolist()
-            matched = agree.index(False) if False in agree else suffix_n
-            log_probs = sampler_log_probs(logits[b], targets[b], scheme).tolist()
-            shown = chosen[b, : min(matched + 1, suffix_n)].tolist()
-            scores.append(
-                WindowScore(
-                    index=window.index,
-                    start=window.start,
-                    suffix_start=window.suffix_start,
-                    suffix_tokens=suffix_n,
-                    match_tokens=matched,
-                    extractable=matched == suffix_n,
-                    greedy_ids=tuple(int(i) for i in shown),
-                    pz=extraction_record(log_probs, scheme, discover_p),
-                )
-            )
-    return scores
+        reader = _SuffixLogits(model, batch, suffix_n)
+        rows = [_Row(suffix_n) for _ in windows]
+        live = list(range(len(windows)))
+        for first in range(0, suffix_n, PROJECTION_CHUNK):
+            if not live:
+                break
+            last = min(suffix_n, first + PROJECTION_CHUNK)
+            logits = reader.chunk(live, first, last)  # (L, C, V) float32
+            for j, b in enumerate(live):
+                rows[b].read(logits[j], targets[b, first:last], scheme)
+            live = [b for b in live if not rows[b].settled]
+    return [rows[b].score(window, discover_p, scheme) for b, window in enumerate(windows)]
+
+
+class _SuffixLogits:
+    """The logits of a batch's suffix positions, a chunk of positions and rows at a time.
+
+    The body runs once; its last hidden states go through the output layer (and Gemma's final
+    soft-capping) only where asked. A model whose logits are not that (another final transform)
+    is found by comparing, once per model, one row's logits with the model's own forward, and
+    is then read from its full forward instead.
+    """
+
+    def __init__(self, model: Any, batch: Any, suffix_n: int) -> None:
+        self.model, self.batch, self.suffix_n = model, batch, suffix_n
+        self.hidden: Any = None
+        self.full: Any = None
+        if _projection_matches(model, batch[:1], suffix_n):
+            decoder = model.get_decoder()
+            out = decoder(input_ids=batch, use_cache=False).last_hidden_state
+            self.hidden = out[:, -(suffix_n + 1) : -1, :]  # (B, S, H)
+        else:
+            logits = model(input_ids=batch, use_cache=False, logits_to_keep=suffix_n + 1).logits
+            self.full = logits[:, :-1, :]
+
+    def chunk(self, rows: list[int], first: int, last: int) -> Any:
+        if self.full is not None:
+            return self.full[rows, first:last].float()
+        return _project(self.model, self.hidden[rows, first:last]).float()
+
+
+def _project(model: Any, hidden: Any) -> Any:
+    import torch
+
+    logits = model.get_output_embeddings()(hidden)
+    cap = getattr(getattr(model, "config", None), "final_logit_softcapping", None)
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    return logits
+
+
+# Per model object (weakly held): whether ``_project`` of its body's hidden states is its logits.
+_PROJECTION_CHECKED: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def _projection_matches(model: Any, row: Any, suffix_n: int) -> bool:
+    import torch
+
+    key = model
+    if key not in _PROJECTION_CHECKED:
+        try:
+            expected = model(input_ids=row, use_cache=False, logits_to_keep=suffix_n + 1).logits
+            hidden = model.get_decoder()(input_ids=row, use_cache=False).last_hidden_state
+            got = _project(model, hidden[:, -(suffix_n + 1) :, :])
+            same = bool(torch.allclose(got.float(), expected.float(), atol=1e-4, rtol=1e-4))
+        except (AttributeError, TypeError, NotImplementedError):
+            same = False
+        _PROJECTION_CHECKED[key] = same
+    return _PROJECTION_CHECKED[key]
+
+
+class _Row:
+    """One window's reading, chunk after chunk: greedy's choices and the sampler's log-probs."""
+
+    def __init__(self, suffix_n: int) -> None:
+        self.suffix_n = suffix_n
+        self.chosen: list[int] = []
+        self.log_probs: list[float] = []
+        self.matched: int | None = None  # set at the first disagreement
+
+    def read(self, logits: Any, targets: Any, scheme: SamplingScheme) -> None:
+        picked = logits.argmax(dim=-1).tolist()
+        wanted = targets.tolist()
+        for a, b in zip(picked, wanted):
+            self.chosen.append(int(a))
+            if self.matched is None and a != b:
+                self.matched = len(self.chosen) - 1
+        self.log_probs += sampler_log_probs(logits, targets, scheme).tolist()
+
+    @property
+    def settled(self) -> bool:
+        """Greedy has left the text and p_z is 0: no later position changes a figure."""
+        return self.matched is not None and -math.inf in self.log_probs
+
+    def score(self, window: Window, discover_p: float, scheme: SamplingScheme) -> WindowScore:
+        matched = self.suffix_n if self.matched is None else self.matched
+        pz = extraction_record(self.log_probs, scheme, discover_p)
+        # A settled window was read up to its first token the scheme cannot draw: p_z is 0
+        # either way; the count of such tokens covers the positions read.
+        pz["pz_tokens"] = self.suffix_n
+        pz["pz_read_tokens"] = len(self.log_probs)
+        return WindowScore(
+            index=window.index,
+            start=window.start,
+            suffix_start=window.suffix_start,
+            suffix_tokens=self.suffix_n,
+            match_tokens=matched,
+            extractable=matched == self.suffix_n,
+            greedy_ids=tuple(self.chosen[: min(matched + 1, self.suffix_n)]),
+            pz=pz,
+        )
 
 
 @dataclass(frozen=True)

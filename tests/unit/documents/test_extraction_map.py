@@ -393,3 +393,108 @@ def test_only_the_leading_run_counts_not_agreements_after_a_miss():
         discover_p=0.5,
     )
     assert whole.extractable and whole.match_tokens == 8 and whole.pz["log10_p_z"] == 0.0
+
+
+# --- the chunked projection -------------------------------------------------------------------
+
+
+def tiny_gemma3(softcap: float | None):
+    import torch
+    from transformers import Gemma3ForCausalLM
+
+    from tests.helpers.tiny_models import tiny_gemma3_config
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        model = Gemma3ForCausalLM(
+            tiny_gemma3_config(400, sliding_window=4, final_logit_softcapping=softcap)
+        )
+    return model.eval()
+
+
+def full_path(model, ids, options, scheme, monkeypatch):
+    """The same windows read from the model's own forward (the fallback path)."""
+    with monkeypatch.context() as patch:
+        patch.setattr(xm, "_projection_matches", lambda *a: False)
+        return batch_scores(model, ids, options, scheme)
+
+
+def batch_scores(model, ids, options, scheme):
+    windows = cut_windows(len(ids), options)
+    out = []
+    for first in range(0, len(windows), options.batch_windows):
+        out += xm.score_windows(
+            model,
+            ids,
+            windows[first : first + options.batch_windows],
+            front=[2],
+            scheme=scheme,
+            discover_p=0.5,
+        )
+    return out
+
+
+# A cap far below the tiny model's logits, so that capping changes them (Gemma 2 uses 30).
+@pytest.mark.parametrize("softcap", [None, 0.05], ids=["no-softcap", "softcap"])
+@pytest.mark.parametrize(
+    "scheme", [SamplingScheme(1.0, 0, 1.0), SamplingScheme(1.0, 40, 1.0)], ids=lambda s: s.label()
+)
+def test_the_chunked_projection_reads_what_the_models_forward_gives(softcap, scheme, monkeypatch):
+    import random
+
+    model = tiny_gemma3(softcap)
+    assert xm._projection_matches(model, __import__("torch").tensor([[2, 5, 6, 7]]), 2)
+    ids = [random.Random(4).randrange(3, 400) for _ in range(60)]
+    options = MapOptions(5, 20, 10, batch_windows=3)
+    chunked = batch_scores(model, ids, options, scheme)
+    full = full_path(model, ids, options, scheme, monkeypatch)
+    for a, b in zip(chunked, full):
+        assert (a.match_tokens, a.greedy_ids) == (b.match_tokens, b.greedy_ids)
+        if b.pz["log10_p_z"] is None:
+            assert a.pz["log10_p_z"] is None
+        else:
+            assert a.pz["log10_p_z"] == pytest.approx(b.pz["log10_p_z"], abs=1e-5)
+
+
+def test_a_settled_window_stops_being_read_and_a_plain_scheme_reads_everything():
+    import random
+
+    model = tiny_gemma3(None)
+    ids = [random.Random(5).randrange(3, 400) for _ in range(80)]
+    options = MapOptions(5, 24, 12, batch_windows=4)
+    narrow = batch_scores(model, ids, options, SamplingScheme(1.0, 1, 1.0))  # top-k 1
+    assert any(s.pz["pz_read_tokens"] < 24 for s in narrow)
+    assert all(s.pz["pz_tokens"] == 24 for s in narrow)
+    plain = batch_scores(model, ids, options, SamplingScheme(1.0, 0, 1.0))
+    assert all(s.pz["pz_read_tokens"] == 24 for s in plain)
+
+
+def test_a_model_with_another_final_transform_is_read_from_its_forward(monkeypatch):
+    import torch
+
+    class Scaled(torch.nn.Module):
+        """A model whose logits are twice its output layer's (Cohere-style logit scale)."""
+
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, **kwargs):
+            out = self.inner(**kwargs)
+            out.logits = out.logits * 2
+            return out
+
+        def get_decoder(self):
+            return self.inner.get_decoder()
+
+        def get_output_embeddings(self):
+            return self.inner.get_output_embeddings()
+
+    model = Scaled(tiny_gemma3(None))
+    assert not xm._projection_matches(model, torch.tensor([[2, 5, 6, 7]]), 2)
+    ids = list(range(10, 60))
+    options = MapOptions(5, 10, 10, batch_windows=2)
+    scheme = SamplingScheme(1.0, 0, 1.0)
+    got = batch_scores(model, ids, options, scheme)
+    full = full_path(model, ids, options, scheme, monkeypatch)
+    assert [s.pz["log10_p_z"] for s in got] == pytest.approx([s.pz["log10_p_z"] for s in full])
