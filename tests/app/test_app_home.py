@@ -26,7 +26,7 @@ def test_navigation_lists_home_first_then_each_page_at_its_url_path(
     monkeypatch.setattr(st, "navigation", recording)
     at = open_page()
     titles = [page.title for page in registered]
-    assert titles == ["Home", "Probe", "Compare", "Audit", "NER", "Runs"]
+    assert titles == ["Home", "Probe", "Compare", "Audit", "NER", "Document", "Runs"]
     # Home is the root URL; the pages keep the URL paths the links and browser tests use.
     assert [page.url_path for page in registered] == ["", *titles[1:]]
     assert "Compute:" in texts(at)
