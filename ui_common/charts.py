@@ -565,7 +565,12 @@ def document_map_figure(frame: pd.DataFrame, *, title: str) -> go.Figure:
         title=escape_label(title),
         height=min(900, 120 + 16 * rows),
         xaxis={"visible": False, "range": [-1, MAP_ROW_WINDOWS]},
-        yaxis={"autorange": "reversed", "title": f"row ({MAP_ROW_WINDOWS} windows each)"},
+        yaxis={
+            "autorange": "reversed",
+            "dtick": 1,
+            "title": f"row of {MAP_ROW_WINDOWS}",
+            "tickprefix": "",
+        },
         margin={"l": 60, "r": 20, "t": 50, "b": 20},
     )
     return fig

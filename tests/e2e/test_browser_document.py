@@ -1,0 +1,92 @@
+"""The Document page in chromium: a stored extraction map drawn as a grid of windows, a click on a
+window showing its true suffix beside greedy decoding's output, markup in the document shown as
+text, the HTML report downloaded and escaped.
+
+The map is of a document on the tiny random model (seconds). ``scripts/screenshots.sh`` sets
+``MEMPROBE_DOCUMENT_CANARY=1``: the map is then the document canary's on its fine-tuned copy
+(built on first use: minutes), the picture in docs/screenshots/document-map.png.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from memprobe_core.documents import map_run
+from memprobe_core.documents.windows import MapOptions
+from memprobe_core.store import Store
+from tests.e2e.browser_fixtures import (  # noqa: F401 - fixtures used by name
+    ARTIFACTS,
+    browser_context,
+    fake_server,
+    page,
+    publish_screenshot,
+    wait_idle,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+XSS = "<img src=x onerror=alert(1)>"
+
+
+def add_map(store_path: Path) -> int:
+    store = Store(store_path)
+    if os.environ.get("MEMPROBE_DOCUMENT_CANARY") == "1":
+        from memprobe_core.documents.canary import ensure_document_canary
+        from memprobe_core.models import load
+
+        made = ensure_document_canary()
+        victim = load(str(made.model_path))
+        run_id = map_run.start_map(
+            store, made.text, victim, name="document canary", victim_name="canary copy"
+        )
+    else:
+        from tests.helpers.tiny_models import tiny_hf_generator
+
+        victim = tiny_hf_generator(seed=7, adds_bos=True)
+        text = f"{XSS} " + " ".join(["the licence of this work is granted to any person"] * 30)
+        run_id = map_run.start_map(
+            store,
+            text,
+            victim,
+            name=f"{XSS}.md",
+            victim_name="tiny",
+            options=MapOptions(8, 8, 8, 16),
+        )
+    map_run.run_map(store, run_id, victim)
+    return run_id
+
+
+def test_the_document_page_draws_the_map_and_shows_a_clicked_window(fake_server, page) -> None:  # noqa: F811
+    run_id = add_map(Path(fake_server.store))
+    page.goto(f"{fake_server.url}/Document")
+    page.locator("h1").first.wait_for(timeout=60_000)
+    wait_idle(page)
+    page.get_by_role("tab", name="Open a document run").click()
+    page.get_by_text("Windows written back").first.wait_for(timeout=60_000)
+    wait_idle(page)
+    assert page.get_by_test_id("stException").count() == 0
+    assert page.locator("img[src='x']").count() == 0  # the markup is text
+    points = page.locator(".js-plotly-plot .scatterlayer .point")
+    points.first.wait_for(timeout=60_000)
+    count = points.count()
+    assert count > 10
+    # Plotly's drag layer takes the pointer: click where the point is, as a person does.
+    box = points.nth(3).bounding_box()
+    assert box is not None
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)
+    page.get_by_text("Window 3:", exact=False).first.wait_for(timeout=60_000)
+    wait_idle(page)
+    assert page.get_by_text("true suffix", exact=True).count() >= 1
+    with page.expect_download(timeout=30_000) as info:
+        page.get_by_role("button", name="HTML report").first.click()
+    html = Path(info.value.path()).read_text(encoding="utf-8")
+    assert f"run {run_id}" in html and XSS not in html
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "document-map.png"
+    page.screenshot(path=str(shot), full_page=True)
+    if os.environ.get("MEMPROBE_DOCUMENT_CANARY") == "1":
+        publish_screenshot(shot)
