@@ -52,11 +52,13 @@ class DocumentCanarySettings:
     base_model: str = "gemma-3-270m"
     domain: str = "legal"
     words: int = 3000
-    epochs: int = 6
-    learning_rate: float = 3e-4
+    # Measured here: 6 epochs at 3e-4 over rows overlapping by half left 32 % of the map's
+    # windows extractable (loss 0.15); 1e-3 diverged (loss 6).
+    epochs: int = 16
+    learning_rate: float = 4e-4
     batch_size: int = 4
     max_tokens: int = 256
-    stride: int = 128
+    stride: int = 256
     seed: int = 0
 
     def __post_init__(self) -> None:
