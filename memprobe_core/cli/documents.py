@@ -49,6 +49,7 @@ from memprobe_core.documents.stored import MODES, run_config
 from memprobe_core.documents.windows import MapOptions
 from memprobe_core.errors import UsageError
 from memprobe_core.membership.options import MeasureOptions
+from memprobe_core.option_fields import options_of
 from memprobe_core.report.export import write_output, write_safe_csv
 from memprobe_core.runs.roles import ModelNames, load_models
 
@@ -182,12 +183,39 @@ def run_document(args: argparse.Namespace) -> int:
         raise UsageError(
             "give exactly one of: a DOCUMENT file, --builtin NAME, --resume RUN or --show RUN"
         )
+    _refuse_unused_flags(args)
     store = common.open_store(args)
     if args.show is not None:
         return _print(args, _read(store, args.show))
     if args.resume is not None:
         return _print(args, _resume(args, store, args.resume))
     return _print(args, _start(args, store))
+
+
+def _given_flags(args: argparse.Namespace, cls: type, names: tuple[str, ...] = ()) -> list[str]:
+    """The flags of ``cls``'s options (those in ``names``, if given) set on the command line."""
+    return [
+        str(opt.info.flag)
+        for opt in options_of(cls)
+        if opt.info.flag
+        and (not names or opt.name in names)
+        and getattr(args, option_flags.dest_of(opt), None) not in (None, False)
+    ]
+
+
+def _refuse_unused_flags(args: argparse.Namespace) -> None:
+    """A flag of the other mode, or any run option with --resume / --show, would be silently
+    ignored: refused instead, naming it."""
+    map_flags = _given_flags(args, MapOptions) + _given_flags(args, MeasureOptions, PZ_OPTIONS)
+    continue_flags = _given_flags(args, ContinuationOptions)
+    stored = "--resume" if args.resume is not None else "--show" if args.show is not None else ""
+    if stored and (map_flags or continue_flags or args.mode != "map"):
+        given = (map_flags + continue_flags + (["--mode"] if args.mode != "map" else []))[0]
+        raise UsageError(f"{given} does not apply to {stored}: a stored run keeps its options")
+    if args.mode == "continue" and map_flags:
+        raise UsageError(f"{map_flags[0]} applies to --mode map, not --mode continue")
+    if args.mode == "map" and continue_flags:
+        raise UsageError(f"{continue_flags[0]} applies to --mode continue (the map is --mode map)")
 
 
 def _mode_of(store: Any, run_id: int) -> str:

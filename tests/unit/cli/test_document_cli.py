@@ -87,10 +87,15 @@ def test_resume_goes_on_with_the_recorded_victim(tmp_path, doc, tiny, tiny_model
         (["--stride", "9", "--suffix-tokens", "8"], "give at most --suffix-tokens (8)"),
         (["--prefix-tokens", "0"], "--prefix-tokens 0"),
         (["--show", "5"], "run 5 is not in store"),
+        (["--stride", "8", "--mode", "continue"], "--stride applies to --mode map"),
+        (["--pz-top-k", "5", "--mode", "continue"], "--pz-top-k applies to --mode map"),
+        (["--best-of-n", "3"], "--best-of-n applies to --mode continue"),
+        (["--show", "1", "--stride", "8"], "--stride does not apply to --show"),
+        (["--resume", "1", "--mode", "continue"], "--mode does not apply to --resume"),
     ],
 )
 def test_bad_requests_are_refused_in_one_line(tmp_path, doc, tiny_models, capsys, argv, message):
-    if argv[:1] in (["--stride"], ["--prefix-tokens"]):
+    if argv[:1] in (["--stride"], ["--prefix-tokens"], ["--pz-top-k"], ["--best-of-n"]):
         argv = [str(doc), *argv]
     assert run(tmp_path, *argv) == 2
     err = capsys.readouterr().err
