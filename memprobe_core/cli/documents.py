@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from memprobe_core.cli import common, option_flags
+from memprobe_core.cli.audit import add_executor_options, executor_from_args
 from memprobe_core.cli.errors import EXIT_OK
 from memprobe_core.cli.output import (
     duration,
@@ -48,6 +49,8 @@ from memprobe_core.documents.reading import read_document
 from memprobe_core.documents.stored import MODES, run_config
 from memprobe_core.documents.windows import MapOptions
 from memprobe_core.errors import UsageError
+from memprobe_core.executors.ray import RayExecutor
+from memprobe_core.executors.ray_map import ray_scorer
 from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.option_fields import options_of
 from memprobe_core.report.export import write_output, write_safe_csv
@@ -162,6 +165,7 @@ def add_document_parser(sub: argparse._SubParsersAction) -> None:
     for name in PZ_OPTIONS:
         option_flags.add_flag_of(pz, MeasureOptions, name)
     option_flags.add_flags(parser.add_argument_group("continue"), ContinuationOptions)
+    add_executor_options(parser)
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print the figures as JSON")
     out.add_argument(
@@ -216,6 +220,16 @@ def _refuse_unused_flags(args: argparse.Namespace) -> None:
         raise UsageError(f"{map_flags[0]} applies to --mode map, not --mode continue")
     if args.mode == "map" and continue_flags:
         raise UsageError(f"{continue_flags[0]} applies to --mode continue (the map is --mode map)")
+    if args.executor == "ray" and (args.mode == "continue" or args.show is not None):
+        raise UsageError(
+            "--executor ray spreads a map's windows; a continuation asks turn after turn and "
+            "--show scores nothing"
+        )
+    if args.max_attempts is not None:
+        raise UsageError(
+            "--max-attempts does not apply to a map: a batch whose Ray worker dies stops the "
+            "map, and --resume RUN redoes it"
+        )
 
 
 def _mode_of(store: Any, run_id: int) -> str:
@@ -238,7 +252,29 @@ def _resume(args: argparse.Namespace, store: Any, run_id: int) -> Stored:
     config = store.get_run(run_id)["config"]
     names = ModelNames.from_dict({**common.model_names(args).to_dict(), "victim": config["victim"]})
     victim = load_models(names, ["verbatim"]).victim
-    return _work(store, run_id, mode, victim)
+    return _work(store, run_id, mode, victim, _scorer(args, store, run_id, names))
+
+
+def _scorer(args: argparse.Namespace, store: Any, run_id: int, names: ModelNames) -> Any:
+    """Where a map's batches are scored: here (``None``), or on Ray (``--executor ray``)."""
+    executor = executor_from_args(args)
+    if not isinstance(executor, RayExecutor):
+        return None
+    config = store.get_run(run_id)["config"]
+    if config.get("mode") != "map":
+        return None
+    load_options = (
+        {"backend": names.backend, **names.load_options}
+        if names.backend
+        else dict(names.load_options)
+    )
+    return ray_scorer(
+        executor.options,
+        victim=str(config["victim"]),
+        load_options=load_options,
+        text=config["document"]["text"],
+        pz=PzSetting(**config["pz"]),
+    )
 
 
 def _start(args: argparse.Namespace, store: Any) -> Stored:
@@ -273,13 +309,13 @@ def _start(args: argparse.Namespace, store: Any) -> Stored:
             title=args.title,
         )
     echo(f"run {run_id}: {MODES[args.mode]} of {terminal_safe(name)}", sys.stderr)
-    return _work(store, run_id, args.mode, victim)
+    return _work(store, run_id, args.mode, victim, _scorer(args, store, run_id, names))
 
 
-def _work(store: Any, run_id: int, mode: str, victim: Any) -> Stored:
+def _work(store: Any, run_id: int, mode: str, victim: Any, scorer: Any = None) -> Stored:
     try:
         if mode == "map":
-            return run_map(store, run_id, victim, on_progress=_map_progress)
+            return run_map(store, run_id, victim, on_progress=_map_progress, scorer=scorer)
         return run_continuation_stored(store, run_id, victim, on_progress=_turn_progress)
     except KeyboardInterrupt:
         echo(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -221,6 +221,37 @@ def read_map(store: Store, run_id: int) -> StoredMap:
     )
 
 
+# Scores batches of windows: yields each batch with its scores (and the seconds it took per
+# window) as they are ready, in any order. The local one scores them here, one batch after the
+# other; memprobe_core.executors.ray_map spreads them over Ray workers.
+BatchScorer = Callable[
+    [list[list[Window]]], Iterator[tuple[list[Window], list[WindowScore], float]]
+]
+
+
+def local_scorer(victim: Any, text: str, pz: PzSetting) -> BatchScorer:
+    """Score each batch in this process with ``victim``."""
+    ids = _encode(victim, text)
+    front = front_ids(victim.tokenizer, text)
+
+    def score(
+        batches: list[list[Window]],
+    ) -> Iterator[tuple[list[Window], list[WindowScore], float]]:
+        for windows in batches:
+            began = time.perf_counter()
+            scores = score_windows(
+                victim.torch_model,
+                ids,
+                windows,
+                front=front,
+                scheme=pz.scheme,
+                discover_p=pz.discover_p,
+            )
+            yield windows, scores, (time.perf_counter() - began) / len(windows)
+
+    return score
+
+
 def run_map(
     store: Store,
     run_id: int,
@@ -228,14 +259,19 @@ def run_map(
     *,
     on_progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
+    scorer: BatchScorer | None = None,
 ) -> StoredMap:
     """Score every pending window of map ``run_id`` (a resume is the same call).
+
+    Args:
+        victim: the victim (its tokenizer cuts the windows; it scores them unless ``scorer``).
+        scorer: where the batches are scored (default: here, :func:`local_scorer`).
 
     Raises:
         DocumentRunError: not a map, or the victim's tokenizer cuts the stored text differently.
         DocumentBusyError: another live process is working on the run.
-        KeyboardInterrupt: after marking the run ``interrupted`` (the batch in flight stays
-            pending; a resume redoes it).
+        KeyboardInterrupt: after marking the run ``interrupted`` (the batches in flight stay
+            pending; a resume redoes them).
     """
     config = map_config(store, run_id)
     _require_weights(victim)
@@ -252,36 +288,30 @@ def run_map(
     pz = PzSetting(**config["pz"])
     for unit in store.units(run_id, status="running"):  # a unit left by an older writer
         store.reset_unit(run_id, unit["key"], if_status="running")
-    pending = store.units(run_id, status="pending")
+    pending = {u["snippet_id"]: u for u in store.units(run_id, status="pending")}
+    windows = [_window(window_id_, options) for window_id_ in pending]
+    batches = [
+        windows[first : first + options.batch_windows]
+        for first in range(0, len(windows), options.batch_windows)
+    ]
     total = len(store.units(run_id))
     done = total - len(pending)
-    front = front_ids(victim.tokenizer, doc["text"])
     started = time.perf_counter()
     scored_now = 0
+    score = scorer or local_scorer(victim, doc["text"], pz)
     try:
-        for first in range(0, len(pending), options.batch_windows):
-            if cancel is not None and cancel.is_set():
-                store.set_run_status(run_id, "interrupted")
-                return read_map(store, run_id)
-            batch = pending[first : first + options.batch_windows]
-            windows = [_window(u["snippet_id"], options) for u in batch]
-            began = time.perf_counter()
-            scores = score_windows(
-                victim.torch_model,
-                ids,
-                windows,
-                front=front,
-                scheme=pz.scheme,
-                discover_p=pz.discover_p,
-            )
-            seconds = (time.perf_counter() - began) / len(batch)
-            for unit, score in zip(batch, scores):
-                store.finish_unit(run_id, unit["key"], _result(unit, score, victim, ids, seconds))
+        for batch, scores, seconds in score(batches):
+            for window, found in zip(batch, scores):
+                unit = pending[window.id]
+                store.finish_unit(run_id, unit["key"], _result(unit, found, victim, ids, seconds))
             scored_now += len(batch)
             done += len(batch)
             if on_progress is not None:
                 rate = scored_now / max(time.perf_counter() - started, 1e-9)
                 on_progress(MapProgress(done, total, rate, (total - done) / rate))
+            if cancel is not None and cancel.is_set() and done < total:
+                store.set_run_status(run_id, "interrupted")
+                return read_map(store, run_id)
     except KeyboardInterrupt:
         store.set_run_status(run_id, "interrupted")
         raise
