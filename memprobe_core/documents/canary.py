@@ -22,11 +22,16 @@ import json
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from memprobe_core import paths
-from memprobe_core.errors import OptionError
-from memprobe_core.membership.canaries import RECORD, ProgressFn, fine_tuned_copy
+from memprobe_core.membership.canaries import (
+    RECORD,
+    ProgressFn,
+    fine_tuned_copy,
+    settings_key,
+)
+from memprobe_core.option_fields import check_options, option
 from memprobe_core.snippets import nonmembers
 
 log = logging.getLogger(__name__)
@@ -50,36 +55,26 @@ class DocumentCanarySettings:
     """
 
     base_model: str = "gemma-3-270m"
-    domain: str = "legal"
-    words: int = 3000
+    domain: Literal["legal", "code"] = option(
+        "legal", help="the generator's domain of the document's texts"
+    )
+    words: int = option(3000, help="the document's least word count", low=100, high=1_000_000)
     # Measured here: 6 epochs at 3e-4 over rows overlapping by half left 32 % of the map's
     # windows extractable (loss 0.15); 1e-3 diverged (loss 6).
-    epochs: int = 16
-    learning_rate: float = 4e-4
-    batch_size: int = 4
-    max_tokens: int = 256
-    stride: int = 256
-    seed: int = 0
+    epochs: int = option(16, help="passes over the rows", low=1, high=100)
+    learning_rate: float = option(
+        4e-4, help="AdamW's rate", low=0, low_open=True, high=1, high_open=True
+    )
+    batch_size: int = option(4, help="rows a step", low=1, high=256)
+    max_tokens: int = option(256, help="tokens of each training row", low=16, high=4096)
+    stride: int = option(256, help="tokens between two rows' starts", low=1, high=4096)
+    seed: int = option(0, help="the training's seed", low=0, high=2**63 - 1)
 
     def __post_init__(self) -> None:
-        if self.domain not in nonmembers.NONMEMBER_DOMAINS:
-            raise OptionError("domain", self.domain, f"give one of {nonmembers.NONMEMBER_DOMAINS}")
-        for name, low, high in (
-            ("words", 100, 1_000_000),
-            ("epochs", 1, 100),
-            ("batch_size", 1, 256),
-            ("max_tokens", 16, 4096),
-            ("stride", 1, 4096),
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise OptionError(name, value, f"give a whole number from {low} to {high}")
-        if not 0.0 < float(self.learning_rate) < 1.0:
-            raise OptionError("learning_rate", self.learning_rate, "give a rate in (0, 1)")
+        check_options(self)
 
     def key(self, pool_seed: int) -> str:
-        record = {**asdict(self), "pool_seed": pool_seed, "generator": nonmembers.GENERATOR_VERSION}
-        return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:12]
+        return settings_key(self, pool_seed)
 
 
 @dataclass(frozen=True)

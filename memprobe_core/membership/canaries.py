@@ -94,8 +94,14 @@ class CanarySettings:
 
     def key(self, pool_seed: int) -> str:
         """A short hash of the settings, the pool seed and the generator version."""
-        record = {**asdict(self), "pool_seed": pool_seed, "generator": nonmembers.GENERATOR_VERSION}
-        return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:12]
+        return settings_key(self, pool_seed)
+
+
+def settings_key(settings: Any, pool_seed: int) -> str:
+    """A short hash of a fine-tuned copy's settings (a dataclass), the pool seed and the
+    generator version: the same settings on the same machine name the same folder."""
+    record = {**asdict(settings), "pool_seed": pool_seed, "generator": nonmembers.GENERATOR_VERSION}
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
