@@ -2,7 +2,10 @@
 # Regenerates the README's screenshots in docs/screenshots/ on purpose: probe-live.png,
 # compare.png and ner.png (tests/e2e/test_browser_dashboard.py, on the embedded models) and
 # html-report.png and html-report-dashboard.png (tests/e2e/test_browser_html_report.py), and the
-# first-use walkthrough, walkthrough-*.png (tests/e2e/test_browser_walkthrough.py).
+# first-use walkthrough, walkthrough-*.png (tests/e2e/test_browser_walkthrough.py), and the
+# Document page with the document canary's map, document-map.png
+# (tests/e2e/test_browser_document.py; MEMPROBE_DOCUMENT_CANARY=1 builds the canary on first
+# use: about 20 minutes on a 2-core CPU).
 #
 # A plain test run (scripts/test.sh, pytest) writes screenshots to the ignored test-artifacts/
 # only. This script sets MEMPROBE_SCREENSHOTS_DIR=docs/screenshots, which those browser tests read
@@ -23,6 +26,7 @@ if [ ! -x "$CHROMIUM" ]; then
   exit 1
 fi
 export MEMPROBE_SCREENSHOTS_DIR="$ROOT/docs/screenshots"
+export MEMPROBE_DOCUMENT_CANARY=1
 exec python -m pytest tests/e2e/test_browser_dashboard.py tests/e2e/test_browser_html_report.py \
-  tests/e2e/test_browser_walkthrough.py \
+  tests/e2e/test_browser_walkthrough.py tests/e2e/test_browser_document.py \
   -q -rs "$@"
