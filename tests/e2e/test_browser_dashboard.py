@@ -39,6 +39,7 @@ PAGES = {
     "Compare": "Compare",
     "Audit": "Audit",
     "NER": "NER",
+    "Document": "Document",
     "Runs": "Runs",
 }
 
