@@ -229,17 +229,8 @@ def show_map(stored: StoredMap, *, key: str) -> None:
     _window_view(frame[frame["window"] == window].iloc[0])
     with st.expander("Every window"):
         tables.show(frame.drop(columns=["prefix", "true_suffix", "greedy_output"]))
-    d1, d2 = st.columns(2)
-    with d1:
-        csv_download("Windows CSV", frame, f"memprobe-run{stored.run_id}-map.csv", key=f"{key}_csv")
-    with d2:
-        st.download_button(
-            "HTML report",
-            data=map_html(stored).encode("utf-8"),
-            file_name=f"memprobe-run{stored.run_id}-map.html",
-            mime="text/html",
-            key=f"{key}_html",
-        )
+    stem = f"memprobe-run{stored.run_id}"
+    _downloads("Windows CSV", frame, f"{stem}-map.csv", map_html(stored), f"{stem}-map.html", key)
 
 
 def _clicked_window(event: Any) -> int | None:
@@ -321,14 +312,23 @@ def show_continuation(stored: StoredContinuation, *, key: str) -> None:
             f"<div><b>output words {html.escape(block['gen_range'])} · {block['matched']} "
             f'matched</b></div><div style="{_BOX}">{html.escape(block["generated"])}</div>'
         )
+    stem = f"memprobe-run{stored.run_id}"
+    report = continuation_html(stored)
+    _downloads("Turns CSV", frame, f"{stem}-turns.csv", report, f"{stem}-continuation.html", key)
+
+
+def _downloads(
+    csv_label: str, frame: pd.DataFrame, csv_name: str, report: str, html_name: str, key: str
+) -> None:
+    """A run's table as safe CSV and its HTML report, side by side."""
     d1, d2 = st.columns(2)
     with d1:
-        csv_download("Turns CSV", frame, f"memprobe-run{stored.run_id}-turns.csv", key=f"{key}_csv")
+        csv_download(csv_label, frame, csv_name, key=f"{key}_csv")
     with d2:
         st.download_button(
             "HTML report",
-            data=continuation_html(stored).encode("utf-8"),
-            file_name=f"memprobe-run{stored.run_id}-continuation.html",
+            data=report.encode("utf-8"),
+            file_name=html_name,
             mime="text/html",
             key=f"{key}_html",
         )
