@@ -29,7 +29,15 @@ from memprobe_core.documents.continuation_run import (
     read_continuation,
     run_continuation_stored,
 )
-from memprobe_core.documents.map_report import describe_map, map_frame, map_html
+from memprobe_core.documents.map_report import (
+    TextSpan,
+    describe_map,
+    map_frame,
+    map_html,
+    text_spans,
+    text_view_html,
+    text_view_legend,
+)
 from memprobe_core.documents.map_run import PzSetting, StoredMap, read_map, run_map
 from memprobe_core.documents.reading import MAX_DOCUMENT_BYTES, document_from_bytes
 from memprobe_core.documents.stored import MODES
@@ -208,6 +216,17 @@ def show_map(stored: StoredMap, *, key: str) -> None:
     if frame.empty:
         st.info("No window is scored yet.")
         return
+    grid_tab, text_tab = st.tabs(["Windows", "Document text"])
+    with grid_tab:
+        _window_grid(stored, frame, key=key)
+    with text_tab:
+        _text_view(stored)
+    stem = f"memprobe-run{stored.run_id}"
+    _downloads("Windows CSV", frame, f"{stem}-map.csv", map_html(stored), f"{stem}-map.html", key)
+
+
+def _window_grid(stored: StoredMap, frame: pd.DataFrame, *, key: str) -> None:
+    """The map as a grid of windows; a click (or the box) shows one window's texts."""
     event = st.plotly_chart(
         document_map_figure(frame, title=f"{stored.name} on {stored.victim}"),
         on_select="rerun",
@@ -229,8 +248,36 @@ def show_map(stored: StoredMap, *, key: str) -> None:
     _window_view(frame[frame["window"] == window].iloc[0])
     with st.expander("Every window"):
         tables.show(frame.drop(columns=["prefix", "true_suffix", "greedy_output"]))
-    stem = f"memprobe-run{stored.run_id}"
-    _downloads("Windows CSV", frame, f"{stem}-map.csv", map_html(stored), f"{stem}-map.html", key)
+
+
+# The page shows this many characters of the document coloured (the HTML report holds all):
+# a browser keeps a few hundred thousand styled characters responsive, not a whole book.
+TEXT_VIEW_CHARS = 200_000
+
+
+def _text_view(stored: StoredMap) -> None:
+    spans = text_spans(stored)
+    if spans is None:
+        st.info(
+            "This run has no token offsets (its tokenizer gives none, or the run is older than "
+            "the text view), so the document cannot be coloured here; the Windows tab holds "
+            "every window."
+        )
+        return
+    shown: list[TextSpan] = []
+    chars = 0
+    for span in spans:
+        if chars >= TEXT_VIEW_CHARS:
+            break
+        shown.append(span)
+        chars += len(span.text)
+    st.html(f"<p>{text_view_legend()}</p>")
+    if chars < len(stored.text):
+        st.caption(
+            f"The first {chars:,} of {len(stored.text):,} characters; the HTML report below "
+            "colours the whole document."
+        )
+    st.html(f'<div style="{_BOX};max-height:36em;overflow:auto">{text_view_html(shown)}</div>')
 
 
 def _clicked_window(event: Any) -> int | None:

@@ -153,8 +153,8 @@ class ContinuationOptions:
     )
     drift_turns: int = option(
         3,
-        help="stop after this many turns in a row that reproduce no verbatim run of the "
-        "document (drift)",
+        help="stop after this many turns in a row that add no new block: no verbatim run of the "
+        "document reaching words no earlier text reproduced (drift)",
         low=1,
         high=1_000_000,
         flag="--drift-turns",
@@ -162,8 +162,9 @@ class ContinuationOptions:
     )
     drift_min_words: int = option(
         20,
-        help="a turn adds a block when it has a verbatim run of at least this many words of "
-        "the document (nv-recall's first-pass minimum)",
+        help="a turn adds a block when it has a verbatim run of the document holding at least "
+        "this many words that the opening and earlier answers did not (nv-recall's first-pass "
+        "minimum)",
         low=1,
         high=1_000_000,
         flag="--drift-min-words",
@@ -278,8 +279,9 @@ class Turn:
             order.
         verbatim_words: the answer's longest verbatim run of normalised words: phase 1, within
             the held-back words; phase 2, within the whole document.
-        success: phase 1: the attempt passed; phase 2: the turn added a block (a verbatim run of
-            at least ``drift_min_words``).
+        success: phase 1: the attempt passed; phase 2: the turn added a block (a verbatim run
+            holding at least ``drift_min_words`` words of the document that neither the opening
+            nor an earlier answer reproduced: a victim repeating itself drifts).
         finish_reason: the backend's (``"stop"`` or ``"length"``).
     """
 
@@ -433,6 +435,9 @@ class _Run:
         self.heldback = normalise(heldback).split()
         self.reference = difflib.SequenceMatcher(None, autojunk=False)
         self.reference.set_seq2(normalise(document_text).split())  # indexed once, b2j kept
+        # The document's words some earlier text reproduced (the opening counts: it was given).
+        self.covered = bytearray(len(self.reference.b))
+        self.new_block(self.opening)
         self.refusal = options.refusal_regex()
         self.turns: list[Turn] = []
         self.tokens = 0
@@ -546,11 +551,32 @@ class _Run:
             )
             if passed:
                 self.first_request, self.first_instruction = content, instruction
+                self.new_block(output)  # what phase 1 wrote back is not new in phase 2
                 self.add_output(output)
                 return stop
             if stop is not None:
                 return stop
         return PHASE1_FAILED  # not reached: the last attempt stops
+
+    def new_block(self, text: str) -> tuple[int, bool]:
+        """``text``'s longest verbatim run in the document (normalised words), and whether one
+        of its runs of at least ``drift_min_words`` words holds that many words no earlier text
+        covered; the runs of that length are marked covered.
+
+        The runs are difflib's matching blocks (the longest first, then the longest on either
+        side, as nv-recall finds them, §18), so the longest run is among them.
+        """
+        least = self.options.drift_min_words
+        self.reference.set_seq1(normalise(text).split())
+        longest, added = 0, False
+        for _, start, size in self.reference.get_matching_blocks():
+            longest = max(longest, size)
+            if size < least:
+                continue
+            fresh = size - sum(self.covered[start : start + size])
+            added = added or fresh >= least
+            self.covered[start : start + size] = b"\x01" * size
+        return longest, added
 
     def add_output(self, output: str) -> None:
         self.outputs.append(output)
@@ -626,9 +652,7 @@ class _Run:
             if answer is None:
                 return CANCELLED
             output, tokens, finish, seconds = answer
-            self.reference.set_seq1(normalise(output).split())
-            run = self.reference.find_longest_match().size
-            added = run >= opts.drift_min_words
+            run, added = self.new_block(output)
             refused = self.refused(output, added)
             drift = 0 if added else drift + 1
             stop: str | None = None

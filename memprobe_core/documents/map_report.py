@@ -7,10 +7,13 @@ HTML; the CSV through :func:`memprobe_core.report.export.to_safe_csv`, formula-s
 
 from __future__ import annotations
 
+import html
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+from markupsafe import Markup
 
 from memprobe_core.documents.map_run import StoredMap
 
@@ -52,6 +55,96 @@ def map_frame(stored: StoredMap) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+# What the text view says about each character of the document, weakest first; a character
+# inside several windows' suffixes (a stride shorter than the suffix) shows the strongest.
+TEXT_STATES = ("outside", "asked", "written", "extracted")
+_TEXT_STYLE = {
+    "outside": "color:#777",
+    "asked": "",
+    "written": f"background:{_SCALE[2]}",
+    "extracted": f"background:{_SCALE[4]};color:#fff",
+}
+_TEXT_TITLE = {
+    "outside": "in no scored window's suffix",
+    "asked": "asked for, not written back",
+    "written": "written back greedily (the window's suffix only in part)",
+    "extracted": "written back greedily (the window's whole suffix: extractable)",
+}
+
+
+@dataclass(frozen=True)
+class TextSpan:
+    """A stretch of the document's characters in one state, from one window's suffix (``None``
+    for text outside every scored suffix)."""
+
+    text: str
+    state: str
+    window: int | None
+
+
+def text_spans(stored: StoredMap) -> list[TextSpan] | None:
+    """The document's text cut where its state changes (docs/method.md §19's text view):
+    *extracted* inside an extractable window's suffix, *written* inside the leading run greedy
+    decoding writes back of any other window, *asked* elsewhere in a scored suffix, *outside*
+    everywhere else. ``None`` when the run has no token offsets (:attr:`StoredMap.token_starts`).
+    """
+    starts = stored.token_starts
+    if starts is None:
+        return None
+    level = [0] * len(starts)
+    owner: list[int | None] = [None] * len(starts)
+    for s in stored.scores:
+        for offset in range(s.suffix_tokens):
+            token = s.suffix_start + offset
+            state = 3 if s.extractable else 2 if offset < s.match_tokens else 1
+            if token < len(level) and state > level[token]:
+                level[token], owner[token] = state, s.index
+    text = stored.text
+    # A token runs from its start to the next token's start, so the spans tile the text;
+    # the running maximum keeps a tokenizer's overlapping offsets from cutting backwards.
+    bounds = [0]
+    for start in starts[1:]:
+        bounds.append(max(bounds[-1], min(start, len(text))))
+    bounds.append(len(text))
+    spans: list[TextSpan] = []
+    first = 0
+    for token in range(1, len(starts) + 1):
+        if token == len(starts) or (level[token], owner[token]) != (level[first], owner[first]):
+            chunk = text[bounds[first] : bounds[token]]
+            if chunk:
+                spans.append(TextSpan(chunk, TEXT_STATES[level[first]], owner[first]))
+            first = token
+    return spans
+
+
+def text_view_html(spans: list[TextSpan]) -> Markup:
+    """The text view as HTML: every character escaped, each span coloured by its state, its
+    window and state in the hover title; no script."""
+    parts = []
+    for span in spans:
+        where = "" if span.window is None else f"window {span.window}: "
+        parts.append(
+            f'<span style="{_TEXT_STYLE[span.state]}" '
+            f'title="{html.escape(where + _TEXT_TITLE[span.state])}">{html.escape(span.text)}</span>'
+        )
+    return Markup(
+        '<div style="white-space:pre-wrap;font-family:ui-monospace,monospace;line-height:1.5">'
+        + "".join(parts)
+        + "</div>"
+    )
+
+
+def text_view_legend() -> Markup:
+    """The text view's colours, as HTML."""
+    return Markup(
+        " ".join(
+            f'<span style="{_TEXT_STYLE[state] or "color:inherit"};padding:2px 6px">'
+            f"{html.escape(_TEXT_TITLE[state])}</span>"
+            for state in TEXT_STATES
+        )
+    )
 
 
 def map_json(stored: StoredMap) -> dict[str, Any]:
@@ -114,6 +207,7 @@ table { border-collapse: collapse; margin: 1em 0; }
 td, th { border: 1px solid #ccc; padding: 4px 8px; vertical-align: top; text-align: left; }
 td.text { white-space: pre-wrap; font-family: ui-monospace, monospace; max-width: 30em; }
 .legend span { padding: 2px 6px; margin-right: 4px; }
+.doc { border: 1px solid #ccc; padding: 1em; max-height: 40em; overflow: auto; }
 </style></head><body>
 <h1>Extraction map of {{ name }}</h1>
 <p>Victim <b>{{ victim }}</b> · run {{ run_id }} ({{ status }}) · windows of {{ prefix }} +
@@ -124,6 +218,11 @@ td.text { white-space: pre-wrap; font-family: ui-monospace, monospace; max-width
 decoding writes back from the window's prefix (hover for the window's figures).</p>
 <div class="legend">{% for label, colour in legend %}<span style="background:{{ colour }}">{{ label }}</span>{% endfor %}</div>
 <div class="strip">{% for cell in cells %}<span style="background:{{ cell.colour }}" title="{{ cell.title }}"></span>{% endfor %}</div>
+<h2>The document</h2>
+{% if text_view %}<p>{{ text_legend }}</p>
+<div class="doc">{{ text_view }}</div>
+{% else %}<p>This run has no token offsets (its tokenizer gives none), so the document is not
+shown coloured; the strip above and the tables below hold its windows.</p>{% endif %}
 <h2>Windows written back in full ({{ extractable|length }})</h2>
 {% if extractable %}<table><tr><th>window</th><th>tokens</th><th>true suffix</th><th>greedy output</th></tr>
 {% for row in extractable %}<tr><td>{{ row.window }}</td><td>{{ row.start }}–{{ row.end }}</td>
@@ -177,6 +276,7 @@ def map_html(stored: StoredMap, *, partial_rows: int = 20) -> str:
         )
     ]
     legend = [("none", _SCALE[0]), ("some", _SCALE[2]), ("most", _SCALE[4]), ("all", _SCALE[-1])]
+    spans = text_spans(stored)
     o = stored.options
     return env.from_string(_HTML).render(
         name=stored.name,
@@ -192,6 +292,8 @@ def map_html(stored: StoredMap, *, partial_rows: int = 20) -> str:
         cells=cells,
         extractable=extractable,
         partial=partial,
+        text_view=text_view_html(spans) if spans else "",
+        text_legend=text_view_legend(),
     )
 
 

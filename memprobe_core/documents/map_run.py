@@ -87,6 +87,19 @@ def _encode(victim: Any, text: str) -> list[int]:
     return list(victim.tokenizer.encode(text, add_special_tokens=False))
 
 
+def token_starts(tokenizer: Any, text: str, ids: Sequence[int]) -> list[int] | None:
+    """Where each of the document's tokens starts in ``text`` (the map's text view colours the
+    document's characters by them), from a fast tokenizer's offsets; ``None`` when the tokenizer
+    gives none (a slow one) or its ids are not ``ids``."""
+    try:
+        encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    except (NotImplementedError, ValueError, TypeError):
+        return None
+    if list(encoded["input_ids"]) != list(ids):
+        return None
+    return [int(start) for start, _ in encoded["offset_mapping"]]
+
+
 def _require_weights(victim: Any) -> None:
     if not has_weights(victim):
         raise MissingModelError(
@@ -132,7 +145,13 @@ def start_map(
     ]
     config = {
         "mode": "map",
-        "document": document_record(text, name, tokens=len(ids), ids_digest=ids_digest(ids)),
+        "document": document_record(
+            text,
+            name,
+            tokens=len(ids),
+            ids_digest=ids_digest(ids),
+            token_starts=token_starts(tok, text, ids),
+        ),
         "victim": victim_name,
         "map": asdict(options),
         "pz": asdict(pz),
@@ -174,6 +193,9 @@ class StoredMap:
     texts: dict[int, WindowText]
     windows_total: int
     errors: int
+    # Where each document token starts in ``text`` (None: the tokenizer gave no offsets, or
+    # the run was recorded before memprobe kept them).
+    token_starts: tuple[int, ...] | None = None
 
     @property
     def summary(self) -> MapSummary:
@@ -218,6 +240,7 @@ def read_map(store: Store, run_id: int) -> StoredMap:
         texts=texts,
         windows_total=len(units),
         errors=sum(1 for u in units if u["status"] == "error"),
+        token_starts=tuple(doc["token_starts"]) if doc.get("token_starts") else None,
     )
 
 

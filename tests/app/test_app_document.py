@@ -4,7 +4,9 @@ and a bad upload refused; the Runs page opens document runs the same way."""
 
 from __future__ import annotations
 
+import html
 import os
+import re
 
 from memprobe_core.documents import map_run
 from memprobe_core.documents.windows import MapOptions
@@ -53,6 +55,13 @@ def test_a_stored_map_opens_with_its_figures_and_a_windows_texts() -> None:
     for block in at.get("html"):
         assert "<img" not in block.proto.body and "<b>book" not in block.proto.body
     assert {b.label for b in at.get("download_button")} >= {"HTML report"}
+    # The Document text tab colours the document itself, every character escaped.
+    tabs = {t.label: t for t in at.tabs}
+    assert {"Windows", "Document text"} <= set(tabs)
+    views = [b.proto.body for b in tabs["Document text"].get("html")]
+    (view,) = [body for body in views if "window 0: " in body]
+    shown = html.unescape(re.sub(r"<[^>]+>", "", view))  # the characters, tags dropped
+    assert shown == DOCUMENT and "<img" not in view and "&lt;img" in view
 
 
 def test_a_map_on_a_victim_without_weights_is_refused_in_words() -> None:

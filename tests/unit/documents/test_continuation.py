@@ -248,13 +248,40 @@ def test_a_verbatim_turn_resets_the_drift_count() -> None:
 
 def test_drift_min_words_sets_what_a_block_is() -> None:
     def script(turn: int, ask: Ask) -> str:
-        return " ".join(BOOK_WORDS[1000:1019]) + " " + _noise(turn, ask)  # 19 true words
+        first = 1000 + 19 * turn  # 19 true words a turn, new each turn
+        return " ".join(BOOK_WORDS[first : first + 19]) + " " + _noise(turn, ask)
 
     result = run_continuation(chat_victim(_phase1_then(script)), BOOK)
     assert result.stop_reason == "drift" and len(result.turns) == 4
     looser = ContinuationOptions(drift_min_words=19, max_turns=5)
     kept = run_continuation(chat_victim(_phase1_then(script)), BOOK, looser)
     assert kept.stop_reason == "turn_budget" and all(t.success for t in kept.turns)
+
+
+def test_a_victim_repeating_itself_drifts() -> None:
+    # Turn 1 writes 50 new true words; turns 2 on write the same 50 again: no new block.
+    def script(turn: int, ask: Ask) -> str:
+        return " ".join(BOOK_WORDS[1000:1050]) + " " + _noise(turn, ask)
+
+    result = run_continuation(chat_victim(_phase1_then(script)), BOOK)
+    assert [t.success for t in result.turns[1:]] == [True, False, False, False]
+    assert all(t.verbatim_words == 50 for t in result.turns[1:])
+    assert result.stop_reason == "drift" and len(result.turns) == 1 + 4
+
+
+def test_repeating_the_opening_or_phase_one_adds_no_block() -> None:
+    know, phase1 = knower(), []
+
+    def answer(ask: Ask) -> str:
+        if len(ask.request) == 1:
+            phase1.append(know(ask))  # phase 1 passes with the held-back words
+            return phase1[-1]
+        # Phase 2: the opening (given in the prompt), then phase 1's answer, then new words.
+        return [OPENING, phase1[0], " ".join(BOOK_WORDS[2000:2040])][len(ask.request) // 2 - 1]
+
+    result = run_continuation(chat_victim(answer), BOOK, ContinuationOptions(max_turns=3))
+    assert [t.success for t in result.turns[1:]] == [False, False, True]
+    assert all(t.verbatim_words >= 40 for t in result.turns[1:])
 
 
 def test_the_end_stops_the_run() -> None:

@@ -5,7 +5,9 @@ repeating a window."""
 
 from __future__ import annotations
 
+import html
 import math
+import re
 import threading
 
 import pytest
@@ -328,9 +330,9 @@ def test_the_report_escapes_the_document_and_the_csv_is_formula_safe(victim, tmp
     text = "=HYPERLINK(1) " + "<script>alert(1)</script> " * 8 + looping_document(victim)
     store, run_id = start(victim, tmp_path, text, name="<b>book</b>.txt")
     stored = map_run.run_map(store, run_id, victim)
-    html = map_html(stored)
-    assert "<script" not in html and "&lt;script" in html
-    assert "<b>book" not in html and "&lt;b&gt;book&lt;/b&gt;" in html
+    report = map_html(stored)
+    assert "<script" not in report and "&lt;script" in report
+    assert "<b>book" not in report and "&lt;b&gt;book&lt;/b&gt;" in report
     frame = map_frame(stored)
     assert len(frame) == stored.windows_total
     csv = to_safe_csv(frame).decode()
@@ -498,3 +500,90 @@ def test_a_model_with_another_final_transform_is_read_from_its_forward(monkeypat
     got = batch_scores(model, ids, options, scheme)
     full = full_path(model, ids, options, scheme, monkeypatch)
     assert [s.pz["log10_p_z"] for s in got] == pytest.approx([s.pz["log10_p_z"] for s in full])
+
+
+# --- the text view ----------------------------------------------------------------------------
+
+
+def text_map(scores, starts, text):
+    import dataclasses
+
+    blank = map_run.StoredMap(
+        run_id=1,
+        status="done",
+        name="d",
+        victim="v",
+        text=text,
+        document_tokens=len(starts),
+        options=MapOptions(2, 2, 2),
+        pz=map_run.PzSetting(),
+        scores=scores,
+        texts={},
+        windows_total=len(scores),
+        errors=0,
+    )
+    return dataclasses.replace(blank, token_starts=tuple(starts))
+
+
+def window(index, matched, suffix_start, n=2):
+    return xm.WindowScore(
+        index=index,
+        start=suffix_start - 2,
+        suffix_start=suffix_start,
+        suffix_tokens=n,
+        match_tokens=matched,
+        extractable=matched == n,
+        greedy_ids=(),
+        pz={},
+    )
+
+
+def test_the_text_view_colours_each_character_by_its_token_worked_by_hand():
+    from memprobe_core.documents.map_report import TextSpan, text_spans
+
+    # Tokens: "aa"(0) " b"(1) " cc"(2) " d"(3) " ee"(4) " f"(5) " g"(6); the leading " " of the
+    # text belongs to no token and is outside. Window 0's suffix = tokens 2-3, both written back
+    # (extracted); window 1's = tokens 4-5, the first written back; token 6 is in no suffix.
+    text = "aa b cc d ee f g"
+    starts = [0, 2, 4, 7, 9, 12, 14]
+    spans = text_spans(text_map([window(0, 2, 2), window(1, 1, 4)], starts, text))
+    assert spans == [
+        TextSpan("aa b", "outside", None),
+        TextSpan(" cc d", "extracted", 0),
+        TextSpan(" ee", "written", 1),
+        TextSpan(" f", "asked", 1),
+        TextSpan(" g", "outside", None),
+    ]
+    assert "".join(s.text for s in spans) == text
+
+
+def test_overlapping_suffixes_show_the_strongest_state():
+    from memprobe_core.documents.map_report import text_spans
+
+    text = "a b c d e"
+    starts = [0, 1, 3, 5, 7]
+    # Window 0 asks tokens 1-3 and writes none back; window 1 asks 2-4 and writes all back.
+    scores = [window(0, 0, 1, n=3), window(1, 3, 2, n=3)]
+    states = [(s.text, s.state, s.window) for s in text_spans(text_map(scores, starts, text))]
+    assert states == [("a", "outside", None), (" b", "asked", 0), (" c d e", "extracted", 1)]
+
+
+def test_the_text_view_escapes_the_document_and_needs_offsets(victim, tmp_path):
+    from memprobe_core.documents.map_report import text_spans, text_view_html
+
+    text = "<script>alert(1)</script> & " + looping_document(victim)
+    store, run_id = start(victim, tmp_path, text)
+    stored = map_run.run_map(store, run_id, victim)
+    assert stored.token_starts is not None and len(stored.token_starts) == stored.document_tokens
+    spans = text_spans(stored)
+    assert "".join(s.text for s in spans) == text
+    assert {s.state for s in spans} >= {"outside", "asked"}
+    rendered = str(text_view_html(spans))
+    assert "<script" not in rendered and "&lt;" in rendered
+    # Every character is there, escaped: dropping the tags and unescaping gives the text back.
+    assert html.unescape(re.sub(r"<[^>]+>", "", rendered)) == text
+    report = map_html(stored)
+    assert "<script" not in report and rendered in report
+    import dataclasses
+
+    assert text_spans(dataclasses.replace(stored, token_starts=None)) is None
