@@ -434,9 +434,10 @@ class _Run:
         self.opening, heldback = split_document(document_text, options)
         self.heldback = normalise(heldback).split()
         self.reference = difflib.SequenceMatcher(None, autojunk=False)
-        self.reference.set_seq2(normalise(document_text).split())  # indexed once, b2j kept
+        document_words = normalise(document_text).split()
+        self.reference.set_seq2(document_words)  # indexed once, b2j kept
         # The document's words some earlier text reproduced (the opening counts: it was given).
-        self.covered = bytearray(len(self.reference.b))
+        self.covered = bytearray(len(document_words))
         self.new_block(self.opening)
         self.refusal = options.refusal_regex()
         self.turns: list[Turn] = []
