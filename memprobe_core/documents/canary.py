@@ -49,8 +49,9 @@ class DocumentCanarySettings:
         base_model: the embedded model fine-tuned.
         domain: the generator's domain (``legal`` or ``code``).
         words: the document has at least this many words (whole generated texts).
-        epochs / learning_rate / batch_size: the fine-tuning.
+        epochs / learning_rate / warmup_steps / batch_size: the fine-tuning.
         max_tokens: tokens of each training row. stride: tokens between two rows' starts.
+        bf16_autocast: forward passes in bfloat16 (the copy is trained in float32).
         seed: the training's seed.
     """
 
@@ -59,15 +60,31 @@ class DocumentCanarySettings:
         "legal", help="the generator's domain of the document's texts"
     )
     words: int = option(3000, help="the document's least word count", low=100, high=1_000_000)
-    # Measured here: 6 epochs at 3e-4 over rows overlapping by half left 32 % of the map's
-    # windows extractable (loss 0.15); 1e-3 diverged (loss 6).
+    # Measured here (see docs/benchmarks.md, "Document canary"): batches of 4 rows of 256
+    # tokens, 16 epochs at 4e-4: 18 of 105 windows extractable (loss 0.23); the map's own
+    # windows as rows (100 tokens every 50), 8 epochs: 29 of 105 (loss 0.37); the same rows one
+    # at a time at 3e-4: loss 0.55 after 5 epochs. Single rows make four times the optimizer
+    # steps for the same compute, and a warm-up lets the rate go higher; 1e-3 without one
+    # diverged (loss 6).
     epochs: int = option(16, help="passes over the rows", low=1, high=100)
     learning_rate: float = option(
-        4e-4, help="AdamW's rate", low=0, low_open=True, high=1, high_open=True
+        6e-4, help="AdamW's rate", low=0, low_open=True, high=1, high_open=True
     )
-    batch_size: int = option(4, help="rows a step", low=1, high=256)
-    max_tokens: int = option(256, help="tokens of each training row", low=16, high=4096)
-    stride: int = option(256, help="tokens between two rows' starts", low=1, high=4096)
+    warmup_steps: int = option(
+        40, help="steps over which the rate rises linearly to learning_rate", low=0, high=100_000
+    )
+    batch_size: int = option(1, help="rows a step", low=1, high=256)
+    # The map's windows (Gemma's BOS and 50 + 50 tokens, stride 50): every suffix token is
+    # trained on after exactly the prefix the map gives it.
+    max_tokens: int = option(
+        101, help="tokens of each training row, the tokenizer's BOS included", low=16, high=4096
+    )
+    stride: int = option(50, help="tokens between two rows' starts", low=1, high=4096)
+    bf16_autocast: bool = option(
+        True,
+        help="forward passes under bfloat16 autocast (weights and optimizer state stay "
+        "float32): 1.6x faster a step on a CPU with AMX or AVX512-BF16",
+    )
     seed: int = option(0, help="the training's seed", low=0, high=2**63 - 1)
 
     def __post_init__(self) -> None:
@@ -100,13 +117,16 @@ def canary_document(settings: DocumentCanarySettings, pool_seed: int) -> str:
 
 def training_rows(text: str, tokenizer: Any, settings: DocumentCanarySettings) -> list[str]:
     """Overlapping windows of the document's ids, decoded (the fine-tuning encodes each with
-    the tokenizer's BOS, as the map feeds its windows)."""
+    the tokenizer's BOS, as the map feeds its windows, and keeps ``max_tokens`` of a row)."""
+    from memprobe_core.documents.extraction_map import front_ids
+
     ids = tokenizer.encode(text, add_special_tokens=False)
-    last = max(len(ids) - settings.max_tokens, 0)
+    width = settings.max_tokens - len(front_ids(tokenizer, text))
+    last = max(len(ids) - width, 0)
     starts = list(range(0, last + 1, settings.stride))
     if starts[-1] != last:
         starts.append(last)  # the document's end is trained on too
-    return [tokenizer.decode(ids[s : s + settings.max_tokens]) for s in starts]
+    return [tokenizer.decode(ids[s : s + width]) for s in starts]
 
 
 def model_dir(settings: DocumentCanarySettings, pool_seed: int) -> Path:

@@ -172,8 +172,11 @@ def _batches(rows: list[list[int]], settings: FineTuning, epoch: int) -> list[li
     return [order[i : i + settings.batch_size] for i in range(0, len(order), settings.batch_size)]
 
 
-def _step(model: Any, rows: list[list[int]], pad_id: int, optimizer: Any) -> float:
-    """One optimizer step on ``rows`` (right-padded; padding masked and not in the loss)."""
+def _step(
+    model: Any, rows: list[list[int]], pad_id: int, optimizer: Any, *, bf16: bool = False
+) -> float:
+    """One optimizer step on ``rows`` (right-padded; padding masked and not in the loss);
+    ``bf16``: the forward under bfloat16 autocast (float32 weights and optimizer state)."""
     import torch
 
     width = max(len(r) for r in rows)
@@ -183,7 +186,8 @@ def _step(model: Any, rows: list[list[int]], pad_id: int, optimizer: Any) -> flo
         ids[i, : len(row)] = torch.tensor(row)
         mask[i, : len(row)] = 1
     labels = ids.masked_fill(mask == 0, -100)  # -100: ignored by the loss
-    loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
     loss.backward()
     torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], max_norm=1.0)
     optimizer.step()
@@ -199,7 +203,12 @@ def fine_tune(
     on_progress: ProgressFn | None = None,
 ) -> list[float]:
     """Fine-tune ``model`` in place on ``texts`` (each as its tokenizer encodes it, cut to
-    ``max_tokens``); returns each step's loss."""
+    ``max_tokens``); returns each step's loss.
+
+    Settings that also have ``warmup_steps`` (the rate rises linearly over them) or
+    ``bf16_autocast`` (forward passes in bfloat16, weights in float32) use them: the document
+    canary's. The snippet canaries' settings have neither, so their copies are unchanged.
+    """
     import torch
 
     rows = [list(tokenizer(t)["input_ids"])[: settings.max_tokens] for t in texts]
@@ -207,6 +216,11 @@ def fine_tune(
     model.get_input_embeddings().weight.requires_grad_(False)  # tied to the output layer
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate, weight_decay=0.0)
+    warmup = int(getattr(settings, "warmup_steps", 0))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0
+    )
+    bf16 = bool(getattr(settings, "bf16_autocast", False))
     plan = [_batches(rows, settings, epoch) for epoch in range(settings.epochs)]
     total = sum(len(steps) for steps in plan)
     losses: list[float] = []
@@ -215,7 +229,10 @@ def fine_tune(
         torch.manual_seed(settings.seed)  # dropout, if the model has any
         for epoch, steps in enumerate(plan):
             for batch in steps:
-                losses.append(_step(model, [rows[i] for i in batch], int(pad), optimizer))
+                losses.append(
+                    _step(model, [rows[i] for i in batch], int(pad), optimizer, bf16=bf16)
+                )
+                schedule.step()
                 if on_progress is not None:
                     message = f"epoch {epoch + 1}/{settings.epochs}, loss {losses[-1]:.3f}"
                     on_progress(len(losses), total, message)
