@@ -1,6 +1,6 @@
 """The Document page in chromium: a stored extraction map drawn as a grid of windows, a click on a
 window showing its true suffix beside greedy decoding's output, markup in the document shown as
-text, the HTML report downloaded and escaped.
+text, the HTML report downloaded and escaped, and the document text coloured window by window.
 
 The map is of a document on the tiny random model (seconds). ``scripts/screenshots.sh`` sets
 ``MEMPROBE_DOCUMENT_CANARY=1``: the map is then the document canary's on its fine-tuned copy
@@ -90,3 +90,16 @@ def test_the_document_page_draws_the_map_and_shows_a_clicked_window(fake_server,
     page.screenshot(path=str(shot), full_page=True)
     if os.environ.get("MEMPROBE_DOCUMENT_CANARY") == "1":
         publish_screenshot(shot)
+    # The Document text tab: the document itself, coloured window by window, markup as text.
+    page.get_by_role("tab", name="Document text").click()
+    coloured = page.locator("span[title^='window ']")
+    coloured.first.wait_for(timeout=60_000)
+    wait_idle(page)
+    assert coloured.count() > 3
+    assert page.locator("img[src='x']").count() == 0
+    if os.environ.get("MEMPROBE_DOCUMENT_CANARY") != "1":
+        assert page.get_by_text(XSS, exact=False).count() >= 1  # shown as the characters typed
+    text_shot = ARTIFACTS / "document-text.png"
+    page.screenshot(path=str(text_shot), full_page=True)
+    if os.environ.get("MEMPROBE_DOCUMENT_CANARY") == "1":
+        publish_screenshot(text_shot)
