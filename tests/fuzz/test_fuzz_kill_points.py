@@ -5,7 +5,12 @@ equal an uninterrupted one unit by unit (``tests/faults/test_kill.py`` tries thr
 here the kill points are drawn, and Hypothesis shrinks any failure to its simplest schedule).
 
 Each example forks real CLI processes (``tests/faults/test_kill.py``'s workers), so the count
-of examples is a tenth of the profile's (4 in the short profile, 300 in the long one).
+of examples is a tenth of the profile's (4 in the short profile, 300 in the long one); a map's
+example starts fresh interpreters (a forked child must not inherit torch's thread pools), a
+fortieth.
+
+An extraction map (a run of kind ``document``) killed at drawn windows resumes to the map an
+uninterrupted run scores: every window once, each the same.
 """
 
 from __future__ import annotations
@@ -170,3 +175,90 @@ def test_a_store_killed_while_it_upgrades_upgrades_on_the_next_open(upgrade_seco
         assert main(["--store", str(path), "runs"]) == 0
         assert main(["--store", str(path), "report", "1"]) == 0
         assert "Traceback" not in capsys.readouterr().err
+
+
+# --- an extraction map ------------------------------------------------------------------------
+MAP_SCRIPT = """
+import sys, time
+from memprobe_core.documents import map_run
+from memprobe_core.store import Store
+from tests.helpers.tiny_models import tiny_hf_generator
+
+store_path, run_id = sys.argv[1], int(sys.argv[2])
+real = map_run.score_windows
+
+def slowed(*args, **kwargs):  # a batch takes long enough for a kill to land inside it
+    time.sleep(0.05)
+    return real(*args, **kwargs)
+
+map_run.score_windows = slowed
+map_run.run_map(Store(store_path), run_id, tiny_hf_generator(seed=7, adds_bos=True))
+"""
+MAP_TEXT = " ".join(["the licence of this work is granted to any person who asks"] * 20)
+MAP_OPTIONS = {"prefix_tokens": 8, "suffix_tokens": 8, "stride": 8, "batch_windows": 2}
+
+
+def _start_map(path: Path) -> int:
+    from memprobe_core.documents import map_run
+    from memprobe_core.documents.windows import MapOptions
+    from tests.helpers.tiny_models import tiny_hf_generator
+
+    victim = tiny_hf_generator(seed=7, adds_bos=True)
+    return map_run.start_map(
+        Store(path),
+        MAP_TEXT,
+        victim,
+        name="d",
+        victim_name="tiny",
+        options=MapOptions(**MAP_OPTIONS),
+    )
+
+
+def _map_units(path: Path) -> list[tuple]:
+    return sql(path, "SELECT snippet_id, status, output FROM units ORDER BY snippet_id")
+
+
+@pytest.fixture(scope="module")
+def map_reference() -> list[tuple]:
+    """The map scored once, uninterrupted, in this process."""
+    from memprobe_core.documents import map_run
+    from tests.helpers.tiny_models import tiny_hf_generator
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "runs.sqlite"
+        run_id = _start_map(path)
+        map_run.run_map(Store(path), run_id, tiny_hf_generator(seed=7, adds_bos=True))
+        return _map_units(path)
+
+
+@pytest.mark.slow
+@settings(max_examples=max(1, EXAMPLES // 4))  # two to four processes an example
+@given(points=st.lists(st.tuples(st.integers(0, 30), st.floats(0.0, 0.06)), min_size=1, max_size=2))
+def test_a_map_killed_at_drawn_windows_resumes_to_the_uninterrupted_map(map_reference, points):
+    import subprocess
+    import sys
+
+    from memprobe_core.documents import map_run
+    from tests.helpers.tiny_models import tiny_hf_generator
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "runs.sqlite"
+        run_id = _start_map(path)
+        for done, jitter in points:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", MAP_SCRIPT, str(path), str(run_id)],
+                env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+            )
+            deadline = time.monotonic() + 120
+            while proc.poll() is None and time.monotonic() < deadline:
+                finished = sql(path, "SELECT COUNT(*) FROM units WHERE status = 'done'")[0][0]
+                if finished >= done:
+                    time.sleep(jitter)
+                    break
+                time.sleep(0.005)
+            proc.kill()
+            proc.wait(timeout=60)
+        stored = map_run.run_map(Store(path), run_id, tiny_hf_generator(seed=7, adds_bos=True))
+        # Every window once, each as the uninterrupted map scored it.
+        assert [s.index for s in stored.scores] == list(range(stored.windows_total))
+        assert _map_units(path) == map_reference
