@@ -287,8 +287,14 @@ def _reference_path(value: str) -> Path:
     """``value`` with a leading ``~`` / ``~user`` expanded.
 
     ``Path.expanduser`` raises ``RuntimeError`` for a user with no home directory (or none at
-    all for ``~``): a typo in the option, refused here naming it, not a crash.
+    all for ``~``), and ``ValueError`` when looking up a user name holding a NUL: a typo in the
+    option, refused here naming it, not a crash. No file name holds a NUL: that is said first.
     """
+    if "\x00" in value:
+        raise UsageError(
+            f"divergence reference_corpus {value!r}: a file name cannot hold a NUL character; "
+            "give the file's path"
+        )
     try:
         return Path(value).expanduser()
     except RuntimeError:

@@ -146,6 +146,7 @@ def _universal_newlines(text: str) -> str:
 
 
 @given(document=txt_document(), blocks=st.booleans(), bom=st.booleans())
+@example(document="\ufeffbom at the start\n\n", blocks=False, bom=False)  # skipped: utf-8-sig
 def test_txt_keeps_every_word_in_order(document, blocks, bom):
     name = "notes.txt"
     data = ("\ufeff" if bom else "").encode() + document.encode("utf-8")
@@ -154,7 +155,8 @@ def test_txt_keeps_every_word_in_order(document, blocks, bom):
     _same_outcome_from_disk(data, name, spec, outcome)
     if outcome.result is None:
         return
-    text = _universal_newlines(document)
+    # What the loader decodes: the bytes as utf-8-sig, whose one opening byte-order mark goes.
+    text = _universal_newlines((("\ufeff" if bom else "") + document).removeprefix("\ufeff"))
     kept = "\n".join(s.text for s in outcome.result.snippets)
     if blocks:  # blank lines separate blocks; every word is in one, in order
         assert kept.split() == text.split()

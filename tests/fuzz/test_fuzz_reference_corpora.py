@@ -114,6 +114,7 @@ def test_divergence_reference_corpus_gives_texts_or_names_the_file(file):
 
 @given(value=st.one_of(st.text(min_size=1), st.sampled_from(["~", "~/", "/", ".", "~root/x"])))
 @example(value="~no-such-user-memprobe/corpus.txt")
+@example(value="~\x00")  # the user name's lookup raised ValueError (embedded null byte)
 def test_divergence_reference_corpus_path_of_any_text_is_refused_naming_it(
     value, tmp_path, monkeypatch
 ):
@@ -121,7 +122,7 @@ def test_divergence_reference_corpus_path_of_any_text_is_refused_naming_it(
     with pytest.raises(UsageError) as refused:
         check_reference_corpus(DivergenceOptions(reference_corpus=value))
     try:
-        named = str(Path(value).expanduser())
+        named = repr(value) if "\x00" in value else str(Path(value).expanduser())
     except RuntimeError:  # a `~user` with no home directory: named as given
         named = repr(value)
     assert str(refused.value).startswith(f"divergence reference_corpus {named}")
@@ -222,6 +223,9 @@ def test_audit_cli_loads_or_refuses_any_dataset_in_one_line(file):
         path, store = _written(folder, name, data), Path(folder) / "runs.sqlite"
         code, err = _run_cli(["--store", str(store), "audit", str(path), *NO_MODEL])
         _check_cli_outcome(code, err, [name], store)
+        if code == EXIT_MODEL:  # loaded: every rejected row was named on its own line
+            skipped = [line for line in err.splitlines() if line.startswith(f"{path}: row ")]
+            assert len(skipped) == len(load_snippets(path).rejected), err
 
 
 @settings(max_examples=15)
