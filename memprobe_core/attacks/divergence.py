@@ -265,7 +265,7 @@ def check_reference_corpus(opts: DivergenceOptions) -> list[Snippet]:
         return []
     from memprobe_core.snippets.loaders import LoadSpec, load_snippets
 
-    path = Path(opts.reference_corpus).expanduser()
+    path = _reference_path(opts.reference_corpus)
     if not path.is_file():
         raise UsageError(f"divergence reference_corpus {path}: no such file")
     try:
@@ -281,6 +281,27 @@ def check_reference_corpus(opts: DivergenceOptions) -> list[Snippet]:
             f"({len(loaded.rejected)} row(s) rejected); give a file of non-empty texts"
         )
     return texts
+
+
+def _reference_path(value: str) -> Path:
+    """``value`` with a leading ``~`` / ``~user`` expanded.
+
+    ``Path.expanduser`` raises ``RuntimeError`` for a user with no home directory (or none at
+    all for ``~``), and ``ValueError`` when looking up a user name holding a NUL: a typo in the
+    option, refused here naming it, not a crash. No file name holds a NUL: that is said first.
+    """
+    if "\x00" in value:
+        raise UsageError(
+            f"divergence reference_corpus {value!r}: a file name cannot hold a NUL character; "
+            "give the file's path"
+        )
+    try:
+        return Path(value).expanduser()
+    except RuntimeError:
+        raise UsageError(
+            f"divergence reference_corpus {value!r}: its '~' names no home directory here; "
+            "give the file's full path"
+        ) from None
 
 
 def audited_snippets(opts: DivergenceOptions, read: ReadSnippets) -> list[Snippet]:
@@ -484,11 +505,12 @@ def shared_matcher(opts: DivergenceOptions, tokens: Tokens) -> Matcher | None:
 def _file_key(path: str) -> str:
     if not path:
         return ""
-    file = Path(path).expanduser()
     try:
+        file = Path(path).expanduser()
         stat = file.stat()
-    except OSError:
-        return str(file)  # refused with the path when the corpus is read
+    # RuntimeError: a `~user` with no home directory; ValueError: a NUL in the path.
+    except (OSError, RuntimeError, ValueError):
+        return path  # refused, naming it, when the corpus is read
     return f"{file.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
 
 

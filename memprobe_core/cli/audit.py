@@ -29,8 +29,8 @@ from memprobe_core.report.text import render_text
 from memprobe_core.runs.roles import ModelNames
 from memprobe_core.snippets.corpus import demo_corpus, nonmember_summary
 from memprobe_core.snippets.dated import dated_split, dated_summary
-from memprobe_core.snippets.loaders import LoadSpec, load_snippets
-from memprobe_core.snippets.split import DataError, Snippet
+from memprobe_core.snippets.loaders import load_snippets
+from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import Store
 
 log = logging.getLogger(__name__)
@@ -334,17 +334,7 @@ def with_dc_pdd(
         )
     texts: list[str] = []
     if corpus is not None:  # read (and refused when bad) before any model matters
-        try:
-            blocks = corpus.suffix.lower() == ".txt"  # a .txt corpus: one text per block
-            loaded = load_snippets(corpus, LoadSpec(txt_mode="blocks" if blocks else "file"))
-        except DataError as exc:
-            raise UsageError(f"--dc-pdd-corpus {corpus}: {exc}") from exc
-        texts = [s.text for s in loaded.snippets]
-        if not texts:
-            raise UsageError(
-                f"--dc-pdd-corpus {corpus}: the reference corpus has no text "
-                f"({len(loaded.rejected)} row(s) rejected); give a file of non-empty texts"
-            )
+        texts = dc_pdd.reference_texts(corpus, named=f"--dc-pdd-corpus {corpus}")
     victim = (models or load_models(names, [SIGNALS_ONLY])).victim  # the victim alone
     tokenizer = victim.tokenizer
     if tokenizer is None or not victim.white_box:

@@ -29,10 +29,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from memprobe_core.errors import UsageError
-from memprobe_core.snippets.split import NONMEMBER, Snippet
+from memprobe_core.snippets.loaders import LoadSpec, load_snippets
+from memprobe_core.snippets.split import NONMEMBER, DataError, Snippet
 
 DEFAULT_DC_PDD_CAP = 0.01  # a, the upper bound of α_t (com_det_sco.py's default)
 MAX_REFERENCE_TOKENS = 1024  # tokens counted per reference text (com_fre_dis.py's max_tok)
@@ -123,6 +125,37 @@ def decode_counts(text: str) -> dict[int, int]:
         at += int(delta)
         ids.append(at)
     return dict(zip(ids, (int(c) for c in counts)))
+
+
+def reference_texts(path: Path, *, named: str | None = None) -> list[str]:
+    """The texts of a reference corpus file: a ``.txt`` holds one text per blank-line-separated
+    block; a ``.jsonl``, ``.csv`` or ``.parquet`` file one per row, in its ``text`` column.
+
+    A corpus is texts only: its rows' other columns are never read, not even one named
+    ``label`` (a topic label of 0–3, as many public datasets carry, is not a member label and
+    must not refuse the file). A rejected row is left out: the corpus only counts tokens.
+
+    Args:
+        path: the file.
+        named: how errors name it (the CLI gives its flag); default ``DC-PDD reference corpus
+            PATH``.
+
+    Raises:
+        UsageError: the file cannot be read, or holds no text (naming it).
+    """
+    named = named or f"DC-PDD reference corpus {path}"
+    blocks = path.suffix.lower() == ".txt"
+    spec = LoadSpec(txt_mode="blocks" if blocks else "file", read_labels=False)
+    try:
+        loaded = load_snippets(path, spec)
+    except DataError as exc:
+        raise UsageError(f"{named}: {exc}") from exc
+    if not loaded.snippets:
+        raise UsageError(
+            f"{named}: the reference corpus has no text ({len(loaded.rejected)} row(s) "
+            "rejected); give a file of non-empty texts"
+        )
+    return [snippet.text for snippet in loaded.snippets]
 
 
 def count_tokens(tokenizer: Any, texts: Iterable[str]) -> Counter[int]:

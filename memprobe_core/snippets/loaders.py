@@ -33,6 +33,7 @@ import itertools
 import json
 import logging
 import re
+import sys
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -446,8 +447,30 @@ def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return flagged
 
 
+class _NumberTooLong(ValueError):
+    """A JSON integer with more digits than Python turns into an int (``sys.int_info``)."""
+
+    def __init__(self, digits: int, limit: int) -> None:
+        super().__init__(f"{digits} digits, over the limit of {limit}")
+        self.digits, self.limit = digits, limit
+
+
+def _json_int(literal: str) -> int:
+    """``int(literal)``, refusing an integer too long for Python as :class:`_NumberTooLong`.
+
+    Python refuses to convert more than ``sys.get_int_max_str_digits()`` digits (4,300 by
+    default: a guard against quadratic-time parsing) with a bare ``ValueError`` that the JSON
+    decoder lets through; named here, it rejects its row instead of failing the whole file.
+    """
+    limit = sys.get_int_max_str_digits()  # 0: no limit
+    digits = len(literal) - literal.startswith("-")
+    if limit and digits > limit:
+        raise _NumberTooLong(digits, limit)
+    return int(literal)
+
+
 # One decoder for every line (json.loads with a hook would build one per call).
-_JSON = json.JSONDecoder(object_pairs_hook=_json_object)
+_JSON = json.JSONDecoder(object_pairs_hook=_json_object, parse_int=_json_int)
 
 
 def _jsonl_records(open_file: _Opener, opts: LoadSpec, keys: dict[str, None]) -> _Records:
@@ -466,6 +489,13 @@ def _jsonl_records(open_file: _Opener, opts: LoadSpec, keys: dict[str, None]) ->
                 continue
             except RecursionError:
                 yield row, f"line {line_no}: JSON nested too deeply to read"
+                continue
+            except _NumberTooLong as exc:
+                yield (
+                    row,
+                    f"line {line_no}: a number of {exc.digits:,} digits is longer than can be "
+                    f"read (at most {exc.limit:,}); write it as a string, or remove it",
+                )
                 continue
             if not isinstance(value, dict):
                 yield row, f"line {line_no}: expected a JSON object, got {type(value).__name__}"
@@ -554,9 +584,41 @@ def _parquet_records(
                 ) from None
             if batch is None:
                 return
-            for record in batch.to_pylist():
+            for record in _batch_rows(batch):
                 row += 1
                 yield row, record
+
+
+def _batch_rows(batch: Any) -> list[dict[str, Any] | str]:
+    """The rows of a parquet record batch as dicts, or for a row holding a value Python cannot
+    hold, why it is rejected.
+
+    A well-formed file can still hold such values: a timestamp or date outside Python's years
+    1–9999 (``OverflowError`` / ``ValueError``) or a string column with invalid UTF-8 (pyarrow
+    does not check it on read: ``UnicodeDecodeError``). Without this, one such value failed the
+    whole file with pyarrow's exception, or with a message to pass an ``encoding`` that parquet
+    does not take. The whole batch is converted at once (fast); only a batch that fails is
+    converted again row by row, to name the row and the column.
+    """
+    try:
+        rows: list[dict[str, Any] | str] = batch.to_pylist()
+    except Exception:  # pyarrow raises several types (see above); each row says its own
+        rows = [_row_or_reason(batch, index) for index in range(batch.num_rows)]
+    return rows
+
+
+def _row_or_reason(batch: Any, index: int) -> dict[str, Any] | str:
+    """Row ``index`` of ``batch`` as a dict, or which column's value cannot be read."""
+    record: dict[str, Any] = {}
+    for name, column in zip(batch.schema.names, batch.columns):
+        try:
+            record[name] = column[index].as_py()
+        except Exception as exc:
+            return (
+                f"column {name!r} ({column.type}) holds a value Python cannot read "
+                f"({type(exc).__name__}: {exc}); fix or remove the row"
+            )
+    return record
 
 
 def _column_roles(opts: LoadSpec) -> tuple[tuple[str, str | None], ...]:
@@ -645,7 +707,7 @@ def _one_snippet(
     if text is None or (isinstance(text, float) and text != text):  # None or NaN
         return "empty text (null)", None
     if not isinstance(text, str):
-        return f"text is {type(text).__name__}, expected a string", None
+        return f"text is {_type_name(text)}, expected a string", None
     if not text.strip():
         return "empty text", None
     if opts.id_column is None:
@@ -653,7 +715,7 @@ def _one_snippet(
     else:
         raw_id = record.get(opts.id_column)
         if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)):
-            kind = "missing" if raw_id is None else f"a {type(raw_id).__name__}"
+            kind = "missing" if raw_id is None else f"a {_type_name(raw_id)}"
             return f"id is {kind}; ids must be strings or integers", None
         snippet_id = str(raw_id).strip()
         if not snippet_id:
@@ -669,6 +731,12 @@ def _one_snippet(
             return problem, None
     source = f"{filename} row {row}"
     return None, Snippet(id=snippet_id, text=text, domain=snippet_domain, source=source)
+
+
+def _type_name(value: object) -> str:
+    """The type of a value as a reader knows it: a JSON object whose keys repeat is read as an
+    internal ``dict`` subclass (:class:`_Duplicated`), whose name means nothing to them."""
+    return "dict" if isinstance(value, dict) else type(value).__name__
 
 
 def _surrogate_problem(role: str, value: str) -> str | None:
