@@ -13,7 +13,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from hypothesis import HealthCheck, settings  # noqa: E402  (after the environment above)
+# Imported after the environment above is set (ruff sees no E402 here: no noqa needed).
+from hypothesis import HealthCheck, settings
 
 # Hypothesis profiles of the `fuzz` tests (docs/testing.md): "short" runs in the normal suite
 # (bounded examples, no deadline: a busy 2-core CI machine must not turn into flaky failures);
