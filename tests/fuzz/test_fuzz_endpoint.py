@@ -243,7 +243,10 @@ def _broken_json(draw: st.DrawFn) -> bytes:
 
 @st.composite
 def _sse_stream(draw: st.DrawFn) -> bytes:
-    """What a streaming server sends (``data:`` events), maybe stopping early or holding junk."""
+    """What a streaming server sends (``data:`` events), maybe stopping early or holding junk.
+
+    The backend never asks for a stream (no ``"stream": true``): a server that streams anyway
+    must be refused as a body that is not JSON, never half-read as one."""
     events = draw(st.lists(ANSWER_OBJECT.map(_json_bytes) | st.binary(max_size=20), max_size=3))
     end = draw(st.sampled_from([b"data: [DONE]\n\n", b"", b"data: {"]))
     return b"".join(b"data: " + e + b"\n\n" for e in events) + end

@@ -323,7 +323,8 @@ def _flag_cases(opt: OptionField) -> st.SearchStrategy[tuple[OptionField, str, l
 VALUED_FLAGS = [opt for opt in FLAGGED if opt.kind is not bool]  # a switch takes no value
 
 
-@settings(max_examples=12)  # a parser per call: kept few, the flags are many
+# A parser per call and many flags: a quarter of the profile's examples per flag (10 in "short").
+@settings(max_examples=max(1, settings.default.max_examples // 4))
 @pytest.mark.parametrize("opt", VALUED_FLAGS, ids=_id)
 @given(data=st.data())
 def test_each_flag_value_reaches_the_command_or_is_refused_in_one_line(
