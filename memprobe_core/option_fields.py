@@ -51,6 +51,7 @@ class OptionInfo:
         needs_labels: only meaningful for a labelled dataset (the pages hide it otherwise).
         commands: the ``memprobe`` commands that offer its flag (empty: every command with
             this option group).
+        nonblank: a text option must hold more than whitespace (an empty instruction).
     """
 
     help: str
@@ -68,6 +69,7 @@ class OptionInfo:
     advanced: bool = False
     needs_labels: bool = False
     commands: tuple[str, ...] = ()
+    nonblank: bool = False
 
 
 def option(default: Any = MISSING, *, default_factory: Any = MISSING, **info: Any) -> Any:
@@ -213,12 +215,26 @@ def value_problem(opt: OptionField, value: Any) -> str | None:
         return None if whole and _in_range(opt.info, value) else _give(opt, "a whole number")
     if opt.kind is float:
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if number and math.isfinite(value) and _in_range(opt.info, value):
+        if number and _finite(value) and _in_range(opt.info, value):
             return None
         return _give(opt, "a number")
     if opt.kind is str and not isinstance(value, str):
         return "give a text"
+    # Declared, not checked in the class alone: the CLI checks flags from the declarations
+    # before a store opens (found by fuzzing: `--instruction " "` created the store first).
+    if opt.kind is str and opt.info.nonblank and not value.strip():
+        return "give a non-blank text"
     return None
+
+
+def _finite(value: float) -> bool:
+    """Whether ``value`` is a finite float, or an int a float can hold."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        # Found by fuzzing: an int past a float's range (10**400, from a stored config or a
+        # caller) made math.isfinite raise instead of the option being refused.
+        return False
 
 
 def _in_range(info: OptionInfo, value: float) -> bool:

@@ -174,7 +174,7 @@ class ACROptions:
         page="Start from",
     )
     filler: str = option(
-        " x", help="the text whose tokens pad a prompt to its length", page="Filler"
+        " x", help="the text whose tokens pad a prompt to its length", page="Filler", nonblank=True
     )
 
     def __post_init__(self) -> None:
@@ -183,8 +183,6 @@ class ACROptions:
             raise OptionError(
                 "acr.max_tokens", self.max_tokens, f"give at least acr.min_tokens={self.min_tokens}"
             )
-        if not isinstance(self.filler, str) or not self.filler.strip():
-            raise OptionError("acr.filler", self.filler, "give a non-blank text")
 
 
 # --- the arithmetic ------------------------------------------------------------------------------

@@ -190,11 +190,16 @@ def _word_family(words: Any) -> tuple[str, ...]:
     """``words`` as a tuple of words (a comma-separated string or a list read from a config).
 
     Raises:
-        OptionError: no word, too many, or one that is empty or holds a quote or a line break.
+        OptionError: not texts, no word, too many, or one that is empty or holds a quote or a
+            line break.
     """
     if isinstance(words, str):
         words = words.split(",")
-    family = tuple(str(w).strip() for w in words)
+    if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) for w in words):
+        # Found by fuzzing: a config holding `"words": 0` raised TypeError (not iterable), and
+        # bytes or a dict were read as their items.
+        raise OptionError("words", words, "give words as texts, comma-separated, e.g. poem,book")
+    family = tuple(w.strip() for w in words)
     if not family or len(family) > MAX_WORDS:
         raise OptionError("words", words, f"give 1 to {MAX_WORDS} words, comma-separated")
     for word in family:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 from memprobe_core import LOGGER_ROOT
 from memprobe_core.cli import (
@@ -46,9 +46,21 @@ from memprobe_core.paths import default_store_path
 log = logging.getLogger(__name__)
 
 
+class _OneLineErrors(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line, as memprobe's own refusals are.
+
+    argparse prints the whole usage before its error (30 lines for ``probe``, the error last,
+    found by fuzzing the flags); the error alone says which flag and what is wrong, and
+    ``--help`` shows the usage. Sub-command parsers are of the same class (``add_subparsers``).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"memprobe: error: {message} (usage: {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``memprobe`` argument parser (its ``--help`` is the manual)."""
-    parser = argparse.ArgumentParser(
+    parser = _OneLineErrors(
         prog="memprobe",
         formatter_class=common.HelpFormatter,
         epilog=common.EPILOG,

@@ -198,12 +198,14 @@ class ContinuationOptions:
         help="phase 1's instruction to a chat model, put before the opening",
         flag="--instruction",
         metavar="TEXT",
+        nonblank=True,
     )
     continue_prompt: str = option(
         "Continue",
         help="what a chat model is sent for each phase-2 turn",
         flag="--continue-prompt",
         metavar="TEXT",
+        nonblank=True,
     )
     stop_phrases: tuple[str, ...] = option(
         ("THE END",),
@@ -221,10 +223,7 @@ class ContinuationOptions:
         object.__setattr__(
             self, "refusal_patterns", _texts("refusal_patterns", self.refusal_patterns)
         )
-        check_options(self)
-        for name in ("instruction", "continue_prompt"):
-            if not getattr(self, name).strip():
-                raise OptionError(name, getattr(self, name), "give a non-empty text")
+        check_options(self)  # instruction and continue_prompt non-blank among the rest
         for phrase in self.stop_phrases:
             if not phrase.strip():
                 raise OptionError("stop_phrases", self.stop_phrases, "give non-empty phrases")

@@ -22,6 +22,7 @@ Servers differ, and each difference is handled here rather than trusted:
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 from memprobe_core.models.base import LogprobsUnavailable, ModelError, TextLogprobs
@@ -97,11 +98,25 @@ def _list(entries: dict[str, Any], name: str, where: str) -> list[Any] | None:
 
 
 def _number(value: Any, where: str) -> bool:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ModelError(f"{where}: a token log-prob is {value!r}, not a number")
+    if isinstance(value, int) and not _FLOAT_MIN <= value <= _FLOAT_MAX:
+        # Found by fuzzing: JSON holds integers of any size, and one past a float's range
+        # (1 followed by 400 zeros) escaped from math.isnan and float() as OverflowError.
+        raise ModelError(
+            f"{where}: a token log-prob is a whole number of {value.bit_length()} bits, too large "
+            "for a float (not a log-prob); the server's answer is broken"
+        )
+    if math.isnan(value):
         raise ModelError(f"{where}: a token log-prob is {value!r}, not a number")
     if value > 1e-6:  # a log-prob is at most 0; a little above is rounding
         raise ModelError(f"{where}: a token log-prob is {value!r}, above 0 (not a log-prob)")
     return True
+
+
+# The whole numbers a float can hold (roughly): a JSON integer past them is no log-prob.
+_FLOAT_MAX = int(sys.float_info.max)
+_FLOAT_MIN = -_FLOAT_MAX
 
 
 def _prompt_entries(usage: Any, total: int) -> int:

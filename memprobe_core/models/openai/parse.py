@@ -45,6 +45,14 @@ def decode_json(body: bytes, where: str, *, redact: Callable[[str], str] = _same
             f"{where} answered with a body that is not JSON: {shown(body, _SHOWN_CHARS, redact)!r}; "
             "check that base_url points at an OpenAI-compatible API (…/v1)"
         ) from None
+    except RecursionError:
+        # Found by fuzzing: 2,000 bytes of "[" pass the size cap yet overflow the parser's stack;
+        # no API answer nests that deep.
+        raise ModelError(
+            f"{where} answered with JSON nested too deeply to read "
+            f"({shown(body, 40, redact)!r}…); check that base_url points at an "
+            "OpenAI-compatible API (…/v1)"
+        ) from None
     if not isinstance(data, dict):
         raise ModelError(
             f"{where} answered with a JSON {type(data).__name__} where an object with 'choices' "
