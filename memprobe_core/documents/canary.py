@@ -48,7 +48,8 @@ class DocumentCanarySettings:
     Attributes:
         base_model: the embedded model fine-tuned.
         domain: the generator's domain (``legal`` or ``code``).
-        words: the document has at least this many words (whole generated texts).
+        words: the document has at least this many words (whole generated paragraphs).
+        unique_words: no run of this many words appears twice in the document.
         epochs / learning_rate / warmup_steps / batch_size: the fine-tuning.
         max_tokens: tokens of each training row. stride: tokens between two rows' starts.
         bf16_autocast: forward passes in bfloat16 (the copy is trained in float32).
@@ -60,6 +61,9 @@ class DocumentCanarySettings:
         "legal", help="the generator's domain of the document's texts"
     )
     words: int = option(3000, help="the document's least word count", low=100, high=1_000_000)
+    unique_words: int = option(
+        12, help="no run of this many words appears twice in the document", low=2, high=1000
+    )
     # Measured here (see docs/benchmarks.md, "Document canary"): batches of 4 rows of 256
     # tokens, 16 epochs at 4e-4: 18 of 105 windows extractable (loss 0.23); the map's own
     # windows as rows (100 tokens every 50), 8 epochs: 29 of 105 (loss 0.37); the same rows one
@@ -104,15 +108,39 @@ class DocumentCanary:
 
 
 def canary_document(settings: DocumentCanarySettings, pool_seed: int) -> str:
-    """The document: generated texts of ``settings.domain``, one paragraph each, until it has
-    ``settings.words`` words (the same arguments always give the same text)."""
-    parts: list[str] = []
-    count = 0
+    """The document: paragraphs of generated texts of ``settings.domain`` until it has
+    ``settings.words`` words, leaving out any paragraph that would repeat a run of
+    ``settings.unique_words`` words already in it (the same arguments always give the same text).
+
+    Why: the generator fills templates, so its texts share whole clauses ("The Holder shall not
+    rent the Product out …") followed by different text. A window whose prefix is such a shared
+    run has two true continuations, and no model, however well it knows the document, writes
+    both back (measured: a copy trained to loss 0.08 on the undeduplicated document wrote back 62
+    of 105 windows, and its continuation jumped from one licence to another after a shared
+    clause). Without a repeated run, every window's prefix (about 35 words) occurs once.
+    """
+    n = settings.unique_words
+    seen: set[tuple[str, ...]] = set()
+    kept: list[str] = []
+    tail: list[str] = []
+    count, index = 0, DOCUMENT_START
     while count < settings.words:
-        text = nonmembers.generate_text(settings.domain, pool_seed, DOCUMENT_START + len(parts))
-        parts.append(text)
-        count += len(text.split())
-    return "\n\n".join(parts)
+        text = nonmembers.generate_text(settings.domain, pool_seed, index)
+        index += 1
+        for paragraph in text.split("\n\n"):
+            words = paragraph.split()
+            grams = _runs([*tail, *words], n)
+            if not words or any(g in seen for g in grams):
+                continue
+            seen.update(grams)
+            kept.append(paragraph)
+            tail = [*tail, *words][-(n - 1) :]
+            count += len(words)
+    return "\n\n".join(kept)
+
+
+def _runs(words: list[str], n: int) -> list[tuple[str, ...]]:
+    return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
 
 
 def training_rows(text: str, tokenizer: Any, settings: DocumentCanarySettings) -> list[str]:

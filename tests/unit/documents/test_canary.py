@@ -27,6 +27,17 @@ def test_the_document_is_deterministic_long_enough_and_not_a_snippet_canary():
     assert pool not in text
 
 
+@pytest.mark.parametrize("unique_words", [12, 6])
+def test_no_run_of_unique_words_words_appears_twice(unique_words):
+    # The generator's templates share whole clauses; a window whose prefix is one has two true
+    # continuations. The document leaves out paragraphs that would repeat such a run.
+    settings = canary.DocumentCanarySettings(unique_words=unique_words)
+    words = canary.canary_document(settings, 1234).split()
+    runs = [tuple(words[i : i + unique_words]) for i in range(len(words) - unique_words + 1)]
+    assert len(set(runs)) == len(runs)
+    assert len(words) >= settings.words
+
+
 def test_training_rows_cover_every_token_and_the_end():
     _, tok = tiny_causal_lm()
     settings = canary.DocumentCanarySettings(max_tokens=32, stride=32)
