@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -62,3 +63,26 @@ def one_line_error(err: str) -> str:
     errors = [line for line in lines if line.startswith("memprobe:")]
     assert len(errors) == 1 and lines[-1] == errors[0], err
     return errors[0]
+
+
+def read_request(conn: socket.socket) -> bool:
+    """Read one HTTP request from ``conn``: its headers and its Content-Length of body, so a
+    raw-socket test server's reply follows it. False when the client hung up first."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return False
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return False
+        body += chunk
+    return True

@@ -21,6 +21,7 @@ import pytest
 
 from memprobe_core.models import ModelError
 from memprobe_core.models.openai import OpenAIGenerator
+from tests.faults.helpers import read_request
 
 OK_BODY = b'{"choices": [{"text": "hello", "index": 0, "finish_reason": "stop"}]}'
 MIB = 2**20
@@ -44,20 +45,8 @@ def raw_server(reply: bytes, *, pace: Callable[[int], float] = lambda i: 0.0) ->
         with conn:
             conn.settimeout(5)
             try:
-                request = b""
-                while b"\r\n\r\n" not in request:
-                    data = conn.recv(65536)
-                    if not data:
-                        return
-                    request += data
-                head, _, body = request.partition(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n")[1:]:
-                    name, _, value = line.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value)
-                while len(body) < length:
-                    body += conn.recv(65536)
+                if not read_request(conn):
+                    return
                 i = 0
                 while i < len(reply) and not stop.is_set():
                     j = i

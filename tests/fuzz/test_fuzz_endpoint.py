@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 
 from memprobe_core.models.base import Completion, ModelError, TextLogprobs
 from memprobe_core.models.openai import OpenAIGenerator
+from tests.faults.helpers import read_request
 
 MODEL = "fuzz-model"
 # Small, so "too large" answers stay cheap to draw; the backend's own minimum is 1 KiB.
@@ -76,32 +77,11 @@ class ReplyServer:
         with conn:
             conn.settimeout(TIMEOUT_S)
             try:
-                _read_request(conn)
+                read_request(conn)
                 conn.sendall(reply)
                 conn.shutdown(socket.SHUT_WR)
             except OSError:  # the client hung up (past its limit): as it should
                 pass
-
-
-def _read_request(conn: socket.socket) -> None:
-    """Read one request, headers and its Content-Length of body, so the reply follows it."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    while len(body) < length:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return
-        body += chunk
 
 
 @pytest.fixture(scope="module")
