@@ -3,9 +3,9 @@
 # compare.png and ner.png (tests/e2e/test_browser_dashboard.py, on the embedded models) and
 # html-report.png and html-report-dashboard.png (tests/e2e/test_browser_html_report.py), and the
 # first-use walkthrough, walkthrough-*.png (tests/e2e/test_browser_walkthrough.py), and the
-# Document page with the document canary's map, document-map.png
+# Document page with the document canary's map, document-map.png and document-text.png
 # (tests/e2e/test_browser_document.py; MEMPROBE_DOCUMENT_CANARY=1 builds the canary on first
-# use: about 20 minutes on a 2-core CPU).
+# use: about 30 minutes on a 2-core CPU).
 #
 # A plain test run (scripts/test.sh, pytest) writes screenshots to the ignored test-artifacts/
 # only. This script sets MEMPROBE_SCREENSHOTS_DIR=docs/screenshots, which those browser tests read
