@@ -79,7 +79,7 @@ from memprobe_core.models.measure_cache import tokenizer_name
 from memprobe_core.option_fields import check_options, check_size, option
 from memprobe_core.records import VerbatimRecord
 from memprobe_core.snippets.span_index import SpanIndex, SpanMatch
-from memprobe_core.snippets.split import DataError, Snippet, SplitSnippet
+from memprobe_core.snippets.split import Snippet, SplitSnippet
 
 METHOD = "divergence"
 
@@ -268,24 +268,14 @@ def check_reference_corpus(opts: DivergenceOptions) -> list[Snippet]:
     """
     if not opts.reference_corpus:
         return []
-    from memprobe_core.snippets.loaders import LoadSpec, load_snippets
+    from memprobe_core.snippets.loaders import load_reference_corpus
 
     path = _reference_path(opts.reference_corpus)
     if not path.is_file():
         raise UsageError(f"divergence reference_corpus {path}: no such file")
-    try:
-        blocks = path.suffix.lower() == ".txt"  # a .txt corpus: one text per block
-        spec = LoadSpec(txt_mode="blocks" if blocks else "file", read_labels=False)
-        loaded = load_snippets(path, spec)
-    except DataError as exc:
-        raise UsageError(f"divergence reference_corpus {path}: {exc}") from exc
-    texts = [s for s in loaded.snippets if s.text.strip()]
-    if not texts:
-        raise UsageError(
-            f"divergence reference_corpus {path}: no text to match against "
-            f"({len(loaded.rejected)} row(s) rejected); give a file of non-empty texts"
-        )
-    return texts
+    return load_reference_corpus(
+        path, named=f"divergence reference_corpus {path}", empty="no text to match against"
+    )
 
 
 def _reference_path(value: str) -> Path:
@@ -511,10 +501,9 @@ def _file_key(path: str) -> str:
     if not path:
         return ""
     try:
-        file = Path(path).expanduser()
+        file = _reference_path(path)
         stat = file.stat()
-    # RuntimeError: a `~user` with no home directory; ValueError: a NUL in the path.
-    except (OSError, RuntimeError, ValueError):
+    except (OSError, UsageError):
         return path  # refused, naming it, when the corpus is read
     return f"{file.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
 

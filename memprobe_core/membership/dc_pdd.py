@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from memprobe_core.errors import UsageError
-from memprobe_core.snippets.loaders import LoadSpec, load_snippets
-from memprobe_core.snippets.split import NONMEMBER, DataError, Snippet
+from memprobe_core.snippets.loaders import load_reference_corpus
+from memprobe_core.snippets.split import NONMEMBER, Snippet
 
 DEFAULT_DC_PDD_CAP = 0.01  # a, the upper bound of α_t (com_det_sco.py's default)
 MAX_REFERENCE_TOKENS = 1024  # tokens counted per reference text (com_fre_dis.py's max_tok)
@@ -128,12 +128,8 @@ def decode_counts(text: str) -> dict[int, int]:
 
 
 def reference_texts(path: Path, *, named: str | None = None) -> list[str]:
-    """The texts of a reference corpus file: a ``.txt`` holds one text per blank-line-separated
-    block; a ``.jsonl``, ``.csv`` or ``.parquet`` file one per row, in its ``text`` column.
-
-    A corpus is texts only: its rows' other columns are never read, not even one named
-    ``label`` (a topic label of 0–3, as many public datasets carry, is not a member label and
-    must not refuse the file). A rejected row is left out: the corpus only counts tokens.
+    """The texts of a DC-PDD reference corpus file
+    (:func:`memprobe_core.snippets.loaders.load_reference_corpus`: texts only, no label read).
 
     Args:
         path: the file.
@@ -144,18 +140,8 @@ def reference_texts(path: Path, *, named: str | None = None) -> list[str]:
         UsageError: the file cannot be read, or holds no text (naming it).
     """
     named = named or f"DC-PDD reference corpus {path}"
-    blocks = path.suffix.lower() == ".txt"
-    spec = LoadSpec(txt_mode="blocks" if blocks else "file", read_labels=False)
-    try:
-        loaded = load_snippets(path, spec)
-    except DataError as exc:
-        raise UsageError(f"{named}: {exc}") from exc
-    if not loaded.snippets:
-        raise UsageError(
-            f"{named}: the reference corpus has no text ({len(loaded.rejected)} row(s) "
-            "rejected); give a file of non-empty texts"
-        )
-    return [snippet.text for snippet in loaded.snippets]
+    snippets = load_reference_corpus(path, named=named, empty="the reference corpus has no text")
+    return [snippet.text for snippet in snippets]
 
 
 def count_tokens(tokenizer: Any, texts: Iterable[str]) -> Counter[int]:

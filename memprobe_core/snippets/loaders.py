@@ -40,6 +40,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from memprobe_core.errors import UsageError
 from memprobe_core.snippets.split import MEMBER, NONMEMBER, DataError, Snippet
 
 log = logging.getLogger(__name__)
@@ -247,6 +248,34 @@ def load_snippets(path: str | Path, spec: LoadSpec | None = None) -> LoadResult:
     _check_size(path.name, size, spec.max_bytes)
     spec.check()
     return _load(lambda: path.open("rb"), path.name, spec)
+
+
+def load_reference_corpus(path: Path, *, named: str, empty: str) -> list[Snippet]:
+    """The texts of a reference corpus (DC-PDD's, divergence's): a ``.txt`` holds one text per
+    blank-line-separated block; a ``.jsonl``, ``.csv`` or ``.parquet`` file one per row, in its
+    ``text`` column. A corpus is texts only: no other column is read, not even one named
+    ``label`` (a topic label is not a member label and must not refuse the file); a rejected
+    row is left out.
+
+    Args:
+        named: how errors name the corpus (a flag or an option, and the path).
+        empty: what the error says when no text is left.
+
+    Raises:
+        UsageError: the file cannot be read, or holds no text (naming it).
+    """
+    blocks = path.suffix.lower() == ".txt"
+    spec = LoadSpec(txt_mode="blocks" if blocks else "file", read_labels=False)
+    try:
+        loaded = load_snippets(path, spec)
+    except DataError as exc:
+        raise UsageError(f"{named}: {exc}") from exc
+    if not loaded.snippets:
+        raise UsageError(
+            f"{named}: {empty} ({len(loaded.rejected)} row(s) rejected); give a file of "
+            "non-empty texts"
+        )
+    return loaded.snippets
 
 
 def load_snippets_from_bytes(
