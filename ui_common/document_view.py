@@ -40,7 +40,7 @@ from memprobe_core.documents.map_report import (
 )
 from memprobe_core.documents.map_run import PzSetting, StoredMap, read_map, run_map
 from memprobe_core.documents.reading import MAX_DOCUMENT_BYTES, document_from_bytes
-from memprobe_core.documents.stored import MODES
+from memprobe_core.documents.stored import MODES, DocumentRunError, run_mode
 from memprobe_core.documents.windows import MapOptions
 from memprobe_core.errors import MemprobeError
 from memprobe_core.highlight import overlap, segments_to_html
@@ -185,19 +185,17 @@ def job(store: Store, run_id: int, mode: str, victim: Any) -> JobFunction:
 # --- a stored run -------------------------------------------------------------------------------
 
 
-def mode_of(store: Store, run_id: int) -> str:
-    return str(store.get_run(run_id)["config"].get("mode"))
-
-
 def show_run(store: Store, run_id: int, *, key: str) -> None:
     """A stored document run: its figures, its map or turns, downloads."""
-    mode = mode_of(store, run_id)
+    try:
+        mode = run_mode(store, run_id)
+    except DocumentRunError as exc:
+        st.error(md(f"Run {run_id}: {exc}"))
+        return
     if mode == "map":
         show_map(read_map(store, run_id), key=key)
-    elif mode == "continue":
-        show_continuation(read_continuation(store, run_id), key=key)
     else:
-        st.error(md(f"Run {run_id} is a document run of unknown mode {mode!r}."))
+        show_continuation(read_continuation(store, run_id), key=key)
 
 
 def show_map(stored: StoredMap, *, key: str) -> None:

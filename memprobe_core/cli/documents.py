@@ -46,7 +46,7 @@ from memprobe_core.documents.map_run import (
 )
 from memprobe_core.documents.nv_recall import NvRecall, NvRecallOptions, nv_recall
 from memprobe_core.documents.reading import read_document
-from memprobe_core.documents.stored import MODES, run_config
+from memprobe_core.documents.stored import MODES, run_mode
 from memprobe_core.documents.windows import MapOptions
 from memprobe_core.errors import UsageError
 from memprobe_core.executors.ray import RayExecutor
@@ -232,23 +232,14 @@ def _refuse_unused_flags(args: argparse.Namespace) -> None:
         )
 
 
-def _mode_of(store: Any, run_id: int) -> str:
-    """The mode of document run ``run_id`` (refusing any other run)."""
-    run = store.get_run(run_id)
-    mode = run["config"].get("mode") if run["kind"] == "document" else None
-    if mode not in MODES:
-        run_config(store, run_id, "map")  # raises, naming what the run is
-    return str(mode)
-
-
 def _read(store: Any, run_id: int) -> Stored:
-    if _mode_of(store, run_id) == "map":
+    if run_mode(store, run_id) == "map":
         return read_map(store, run_id)
     return read_continuation(store, run_id)
 
 
 def _resume(args: argparse.Namespace, store: Any, run_id: int) -> Stored:
-    mode = _mode_of(store, run_id)
+    mode = run_mode(store, run_id)
     config = store.get_run(run_id)["config"]
     names = ModelNames.from_dict({**common.model_names(args).to_dict(), "victim": config["victim"]})
     victim = load_models(names, ["verbatim"]).victim

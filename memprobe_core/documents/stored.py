@@ -34,6 +34,20 @@ def document_record(text: str, name: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+def run_mode(store: Store, run_id: int) -> str:
+    """The mode (a key of :data:`MODES`) of document run ``run_id``.
+
+    Raises:
+        UnknownRunError: no such run. DocumentRunError: not a document run, or one of a mode
+            this memprobe does not know.
+    """
+    run = store.get_run(run_id)
+    mode = run["config"].get("mode") if run["kind"] == KIND else None
+    if mode not in MODES:
+        run_config(store, run_id, "map")  # raises, naming what the run is
+    return str(mode)
+
+
 def run_config(store: Store, run_id: int, mode: str) -> dict[str, Any]:
     """The config of document run ``run_id`` in ``mode``.
 
