@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -38,7 +38,13 @@ from memprobe_core.documents.map_report import (
     text_view_html,
     text_view_legend,
 )
-from memprobe_core.documents.map_run import PzSetting, StoredMap, read_map, run_map
+from memprobe_core.documents.map_run import (
+    PzSetting,
+    StoredMap,
+    read_map,
+    run_map,
+    same_document_maps,
+)
 from memprobe_core.documents.reading import MAX_DOCUMENT_BYTES, document_from_bytes
 from memprobe_core.documents.stored import MODES, DocumentRunError, run_mode
 from memprobe_core.documents.windows import MapOptions
@@ -193,7 +199,9 @@ def show_run(store: Store, run_id: int, *, key: str) -> None:
         st.error(md(f"Run {run_id}: {exc}"))
         return
     if mode == "map":
-        show_map(read_map(store, run_id), key=key)
+        stored = read_map(store, run_id)
+        show_map(stored, key=key)
+        _same_document(stored, same_document_maps(store, run_id))
     else:
         show_continuation(read_continuation(store, run_id), key=key)
 
@@ -214,13 +222,40 @@ def show_map(stored: StoredMap, *, key: str) -> None:
     if frame.empty:
         st.info("No window is scored yet.")
         return
+    spans = text_spans(stored)  # once a rerun: the text tab and the report share them
     grid_tab, text_tab = st.tabs(["Windows", "Document text"])
     with grid_tab:
         _window_grid(stored, frame, key=key)
     with text_tab:
-        _text_view(stored)
+        _text_view(stored, spans)
     stem = f"memprobe-run{stored.run_id}"
-    _downloads("Windows CSV", frame, f"{stem}-map.csv", map_html(stored), f"{stem}-map.html", key)
+    _downloads(
+        "Windows CSV",
+        frame,
+        f"{stem}-map.csv",
+        lambda: map_html(stored, frame=frame, spans=spans),
+        f"{stem}-map.html",
+        key,
+    )
+
+
+def _same_document(stored: StoredMap, others: list[StoredMap]) -> None:
+    """The opened map beside the store's maps of the same document on other victims."""
+    st.subheader("The same document on other victims")
+    if not others:
+        st.caption(
+            "No other victim in this store has mapped this document with these windows. Read "
+            "the figures above against a control: map the same document on a model that cannot "
+            "have seen it (for the document canary, the embedded base model); what that model "
+            "writes back is merely predictable text."
+        )
+        return
+    st.caption(
+        "The same windows asked of other victims, newest first. A model that cannot have seen "
+        "the document is the control: what it writes back is merely predictable text."
+    )
+    rows = [_summary_row(stored, opened=True)] + [_summary_row(o, opened=False) for o in others]
+    tables.show(pd.DataFrame(rows))
 
 
 def _window_grid(stored: StoredMap, frame: pd.DataFrame, *, key: str) -> None:
@@ -253,8 +288,20 @@ def _window_grid(stored: StoredMap, frame: pd.DataFrame, *, key: str) -> None:
 TEXT_VIEW_CHARS = 200_000
 
 
-def _text_view(stored: StoredMap) -> None:
-    spans = text_spans(stored)
+def _summary_row(stored: StoredMap, *, opened: bool) -> dict[str, Any]:
+    s = stored.summary
+    return {
+        "run": stored.run_id,
+        "victim": stored.victim + (" (opened)" if opened else ""),
+        "status": stored.status,
+        "windows written back": f"{s.extractable:,} / {s.windows:,}",
+        "document written back": round(s.extracted_share, 4),
+        "longest stretch (tokens)": s.longest_stretch,
+        "median log10 p_z": s.median_log10_p_z,
+    }
+
+
+def _text_view(stored: StoredMap, spans: list[TextSpan] | None) -> None:
     if spans is None:
         st.info(
             "This run has no token offsets (its tokenizer gives none, or the run is older than "
@@ -358,21 +405,33 @@ def show_continuation(stored: StoredContinuation, *, key: str) -> None:
             f'matched</b></div><div style="{_BOX}">{html.escape(block["generated"])}</div>'
         )
     stem = f"memprobe-run{stored.run_id}"
-    report = continuation_html(stored)
-    _downloads("Turns CSV", frame, f"{stem}-turns.csv", report, f"{stem}-continuation.html", key)
+    _downloads(
+        "Turns CSV",
+        frame,
+        f"{stem}-turns.csv",
+        lambda: continuation_html(stored),
+        f"{stem}-continuation.html",
+        key,
+    )
 
 
 def _downloads(
-    csv_label: str, frame: pd.DataFrame, csv_name: str, report: str, html_name: str, key: str
+    csv_label: str,
+    frame: pd.DataFrame,
+    csv_name: str,
+    report: Callable[[], str],
+    html_name: str,
+    key: str,
 ) -> None:
-    """A run's table as safe CSV and its HTML report, side by side."""
+    """A run's table as safe CSV and its HTML report, side by side; the report is built when
+    its button is pressed (it colours the whole document: seconds for a book), not each rerun."""
     d1, d2 = st.columns(2)
     with d1:
         csv_download(csv_label, frame, csv_name, key=f"{key}_csv")
     with d2:
         st.download_button(
             "HTML report",
-            data=report.encode("utf-8"),
+            data=lambda: report().encode("utf-8"),
             file_name=html_name,
             mime="text/html",
             key=f"{key}_html",

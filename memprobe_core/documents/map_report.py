@@ -236,12 +236,19 @@ shown coloured; the strip above and the tables below hold its windows.</p>{% end
 """
 
 
-def map_html(stored: StoredMap, *, partial_rows: int = 20) -> str:
-    """The self-contained HTML report (autoescaped; no script)."""
+def map_html(
+    stored: StoredMap,
+    *,
+    partial_rows: int = 20,
+    frame: pd.DataFrame | None = None,
+    spans: list[TextSpan] | None = None,
+) -> str:
+    """The self-contained HTML report (autoescaped; no script). ``frame`` and ``spans``: the
+    run's :func:`map_frame` and :func:`text_spans` where the caller has them already."""
     import jinja2
 
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-    frame = map_frame(stored)
+    frame = map_frame(stored) if frame is None else frame
     cells = [
         {
             "colour": share_colour(row.match_share),
@@ -276,7 +283,7 @@ def map_html(stored: StoredMap, *, partial_rows: int = 20) -> str:
         )
     ]
     legend = [("none", _SCALE[0]), ("some", _SCALE[2]), ("most", _SCALE[4]), ("all", _SCALE[-1])]
-    spans = text_spans(stored)
+    spans = text_spans(stored) if spans is None else spans
     o = stored.options
     return env.from_string(_HTML).render(
         name=stored.name,

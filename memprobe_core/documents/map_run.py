@@ -244,6 +244,27 @@ def read_map(store: Store, run_id: int) -> StoredMap:
     )
 
 
+def same_document_maps(store: Store, run_id: int) -> list[StoredMap]:
+    """The store's other map runs of run ``run_id``'s document (the same text, by hash) cut
+    into windows of the same shape, newest first: the same windows asked of other victims.
+
+    Why: a map is read against a control. A model that cannot have seen the document (the
+    embedded base beside the document canary's copy) shows how much of it is merely
+    predictable, and the page puts such runs beside the one opened.
+    """
+    config = map_config(store, run_id)
+    digest, shape = config["document"]["sha256"], config["map"]
+    same = [
+        r["id"]
+        for r in store.list_runs(kind=KIND)
+        if r["id"] != run_id
+        and r["config"].get("mode") == "map"
+        and r["config"].get("document", {}).get("sha256") == digest
+        and r["config"].get("map") == shape
+    ]
+    return [read_map(store, other) for other in same]
+
+
 # Scores batches of windows: yields each batch with its scores (and the seconds it took per
 # window) as they are ready, in any order. The local one scores them here, one batch after the
 # other; memprobe_core.executors.ray_map spreads them over Ray workers.

@@ -195,6 +195,19 @@ def _step(
     return float(loss.detach())
 
 
+def _rate_factor(warmup: int, decay_from: int, total: int) -> Callable[[int], float]:
+    """The learning rate's factor at each step (warm-up, stable, decay): it rises linearly over
+    the first ``warmup`` steps, stays at 1, and from step ``decay_from`` falls linearly to 0 at
+    ``total``."""
+
+    def factor(step: int) -> float:
+        rise = min(1.0, (step + 1) / warmup) if warmup else 1.0
+        fall = 1.0 if step < decay_from else max(0.0, (total - step) / (total - decay_from))
+        return min(rise, fall)
+
+    return factor
+
+
 def fine_tune(
     model: Any,
     tokenizer: Any,
@@ -205,9 +218,10 @@ def fine_tune(
     """Fine-tune ``model`` in place on ``texts`` (each as its tokenizer encodes it, cut to
     ``max_tokens``); returns each step's loss.
 
-    Settings that also have ``warmup_steps`` (the rate rises linearly over them) or
+    Settings that also have ``warmup_steps`` (the rate rises linearly over them),
+    ``decay_epochs`` (over the last so many epochs the rate falls linearly to 0) or
     ``bf16_autocast`` (forward passes in bfloat16, weights in float32) use them: the document
-    canary's. The snippet canaries' settings have neither, so their copies are unchanged.
+    canary's. The snippet canaries' settings have none, so their copies are unchanged.
     """
     import torch
 
@@ -216,13 +230,15 @@ def fine_tune(
     model.get_input_embeddings().weight.requires_grad_(False)  # tied to the output layer
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=settings.learning_rate, weight_decay=0.0)
-    warmup = int(getattr(settings, "warmup_steps", 0))
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0
-    )
     bf16 = bool(getattr(settings, "bf16_autocast", False))
     plan = [_batches(rows, settings, epoch) for epoch in range(settings.epochs)]
     total = sum(len(steps) for steps in plan)
+    decay_epochs = min(int(getattr(settings, "decay_epochs", 0)), settings.epochs)
+    decay_from = sum(len(steps) for steps in plan[: settings.epochs - decay_epochs])
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer,
+        _rate_factor(int(getattr(settings, "warmup_steps", 0)), decay_from, total),
+    )
     losses: list[float] = []
     model.train()
     with torch.random.fork_rng():

@@ -18,15 +18,17 @@ MARKUP = "<img src=x onerror=alert(1)> **bold** [link](http://evil.example) "
 DOCUMENT = MARKUP + " ".join(["the licence of this work is granted to any person"] * 12)
 
 
-def stored_map(name: str = "<b>book</b>.md") -> int:
+def stored_map(
+    name: str = "<b>book</b>.md", victim_name: str = "tiny <i>victim</i>", text: str = DOCUMENT
+) -> int:
     victim = tiny_hf_generator(seed=7, adds_bos=True)
     store = Store(os.environ["MEMPROBE_STORE"])
     run_id = map_run.start_map(
         store,
-        DOCUMENT,
+        text,
         victim,
         name=name,
-        victim_name="tiny <i>victim</i>",
+        victim_name=victim_name,
         options=MapOptions(8, 8, 8, 8),
     )
     map_run.run_map(store, run_id, victim)
@@ -62,6 +64,22 @@ def test_a_stored_map_opens_with_its_figures_and_a_windows_texts() -> None:
     (view,) = [body for body in views if "window 0: " in body]
     shown = html.unescape(re.sub(r"<[^>]+>", "", view))  # the characters, tags dropped
     assert shown == DOCUMENT and "<img" not in view and "&lt;img" in view
+    # Alone in the store, the map says what it lacks: a control.
+    assert "No other victim in this store has mapped this document" in texts(at)
+
+
+def test_a_map_is_shown_beside_the_same_documents_maps_on_other_victims() -> None:
+    control = stored_map(victim_name="base model")
+    other_document = stored_map(victim_name="base model", text=DOCUMENT + " and more words")
+    opened = stored_map(victim_name="canary copy")
+    at = open_page("pages/6_Document.py")
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.selectbox(key="doc_open").value == opened
+    assert "The same document on other victims" in [h.value for h in at.subheader]
+    (table,) = [t.value for t in at.dataframe if "victim" in t.value.columns]
+    assert table["run"].tolist() == [opened, control]  # not the other document's map
+    assert table["victim"].tolist() == ["canary copy (opened)", "base model"]
+    assert other_document not in table["run"].tolist()
 
 
 def test_a_map_on_a_victim_without_weights_is_refused_in_words() -> None:

@@ -11,7 +11,8 @@ from memprobe_core.documents import canary
 from memprobe_core.documents import extraction_map as xm
 from memprobe_core.documents.windows import MapOptions, cut_windows
 from memprobe_core.errors import OptionError
-from memprobe_core.membership.canaries import fine_tune
+from memprobe_core.membership import canaries
+from memprobe_core.membership.canaries import _rate_factor, fine_tune
 from memprobe_core.membership.sampler import SamplingScheme
 from memprobe_core.snippets import nonmembers
 from tests.helpers.tiny_models import tiny_causal_lm
@@ -87,3 +88,28 @@ def test_the_recipe_turns_an_empty_map_into_a_full_one_on_a_tiny_model():
     assert share() == 0.0
     fine_tune(model, tok, canary.training_rows(text, tok, settings), settings)
     assert share() >= 0.8  # measured 0.90
+
+
+def test_the_rate_rises_over_the_warm_up_holds_then_falls_to_zero():
+    factor = _rate_factor(warmup=4, decay_from=8, total=12)
+    assert [factor(s) for s in range(12)] == [0.25, 0.5, 0.75, 1, 1, 1, 1, 1, 1, 0.75, 0.5, 0.25]
+    no_warmup_no_decay = _rate_factor(warmup=0, decay_from=5, total=5)
+    assert {no_warmup_no_decay(s) for s in range(5)} == {1.0}
+
+
+def test_the_fall_starts_decay_epochs_before_the_end(monkeypatch):
+    seen = []
+
+    def record(warmup, decay_from, total):
+        seen.append((warmup, decay_from, total))
+        return lambda step: 1.0
+
+    monkeypatch.setattr(canaries, "_rate_factor", record)
+    model, tok = tiny_causal_lm(seed=2, adds_bos=True)
+    rows = ["one two three", "four five six", "seven eight nine"]
+    for decay_epochs, decay_from in ((1, 6), (3, 0), (9, 0), (0, 9)):
+        settings = canary.DocumentCanarySettings(
+            words=100, epochs=3, decay_epochs=decay_epochs, warmup_steps=2, max_tokens=16
+        )
+        fine_tune(model, tok, rows, settings)
+        assert seen[-1] == (2, decay_from, 9)
