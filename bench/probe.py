@@ -15,6 +15,12 @@ and then checks that both give the same greedy victim outputs for the last round
     python bench/probe.py --modes batched --profile torch   # per torch operator
     python bench/probe.py --modes batched --drafting on,off  # victim drafting from the suffix vs not
     python bench/probe.py --modes batched --buckets on,off   # victim prefill in length buckets vs not
+    python bench/probe.py --dtypes float32,auto   # every role float32 vs each role's auto dtype
+
+``--dtypes`` loads the models as a run does (``ModelNames.resolved`` + ``load_models``) once per
+setting, runs the batched probe with each, prints every role's dtype and checks that the victim
+is the same float32 model in both (its greedy answers to the same prompts identical). Last line:
+``probe 3x24: float32 A s, auto B s, ratio R``.
 """
 
 from __future__ import annotations
@@ -133,6 +139,64 @@ def profiled(kind: str | None, top: int, label: str) -> Iterator[None]:
         print(body[body.find("   ncalls") :] if "   ncalls" in body else body)
 
 
+def compare_dtypes(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The batched probe once per ``--dtypes`` setting, models loaded as a run loads them."""
+    from memprobe_core.attacks import AttackOptions, run_interactive
+    from memprobe_core.attacks.interactive import METHOD
+    from memprobe_core.attacks.victim import victim_request
+    from memprobe_core.runs.roles import ModelNames, load_models
+
+    settings = args.dtypes.split(",")
+    rows, victims, traces = [], {}, {}
+    for setting in settings:
+        names = ModelNames(
+            victim=args.victim, attacker=args.attacker, dtypes={"*": setting}
+        ).resolved()
+        models = load_models(names, [METHOD])
+        used = {r: names.dtypes[r] for r in ("victim", "attacker", "init")}
+        print(f"{setting}: dtypes {used}", flush=True)
+        sp = pick_split(models.victim, args.length, args.domain)
+        for gen in {id(m): m for m in (models.victim, models.attacker)}.values():
+            gen.generate(["Warm up."], max_new_tokens=2)  # first passes pay for kernels: untimed
+        options = AttackOptions(
+            seed=0, interactive=InteractiveOptions(rounds=args.rounds, n_candidates=args.n)
+        )
+        cpu0 = time.process_time()
+        res = run_interactive(sp, models, options)
+        rows.append(
+            {"dtypes": setting, **summary("memprobe", "batched", res, time.process_time() - cpu0)}
+        )
+        print(json.dumps(rows[-1]), flush=True)
+        victims[setting], traces[setting] = models.victim, res.trace
+    first, last = settings[0], settings[-1]
+    # The two runs' attackers sample different prompts (another dtype, other numbers), so the
+    # victims are compared on the same prompts: the last setting's last round.
+    final = max(c.round for c in traces[last])
+    prompts = list(dict.fromkeys(c.prompt for c in traces[last] if c.round == final and c.prompt))
+    outputs = {
+        s: victims[s].generate(
+            [victim_request(p, victims[s], as_chat=True) for p in prompts],
+            max_new_tokens=args.length,
+        )
+        for s in (first, last)
+    }
+    same = sum(a == b for a, b in zip(outputs[first], outputs[last]))
+    print(
+        f"victim: {victims[first].manifest()['dtype']} under {first}, "
+        f"{victims[last].manifest()['dtype']} under {last}; greedy outputs on the same "
+        f"{len(prompts)} prompts identical: {same}/{len(prompts)}",
+        flush=True,
+    )
+    print(f"\n{first} / {last}: " + ratios(rows[0], rows[-1]))
+    print(
+        f"probe {args.rounds}x{args.n}: {first} {rows[0]['wall_s']} s, {last} "
+        f"{rows[-1]['wall_s']} s, ratio {rows[0]['wall_s'] / max(rows[-1]['wall_s'], 1e-9):.2f}"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--victim", default="gemma-3-270m")
@@ -172,11 +236,19 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         "functions incl. torch ops; torch: per-operator table)",
     )
     p.add_argument("--top", type=int, default=25, help="rows of each profile table")
+    p.add_argument(
+        "--dtypes",
+        default=None,
+        help="comma list of --dtype settings for every role (float32, auto, bfloat16 …): the "
+        "batched probe once per setting, side by side (other comparisons are left out)",
+    )
     args = p.parse_args(argv)
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)  # a benchmark script may; library code never does
+    if args.dtypes:
+        return compare_dtypes(args)
 
     from memprobe_core.attacks import AttackOptions, ModelSet, run_interactive
     from memprobe_core.models import load

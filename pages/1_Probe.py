@@ -67,7 +67,11 @@ def start() -> None:
     model_set = methods_ui.load_model_set(models, [METHOD], {})
     if options is None or model_set is None:
         return
-    names = ModelNames(victim=models["victim"].label, attacker=models["attacker"].label)
+    names = ModelNames(
+        victim=models["victim"].label,
+        attacker=models["attacker"].label,
+        dtypes=ui.asked_dtypes(models),
+    )
     view = methods_ui.start_recorded_run(
         JOB,
         store,

@@ -32,6 +32,7 @@ models = ui.model_sidebar(roles)
 # The methods' "victim" is this page's instruct model (P-S-Inst and Ours audit the instruction-
 # tuned model, P-S-Base and GCG its base); the init model is the attacker, as in the paper.
 SLOT_OF_ROLE = {"victim": "instruct"}
+ROLE_OF_SLOT = {slot: role for role, slot in SLOT_OF_ROLE.items()}
 victim_choice = models["instruct"]
 st.caption(
     ui.md(
@@ -74,6 +75,7 @@ def start() -> None:
         base=models["base"].label,
         attacker=models["attacker"].label,
         reverse=models["reverse"].label if "reverse" in models else None,
+        dtypes=ui.asked_dtypes({ROLE_OF_SLOT.get(slot, slot): c for slot, c in models.items()}),
     )
     view = methods_ui.start_recorded_run(
         JOB,

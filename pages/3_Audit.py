@@ -94,6 +94,7 @@ with tab_run:
                     base=models["base"].label,
                     attacker=models["attacker"].label,
                     reverse=models["reverse"].label if use_reverse else None,
+                    dtypes=ui.asked_dtypes(models),
                 )
                 run_id = start_audit(
                     store,
@@ -157,7 +158,9 @@ with tab_infer:
                     suspect,
                     heldout,
                     infer_lengths,
-                    models=ModelNames(victim=models["victim"].label),
+                    models=ModelNames(
+                        victim=models["victim"].label, dtypes=ui.asked_dtypes(models)
+                    ),
                     significance=float(significance),
                     sources=(infer_sources["suspect"], infer_sources["heldout"]),
                 )

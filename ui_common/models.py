@@ -11,13 +11,14 @@ from __future__ import annotations
 import gc
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from memprobe_core.models import embedded, load
+from memprobe_core.models import dtypes, embedded, load
 from ui_common.page import fake_default, keep, md
 
 logger = logging.getLogger(__name__)
@@ -32,6 +33,13 @@ KINDS: dict[str, str] = {
 }
 # Kinds loaded in this process with their weights (hf / embedded / the fake backend's tiny model).
 WHITE_BOX_KINDS: tuple[str, ...] = ("embedded", "hub", "fake")
+# Kinds whose weights dtype the sidebar offers.
+LOCAL_WEIGHT_KINDS: tuple[str, ...] = ("embedded", "hub")
+DTYPE_HELP = (
+    "auto: bfloat16 on a GPU; on a CPU, bfloat16 for the attacker where the CPU computes it "
+    "natively (AMX or AVX512-BF16), float32 for every other role — the victim's greedy answers "
+    "are what is measured, so bfloat16 for it is your choice, and the report says so."
+)
 
 
 # Sidebar titles of the roles (a role without one is shown title-cased).
@@ -65,6 +73,8 @@ class ModelChoice:
     name: str
     base_url: str = ""
     api_key_env: str = "OPENAI_API_KEY"
+    # The weights dtype asked for (memprobe_core.models.dtypes; local weights only).
+    dtype: str = dtypes.AUTO
 
     @property
     def white_box(self) -> bool:
@@ -79,13 +89,34 @@ class ModelChoice:
             return f"{self.name} @ {self.base_url}"
         return self.name
 
-    def load_call(self) -> tuple[str, str | None, dict[str, Any]]:
-        """``(name, backend, options)`` for ``memprobe_core.models.load``."""
+    @property
+    def has_dtype(self) -> bool:
+        """Whether the choice loads real weights here, in a dtype (an endpoint or the fake
+        backend has none to choose)."""
+        return self.kind in LOCAL_WEIGHT_KINDS
+
+    def load_call(self, role: str) -> tuple[str, str | None, dict[str, Any]]:
+        """``(name, backend, options)`` for ``memprobe_core.models.load`` when the model
+        plays ``role`` (its ``auto`` dtype depends on the role)."""
         if self.kind == "openai":
             return self.name, "openai", {"base_url": self.base_url, "api_key_env": self.api_key_env}
         if self.kind == "fake":
             return self.name, "fake", {}
-        return self.name, None, {}
+        return self.name, None, {"dtype": resolved_dtype(role, self.dtype)}
+
+
+def resolved_dtype(role: str, requested: str) -> str:
+    """The concrete dtype of a local model playing ``role`` in this dashboard's process (the
+    same rule as a run's :meth:`memprobe_core.runs.roles.ModelNames.resolved`)."""
+    from memprobe_core.models.hf import pick_device
+
+    return dtypes.role_dtype(role, requested, pick_device(None))
+
+
+def asked_dtypes(choices: Mapping[str, ModelChoice]) -> dict[str, str]:
+    """``{method role: dtype asked}`` of the choices that load local weights (what a run
+    records before :meth:`~memprobe_core.runs.roles.ModelNames.resolved` makes it concrete)."""
+    return {role: c.dtype for role, c in choices.items() if c.has_dtype}
 
 
 def embedded_table() -> pd.DataFrame:
@@ -146,14 +177,14 @@ def model_picker(role: str, *, help_text: str = "") -> ModelChoice:
             names,
             key=keep(f"model_{role}_embedded", default if default in names else names[0], names),
         )
-        return ModelChoice("embedded", name)
+        return ModelChoice("embedded", name, dtype=_dtype_picker(role))
     if kind == "hub":
         name = st.text_input(
             f"{role.title()} hub id or local folder",
             key=keep(f"model_{role}_hub", ""),
             placeholder="e.g. EleutherAI/pythia-160m or /models/my-model",
         )
-        return ModelChoice("hub", name.strip())
+        return ModelChoice("hub", name.strip(), dtype=_dtype_picker(role))
     if kind == "openai":
         base_url = st.text_input(
             "Base URL", key=keep(f"model_{role}_url", ""), placeholder="http://127.0.0.1:8000/v1"
@@ -181,6 +212,17 @@ def model_picker(role: str, *, help_text: str = "") -> ModelChoice:
     return ModelChoice("fake", mode.strip() or "fake")
 
 
+def _dtype_picker(role: str) -> str:
+    choices = list(dtypes.CHOICES)
+    picked = st.selectbox(
+        f"{role.title()} weights dtype",
+        choices,
+        key=keep(f"model_{role}_dtype", dtypes.AUTO, choices),
+        help=DTYPE_HELP,
+    )
+    return str(picked)
+
+
 def model_sidebar(
     roles: tuple[str, ...] = ("victim", "base", "attacker"),
 ) -> dict[str, ModelChoice]:
@@ -195,7 +237,11 @@ def model_sidebar(
         for role in roles:
             with st.expander(role_label(role), expanded=False):
                 choices[role] = model_picker(role, help_text=ROLE_HELP.get(role, ""))
-                st.caption(md(f"using: {choices[role].label or '(not set)'}"))
+                choice = choices[role]
+                using = choice.label or "(not set)"
+                if choice.has_dtype and choice.name:
+                    using += f" · {resolved_dtype(role, choice.dtype)}"
+                st.caption(md(f"using: {using}"))
     return choices
 
 
@@ -235,7 +281,7 @@ def load_model(choice: ModelChoice, role: str) -> Any | None:
     if choice.kind == "openai" and not choice.base_url:
         st.error(f"The {role} endpoint has no base URL: fill it in the sidebar.")
         return None
-    name, backend, options = choice.load_call()
+    name, backend, options = choice.load_call(role)
     try:
         return _load(name, backend, tuple(sorted(options.items())))
     except Exception as exc:  # a missing model must not crash the page

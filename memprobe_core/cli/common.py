@@ -22,6 +22,7 @@ from memprobe_core.cli.option_flags import add_flag_of, add_flags, flag_problem,
 from memprobe_core.config import MAX_INT64, SEED_RANGE, ScoringConfig
 from memprobe_core.errors import UsageError
 from memprobe_core.membership import MeasureOptions
+from memprobe_core.models import dtypes
 from memprobe_core.models.urls import base_url_problem
 from memprobe_core.option_fields import check_size
 from memprobe_core.report.stats import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAMPLES
@@ -138,8 +139,15 @@ def add_models(parser: argparse.ArgumentParser, roles: tuple[str, ...] = ALL_ROL
     )
     group.add_argument("--device", help="cuda or cpu (default: cuda when present)")
     group.add_argument(
-        "--dtype", help="bfloat16, float16 or float32 (default: bf16 on CUDA, fp32 on CPU)"
+        "--dtype",
+        action="append",
+        metavar="[ROLE=]DTYPE",
+        help="weights dtype: auto, bfloat16, float16 or float32, for every role or for one "
+        "(attacker=bfloat16); repeat or comma-separate for several (default: auto — bfloat16 "
+        "on CUDA; on a CPU, bfloat16 for the attacker and init model where the CPU has AMX or "
+        "AVX512-BF16, float32 for every other role)",
     )
+    parser.set_defaults(model_roles=roles)
     group.add_argument(
         "--base-url",
         help="OpenAI-compatible endpoint (http://host:8000/v1), or "
@@ -366,10 +374,12 @@ def model_names(args: argparse.Namespace) -> ModelNames:
             "the key in an environment variable and pass that variable's name, e.g. OPENAI_API_KEY"
         )
     load_options = {
-        k: getattr(args, k)
-        for k in ("device", "dtype", "base_url", "api_key_env")
-        if getattr(args, k)
+        k: getattr(args, k) for k in ("device", "base_url", "api_key_env") if getattr(args, k)
     }
+    roles = getattr(args, "model_roles", ALL_ROLES)
+    # A command's roles include those it loads without a flag (init follows the attacker).
+    with_init = (*roles, "init") if "attacker" in roles else roles
+    asked = dtypes.parse_dtype_flags(args.dtype or [], with_init)
     return ModelNames(
         victim=args.victim,
         base=getattr(args, "base", None),
@@ -379,6 +389,7 @@ def model_names(args: argparse.Namespace) -> ModelNames:
         reference=getattr(args, "reference_model", None),
         backend=args.backend,
         load_options=load_options,
+        dtypes=asked,
     )
 
 

@@ -254,11 +254,12 @@ def _scorer(args: argparse.Namespace, store: Any, run_id: int, names: ModelNames
     config = store.get_run(run_id)["config"]
     if config.get("mode") != "map":
         return None
-    load_options = (
-        {"backend": names.backend, **names.load_options}
-        if names.backend
-        else dict(names.load_options)
-    )
+    resolved = names.resolved()
+    load_options = dict(resolved.load_options)
+    if resolved.backend:
+        load_options["backend"] = resolved.backend
+    if resolved.dtypes.get("victim"):
+        load_options["dtype"] = resolved.dtypes["victim"]  # the workers' victim as this one's
     return ray_scorer(
         executor.options,
         victim=str(config["victim"]),

@@ -619,6 +619,21 @@ def require_attack_run(run: Mapping[str, Any]) -> None:
         )
 
 
+def dtype_meta(dtypes: dict[str, str] | None) -> dict[str, str]:
+    """The report's lines on the dtype each role ran in (none for a run recorded before
+    per-role dtypes), and a note when the victim's outputs may differ from float32's."""
+    if not dtypes:
+        return {}
+    meta = {"dtypes": ", ".join(f"{role} {dtype}" for role, dtype in dtypes.items())}
+    victim = dtypes.get("victim")
+    if victim in ("bfloat16", "float16"):
+        meta["dtype_note"] = (
+            f"The victim ran in {victim}: its greedy outputs (and so Mem and extraction) may "
+            "differ from those of float32 weights."
+        )
+    return meta
+
+
 def report_for_run(store: Any, run_id: int, **kwargs: Any) -> Report:
     """``build_report`` on a stored run (``store`` is a ``memprobe_core.store.Store``).
 
@@ -636,6 +651,7 @@ def report_for_run(store: Any, run_id: int, **kwargs: Any) -> Report:
         "units_done": run["units_done"],
         "units_error": run["units_error"],
     }
+    meta.update(dtype_meta(((run.get("config") or {}).get("models") or {}).get("dtypes")))
     if "texts" not in kwargs and any(store.labels(run_id).values()):
         # A labelled audit's blind baseline reads the texts (an unlabelled one never needs them).
         kwargs["texts"] = {s.id: s.text for s in store.samples(run_id)}

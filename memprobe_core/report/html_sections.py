@@ -210,6 +210,8 @@ def manifest_section(report: Report, run: dict[str, Any] | None, units: list[dic
         "victim",
         "base",
         "attacker",
+        "dtypes",
+        "dtype_note",
     )
     settings = [
         (f"report.{k}", report.meta[k]) for k in meta_keys if report.meta.get(k) is not None

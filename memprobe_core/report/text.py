@@ -61,6 +61,10 @@ def _header_lines(meta: dict[str, Any]) -> list[str]:
     models = ", ".join(f"{k} {meta[k]}" for k in ("victim", "base", "attacker") if meta.get(k))
     if models:
         lines.append(f"Models: {models}; ROUGE-L {meta.get('rouge_variant') or '?'}")
+    if meta.get("dtypes"):
+        lines.append(f"Dtypes: {meta['dtypes']}")
+    if meta.get("dtype_note"):
+        lines.append(str(meta["dtype_note"]))
     return lines
 
 

@@ -17,7 +17,7 @@ from memprobe_core import models as model_backends
 from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.attacks.registry import roles_needed
 from memprobe_core.attacks.reverse_lm import DEFAULT_REVERSE_MODEL
-from memprobe_core.models import embedded
+from memprobe_core.models import dtypes, embedded
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,11 @@ class ModelNames:
         reference: a second model for the reference-ratio membership signal (``None``: no
             reference, the signal is left out; loaded whatever the methods).
         backend: backend for every model (``None``: chosen from the name).
-        load_options: keyword options passed to ``memprobe_core.models.load`` (device, dtype …).
+        load_options: keyword options passed to ``memprobe_core.models.load`` (device, endpoint
+            …; a ``dtype`` here is the dtype of every role, as before per-role dtypes).
+        dtypes: ``{role or "*": dtype}`` asked for (``auto`` where absent); once
+            :meth:`resolved`, the concrete dtype of every role with weights
+            (:mod:`memprobe_core.models.dtypes`), which the run records and a resume keeps.
     """
 
     victim: str | None = None
@@ -46,12 +50,20 @@ class ModelNames:
     reference: str | None = None
     backend: str | None = None
     load_options: dict[str, Any] = field(default_factory=dict)
+    dtypes: dict[str, str] = field(default_factory=dict)
 
     def resolved(self) -> ModelNames:
-        """A copy with every default filled in (what is recorded in the run config)."""
+        """A copy with every default filled in, each role's dtype included (what is recorded
+        in the run config; resolving a resolved copy changes nothing)."""
         base_default, instruct_default, reverse_default = default_model_names()
         attacker = self.attacker or instruct_default
-        return ModelNames(
+        options = dict(self.load_options)
+        asked = dict(self.dtypes)
+        if "dtype" in options:  # the dtype of every role, unless a role has its own
+            asked.setdefault(dtypes.EVERY_ROLE, options.pop("dtype"))
+        if "attacker" in asked and not self.init:  # the init model is the attacker's model
+            asked.setdefault("init", asked["attacker"])
+        out = ModelNames(
             victim=self.victim or base_default,
             base=self.base or base_default,
             attacker=attacker,
@@ -59,8 +71,16 @@ class ModelNames:
             reverse=self.reverse or reverse_default,
             reference=self.reference,
             backend=self.backend,
-            load_options=dict(self.load_options),
+            load_options=options,
         )
+        device = options.get("device") or _default_device()
+        for role in ROLES:
+            name = getattr(out, role)
+            if name is not None and _has_weights(name, out.backend, options):
+                out.dtypes[role] = dtypes.role_dtype(
+                    role, dtypes.requested_for(role, asked), device
+                )
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """The names as a JSON-ready dict (what a run's config records)."""
@@ -70,7 +90,30 @@ class ModelNames:
     def from_dict(cls, data: dict[str, Any]) -> ModelNames:
         """Names from a run config's dict; keys this version does not know are ignored."""
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        if "dtypes" not in known:
+            # A run recorded before per-role dtypes: every role as the loader then chose
+            # (bfloat16 on CUDA, float32 on a CPU), or the one dtype the run was given.
+            given = (known.get("load_options") or {}).get("dtype")
+            known["dtypes"] = {dtypes.EVERY_ROLE: given or dtypes.LOADER_DEFAULT}
         return cls(**known)
+
+
+# The roles a ModelNames names, in the order a run's config lists them.
+ROLES = ("victim", "base", "attacker", "init", "reverse", "reference")
+
+
+def _default_device() -> str:
+    """Where a model loads when no device is given (the hf backend's rule)."""
+    from memprobe_core.models.hf import pick_device
+
+    return pick_device(None)
+
+
+def _has_weights(name: str, backend: str | None, options: dict[str, Any]) -> bool:
+    """Whether ``name`` loads local weights (a dtype means something): not an endpoint or the
+    fake backend."""
+    chosen = backend or model_backends.guess_backend(name, options)
+    return chosen not in ("openai", "fake")
 
 
 def default_model_names() -> tuple[str, str, str]:
@@ -85,14 +128,17 @@ def load_models(names: ModelNames, methods: Iterable[str]) -> ModelSet:
         ModelError: a model cannot be loaded (unknown name, missing file, …).
     """
     names = names.resolved()
-    cache: dict[str, Any] = {}
+    cache: dict[tuple[str, str | None], Any] = {}
 
     def get(role: str) -> Any:
-        name = getattr(names, role)
-        if name not in cache:
-            log.info("loading %s model %s", role, name)
-            cache[name] = model_backends.load(name, backend=names.backend, **names.load_options)
-        return cache[name]
+        name, dtype = getattr(names, role), names.dtypes.get(role)
+        if (name, dtype) not in cache:  # one model in two dtypes is two models
+            log.info("loading %s model %s (%s)", role, name, dtype or "backend's dtype")
+            options = dict(names.load_options)
+            if dtype is not None:
+                options["dtype"] = dtype
+            cache[name, dtype] = model_backends.load(name, backend=names.backend, **options)
+        return cache[name, dtype]
 
     needed = roles_needed(methods, reference=names.reference is not None)
     return ModelSet.from_roles({role: get(role) for role in needed})

@@ -152,3 +152,29 @@ def test_audit_resumes_an_interrupted_run() -> None:
     at.button(key="audit_resume").click()
     run_until(at, lambda a: "state: finished" in texts(a), timeout=60)
     assert store.get_run(run_id)["units_done"] == 2
+
+
+def test_a_local_models_dtype_is_picked_per_role_and_shown(monkeypatch) -> None:
+    from memprobe_core.models import dtypes
+    from ui_common import models as ui_models
+
+    monkeypatch.delenv("MEMPROBE_UI_FAKE")  # embedded models (nothing is loaded: no run)
+    monkeypatch.setattr(dtypes, "cpu_has_bf16", lambda: True)
+    at = open_page("pages/1_Probe.py")
+    assert not at.exception, at.exception
+    picker = at.sidebar.selectbox(key="model_attacker_dtype")
+    assert picker.value == "auto" and list(picker.options) == list(dtypes.CHOICES)
+    captions = " ".join(c.value for c in at.sidebar.caption).replace("\\", "")  # md-escaped
+    on_cpu = ui_models.resolved_dtype("attacker", "auto") == "bfloat16"
+    if on_cpu:  # the dashboard's own device: a CPU here, a GPU makes every role bfloat16
+        assert "gemma-3-270m · float32" in captions
+        assert "smollm2-135m-instruct · bfloat16" in captions
+    at.sidebar.selectbox(key="model_victim_dtype").set_value("bfloat16").run()
+    captions = " ".join(c.value for c in at.sidebar.caption).replace("\\", "")
+    assert "gemma-3-270m · bfloat16" in captions
+    chosen = {
+        r: ui_models.ModelChoice("embedded", "m", dtype=d)
+        for r, d in (("victim", "bfloat16"), ("attacker", "auto"))
+    }
+    chosen["base"] = ui_models.ModelChoice("openai", "gpt", "http://127.0.0.1:1/v1")
+    assert ui_models.asked_dtypes(chosen) == {"victim": "bfloat16", "attacker": "auto"}

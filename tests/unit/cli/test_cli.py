@@ -368,3 +368,54 @@ def test_report_fpr_rule_reaches_the_report(tmp_path, monkeypatch, capsys):
     assert seen["fpr_rule"] == "lt"
     assert main(["--store", str(tmp_path / "r.sqlite"), "report", "1", "--fpr-rule", "<"]) == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_dtype_flags_reach_the_run_names_per_role(monkeypatch):
+    from memprobe_core.cli import common
+    from memprobe_core.models import dtypes
+    from memprobe_core.runs import roles
+
+    monkeypatch.setattr(roles, "_default_device", lambda: "cpu")
+    monkeypatch.setattr(dtypes, "cpu_has_bf16", lambda: False)
+    args = build_parser().parse_args(
+        ["probe", "--dtype", "attacker=bfloat16", "--dtype", "victim=float16,base=float32"]
+    )
+    names = common.model_names(args).resolved()
+    assert names.dtypes["attacker"] == names.dtypes["init"] == "bfloat16"
+    assert (names.dtypes["victim"], names.dtypes["base"]) == ("float16", "float32")
+    every = common.model_names(build_parser().parse_args(["probe", "--dtype", "float16"]))
+    assert set(every.resolved().dtypes.values()) == {"float16"}
+
+
+@pytest.mark.parametrize(
+    ("flag", "says"),
+    [("critic=float32", "no role 'critic'"), ("attacker=fp8", "unknown dtype 'fp8'")],
+)
+def test_a_bad_dtype_flag_exits_2_in_one_line_before_anything_is_stored(
+    store_path, capsys, flag, says
+):
+    assert (
+        main(
+            ["--store", str(store_path), "probe", "--dtype", flag, "--victim", "fake", "some text"]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert says in err and len(err.splitlines()) == 1
+    assert not store_path.exists()
+
+
+def test_a_document_command_has_only_the_victim_role(store_path, capsys):
+    code = main(
+        [
+            "--store",
+            str(store_path),
+            "document",
+            "--builtin",
+            "apache-2.0",
+            "--dtype",
+            "attacker=float32",
+        ]
+    )
+    assert code == 2
+    assert "this command has no role 'attacker'; its roles are victim" in capsys.readouterr().err

@@ -238,3 +238,16 @@ def test_select_picks_which_mem_table_1_shows_and_names_it() -> None:
     assert "argmax O" in default.meta["selection_label"]
     assert "max_mem" in best.meta["selection_label"]
     assert "Mem = highest Mem in the trace" in render_text(best)
+
+
+def test_the_report_names_each_roles_dtype_and_warns_of_a_bfloat16_victim() -> None:
+    from memprobe_core.report.build import dtype_meta
+
+    assert dtype_meta(None) == {}  # a run recorded before per-role dtypes
+    float32 = dtype_meta({"victim": "float32", "attacker": "bfloat16"})
+    text = render_text(build_report(results(), meta={"run_id": 4, **float32}))
+    assert "Dtypes: victim float32, attacker bfloat16" in text
+    assert "may differ" not in text
+    bf16 = dtype_meta({"victim": "bfloat16", "attacker": "bfloat16"})
+    text = render_text(build_report(results(), meta={"run_id": 4, **bf16}))
+    assert "The victim ran in bfloat16: its greedy outputs" in text
