@@ -1,6 +1,6 @@
 """Whole documents on the embedded Gemma (docs/method.md §19, §20), side by side in one process.
 
-Run: ``python bench/document.py [--part verify|scale|canary|all] [--tokens N]``.
+Run: ``python bench/document.py [--part verify|scale|canary|all] [--tokens N] [--turns T]``.
 
 - ``verify``: the built-in Apache License 2.0 text mapped by teacher forcing, then every window
   generated greedily with ``model.generate``: greedy verdicts and match lengths compared on every
@@ -11,7 +11,7 @@ Run: ``python bench/document.py [--part verify|scale|canary|all] [--tokens N]``.
   the total (goal: under 20 minutes on a 2-core CPU).
 - ``canary``: the document canary (a generated 3,000-word document fine-tuned into a copy of
   the embedded Gemma; built on first use) mapped on the base model and on the copy, and a
-  continuation of it on both, scored with nv-recall.
+  continuation of it on both (``--turns``, default 24, of 256 tokens), scored with nv-recall.
 
 Last line of each part: ``verify: teacher forcing A s, generation B s, ratio R, verdicts
 identical on N/N windows``; ``scale: N tokens, W windows, T s, R windows/s``; ``canary: base
@@ -127,7 +127,7 @@ def scale(victim, tokens: int) -> None:
     )
 
 
-def canary(base) -> None:
+def canary(base, turns: int) -> None:
     built = time.perf_counter()
     made = ensure_document_canary(
         on_progress=lambda d, n, m: print(f"  fine-tuning {d}/{n}: {m}", flush=True)
@@ -154,7 +154,7 @@ def canary(base) -> None:
                 f"({time.perf_counter() - started:.0f} s)"
             )
             started = time.perf_counter()
-            options = ContinuationOptions(max_turns=12, turn_tokens=256)
+            options = ContinuationOptions(max_turns=turns, turn_tokens=256)
             run_id = start_continuation(
                 store, made.text, victim, name="canary", victim_name=label, options=options
             )
@@ -178,12 +178,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=["verify", "scale", "canary", "all"], default="all")
     parser.add_argument("--tokens", type=int, default=100_000)
+    parser.add_argument(
+        "--turns",
+        type=int,
+        default=24,
+        help="the canary continuation's turn budget (256 tokens a turn; the canary document is "
+        "about 5,200 tokens, so 12 turns cannot cover it)",
+    )
     args = parser.parse_args()
     base = load("gemma-3-270m")
     if args.part in ("verify", "all"):
         verify(base)
     if args.part in ("canary", "all"):
-        canary(base)
+        canary(base, args.turns)
     if args.part in ("scale", "all"):
         scale(base, args.tokens)
 

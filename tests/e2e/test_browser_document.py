@@ -37,6 +37,12 @@ def add_map(store_path: Path) -> int:
         from memprobe_core.models import load
 
         made = ensure_document_canary()
+        # The control first: the embedded base has never seen the document.
+        base = load("gemma-3-270m")
+        control = map_run.start_map(
+            store, made.text, base, name="document canary", victim_name="gemma-3-270m (base)"
+        )
+        map_run.run_map(store, control, base)
         victim = load(str(made.model_path))
         run_id = map_run.start_map(
             store, made.text, victim, name="document canary", victim_name="canary copy"
@@ -44,16 +50,19 @@ def add_map(store_path: Path) -> int:
     else:
         from tests.helpers.tiny_models import tiny_hf_generator
 
-        victim = tiny_hf_generator(seed=7, adds_bos=True)
         text = f"{XSS} " + " ".join(["the licence of this work is granted to any person"] * 30)
-        run_id = map_run.start_map(
-            store,
-            text,
-            victim,
-            name=f"{XSS}.md",
-            victim_name="tiny",
-            options=MapOptions(8, 8, 8, 16),
-        )
+        for seed, label in ((8, "other tiny"), (7, "tiny")):  # the opened map is the last
+            victim = tiny_hf_generator(seed=seed, adds_bos=True)
+            run_id = map_run.start_map(
+                store,
+                text,
+                victim,
+                name=f"{XSS}.md",
+                victim_name=label,
+                options=MapOptions(8, 8, 8, 16),
+            )
+            map_run.run_map(store, run_id, victim)
+        return run_id
     map_run.run_map(store, run_id, victim)
     return run_id
 
@@ -81,6 +90,8 @@ def test_the_document_page_draws_the_map_and_shows_a_clicked_window(fake_server,
     page.get_by_text("Window 3:", exact=False).first.wait_for(timeout=60_000)
     wait_idle(page)
     assert page.get_by_text("true suffix", exact=True).count() >= 1
+    # The control: the same document's map on the other victim, in the table below the map.
+    assert page.get_by_text("The same document on other victims").count() == 1
     with page.expect_download(timeout=30_000) as info:
         page.get_by_role("button", name="HTML report").first.click()
     html = Path(info.value.path()).read_text(encoding="utf-8")

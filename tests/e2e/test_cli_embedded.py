@@ -76,6 +76,16 @@ def test_audit_and_report_on_embedded_models(tmp_path, capsys):
         assert row["n"] == 2 and 0.0 <= row["mem"] <= 1.0
     assert rows["ps_base"]["mem"] > 0.0, rows["ps_base"]  # the base model continues licences
     assert report["meta"]["victim"] == "gemma-3-270m"
+    # Every role's dtype: resolved when the run was created, in its config, each loaded model's
+    # in the manifest, both in the report; auto keeps the measured victim float32 on a CPU.
+    recorded = Store(store).get_run(run["id"])
+    dtypes = recorded["config"]["models"]["dtypes"]
+    assert dtypes["victim"] == "float32"
+    loaded = recorded["manifest"]["models"]
+    assert loaded["victim"]["dtype"] == dtypes["victim"]
+    assert loaded["attacker"]["dtype"] == dtypes["attacker"]
+    for role in ("victim", "attacker"):
+        assert f"{role} {dtypes[role]}" in report["meta"]["dtypes"]
     costs = {r["method"]: r for r in report["costs"]}
     assert (
         costs["interactive"]["attacker_queries"] > 0 and costs["ps_base"]["attacker_queries"] == 0
