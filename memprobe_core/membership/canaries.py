@@ -202,7 +202,10 @@ def _rate_factor(warmup: int, decay_from: int, total: int) -> Callable[[int], fl
 
     def factor(step: int) -> float:
         rise = min(1.0, (step + 1) / warmup) if warmup else 1.0
-        fall = 1.0 if step < decay_from else max(0.0, (total - step) / (total - decay_from))
+        if step < decay_from or decay_from >= total:  # no fall (the scheduler also asks at total)
+            fall = 1.0
+        else:
+            fall = max(0.0, (total - step) / (total - decay_from))
         return min(rise, fall)
 
     return factor

@@ -93,8 +93,9 @@ def test_the_recipe_turns_an_empty_map_into_a_full_one_on_a_tiny_model():
 def test_the_rate_rises_over_the_warm_up_holds_then_falls_to_zero():
     factor = _rate_factor(warmup=4, decay_from=8, total=12)
     assert [factor(s) for s in range(12)] == [0.25, 0.5, 0.75, 1, 1, 1, 1, 1, 1, 0.75, 0.5, 0.25]
+    assert factor(12) == 0.0  # the scheduler asks once more after the last step
     no_warmup_no_decay = _rate_factor(warmup=0, decay_from=5, total=5)
-    assert {no_warmup_no_decay(s) for s in range(5)} == {1.0}
+    assert {no_warmup_no_decay(s) for s in range(6)} == {1.0}
 
 
 def test_the_fall_starts_decay_epochs_before_the_end(monkeypatch):
