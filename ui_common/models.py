@@ -102,15 +102,7 @@ class ModelChoice:
             return self.name, "openai", {"base_url": self.base_url, "api_key_env": self.api_key_env}
         if self.kind == "fake":
             return self.name, "fake", {}
-        return self.name, None, {"dtype": resolved_dtype(role, self.dtype)}
-
-
-def resolved_dtype(role: str, requested: str) -> str:
-    """The concrete dtype of a local model playing ``role`` in this dashboard's process (the
-    same rule as a run's :meth:`memprobe_core.runs.roles.ModelNames.resolved`)."""
-    from memprobe_core.models.hf import pick_device
-
-    return dtypes.role_dtype(role, requested, pick_device(None))
+        return self.name, None, {"dtype": dtypes.resolve(role, self.dtype)}
 
 
 def asked_dtypes(choices: Mapping[str, ModelChoice]) -> dict[str, str]:
@@ -240,7 +232,7 @@ def model_sidebar(
                 choice = choices[role]
                 using = choice.label or "(not set)"
                 if choice.has_dtype and choice.name:
-                    using += f" · {resolved_dtype(role, choice.dtype)}"
+                    using += f" · {dtypes.resolve(role, choice.dtype)}"
                 st.caption(md(f"using: {using}"))
     return choices
 

@@ -26,7 +26,7 @@ from memprobe_core.models import dtypes
 from memprobe_core.models.urls import base_url_problem
 from memprobe_core.option_fields import check_size
 from memprobe_core.report.stats import DEFAULT_RESAMPLES, MAX_RESAMPLES, MIN_RESAMPLES
-from memprobe_core.runs.roles import ModelNames, default_model_names
+from memprobe_core.runs.roles import ROLES, ModelNames, default_model_names
 from memprobe_core.runs.unit import SplitSpec
 from memprobe_core.snippets.loaders import MAX_FILE_BYTES, MAX_FILE_SNIPPETS, LoadSpec, TxtMode
 from memprobe_core.store import Store
@@ -111,7 +111,7 @@ def add_command(
 
 
 # The model roles a command may offer (``add_models``), with their help.
-ALL_ROLES = ("victim", "base", "attacker", "init", "reverse", "reference")
+ALL_ROLES = ROLES
 
 
 def add_models(parser: argparse.ArgumentParser, roles: tuple[str, ...] = ALL_ROLES) -> None:

@@ -74,6 +74,19 @@ def role_dtype(
     return "bfloat16" if role in SAMPLING_ROLES and native else "float32"
 
 
+def default_device() -> str:
+    """Where a model loads when no device is given (the hf backend's rule: CUDA when visible)."""
+    from memprobe_core.models.hf import pick_device
+
+    return pick_device(None)
+
+
+def resolve(role: str, requested: str | None, device: str | None = None) -> str:
+    """The concrete dtype of ``role`` asked as ``requested`` on ``device`` (``None``: where the
+    model will load, :func:`default_device`): the one rule runs and the dashboard share."""
+    return role_dtype(role, requested, device or default_device())
+
+
 def parse_dtype_flags(values: Iterable[str], roles: Iterable[str]) -> dict[str, str]:
     """``--dtype`` values (each ``DTYPE`` for every role, or ``ROLE=DTYPE``; several may be
     comma-separated) as ``{role or "*": dtype}``; a later value wins.

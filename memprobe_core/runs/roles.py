@@ -73,12 +73,11 @@ class ModelNames:
             backend=self.backend,
             load_options=options,
         )
-        device = options.get("device") or _default_device()
         for role in ROLES:
             name = getattr(out, role)
             if name is not None and _has_weights(name, out.backend, options):
-                out.dtypes[role] = dtypes.role_dtype(
-                    role, dtypes.requested_for(role, asked), device
+                out.dtypes[role] = dtypes.resolve(
+                    role, dtypes.requested_for(role, asked), options.get("device")
                 )
         return out
 
@@ -100,13 +99,6 @@ class ModelNames:
 
 # The roles a ModelNames names, in the order a run's config lists them.
 ROLES = ("victim", "base", "attacker", "init", "reverse", "reference")
-
-
-def _default_device() -> str:
-    """Where a model loads when no device is given (the hf backend's rule)."""
-    from memprobe_core.models.hf import pick_device
-
-    return pick_device(None)
 
 
 def _has_weights(name: str, backend: str | None, options: dict[str, Any]) -> bool:

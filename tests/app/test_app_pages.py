@@ -165,7 +165,7 @@ def test_a_local_models_dtype_is_picked_per_role_and_shown(monkeypatch) -> None:
     picker = at.sidebar.selectbox(key="model_attacker_dtype")
     assert picker.value == "auto" and list(picker.options) == list(dtypes.CHOICES)
     captions = " ".join(c.value for c in at.sidebar.caption).replace("\\", "")  # md-escaped
-    on_cpu = ui_models.resolved_dtype("attacker", "auto") == "bfloat16"
+    on_cpu = dtypes.resolve("attacker", "auto") == "bfloat16"
     if on_cpu:  # the dashboard's own device: a CPU here, a GPU makes every role bfloat16
         assert "gemma-3-270m · float32" in captions
         assert "smollm2-135m-instruct · bfloat16" in captions

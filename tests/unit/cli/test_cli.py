@@ -373,9 +373,8 @@ def test_report_fpr_rule_reaches_the_report(tmp_path, monkeypatch, capsys):
 def test_dtype_flags_reach_the_run_names_per_role(monkeypatch):
     from memprobe_core.cli import common
     from memprobe_core.models import dtypes
-    from memprobe_core.runs import roles
 
-    monkeypatch.setattr(roles, "_default_device", lambda: "cpu")
+    monkeypatch.setattr(dtypes, "default_device", lambda: "cpu")
     monkeypatch.setattr(dtypes, "cpu_has_bf16", lambda: False)
     args = build_parser().parse_args(
         ["probe", "--dtype", "attacker=bfloat16", "--dtype", "victim=float16,base=float32"]

@@ -12,7 +12,7 @@ from memprobe_core.runs.roles import ModelNames, load_models
 
 @pytest.fixture
 def cpu_with_bf16(monkeypatch):
-    monkeypatch.setattr(roles, "_default_device", lambda: "cpu")
+    monkeypatch.setattr(dtypes, "default_device", lambda: "cpu")
     monkeypatch.setattr(dtypes, "cpu_has_bf16", lambda: True)
 
 
