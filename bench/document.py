@@ -10,12 +10,15 @@ Run: ``python bench/document.py [--part verify|scale|canary|all] [--tokens N] [-
   through the stored run (``start_map`` + ``run_map``, batches of 16): windows per second and
   the total (goal: under 20 minutes on a 2-core CPU).
 - ``canary``: the document canary (a generated 3,000-word document fine-tuned into a copy of
-  the embedded Gemma; built on first use) mapped on the base model and on the copy, and a
-  continuation of it on both (``--turns``, default 24, of 256 tokens), scored with nv-recall.
+  the embedded Gemma; built on first use) mapped on the base model and on the copy, and two
+  continuations of it on both, scored with nv-recall: the default context (the whole text
+  while it fits in 4,096 tokens; ``--turns``, default 24, of 256 tokens) and a short one (the
+  last 100 tokens, as long as the copy's training rows; twice the turns, of 128 tokens).
 
 Last line of each part: ``verify: teacher forcing A s, generation B s, ratio R, verdicts
 identical on N/N windows``; ``scale: N tokens, W windows, T s, R windows/s``; ``canary: base
-map X extractable, nv-recall Y; copy map X', nv-recall Y'``.
+map X extractable, nv-recall Y / Z; copy map X', nv-recall Y' / Z' (whole context / last 100
+tokens)``.
 """
 
 from __future__ import annotations
@@ -153,25 +156,43 @@ def canary(base, turns: int) -> None:
                 f"{s.longest_stretch} tokens, median log10 p_z {s.median_log10_p_z} "
                 f"({time.perf_counter() - started:.0f} s)"
             )
-            started = time.perf_counter()
-            options = ContinuationOptions(max_turns=turns, turn_tokens=256)
-            run_id = start_continuation(
-                store, made.text, victim, name="canary", victim_name=label, options=options
-            )
-            run_continuation_stored(store, run_id, victim)
-            found = read_continuation(store, run_id)
-            print(
-                f"{label} continuation: nv-recall {found.score.nv_recall:.3f} "
-                f"({found.score.matched_words}/{found.score.reference_words} words, "
-                f"{len(found.score.blocks)} blocks), {len(found.turns)} turns, stopped "
-                f"{found.stop_reason} ({time.perf_counter() - started:.0f} s)"
-            )
-            figures[label] = (s.extractable_share, found.score.nv_recall)
+            recalls = []
+            for context, options in (
+                ("whole context", ContinuationOptions(max_turns=turns, turn_tokens=256)),
+                (
+                    "last 100 tokens",
+                    ContinuationOptions(
+                        max_turns=2 * turns, turn_tokens=128, context="last", context_tokens=100
+                    ),
+                ),
+            ):
+                recalls.append(continuation(store, made.text, victim, label, context, options))
+            figures[label] = (s.extractable_share, *recalls)
     print(
         f"canary: base map {figures['base'][0]:.1%} extractable, nv-recall "
-        f"{figures['base'][1]:.3f}; copy map {figures['copy'][0]:.1%} extractable, nv-recall "
-        f"{figures['copy'][1]:.3f}"
+        f"{figures['base'][1]:.3f} / {figures['base'][2]:.3f}; copy map "
+        f"{figures['copy'][0]:.1%} extractable, nv-recall {figures['copy'][1]:.3f} / "
+        f"{figures['copy'][2]:.3f} (whole context / last 100 tokens)"
     )
+
+
+def continuation(store, text: str, victim, label: str, context: str, options) -> float:
+    """One stored continuation of ``text``; its nv-recall (and a line of figures)."""
+    started = time.perf_counter()
+    run_id = start_continuation(
+        store, text, victim, name="canary", victim_name=label, options=options
+    )
+    run_continuation_stored(store, run_id, victim)
+    found = read_continuation(store, run_id)
+    print(
+        f"{label} continuation, {context}: nv-recall {found.score.nv_recall:.3f} "
+        f"({found.score.matched_words}/{found.score.reference_words} words, "
+        f"{len(found.score.blocks)} blocks, longest {found.score.longest_block}), "
+        f"{len(found.turns)} turns, stopped {found.stop_reason} "
+        f"({time.perf_counter() - started:.0f} s)",
+        flush=True,
+    )
+    return found.score.nv_recall
 
 
 def main() -> None:
@@ -183,7 +204,8 @@ def main() -> None:
         type=int,
         default=24,
         help="the canary continuation's turn budget (256 tokens a turn; the canary document is "
-        "about 5,200 tokens, so 12 turns cannot cover it)",
+        "about 5,000 tokens, so 12 turns cannot cover it; the short-context continuation gets "
+        "twice as many turns of 128 tokens)",
     )
     args = parser.parse_args()
     base = load("gemma-3-270m")

@@ -214,7 +214,8 @@ def show_map(stored: StoredMap, *, key: str) -> None:
     c3.metric("Longest stretch", f"{s.longest_stretch:,} tokens")
     c4.metric(
         "Median log10 p_z",
-        "–" if s.median_log10_p_z is None else f"{s.median_log10_p_z:.1f}",
+        # + 0.0 turns a median that rounds to -0 into 0 ("-0.00" would read as a sign).
+        "–" if s.median_log10_p_z is None else f"{round(s.median_log10_p_z, 2) + 0.0:.2f}",
         help="over windows with p_z > 0, under the run's sampling scheme",
     )
     st.text(describe_map(stored))

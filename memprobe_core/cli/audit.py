@@ -174,6 +174,14 @@ def add_executor_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         help=f"ray: times a unit is tried when its worker dies (default: {RayOptions.max_attempts})",
     )
+    group.add_argument(
+        "--prefetch-window",
+        type=int,
+        metavar="N",
+        help="ray: units of a batched method (--verbatim-only) a worker is given together, "
+        "their teacher-forced passes batched as the local executor batches them; 1: none "
+        f"(default: {RayOptions.prefetch_window})",
+    )
 
 
 def executor_from_args(args: argparse.Namespace) -> Executor:
@@ -185,6 +193,7 @@ def executor_from_args(args: argparse.Namespace) -> Executor:
         gpus_per_worker=args.gpus_per_worker,
         cpus_per_worker=args.cpus_per_worker,
         max_attempts=args.max_attempts,
+        prefetch_window=args.prefetch_window,
     )
 
 

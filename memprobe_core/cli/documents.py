@@ -230,6 +230,11 @@ def _refuse_unused_flags(args: argparse.Namespace) -> None:
             "--max-attempts does not apply to a map: a batch whose Ray worker dies stops the "
             "map, and --resume RUN redoes it"
         )
+    if args.prefetch_window is not None:
+        raise UsageError(
+            "--prefetch-window does not apply to a map: its workers score batches of windows "
+            "(--batch-windows)"
+        )
 
 
 def _read(store: Any, run_id: int) -> Stored:

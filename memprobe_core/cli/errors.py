@@ -81,6 +81,7 @@ CLI_FLAGS: dict[str, str] = {
     "gpus_per_worker": "--gpus-per-worker",
     "cpus_per_worker": "--cpus-per-worker",
     "max_attempts": "--max-attempts",
+    "prefetch_window": "--prefetch-window",
     # `memprobe ner`
     "in_names": "--in-names",
     "in_conll": "--in-conll",

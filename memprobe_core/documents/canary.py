@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -50,6 +51,7 @@ class DocumentCanarySettings:
         domain: the generator's domain (``legal`` or ``code``).
         words: the document has at least this many words (whole generated paragraphs).
         unique_words: no run of this many words appears twice in the document.
+        numbers_alike: runs that differ only in their numbers count as the same run.
         epochs / learning_rate / warmup_steps / decay_epochs / batch_size: the fine-tuning.
         max_tokens: tokens of each training row. stride: tokens between two rows' starts.
         bf16_autocast: forward passes in bfloat16 (the copy is trained in float32).
@@ -63,6 +65,11 @@ class DocumentCanarySettings:
     words: int = option(3000, help="the document's least word count", low=100, high=1_000_000)
     unique_words: int = option(
         12, help="no run of this many words appears twice in the document", low=2, high=1000
+    )
+    numbers_alike: bool = option(
+        True,
+        help="two runs that differ only in their numbers (section 6 and section 8) count as "
+        "the same run",
     )
     # Measured here (see docs/benchmarks.md, "Document canary"): batches of 4 rows of 256
     # tokens, 16 epochs at 4e-4: 18 of 105 windows extractable (loss 0.23); the map's own
@@ -129,8 +136,14 @@ def canary_document(settings: DocumentCanarySettings, pool_seed: int) -> str:
     both back (measured: a copy trained to loss 0.08 on the undeduplicated document wrote back 62
     of 105 windows, and its continuation jumped from one licence to another after a shared
     clause). Without a repeated run, every window's prefix (about 35 words) occurs once.
+
+    Runs that differ only in a number repeat too, for a model: after "... learned of it." a
+    copy wrote "8. governing law" where the document has "6.", a clause that ends another
+    agreement, and its continuation carried on there (measured with the 12-word rule on
+    words as written). With ``numbers_alike``, every number is one word for the rule.
     """
     n = settings.unique_words
+    shape = _numbers_alike if settings.numbers_alike else _as_written
     seen: set[tuple[str, ...]] = set()
     kept: list[str] = []
     tail: list[str] = []
@@ -139,7 +152,7 @@ def canary_document(settings: DocumentCanarySettings, pool_seed: int) -> str:
         text = nonmembers.generate_text(settings.domain, pool_seed, index)
         index += 1
         for paragraph in text.split("\n\n"):
-            words = paragraph.split()
+            words = [shape(word) for word in paragraph.split()]
             grams = _runs([*tail, *words], n)
             if not words or any(g in seen for g in grams):
                 continue
@@ -148,6 +161,17 @@ def canary_document(settings: DocumentCanarySettings, pool_seed: int) -> str:
             tail = [*tail, *words][-(n - 1) :]
             count += len(words)
     return "\n\n".join(kept)
+
+
+def _numbers_alike(word: str) -> str:
+    return _NUMBER.sub("0", word)
+
+
+def _as_written(word: str) -> str:
+    return word
+
+
+_NUMBER = re.compile(r"\d+")
 
 
 def _runs(words: list[str], n: int) -> list[tuple[str, ...]]:

@@ -21,12 +21,21 @@ Faults:
 - Ctrl-C on the driver (or the ``cancel`` event) kills the workers and puts the units in
   flight back to ``pending``; ``memprobe resume`` (on Ray or locally) redoes them.
 
+Batched methods (those with a ``prefetch``, e.g. ``--verbatim-only``) run as the local
+executor runs them: a worker is given a window of up to ``prefetch_window`` such units, computes
+their batched passes with the first unit's call (:func:`~memprobe_core.runs.unit.prefetch_units`),
+then runs them one unit per call as before, so each unit is still recorded as it ends. A window
+is at most an equal share of the units left among the workers, so no worker holds units back
+while another is idle at the end. The units of a window not yet sent go back to the queue when
+their worker dies; they were never marked running.
+
 Ray is imported here only, when an audit runs with ``--executor ray``.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import time
@@ -45,8 +54,16 @@ from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.attacks.result import AttackResult, Candidate
 from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.executors.base import AuditWork
+from memprobe_core.executors.local import PREFETCH_WINDOW
 from memprobe_core.models.base import ModelError
-from memprobe_core.runs.unit import SplitSpec, UnitOutcome, error_text, run_unit
+from memprobe_core.runs.unit import (
+    SplitSpec,
+    UnitOutcome,
+    batched_method,
+    error_text,
+    prefetch_units,
+    run_unit,
+)
 from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import Store, UnitKey, UnitStatus
 
@@ -68,6 +85,8 @@ class RayOptions:
         workers: actors to start (``None``: as many as the cluster's CPUs/GPUs fit).
         gpus_per_worker / cpus_per_worker: resources each actor reserves.
         max_attempts: times a unit is tried when its worker dies before it is recorded failed.
+        prefetch_window: units of a batched method (one with a ``prefetch``) a worker is given
+            together, their passes batched ahead (as the local executor's windows); 1: none.
     """
 
     address: str | None = None
@@ -75,6 +94,7 @@ class RayOptions:
     gpus_per_worker: float = 0.0
     cpus_per_worker: float = 1.0
     max_attempts: int = 3
+    prefetch_window: int = PREFETCH_WINDOW
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.workers < 1:
@@ -84,6 +104,8 @@ class RayOptions:
                 raise OptionError(name, getattr(self, name), "give 0 or more")
         if self.max_attempts < 1:
             raise OptionError("max_attempts", self.max_attempts, "give 1 or more")
+        if self.prefetch_window < 1:
+            raise OptionError("prefetch_window", self.prefetch_window, "give 1 or more")
 
 
 def import_ray() -> Any:
@@ -142,6 +164,8 @@ class UnitReport:
     Attributes:
         load_failed: the worker has no models (``error`` says why); it takes no more units
             (the driver gives units only to loaded workers, so this is a safety net).
+        prefetched: units of the window this call carried that a method's prefetch computed
+            ahead (0 for a call that carried none).
     """
 
     unit: UnitKey
@@ -151,6 +175,7 @@ class UnitReport:
     events: list[AttackEvent] = field(default_factory=list)
     worker: str = ""
     load_failed: bool = False
+    prefetched: int = 0
 
 
 class UnitWorker:
@@ -185,8 +210,13 @@ class UnitWorker:
         snippet: Snippet,
         options: AttackOptions,
         split_spec: SplitSpec,
+        window: tuple[tuple[UnitKey, Snippet], ...] = (),
     ) -> UnitReport:
-        """Run one unit with this worker's models; the record comes back in the report."""
+        """Run one unit with this worker's models; the record comes back in the report.
+
+        ``window``: the units this worker is given together (``unit`` first), whose batched
+        passes are computed before ``unit`` runs; the others come in the next calls.
+        """
         if self.models is None:
             return UnitReport(
                 unit,
@@ -194,6 +224,13 @@ class UnitWorker:
                 load_failed=True,
                 worker=self.name,
                 error=f"worker {self.name} could not load its models: {self.load_error}",
+            )
+        prefetched = 0
+        if window:
+            units = [key for key, _ in window]
+            snippets = {snippet.id: snippet for _, snippet in window}
+            prefetched = prefetch_units(
+                units, snippets, self.models, options, split_spec=split_spec
             )
         store = RecordingStore()
         extra = {} if self.runner is None else {"runner": self.runner}
@@ -209,7 +246,13 @@ class UnitWorker:
             **extra,
         )
         return UnitReport(
-            unit, outcome.status, outcome.result, outcome.error, store.events, worker=self.name
+            unit,
+            outcome.status,
+            outcome.result,
+            outcome.error,
+            store.events,
+            worker=self.name,
+            prefetched=prefetched,
         )
 
 
@@ -276,12 +319,14 @@ class WorkerState:
         state: ``starting``, ``running``, ``idle``, ``died``, ``no models`` or ``stopped``.
         unit: the unit it is running (``running`` only).
         units: units it ended (done or failed).
+        prefetched: units whose passes it computed ahead in batches.
     """
 
     index: int
     state: str = "starting"
     unit: str = ""
     units: int = 0
+    prefetched: int = 0
     since: float = field(default_factory=time.monotonic)
 
     def row(self) -> dict[str, Any]:
@@ -292,6 +337,7 @@ class WorkerState:
             "state": self.state,
             "unit": self.unit,
             "units": self.units,
+            "batched": self.prefetched,
             "units/min": round(self.units / minutes, 2),
         }
 
@@ -367,6 +413,8 @@ class _Driver:
         self.attempts: dict[UnitKey, int] = {}
         self.in_flight: dict[Any, tuple[Any, UnitKey]] = {}
         self.idle: list[Any] = []
+        # Units given to a worker in a window and not yet sent to it, by id() of the actor.
+        self.assigned: dict[int, deque[UnitKey]] = {}
         self.actors: list[Any] = []
         self.states: dict[int, WorkerState] = {}  # by id() of the actor handle
         self.loading: dict[Any, Any] = {}  # info() ref -> actor still loading its models
@@ -399,7 +447,7 @@ class _Driver:
         self._requeue_in_flight()  # cancelled: what was in flight goes back to pending
 
     def _loop(self) -> None:
-        while (self.queue or self.in_flight) and not self.work.cancelled():
+        while (self._units_left() or self.in_flight) and not self.work.cancelled():
             self._dispatch()
             if not self.in_flight and not self.loading:  # units left, no worker with models
                 raise ModelError(
@@ -453,14 +501,47 @@ class _Driver:
 
     def _dispatch(self) -> None:
         store, run_id = self.work.store, self.work.run_id
-        while self.idle and self.queue:
-            actor, unit = self.idle.pop(), self.queue.popleft()
+        snippets = self.work.snippets
+        for actor in list(self.idle):
+            own = self.assigned.setdefault(id(actor), deque())
+            window: tuple[tuple[UnitKey, Snippet], ...] = ()
+            if not own:
+                if not self.queue:
+                    continue
+                own.extend(self._take_window())
+                if len(own) > 1:
+                    window = tuple((key, snippets[key.snippet_id]) for key in own)
+            self.idle.remove(actor)
+            unit = own.popleft()
             self.attempts[unit] = self.attempts.get(unit, 0) + 1
             store.mark_unit_running(run_id, unit)  # drops candidates of an unfinished attempt
             self.work.on_start(unit)
-            ref = actor.run.remote(run_id, unit, self.work.snippets[unit.snippet_id], *self.shared)
+            ref = actor.run.remote(run_id, unit, snippets[unit.snippet_id], *self.shared, window)
             self.in_flight[ref] = (actor, unit)
             self._set_state(actor, "running", unit)
+
+    def _take_window(self) -> list[UnitKey]:
+        """The next units for one worker: the next unit alone, or, for a batched method, it
+        and the following units of batched methods, up to ``prefetch_window`` and an equal
+        share of the units left among the live workers."""
+        window = [self.queue.popleft()]
+        if not batched_method(window[0].method):
+            return window
+        live = sum(s.state in ("starting", "running", "idle") for s in self.states.values())
+        share = math.ceil((len(self.queue) + 1) / max(1, live))
+        size = min(self.options.prefetch_window, share)
+        while len(window) < size and self.queue and batched_method(self.queue[0].method):
+            window.append(self.queue.popleft())
+        return window
+
+    def _units_left(self) -> bool:
+        """Whether units wait to be sent: in the queue or given to a worker in a window."""
+        return bool(self.queue) or any(self.assigned.values())
+
+    def _give_back(self, actor: Any) -> None:
+        """The units given to ``actor`` and not yet sent go back to the front of the queue."""
+        own = self.assigned.pop(id(actor), deque())
+        self.queue.extendleft(reversed(own))
 
     def _collect(self, ref: Any) -> None:
         actor, unit = self.in_flight.pop(ref)
@@ -473,9 +554,11 @@ class _Driver:
         except exceptions.RayTaskError as exc:  # a failure outside run_unit (e.g. unpickling)
             report = UnitReport(unit, "error", error=_first_line(exc))
         self.states[id(actor)].units += 1
+        self.states[id(actor)].prefetched += report.prefetched
         if report.load_failed:
             self.load_errors.append(report.error or "")
             self.ray.kill(actor)  # no models: it takes no more units
+            self._give_back(actor)
             self._set_state(actor, "no models")
         else:
             self.idle.append(actor)
@@ -491,6 +574,7 @@ class _Driver:
             self.work.on_end(outcome)
 
     def _worker_died(self, actor: Any, unit: UnitKey, exc: BaseException) -> None:
+        self._give_back(actor)
         attempts = self.attempts.get(unit, 0)
         message = f"the Ray worker running it died ({_first_line(exc)})"
         log.warning("run %d: unit %s, attempt %d: %s", self.work.run_id, unit, attempts, message)

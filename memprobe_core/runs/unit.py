@@ -220,7 +220,7 @@ def prefetch_units(
     options: AttackOptions,
     *,
     split_spec: SplitSpec = DEFAULT_SPLIT,
-) -> None:
+) -> int:
     """Let each method with a ``prefetch`` (:class:`~memprobe_core.attacks.registry.MethodSpec`)
     compute ahead, in batches, what its units among ``units`` will ask for.
 
@@ -228,6 +228,9 @@ def prefetch_units(
     :func:`run_unit`; the pieces are cut as :func:`run_unit` cuts them. Nothing is recorded, and
     a failure (a snippet too short to cut, out of memory) is logged and ignored: each unit
     then computes what it needs itself and records its own error, if any.
+
+    Returns:
+        How many of ``units`` were handed to a method's ``prefetch`` (0 when none has one).
     """
     by_method: dict[str, list[SplitSnippet]] = {}
     for unit in units:
@@ -244,6 +247,7 @@ def prefetch_units(
         except Exception:  # the unit itself will record why it cannot be cut
             continue
         by_method.setdefault(unit.method, []).append(piece)
+    handed = 0
     for method, pieces in by_method.items():
         prefetch = registry.get_method(method).prefetch
         assert prefetch is not None  # only such methods were grouped
@@ -253,6 +257,15 @@ def prefetch_units(
             log.warning(
                 "prefetch of %d %s unit(s) failed: %s", len(pieces), method, error_text(exc)
             )
+            continue
+        handed += len(pieces)
+    return handed
+
+
+def batched_method(method: str) -> bool:
+    """Whether ``method`` computes its units ahead in batches (it has a ``prefetch``): an
+    executor then hands it its next units together (:func:`prefetch_units`)."""
+    return registry.get_method(method).prefetch is not None
 
 
 def error_text(exc: BaseException) -> str:
@@ -300,6 +313,7 @@ __all__ = [
     "SplitSpec",
     "UnitOutcome",
     "UnitStore",
+    "batched_method",
     "error_text",
     "prefetch_units",
     "read_snippets",

@@ -92,10 +92,17 @@ def test_resume_goes_on_with_the_recorded_victim(tmp_path, doc, tiny, tiny_model
         (["--best-of-n", "3"], "--best-of-n applies to --mode continue"),
         (["--show", "1", "--stride", "8"], "--stride does not apply to --show"),
         (["--resume", "1", "--mode", "continue"], "--mode does not apply to --resume"),
+        (["--prefetch-window", "4"], "--prefetch-window does not apply to a map"),
     ],
 )
 def test_bad_requests_are_refused_in_one_line(tmp_path, doc, tiny_models, capsys, argv, message):
-    if argv[:1] in (["--stride"], ["--prefix-tokens"], ["--pz-top-k"], ["--best-of-n"]):
+    if argv[:1] in (
+        ["--stride"],
+        ["--prefix-tokens"],
+        ["--pz-top-k"],
+        ["--best-of-n"],
+        ["--prefetch-window"],
+    ):
         argv = [str(doc), *argv]
     assert run(tmp_path, *argv) == 2
     err = capsys.readouterr().err

@@ -5,6 +5,8 @@ untrained model's is empty."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from memprobe_core.documents import canary
@@ -37,6 +39,16 @@ def test_no_run_of_unique_words_words_appears_twice(unique_words):
     runs = [tuple(words[i : i + unique_words]) for i in range(len(words) - unique_words + 1)]
     assert len(set(runs)) == len(runs)
     assert len(words) >= settings.words
+
+
+@pytest.mark.parametrize("numbers_alike", [True, False])
+def test_runs_differing_only_in_numbers_repeat_only_when_numbers_are_told_apart(numbers_alike):
+    # "6. governing law (a) ..." and "8. governing law (a) ...": a copy that knew the document
+    # wrote one for the other and carried on in the wrong agreement.
+    settings = canary.DocumentCanarySettings(numbers_alike=numbers_alike)
+    words = [re.sub(r"\d+", "0", w) for w in canary.canary_document(settings, 1234).split()]
+    runs = [tuple(words[i : i + 12]) for i in range(len(words) - 11)]
+    assert (len(set(runs)) == len(runs)) is numbers_alike
 
 
 def test_training_rows_cover_every_token_and_the_end():

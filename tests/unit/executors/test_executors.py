@@ -175,6 +175,22 @@ def test_cli_ray_flags_need_the_ray_executor(tmp_path, capsys):
     assert "--workers 4: applies to --executor 'ray' only" in err
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--prefetch-window", "8"], "--prefetch-window 8: applies to --executor 'ray' only"),
+        (["--executor", "ray", "--prefetch-window", "0"], "--prefetch-window 0: give 1 or more"),
+    ],
+)
+def test_cli_prefetch_window_needs_ray_and_a_window_of_one_or_more(
+    tmp_path, capsys, flags, message
+):
+    pytest.importorskip("ray")
+    code = main(["--store", str(tmp_path / "runs.sqlite"), "resume", "1", *flags])
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
 def test_unknown_executor_is_a_usage_error():
     with pytest.raises(UsageError, match="unknown"):
         make_executor("dask")

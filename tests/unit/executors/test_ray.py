@@ -17,14 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from memprobe_core.attacks import run_method
+from memprobe_core.attacks import ModelSet, run_method
 from memprobe_core.attacks.options import AttackOptions, InteractiveOptions
 from memprobe_core.audit import ModelNames, resume_audit, run_audit, start_audit
 from memprobe_core.executors.local import LocalExecutor
 from memprobe_core.executors.ray import RayExecutor, RayOptions
+from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.models.base import ModelError
 from memprobe_core.runs.roles import models_from_config
 from memprobe_core.snippets.corpus import demo_corpus
+from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import Store
 from tests.unit.executors.test_executors import comparable
 
@@ -216,6 +218,7 @@ DRIVER = r"""
 import sys
 from memprobe_core.audit import run_audit
 from memprobe_core.executors.ray import RayExecutor, RayOptions
+from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.store import Store
 summary = run_audit(Store(sys.argv[1]), int(sys.argv[2]),
                     executor=RayExecutor(RayOptions(address=sys.argv[3], workers=2)))
@@ -351,3 +354,122 @@ def test_a_ray_worker_reads_the_audited_dataset_of_divergence_from_the_store_fil
         assert corpus["docs"] == 3 and corpus["audited_dataset"]["run"] == run_id
         # Found in the dataset whatever the unit's own snippet: the worker read all three.
         assert result.verbatim["divergence_matches"]
+
+
+# --- batched methods: windows of units, their passes computed ahead (--verbatim-only) ----------
+
+VERBATIM_OPTIONS = AttackOptions(measure=MeasureOptions(signals=False, pz=False))
+
+
+def tiny_victim_models(config):
+    """The same tiny random Llama in every process (seeded), as victim: teacher forcing needs
+    weights, and the fake backend has none."""
+    from tests.helpers.tiny_models import tiny_hf_generator
+
+    return ModelSet(victim=tiny_hf_generator(seed=5, model_id="tiny-victim"))
+
+
+def verbatim_snippets() -> list[Snippet]:
+    """Demo texts, and texts the tiny victim wrote itself: with this seed two of them give
+    greedy matches of 8 and 27 tokens (most of its texts do not survive decoding and encoding:
+    a random model writes partial UTF-8 bytes)."""
+    victim = tiny_victim_models({}).victim
+    own = []
+    for index, opening in enumerate(["Licensed under", "Union", "We the People"]):
+        answer = victim.generate([opening], max_new_tokens=48)[0][0]
+        own.append(Snippet(id=f"own-{index}", text=opening + answer.text))
+    return [*own, *demo_corpus()[:5]]
+
+
+def verbatim_audit(path: Path) -> tuple[Store, int]:
+    store = Store(path)
+    run_id = start_audit(
+        store, verbatim_snippets(), ["verbatim"], [40], VERBATIM_OPTIONS, ModelNames()
+    )
+    return store, run_id
+
+
+@pytest.fixture(scope="module")
+def verbatim_local_rows(tmp_path_factory):
+    store, run_id = verbatim_audit(tmp_path_factory.mktemp("verbatim") / "runs.sqlite")
+    summary = run_audit(store, run_id, models_factory=tiny_victim_models, executor=LocalExecutor())
+    assert summary.status == "finished" and summary.errors == 0
+    rows = comparable(store, run_id)
+    assert max(row["verbatim"]["match_tokens"] for row in rows) > 5  # not all zeros
+    return rows
+
+
+@pytest.fixture
+def tiny_models_by_value():
+    """The workers cannot import tests/: the tiny-model helpers travel by value."""
+    import cloudpickle
+
+    from tests.helpers import tiny_models
+
+    cloudpickle.register_pickle_by_value(tiny_models)
+    yield
+    cloudpickle.unregister_pickle_by_value(tiny_models)
+
+
+@pytest.mark.parametrize(("window", "batched"), [(16, 8), (3, 8), (1, 0)])
+def test_a_worker_batches_a_window_of_verbatim_units_and_gives_the_local_rows(
+    cluster, tiny_models_by_value, verbatim_local_rows, tmp_path, window, batched
+):
+    """One worker takes the 8 units in windows of ``window`` (16: all at once; 3: 3 + 3 + 2),
+    computing each window's passes with its first unit; 1: every unit alone, as before."""
+    store, run_id = verbatim_audit(tmp_path / "runs.sqlite")
+    executor = RayExecutor(RayOptions(workers=1, prefetch_window=window))
+    summary = run_audit(store, run_id, models_factory=tiny_victim_models, executor=executor)
+    assert summary.status == "finished" and summary.errors == 0
+    assert comparable(store, run_id) == verbatim_local_rows
+    assert [s["batched"] for s in executor.worker_states()] == [batched]
+
+
+def test_two_workers_share_the_verbatim_units_in_windows(
+    cluster, tiny_models_by_value, verbatim_local_rows, tmp_path
+):
+    store, run_id = verbatim_audit(tmp_path / "runs.sqlite")
+    executor = RayExecutor(RayOptions(workers=2))
+    summary = run_audit(store, run_id, models_factory=tiny_victim_models, executor=executor)
+    assert summary.status == "finished" and summary.errors == 0
+    assert comparable(store, run_id) == verbatim_local_rows
+    assert sum(s["units"] for s in executor.worker_states()) == len(verbatim_local_rows)
+
+
+class DiesOnceOn:
+    """A runner whose worker process dies the first time it runs one snippet's unit."""
+
+    def __init__(self, snippet_id: str, flag: Path) -> None:
+        self.snippet_id, self.flag = snippet_id, flag
+
+    def __call__(self, method, split, models, options, **kwargs):
+        if split.snippet.id == self.snippet_id:
+            try:
+                os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                pass
+            else:
+                os._exit(1)
+        return run_method(method, split, models, options, **kwargs)
+
+
+def test_a_worker_dying_inside_its_window_gives_the_unsent_units_back(
+    cluster, tiny_models_by_value, verbatim_local_rows, tmp_path
+):
+    """The worker holding all 8 units dies on the second: that unit is redone, and the six it
+    had not been sent go back to the queue and run on its replacement; nothing lost or twice."""
+    store, run_id = verbatim_audit(tmp_path / "runs.sqlite")
+    executor = RayExecutor(RayOptions(workers=1))
+    summary = run_audit(
+        store,
+        run_id,
+        models_factory=tiny_victim_models,
+        runner=DiesOnceOn("own-1", tmp_path / "died"),
+        executor=executor,
+    )
+    assert summary.status == "finished" and summary.errors == 0
+    assert comparable(store, run_id) == verbatim_local_rows
+    states = executor.worker_states()
+    assert [s["state"] for s in states] == ["died", "stopped"]
+    assert [s["units"] for s in states] == [1, 7]
+    assert [u["attempts"] for u in store.units(run_id)].count(2) == 1
