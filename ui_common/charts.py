@@ -24,6 +24,7 @@ from plotly.subplots import make_subplots
 
 from memprobe_core.attacks.registry import method_order
 from memprobe_core.attacks.result import EMPTY, Candidate
+from memprobe_core.documents.map_report import log10_text
 
 # The report's figures and label escaping live in the core (the HTML report draws them too);
 # re-exported here for the pages.
@@ -527,7 +528,7 @@ def document_map_figure(frame: pd.DataFrame, *, title: str) -> go.Figure:
     index = frame["window"].to_numpy()
     hover = [
         f"window {w} · tokens {s}–{s + n} · {m}/{n} written back"
-        + ("" if pd.isna(p) else f" · log10 p_z {p:.1f}")
+        + ("" if pd.isna(p) else f" · log10 p_z {log10_text(p)}")
         for w, s, n, m, p in zip(
             frame["window"],
             frame["suffix_start_token"],
@@ -558,6 +559,10 @@ def document_map_figure(frame: pd.DataFrame, *, title: str) -> go.Figure:
             customdata=index,
             hovertext=hover,
             hoverinfo="text",
+            # A click marks its window larger; Plotly's default would dim every other one, and
+            # a dimmed map reads as "less written back".
+            selected={"marker": {"size": 15, "opacity": 1}},
+            unselected={"marker": {"opacity": 1}},
         )
     )
     rows = int(index.max() // MAP_ROW_WINDOWS + 1) if len(index) else 1

@@ -32,6 +32,7 @@ from memprobe_core.documents.continuation_run import (
 from memprobe_core.documents.map_report import (
     TextSpan,
     describe_map,
+    log10_text,
     map_frame,
     map_html,
     text_spans,
@@ -214,8 +215,7 @@ def show_map(stored: StoredMap, *, key: str) -> None:
     c3.metric("Longest stretch", f"{s.longest_stretch:,} tokens")
     c4.metric(
         "Median log10 p_z",
-        # + 0.0 turns a median that rounds to -0 into 0 ("-0.00" would read as a sign).
-        "–" if s.median_log10_p_z is None else f"{round(s.median_log10_p_z, 2) + 0.0:.2f}",
+        "–" if s.median_log10_p_z is None else log10_text(s.median_log10_p_z),
         help="over windows with p_z > 0, under the run's sampling scheme",
     )
     st.text(describe_map(stored))
@@ -298,7 +298,9 @@ def _summary_row(stored: StoredMap, *, opened: bool) -> dict[str, Any]:
         "windows written back": f"{s.extractable:,} / {s.windows:,}",
         "document written back": round(s.extracted_share, 4),
         "longest stretch (tokens)": s.longest_stretch,
-        "median log10 p_z": s.median_log10_p_z,
+        "median log10 p_z": None
+        if s.median_log10_p_z is None
+        else float(log10_text(s.median_log10_p_z)),
     }
 
 

@@ -167,6 +167,12 @@ def map_json(stored: StoredMap) -> dict[str, Any]:
     }
 
 
+def log10_text(value: float) -> str:
+    """A log10 p_z as shown everywhere: two decimals (a well-known window is about -0.01,
+    which one decimal showed as "-0.0"), and never a negative zero."""
+    return f"{round(value, 2) + 0.0:.2f}"
+
+
 def describe_map(stored: StoredMap) -> str:
     """A few lines for people."""
     s = stored.summary
@@ -187,7 +193,8 @@ def describe_map(stored: StoredMap) -> str:
         low, mid, high = s.log10_p_z_quantiles
         lines.append(
             f"log10 p_z ({scheme}) over the {1 - s.pz_zero_share:.0%} of windows with p_z > 0: "
-            f"median {mid:.1f} (10th–90th percentile {low:.1f} … {high:.1f}); "
+            f"median {log10_text(mid)} (10th–90th percentile {log10_text(low)} … "
+            f"{log10_text(high)}); "
             f"{s.pz_zero_share:.0%} of windows have p_z = 0"
         )
     if stored.errors:
@@ -307,4 +314,4 @@ def map_html(
 def _number(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "— (p_z = 0)"
-    return f"{float(value):.1f}"
+    return log10_text(float(value))

@@ -14,7 +14,13 @@ import pytest
 
 from memprobe_core.documents import extraction_map as xm
 from memprobe_core.documents import map_run
-from memprobe_core.documents.map_report import describe_map, map_frame, map_html, share_colour
+from memprobe_core.documents.map_report import (
+    describe_map,
+    log10_text,
+    map_frame,
+    map_html,
+    share_colour,
+)
 from memprobe_core.documents.reading import DocumentError
 from memprobe_core.documents.windows import MapOptions, cut_windows, window_id, window_index
 from memprobe_core.errors import OptionError
@@ -345,6 +351,14 @@ def test_colours_rise_with_the_share_written_back():
     shades = [share_colour(x) for x in (0, 0.1, 0.5, 0.99, 1)]
     assert shades[0] != shades[1] and shades[-1] != shades[-2]
     assert len(set(shades)) == 5
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"), [(-0.017, "-0.02"), (-0.001, "0.00"), (0.0, "0.00"), (-3.14159, "-3.14")]
+)
+def test_log10_p_z_has_two_decimals_and_no_negative_zero(value, shown):
+    # A document the victim knows has p_z near 1: one decimal showed its -0.017 as "-0.0".
+    assert log10_text(value) == shown
 
 
 def test_p_z_zero_is_reported_as_such():
