@@ -267,6 +267,23 @@ def baseline_tree(ref: str) -> Path:
     return path
 
 
+def add_side_options(p: argparse.ArgumentParser, *, busy_help: str) -> None:
+    """``--busy-share``, ``--timeout`` and ``--json``: what every dashboard-vs-CLI bench takes."""
+    p.add_argument("--busy-share", type=float, default=0.2, help=busy_help)
+    p.add_argument("--timeout", type=float, default=1800, help="seconds per side")
+    p.add_argument("--json", default=None, help="also write the outcomes to this file")
+
+
+def parse_side_options(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``p``'s arguments, ``--busy-share`` checked (a share of one core)."""
+    args = p.parse_args(argv)
+    if not 0.0 < args.busy_share < 1.0:
+        p.error(
+            f"--busy-share {args.busy_share}: give a share of one core between 0 and 1, e.g. 0.2"
+        )
+    return args
+
+
 def main(argv: list[str] | None = None) -> list[Outcome]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--length", type=int, default=30)
@@ -288,20 +305,12 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
         "loads then count against it); default: every tab is open before it starts, so "
         "what is measured is watching, not opening",
     )
-    p.add_argument(
-        "--busy-share",
-        type=float,
-        default=0.2,
-        help="side cli+busy: the CLI while another process uses this share of one core "
+    add_side_options(
+        p,
+        busy_help="side cli+busy: the CLI while another process uses this share of one core "
         "(default 0.2, about what chromium used showing one live tab here)",
     )
-    p.add_argument("--timeout", type=float, default=1800, help="seconds per side")
-    p.add_argument("--json", default=None, help="also write the outcomes to this file")
-    args = p.parse_args(argv)
-    if not 0.0 < args.busy_share < 1.0:
-        p.error(
-            f"--busy-share {args.busy_share}: give a share of one core between 0 and 1, e.g. 0.2"
-        )
+    args = parse_side_options(p, argv)
     from memprobe_core.snippets.corpus import demo_corpus
 
     args.snippet = demo_corpus(domains=["legal"])[0].id  # the Probe page's default snippet

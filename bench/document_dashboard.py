@@ -248,18 +248,12 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sides", default="cli,cli+busy,page:1,page:2,page+busy:2")
     p.add_argument("--repeat", type=int, default=1)
-    p.add_argument(
-        "--busy-share",
-        type=float,
-        default=0.2,
-        help="sides cli+busy and page+busy:T: another process uses this share of one core "
-        "(default 0.2, as bench/dashboard.py)",
+    dashboard.add_side_options(
+        p,
+        busy_help="sides cli+busy and page+busy:T: another process uses this share of one "
+        "core (default 0.2, as bench/dashboard.py)",
     )
-    p.add_argument("--timeout", type=float, default=1800, help="seconds per side")
-    p.add_argument("--json", default=None, help="also write the outcomes to this file")
-    args = p.parse_args(argv)
-    if not 0.0 < args.busy_share < 1.0:
-        p.error(f"--busy-share {args.busy_share}: give a share of one core between 0 and 1")
+    args = dashboard.parse_side_options(p, argv)
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
     outcomes = []
     for _ in range(args.repeat):
