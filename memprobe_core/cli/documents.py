@@ -225,16 +225,21 @@ def _refuse_unused_flags(args: argparse.Namespace) -> None:
             "--executor ray spreads a map's windows; a continuation asks turn after turn and "
             "--show scores nothing"
         )
-    if args.max_attempts is not None:
-        raise UsageError(
-            "--max-attempts does not apply to a map: a batch whose Ray worker dies stops the "
-            "map, and --resume RUN redoes it"
-        )
-    if args.prefetch_window is not None:
-        raise UsageError(
-            "--prefetch-window does not apply to a map: its workers score batches of windows "
-            "(--batch-windows)"
-        )
+    # Ray flags of audits that a map's workers have no use for, with why.
+    for flag, given, why in (
+        (
+            "--max-attempts",
+            args.max_attempts,
+            "a batch whose Ray worker dies stops the map, and --resume RUN redoes it",
+        ),
+        (
+            "--prefetch-window",
+            args.prefetch_window,
+            "its workers score batches of windows (--batch-windows)",
+        ),
+    ):
+        if given is not None:
+            raise UsageError(f"{flag} does not apply to a map: {why}")
 
 
 def _read(store: Any, run_id: int) -> Stored:

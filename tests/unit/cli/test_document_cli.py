@@ -93,6 +93,7 @@ def test_resume_goes_on_with_the_recorded_victim(tmp_path, doc, tiny, tiny_model
         (["--show", "1", "--stride", "8"], "--stride does not apply to --show"),
         (["--resume", "1", "--mode", "continue"], "--mode does not apply to --resume"),
         (["--prefetch-window", "4"], "--prefetch-window does not apply to a map"),
+        (["--max-attempts", "2"], "--max-attempts does not apply to a map"),
     ],
 )
 def test_bad_requests_are_refused_in_one_line(tmp_path, doc, tiny_models, capsys, argv, message):
@@ -102,6 +103,7 @@ def test_bad_requests_are_refused_in_one_line(tmp_path, doc, tiny_models, capsys
         ["--pz-top-k"],
         ["--best-of-n"],
         ["--prefetch-window"],
+        ["--max-attempts"],
     ):
         argv = [str(doc), *argv]
     assert run(tmp_path, *argv) == 2

@@ -176,11 +176,18 @@ def test_unit_whose_worker_always_dies_fails_after_max_attempts(cluster, tmp_pat
     assert all(u["status"] == "done" for u in units if u["key"].method != "ps_inst")
 
 
+def first_time(flag: Path) -> bool:
+    """True for the one call, in any process, that creates ``flag`` (workers share no memory)."""
+    try:
+        os.close(os.open(flag, os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return False
+    return True
+
+
 def fails_first_load(flag: Path):
     def factory(config):
-        try:
-            os.close(os.open(flag, os.O_CREAT | os.O_EXCL))
-        except FileExistsError:
+        if not first_time(flag):
             return models_from_config(config)
         raise ModelError("victim 'fake' could not be loaded: no space left on device")
 
@@ -443,13 +450,8 @@ class DiesOnceOn:
         self.snippet_id, self.flag = snippet_id, flag
 
     def __call__(self, method, split, models, options, **kwargs):
-        if split.snippet.id == self.snippet_id:
-            try:
-                os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL))
-            except FileExistsError:
-                pass
-            else:
-                os._exit(1)
+        if split.snippet.id == self.snippet_id and first_time(self.flag):
+            os._exit(1)
         return run_method(method, split, models, options, **kwargs)
 
 
