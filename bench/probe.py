@@ -15,6 +15,7 @@ and then checks that both give the same greedy victim outputs for the last round
     python bench/probe.py --modes batched --profile torch   # per torch operator
     python bench/probe.py --modes batched --drafting on,off  # victim drafting from the suffix vs not
     python bench/probe.py --modes batched --buckets on,off   # victim prefill in length buckets vs not
+    python bench/probe.py --modes batched --screen on,off    # victim's projection screened in bf16 vs not
     python bench/probe.py --dtypes float32,auto   # every role float32 vs each role's auto dtype
 
 ``--dtypes`` loads the models as a run does (``ModelNames.resolved`` + ``load_models``) once per
@@ -224,6 +225,13 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         help="comma list: on (the victim's prompts prefilled in length buckets, the default) "
         "and/or off (one padded prefill); with both, the victim outputs must be identical",
     )
+    p.add_argument(
+        "--screen",
+        default="on",
+        help="comma list: on (greedy verification screens the victim's vocabulary projection "
+        "in bfloat16, decides in float32; the default) and/or off; with both, the victim "
+        "outputs must be identical",
+    )
     p.add_argument("--json", default=None, help="also write the rows to this file")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument(
@@ -271,14 +279,20 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         gen.generate(["Warm up."], max_new_tokens=2)
     rows, traces = [], {}
     bucket_runs = args.buckets.split(",")
+    screen_runs = args.screen.split(",")
     for loop in args.loops.split(","):
         for mode in args.modes.split(","):
-            for drafting, buckets in [
-                (d, b) for d in args.drafting.split(",") for b in bucket_runs
+            for drafting, buckets, screen in [
+                (d, b, c)
+                for d in args.drafting.split(",")
+                for b in bucket_runs
+                for c in screen_runs
             ]:
                 looped = with_loop(victim, loop)
                 if hasattr(looped, "variant"):
-                    looped = looped.variant(prefill_buckets=buckets == "on")
+                    looped = looped.variant(
+                        prefill_buckets=buckets == "on", screened_head=screen == "on"
+                    )
                 models = ModelSet(victim=looped, attacker=with_loop(attacker, loop))
                 options = AttackOptions(
                     seed=0,
@@ -288,12 +302,30 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     ),
                 )
                 cpu0 = time.process_time()
-                with profiled(args.profile, args.top, f"{loop}/{mode}/{drafting}/{buckets}"):
+                label = f"{loop}/{mode}/{drafting}/{buckets}/{screen}"
+                with profiled(args.profile, args.top, label):
                     res = run_interactive(sp, models, options)
                 cpu = time.process_time() - cpu0
                 rows.append(
-                    {"drafting": drafting, "buckets": buckets, **summary(loop, mode, res, cpu)}
+                    {
+                        "drafting": drafting,
+                        "buckets": buckets,
+                        "screen": screen,
+                        **summary(loop, mode, res, cpu),
+                    }
                 )
+                if screen != screen_runs[0]:
+                    first_screen = traces[(loop, mode, drafting, "screen")]
+                    a, b = ([c.output for c in t] for t in (first_screen, res.trace))
+                    same = sum(x == y for x, y in zip(a, b))
+                    print(
+                        f"{loop}/{mode}: victim outputs identical with the projection screened "
+                        f"and not: {same}/{len(a)}",
+                        flush=True,
+                    )
+                    print(json.dumps(rows[-1]), flush=True)
+                    continue
+                traces[(loop, mode, drafting, "screen")] = res.trace
                 if buckets == bucket_runs[0]:
                     traces[(loop, mode, drafting)] = res.trace
                 else:
@@ -321,7 +353,14 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     print("\n" + " | ".join(f"{h:>14}" for h in head))
     for row in rows:
         print(" | ".join(f"{row[h]!s:>14}" for h in head))
-    first_buckets = [r for r in rows if r["buckets"] == bucket_runs[0]]
+    for loop in args.loops.split(","):
+        for mode in args.modes.split(","):
+            pair = {r["screen"]: r for r in rows if (r["loop"], r["mode"]) == (loop, mode)}
+            if "on" in pair and "off" in pair:
+                print(f"\n{loop}/{mode}: unscreened / screened: " + ratios(pair["off"], pair["on"]))
+    first_buckets = [
+        r for r in rows if r["buckets"] == bucket_runs[0] and r["screen"] == screen_runs[0]
+    ]
     by = {
         (r["loop"], r["mode"]): r
         for r in first_buckets
@@ -330,7 +369,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     drafted = {(r["loop"], r["mode"], r["drafting"]): r for r in first_buckets}
     for loop in args.loops.split(","):
         for mode in args.modes.split(","):
-            pair = {r["buckets"]: r for r in rows if (r["loop"], r["mode"]) == (loop, mode)}
+            pair = {
+                r["buckets"]: r
+                for r in rows
+                if (r["loop"], r["mode"]) == (loop, mode) and r["screen"] == screen_runs[0]
+            }
             if "on" in pair and "off" in pair:
                 print(
                     f"\n{loop}/{mode}: without prefill buckets / with them: "

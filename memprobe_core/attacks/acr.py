@@ -362,6 +362,7 @@ class ExactnessCheck:
                 [ids],
                 [self.target],
                 pad_id=int(pad) if pad is not None else 0,
+                screen=getattr(self.victim, "screened_head", True),
             )
         self.counts.add_forward(1, len(ids) + len(self.target) - 1, time.perf_counter() - t0)
         return int(matched)

@@ -83,6 +83,7 @@ def _agreements(victim: Any, rows: list[tuple[list[int], list[int]]]) -> list[in
             [prompt for prompt, _ in rows],
             [suffix for _, suffix in rows],
             pad_id=int(pad) if pad is not None else 0,
+            screen=getattr(victim, "screened_head", True),
         )
 
 

@@ -38,6 +38,7 @@ from memprobe_core.models.hf_decode import (
     seeded,
     supports_own_loop,
 )
+from memprobe_core.models.hf_greedy_head import screening_applies
 from memprobe_core.models.hf_speculative import DraftPolicy, DraftStats, decode_drafted
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ _EXTRA_OPTIONS = (
     "attn_implementation",
     "speculative",
     "prefill_buckets",
+    "screened_head",
 )
 
 
@@ -103,6 +105,9 @@ class HFGenerator(Generator):
         prefill_buckets: prompts of very different lengths are prefilled in length buckets
             merged into one batch (``hf_decode.length_buckets``; on by default, the same tokens
             as one padded prefill; only with memprobe's own loop).
+        screened_head: greedy verification of a float32 model on a CPU with native bfloat16
+            screens the vocabulary projection in bfloat16 and decides in float32
+            (``hf_greedy_head``; on by default, the same choices; only with drafting).
     """
 
     backend = "hf"
@@ -121,6 +126,7 @@ class HFGenerator(Generator):
         speculative: bool = True,
         draft_policy: DraftPolicy | None = None,
         prefill_buckets: bool = True,
+        screened_head: bool = True,
     ) -> None:
         super().__init__()
         if max_batch_size is not None and max_batch_size < 1:
@@ -133,6 +139,7 @@ class HFGenerator(Generator):
         self.compile = bool(compile)
         self.speculative = bool(speculative)
         self.prefill_buckets = bool(prefill_buckets)
+        self.screened_head = bool(screened_head)
         self.draft_policy = draft_policy or _default_policy(model)
         # What drafting did since the model was loaded (benchmarks read it).
         self.draft_stats = DraftStats()
@@ -197,6 +204,7 @@ class HFGenerator(Generator):
             "compile": self.compile,
             "speculative": self.speculative and self._uses_own_loop,
             "prefill_buckets": self.prefill_buckets and self._uses_own_loop,
+            "screened_head": self._screens,
         }
         out.update(self._manifest_extra)
         return out
@@ -220,6 +228,7 @@ class HFGenerator(Generator):
             "speculative": self.speculative,
             "draft_policy": self.draft_policy,
             "prefill_buckets": self.prefill_buckets,
+            "screened_head": self.screened_head,
         }
         kwargs.update(changes)
         return HFGenerator(self._model, self._tokenizer, **kwargs)
@@ -320,6 +329,16 @@ class HFGenerator(Generator):
     def _uses_own_loop(self) -> bool:
         return self.generation_loop == "memprobe" and not self.compile and self._own_loop_ok
 
+    @property
+    def _screens(self) -> bool:
+        """Whether greedy verification screens the vocabulary projection (``hf_greedy_head``)."""
+        return (
+            self.screened_head
+            and self.speculative
+            and self._uses_own_loop
+            and screening_applies(self._model)
+        )
+
     def _run_batch(
         self, prompts: list[list[int]], plan: _Plan, drafts: list[list[int]] | None = None
     ) -> list[Completion]:
@@ -340,7 +359,13 @@ class HFGenerator(Generator):
             return [self._completion(row) for row in rows]
         if drafts is not None and plan.greedy:
             rows = decode_drafted(
-                self._model, prompts, drafts, spec, self.draft_policy, self.draft_stats
+                self._model,
+                prompts,
+                drafts,
+                spec,
+                self.draft_policy,
+                self.draft_stats,
+                screen=self.screened_head,
             )
             return [self._completion(row) for row in rows]
         generator = None
@@ -542,4 +567,5 @@ def load_hf(
         compile=bool(options.extra.get("compile", False)),
         speculative=bool(options.extra.get("speculative", True)),
         prefill_buckets=bool(options.extra.get("prefill_buckets", True)),
+        screened_head=bool(options.extra.get("screened_head", True)),
     )

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memprobe_core.models.hf_decode import BatchDecoding, Decoded
+from memprobe_core.models.hf_greedy_head import greedy_pass
 
 
 @dataclass(frozen=True)
@@ -180,6 +181,8 @@ def decode_drafted(
     spec: BatchDecoding,
     policy: DraftPolicy | None = None,
     stats: DraftStats | None = None,
+    *,
+    screen: bool = True,
 ) -> list[Decoded]:
     """Greedy decoding of every prompt row, drafting from its reference.
 
@@ -191,6 +194,8 @@ def decode_drafted(
         spec: greedy decoding settings (``spec.temperature`` must be 0).
         policy: drafting costs (default ``DraftPolicy()``).
         stats: filled with what was drafted and accepted.
+        screen: verify with the vocabulary projection screened in bfloat16 where it applies
+            (``hf_greedy_head``; the same choices, ``False`` only for comparisons).
 
     Returns:
         One ``Decoded`` per row: the tokens, and stop flags, of greedy decoding.
@@ -204,7 +209,7 @@ def decode_drafted(
     policy = policy or DraftPolicy()
     stats = stats if stats is not None else DraftStats()
     state = _prefill(model, prompts, spec, model.device)
-    batch = _Batch(model, state, spec)
+    batch = _Batch(model, state, spec, screen=screen)
     drafters = [Drafter(ref, prompt, policy) for ref, prompt in zip(references, prompts)]
     out: list[list[int]] = [[] for _ in prompts]
     stopped = [False] * len(prompts)
@@ -267,8 +272,8 @@ def _agreeing(draft: Sequence[int], chosen: Sequence[int]) -> int:
 class _Batch:
     """The rows being decoded as one left-padded batch: cache, 2-D mask and next positions."""
 
-    def __init__(self, model: Any, state: Any, spec: BatchDecoding) -> None:
-        self.model, self.spec = model, spec
+    def __init__(self, model: Any, state: Any, spec: BatchDecoding, *, screen: bool) -> None:
+        self.model, self.spec, self.screen = model, spec, screen
         self.cache, self.mask, self.positions = state.cache, state.mask, state.positions[:, 0]
         self.columns = self.cache.get_seq_length()
         self.can_draft = drafting_possible(self.cache)
@@ -306,12 +311,9 @@ class _Batch:
         params = _forward_params(self.model)
         if "position_ids" in params:
             kwargs["position_ids"] = positions
-        if "logits_to_keep" in params:
-            kwargs["logits_to_keep"] = k + 1
-        logits = self.model(**kwargs, return_dict=True).logits[:, -(k + 1) :]
+        choices, _ = greedy_pass(self.model, kwargs, k + 1, params, screen=self.screen)
         self.columns += k + 1
-        # float32 as hf_decode's loop compares them (its argmax of a float32 copy).
-        return torch.argmax(logits.float(), dim=-1).tolist()
+        return choices.tolist()
 
     def settle(self, accepted: list[int], k: int) -> None:
         """Make every row contiguous again, ending at the last column; advance the positions.
@@ -366,6 +368,7 @@ def greedy_agreement(
     first_chunk: int = 16,
     growth: int = 4,
     max_positions: int = 256,
+    screen: bool = True,
 ) -> list[int]:
     """For each row, how many leading tokens of its continuation greedy decoding of its prompt
     writes, by teacher forcing and no generation (docs/method.md §9).
@@ -406,7 +409,7 @@ def greedy_agreement(
     first = min(first_chunk, max(1, max_positions // len(live)))
     upto = {i: min(len(conts[i]), first) for i in live}
     # The first pass: prompt + the chunk's tokens but its last (it is only compared).
-    pass_ = _TeacherPass(model, pad_id)
+    pass_ = _TeacherPass(model, pad_id, screen=screen)
     chosen = pass_.first([list(prompts[i]) + conts[i][: upto[i] - 1] for i in live], live, upto)
     while True:
         survivors = []
@@ -430,10 +433,10 @@ class _TeacherPass:
     leave it, its KV cache carried from pass to pass (transformers' own cache: it takes any
     number of new tokens on every kind of layer, sliding windows included)."""
 
-    def __init__(self, model: Any, pad_id: int) -> None:
+    def __init__(self, model: Any, pad_id: int, *, screen: bool) -> None:
         from memprobe_core.models.hf_decode import _forward_params
 
-        self.model, self.pad_id = model, pad_id
+        self.model, self.pad_id, self.screen = model, pad_id, screen
         self.params = _forward_params(model)
         self.cache: Any = None
         self.mask: Any = None  # (B, columns); None while no row is padded
@@ -493,7 +496,6 @@ class _TeacherPass:
         done: int,
         right_aligned: bool = True,
     ) -> dict[int, list[int]]:
-        import torch
 
         device = self.model.device
         kwargs: dict[str, Any] = {"input_ids": ids.to(device), "use_cache": True}
@@ -503,12 +505,8 @@ class _TeacherPass:
             kwargs["attention_mask"] = self.mask
         if "position_ids" in self.params:
             kwargs["position_ids"] = positions.to(device)
-        if "logits_to_keep" in self.params:
-            kwargs["logits_to_keep"] = keep
-        out = self.model(**kwargs, return_dict=True)
-        self.cache = out.cache
-        # float32 as hf_decode's loop compares them (its argmax of a float32 copy).
-        choices = torch.argmax(out.logits[:, -keep:].float(), dim=-1).tolist()  # (B, keep)
+        found, self.cache = greedy_pass(self.model, kwargs, keep, self.params, screen=self.screen)
+        choices = found.tolist()  # (B, keep)
         chosen = {}
         for b, i in enumerate(self.rows):
             n = upto[i] - done
