@@ -220,8 +220,15 @@ def greedy_pass(
 
     head = screened_head(model) if screen else None
     if head is not None:
-        out = model.get_decoder()(**kwargs, return_dict=True)
-        return head.argmax(out.last_hidden_state[:, -keep:]), out.cache
+        try:
+            out = model.get_decoder()(**kwargs, return_dict=True)
+        except TypeError:
+            # A decoder that takes other arguments than its model (the first check passes no
+            # cache): refused before it ran, so the plain pass below starts from the same state.
+            log.info("%s: its decoder refused the pass; greedy choices unscreened", type(model))
+            setattr(model, _ATTRIBUTE, False)
+        else:
+            return head.argmax(out.last_hidden_state[:, -keep:]), out.cache
     call = dict(kwargs)
     if "logits_to_keep" in params:
         call["logits_to_keep"] = keep

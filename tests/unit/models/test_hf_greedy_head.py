@@ -168,3 +168,18 @@ def test_the_backend_option_turns_screening_off_and_the_manifest_says_so(gemma) 
     assert seen > 0
     assert off.generate(prompt, max_new_tokens=8, references=["e f g"]) == answer
     assert head.stats.positions == seen  # the unscreened run never used the head
+
+
+def test_a_decoder_refusing_the_call_falls_back_to_the_plain_pass(gemma, monkeypatch) -> None:
+    prompts, refs = [[5, 6, 7, 8]], [[9, 10, 11]]
+    spec = BatchDecoding(max_new_tokens=6, temperature=0.0, top_p=1.0, stop_ids=(), pad_id=0)
+    with torch.inference_mode():
+        want = decode_drafted(gemma, prompts, refs, spec, screen=False)
+        assert screened_head(gemma) is not None
+
+        def refuse(**kwargs):  # type: ignore[no-untyped-def]
+            raise TypeError("unexpected keyword argument 'cache'")
+
+        monkeypatch.setattr(gemma, "get_decoder", lambda: refuse)
+        assert decode_drafted(gemma, prompts, refs, spec, screen=True) == want
+    assert screened_head(gemma) is None  # not tried again
