@@ -64,21 +64,29 @@ class ScreenedHead:
         weight: the output embedding, (vocabulary, hidden), float32.
         low: its bfloat16 copy (half the weight's memory again).
         row_norm_max: ``max‖w‖`` over the vocabulary.
+        version: the weight's in-place version counter when ``low`` was made.
         stats: counts since the head was made.
     """
 
     weight: Any
     low: Any = None
     row_norm_max: float = 0.0
+    version: int = -1
     stats: ScreenStats = field(default_factory=ScreenStats)
 
     def __post_init__(self) -> None:
         import torch
 
         if self.low is None:
+            self.version = self.weight._version
             self.low = self.weight.detach().to(torch.bfloat16)
         if not self.row_norm_max:
             self.row_norm_max = float(self.weight.detach().norm(dim=1).max())
+
+    def matches(self, weight: Any) -> bool:
+        """Whether ``low`` is still a copy of ``weight`` (the same tensor, not changed in place
+        since, as a training step would)."""
+        return weight is self.weight and weight._version == self.version
 
     def argmax(self, hidden: Any) -> Any:
         """The float32 greedy choice at every position of ``hidden`` (..., hidden size)."""
@@ -130,6 +138,8 @@ def screened_head(model: Any) -> ScreenedHead | None:
     """``model``'s screened head, made and checked on first use; ``None`` where the plain
     forward pass must run (see the module docstring for when)."""
     head = getattr(model, _ATTRIBUTE, None)
+    if isinstance(head, ScreenedHead) and not head.matches(model.get_output_embeddings().weight):
+        head = None  # the weights changed since the copy: check and copy again
     if head is None:
         head = _make_head(model) or False
         setattr(model, _ATTRIBUTE, head)

@@ -183,3 +183,17 @@ def test_a_decoder_refusing_the_call_falls_back_to_the_plain_pass(gemma, monkeyp
         monkeypatch.setattr(gemma, "get_decoder", lambda: refuse)
         assert decode_drafted(gemma, prompts, refs, spec, screen=True) == want
     assert screened_head(gemma) is None  # not tried again
+
+
+def test_weights_changed_in_place_are_copied_again(gemma) -> None:
+    prompts, refs = [[5, 6, 7, 8], [9, 3, 4]], [[9, 10, 11], []]
+    spec = BatchDecoding(max_new_tokens=6, temperature=0.0, top_p=1.0, stop_ids=(), pad_id=0)
+    with torch.inference_mode():
+        decode_drafted(gemma, prompts, refs, spec, screen=True)
+    first = screened_head(gemma)
+    with torch.no_grad():  # as an optimizer step would
+        gemma.get_output_embeddings().weight.mul_(-1.0)
+    with torch.inference_mode():
+        want = decode(gemma, prompts, spec)
+        assert decode_drafted(gemma, prompts, refs, spec, screen=True) == want
+    assert screened_head(gemma) is not first
