@@ -105,9 +105,9 @@ class HFGenerator(Generator):
         prefill_buckets: prompts of very different lengths are prefilled in length buckets
             merged into one batch (``hf_decode.length_buckets``; on by default, the same tokens
             as one padded prefill; only with memprobe's own loop).
-        screened_head: greedy verification of a float32 model on a CPU with native bfloat16
-            screens the vocabulary projection in bfloat16 and decides in float32
-            (``hf_greedy_head``; on by default, the same choices; only with drafting).
+        screened_head: greedy decoding and verification of a float32 model on a CPU with
+            native bfloat16 screen the vocabulary projection in bfloat16 and decide in float32
+            (``hf_greedy_head``; on by default, the same choices; only with memprobe's own loop).
     """
 
     backend = "hf"
@@ -332,12 +332,7 @@ class HFGenerator(Generator):
     @property
     def _screens(self) -> bool:
         """Whether greedy verification screens the vocabulary projection (``hf_greedy_head``)."""
-        return (
-            self.screened_head
-            and self.speculative
-            and self._uses_own_loop
-            and screening_applies(self._model)
-        )
+        return self.screened_head and self._uses_own_loop and screening_applies(self._model)
 
     def _run_batch(
         self, prompts: list[list[int]], plan: _Plan, drafts: list[list[int]] | None = None
@@ -353,19 +348,14 @@ class HFGenerator(Generator):
             stop_ids=self.stop_token_ids,
             pad_id=self._tokenizer.pad_token_id,
             bucket_min_saved=BUCKET_MIN_SAVED if self.prefill_buckets else sys.maxsize,
+            screened_head=self.screened_head,
         )
         if not self._uses_own_loop:
             rows = generate_reference(self._model, prompts, spec, compile_=self.compile)
             return [self._completion(row) for row in rows]
         if drafts is not None and plan.greedy:
             rows = decode_drafted(
-                self._model,
-                prompts,
-                drafts,
-                spec,
-                self.draft_policy,
-                self.draft_stats,
-                screen=self.screened_head,
+                self._model, prompts, drafts, spec, self.draft_policy, self.draft_stats
             )
             return [self._completion(row) for row in rows]
         generator = None

@@ -52,6 +52,9 @@ class BatchDecoding:
         pad_id: the id written into padded prompt positions (masked out).
         bucket_min_saved: prefill the prompts in length buckets (:func:`length_buckets`) when
             that skips at least this many padded positions; a very large value turns it off.
+        screened_head: greedy passes screen the vocabulary projection in bfloat16 and decide
+            in float32 where :mod:`hf_greedy_head` applies (the same choices; ``False`` only
+            for comparisons).
     """
 
     max_new_tokens: int
@@ -60,6 +63,7 @@ class BatchDecoding:
     stop_ids: tuple[int, ...]
     pad_id: int
     bucket_min_saved: int = BUCKET_MIN_SAVED
+    screened_head: bool = True
 
     @property
     def greedy(self) -> bool:
@@ -112,7 +116,11 @@ def decode(
 
 
 class _State:
-    """The batch being decoded: KV cache, 2-D mask, next positions, logits and row ids."""
+    """The batch being decoded: KV cache, 2-D mask, next positions, logits and row ids.
+
+    After a greedy step ``choices`` holds each row's next token and ``logits`` is ``None``
+    (a greedy step computes only the argmax, :mod:`hf_greedy_head`).
+    """
 
     def __init__(self, cache: Any, mask: Any, positions: Any, logits: Any, rows: Any) -> None:
         self.cache, self.mask, self.positions, self.logits, self.rows = (
@@ -122,6 +130,7 @@ class _State:
             logits,
             rows,
         )
+        self.choices: Any = None
 
     def select(self, index: Any) -> None:
         """Keep (or repeat) the batch rows ``index`` (a 1-D long tensor)."""
@@ -129,7 +138,10 @@ class _State:
         if self.mask is not None:
             self.mask = self.mask[index]
         self.positions = self.positions[index]
-        self.logits = self.logits[index]
+        if self.logits is not None:
+            self.logits = self.logits[index]
+        if self.choices is not None:
+            self.choices = self.choices[index]
         self.rows = self.rows[index]
 
 
@@ -247,16 +259,20 @@ def _bucketed_prefill(
 
 def _forward(model: Any, ids: Any, mask: Any, positions: Any, cache: Any) -> Any:
     """One model call; the float32 logits of the last position, (B, V)."""
-    params = _forward_params(model)
-    kwargs: dict[str, Any] = {"input_ids": ids, "cache": cache, "use_cache": True}
-    if mask is not None:
-        kwargs["attention_mask"] = mask
-    if "position_ids" in params:
-        kwargs["position_ids"] = positions
-    if "logits_to_keep" in params:
+    kwargs = _call_kwargs(model, ids, mask, positions, cache)
+    if "logits_to_keep" in _forward_params(model):
         kwargs["logits_to_keep"] = 1  # only the last position's logits are needed
     out = model(**kwargs, return_dict=True)
     return out.logits[:, -1].to(copy=True, dtype=_float32())
+
+
+def _call_kwargs(model: Any, ids: Any, mask: Any, positions: Any, cache: Any) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"input_ids": ids, "cache": cache, "use_cache": True}
+    if mask is not None:
+        kwargs["attention_mask"] = mask
+    if "position_ids" in _forward_params(model):
+        kwargs["position_ids"] = positions
+    return kwargs
 
 
 def _loop(
@@ -265,12 +281,13 @@ def _loop(
     import torch
 
     pick = _picker(spec, generator)
-    stops = torch.tensor(sorted(set(spec.stop_ids)) or [-1], device=state.logits.device)
+    device = state.positions.device
+    stops = torch.tensor(sorted(set(spec.stop_ids)) or [-1], device=device)
     out: list[list[int]] = [[] for _ in range(n_rows)]
     stopped = [False] * n_rows
-    done = torch.zeros(n_rows, dtype=torch.bool, device=state.logits.device)
+    done = torch.zeros(n_rows, dtype=torch.bool, device=device)
     for step in range(spec.max_new_tokens):
-        tokens = pick(state.logits)  # (A,)
+        tokens = pick(state.logits) if state.choices is None else state.choices  # (A,)
         ended = torch.isin(tokens, stops)
         for row, token, end in zip(state.rows.tolist(), tokens.tolist(), ended.tolist()):
             if not stopped[row]:
@@ -283,20 +300,30 @@ def _loop(
             keep = (~ended).nonzero().squeeze(-1)
             state.select(keep)
             tokens = tokens[keep]
-        _step(model, state, tokens)
+        _step(model, state, tokens, spec)
     return [Decoded(tuple(ids), s) for ids, s in zip(out, stopped)]
 
 
-def _step(model: Any, state: _State, tokens: Any) -> None:
-    """Feed the tokens just chosen and keep the logits of the next position."""
+def _step(model: Any, state: _State, tokens: Any, spec: BatchDecoding) -> None:
+    """Feed the tokens just chosen; keep the logits of the next position (sampling) or its
+    greedy choices (greedy: through ``hf_greedy_head``, screened where it applies)."""
     import torch
+
+    from memprobe_core.models.hf_greedy_head import greedy_pass
 
     if state.mask is not None:
         ones = torch.ones(
             (state.mask.shape[0], 1), dtype=state.mask.dtype, device=state.mask.device
         )
         state.mask = torch.cat([state.mask, ones], dim=-1)
-    state.logits = _forward(model, tokens[:, None], state.mask, state.positions, state.cache)
+    ids = tokens[:, None]
+    if spec.greedy:
+        kwargs = _call_kwargs(model, ids, state.mask, state.positions, state.cache)
+        params = _forward_params(model)
+        choices, _ = greedy_pass(model, kwargs, 1, params, screen=spec.screened_head)
+        state.choices, state.logits = choices[:, 0], None
+    else:
+        state.logits = _forward(model, ids, state.mask, state.positions, state.cache)
     state.positions = state.positions + 1
 
 

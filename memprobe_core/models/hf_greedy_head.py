@@ -168,6 +168,7 @@ def _make_head(model: Any) -> ScreenedHead | None:
         return None
     head = ScreenedHead(model.get_output_embeddings().weight)
     if _agrees_with_model(model, head):
+        head.stats = ScreenStats()  # count use, not the check
         return head
     log.info("%s: its logits are not a plain projection; greedy choices unscreened", type(model))
     return None

@@ -181,8 +181,6 @@ def decode_drafted(
     spec: BatchDecoding,
     policy: DraftPolicy | None = None,
     stats: DraftStats | None = None,
-    *,
-    screen: bool = True,
 ) -> list[Decoded]:
     """Greedy decoding of every prompt row, drafting from its reference.
 
@@ -191,11 +189,10 @@ def decode_drafted(
         prompts: token ids per row.
         references: per row, the token ids it is expected to write (may be empty: that row
             then drafts only from prompt lookup).
-        spec: greedy decoding settings (``spec.temperature`` must be 0).
+        spec: greedy decoding settings (``spec.temperature`` must be 0; ``spec.screened_head``
+            verifies with the vocabulary projection screened where ``hf_greedy_head`` applies).
         policy: drafting costs (default ``DraftPolicy()``).
         stats: filled with what was drafted and accepted.
-        screen: verify with the vocabulary projection screened in bfloat16 where it applies
-            (``hf_greedy_head``; the same choices, ``False`` only for comparisons).
 
     Returns:
         One ``Decoded`` per row: the tokens, and stop flags, of greedy decoding.
@@ -209,7 +206,7 @@ def decode_drafted(
     policy = policy or DraftPolicy()
     stats = stats if stats is not None else DraftStats()
     state = _prefill(model, prompts, spec, model.device)
-    batch = _Batch(model, state, spec, screen=screen)
+    batch = _Batch(model, state, spec)
     drafters = [Drafter(ref, prompt, policy) for ref, prompt in zip(references, prompts)]
     out: list[list[int]] = [[] for _ in prompts]
     stopped = [False] * len(prompts)
@@ -272,8 +269,8 @@ def _agreeing(draft: Sequence[int], chosen: Sequence[int]) -> int:
 class _Batch:
     """The rows being decoded as one left-padded batch: cache, 2-D mask and next positions."""
 
-    def __init__(self, model: Any, state: Any, spec: BatchDecoding, *, screen: bool) -> None:
-        self.model, self.spec, self.screen = model, spec, screen
+    def __init__(self, model: Any, state: Any, spec: BatchDecoding) -> None:
+        self.model, self.spec = model, spec
         self.cache, self.mask, self.positions = state.cache, state.mask, state.positions[:, 0]
         self.columns = self.cache.get_seq_length()
         self.can_draft = drafting_possible(self.cache)
@@ -311,7 +308,7 @@ class _Batch:
         params = _forward_params(self.model)
         if "position_ids" in params:
             kwargs["position_ids"] = positions
-        choices, _ = greedy_pass(self.model, kwargs, k + 1, params, screen=self.screen)
+        choices, _ = greedy_pass(self.model, kwargs, k + 1, params, screen=self.spec.screened_head)
         self.columns += k + 1
         return choices.tolist()
 

@@ -7,6 +7,7 @@ The screen runs on any CPU (torch emulates bfloat16 where it is not native), so 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 import torch
@@ -97,19 +98,23 @@ def gemma(native_bf16):
         return Gemma3ForCausalLM(tiny_gemma3_config(VOCAB, sliding_window=20)).eval()
 
 
-def test_drafted_decoding_is_the_same_screened_or_not(gemma) -> None:
+def test_greedy_decoding_is_the_same_screened_or_not(gemma) -> None:
+    """Plain steps and drafted verification alike (``spec.screened_head``)."""
     rng = random.Random(0)
     prompts = [[rng.randrange(10, VOCAB) for _ in range(rng.randint(2, 12))] for _ in range(5)]
     spec = BatchDecoding(max_new_tokens=30, temperature=0.0, top_p=1.0, stop_ids=(), pad_id=0)
     with torch.inference_mode():
-        plain = decode(gemma, prompts, spec)
+        plain = decode(gemma, prompts, replace(spec, screened_head=False))
+        assert screened_head(gemma) is None or screened_head(gemma).stats.positions == 0
+        assert decode(gemma, prompts, spec) == plain
+        steps = screened_head(gemma).stats.positions
+        assert steps >= 5 * 29  # every row's steps after the prefill went through the screen
         # Half the rows draft their own greedy output, half a changed one.
         refs = [list(r.ids) if i % 2 else list(r.ids[:5]) + [7] * 20 for i, r in enumerate(plain)]
-        screened = decode_drafted(gemma, prompts, refs, spec, screen=True)
-        unscreened = decode_drafted(gemma, prompts, refs, spec, screen=False)
+        screened = decode_drafted(gemma, prompts, refs, replace(spec, screened_head=True))
+        unscreened = decode_drafted(gemma, prompts, refs, replace(spec, screened_head=False))
     assert screened == unscreened == plain
-    head = screened_head(gemma)
-    assert head is not None and head.stats.positions > 0
+    assert screened_head(gemma).stats.positions > steps
 
 
 def test_teacher_forced_agreement_is_the_same_screened_or_not(gemma) -> None:
@@ -174,14 +179,14 @@ def test_a_decoder_refusing_the_call_falls_back_to_the_plain_pass(gemma, monkeyp
     prompts, refs = [[5, 6, 7, 8]], [[9, 10, 11]]
     spec = BatchDecoding(max_new_tokens=6, temperature=0.0, top_p=1.0, stop_ids=(), pad_id=0)
     with torch.inference_mode():
-        want = decode_drafted(gemma, prompts, refs, spec, screen=False)
-        assert screened_head(gemma) is not None
+        want = decode_drafted(gemma, prompts, refs, replace(spec, screened_head=False))
+        assert screened_head(gemma) is not None  # the check passes: no cache in it
 
         def refuse(**kwargs):  # type: ignore[no-untyped-def]
             raise TypeError("unexpected keyword argument 'cache'")
 
         monkeypatch.setattr(gemma, "get_decoder", lambda: refuse)
-        assert decode_drafted(gemma, prompts, refs, spec, screen=True) == want
+        assert decode_drafted(gemma, prompts, refs, replace(spec, screened_head=True)) == want
     assert screened_head(gemma) is None  # not tried again
 
 
@@ -189,11 +194,11 @@ def test_weights_changed_in_place_are_copied_again(gemma) -> None:
     prompts, refs = [[5, 6, 7, 8], [9, 3, 4]], [[9, 10, 11], []]
     spec = BatchDecoding(max_new_tokens=6, temperature=0.0, top_p=1.0, stop_ids=(), pad_id=0)
     with torch.inference_mode():
-        decode_drafted(gemma, prompts, refs, spec, screen=True)
+        decode_drafted(gemma, prompts, refs, replace(spec, screened_head=True))
     first = screened_head(gemma)
     with torch.no_grad():  # as an optimizer step would
         gemma.get_output_embeddings().weight.mul_(-1.0)
     with torch.inference_mode():
-        want = decode(gemma, prompts, spec)
-        assert decode_drafted(gemma, prompts, refs, spec, screen=True) == want
+        want = decode(gemma, prompts, replace(spec, screened_head=False))
+        assert decode_drafted(gemma, prompts, refs, replace(spec, screened_head=True)) == want
     assert screened_head(gemma) is not first
