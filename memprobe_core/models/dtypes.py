@@ -76,7 +76,7 @@ def role_dtype(
 
 def default_device() -> str:
     """Where a model loads when no device is given (the hf backend's rule: CUDA when visible)."""
-    from memprobe_core.models.hf import pick_device
+    from memprobe_core.models.devices import pick_device
 
     return pick_device(None)
 

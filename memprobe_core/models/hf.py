@@ -29,6 +29,7 @@ from memprobe_core.models.base import (
     Request,
     chat_as_text,
 )
+from memprobe_core.models.devices import pick_device
 from memprobe_core.models.hf_decode import (
     BUCKET_MIN_SAVED,
     BatchDecoding,
@@ -55,19 +56,6 @@ _EXTRA_OPTIONS = (
     "prefill_buckets",
     "screened_head",
 )
-
-
-def pick_device(device: str | None) -> str:
-    """``device`` as given, else ``"cuda"`` when a GPU is visible, else ``"cpu"``."""
-    import torch
-
-    if device:
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise ModelError(
-                f"device {device!r} was asked for but no CUDA GPU is visible; use 'cpu'"
-            )
-        return device
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def pick_dtype(dtype: str | None, device: str) -> Any:

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from memprobe_core.models import ModelError, chat_as_text
-from memprobe_core.models.hf import HFGenerator, pick_device, pick_dtype
+from memprobe_core.models.devices import pick_device
+from memprobe_core.models.hf import HFGenerator, pick_dtype
 from tests.helpers.tiny_models import tiny_causal_lm, tiny_hf_generator
 
 SHORT = "Licensed"
