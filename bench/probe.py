@@ -81,6 +81,13 @@ def ratios(slow: dict[str, Any], fast: dict[str, Any]) -> str:
     )
 
 
+def print_identical(what: str, first: list[Any], second: list[Any]) -> None:
+    """Print how many victim outputs of two runs' traces are equal, candidate by candidate."""
+    a, b = ([c.output for c in trace] for trace in (first, second))
+    same = sum(x == y for x, y in zip(a, b))
+    print(f"{what}: {same}/{len(a)}", flush=True)
+
+
 def check_victim(victim: Any, trace: list[Any], max_new_tokens: int) -> None:
     """Greedy victim outputs of the last round's prompts through both loops: must be equal.
 
@@ -315,13 +322,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     }
                 )
                 if screen != screen_runs[0]:
-                    first_screen = traces[(loop, mode, drafting, "screen")]
-                    a, b = ([c.output for c in t] for t in (first_screen, res.trace))
-                    same = sum(x == y for x, y in zip(a, b))
-                    print(
+                    print_identical(
                         f"{loop}/{mode}: victim outputs identical with the projection screened "
-                        f"and not: {same}/{len(a)}",
-                        flush=True,
+                        "and not",
+                        traces[(loop, mode, drafting, "screen")],
+                        res.trace,
                     )
                     print(json.dumps(rows[-1]), flush=True)
                     continue
@@ -329,13 +334,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 if buckets == bucket_runs[0]:
                     traces[(loop, mode, drafting)] = res.trace
                 else:
-                    bucket_traces = (traces[(loop, mode, drafting)], res.trace)
-                    a, b = ([c.output for c in t] for t in bucket_traces)
-                    same = sum(x == y for x, y in zip(a, b))
-                    print(
-                        f"{loop}/{mode}: victim outputs identical with and without prefill "
-                        f"buckets: {same}/{len(a)}",
-                        flush=True,
+                    print_identical(
+                        f"{loop}/{mode}: victim outputs identical with and without prefill buckets",
+                        traces[(loop, mode, drafting)],
+                        res.trace,
                     )
                 print(json.dumps(rows[-1]), flush=True)
             if len(args.drafting.split(",")) == 2:
