@@ -114,42 +114,37 @@ def _store_run(store_path: Path, run_id: int | None = None) -> dict[str, Any] | 
 
 def run_cli(args: argparse.Namespace, root: Path, label: str) -> Outcome:
     """The probe from the command line of the tree at ``root``."""
-    with tempfile.TemporaryDirectory(prefix="memprobe-bench-cli-") as tmp:
-        store = Path(tmp) / "runs.sqlite"
-        env = {**os.environ, "MEMPROBE_STORE": str(store), "PYTHONPATH": str(root)}
-        cmd = [
-            sys.executable,
-            "-m",
-            "memprobe_core.cli",
-            "probe",
-            "--corpus-id",
-            args.snippet,
-            "--length",
-            str(args.length),
-            "--rounds",
-            str(args.rounds),
-            "--n",
-            str(args.n),
-            "--seed",
-            "0",
-        ]
-        t0, before = time.perf_counter(), _children_cpu()
-        done = subprocess.run(
-            cmd,
-            cwd=root,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=args.timeout,
-        )
-        elapsed, cpu = time.perf_counter() - t0, _children_cpu() - before
-        if done.returncode != 0:
-            raise SystemExit(f"{label} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    command = ["probe", "--corpus-id", args.snippet, "--length", str(args.length)]
+    command += ["--rounds", str(args.rounds), "--n", str(args.n), "--seed", "0"]
+    with cli_run(command, root=root, label=label, timeout=args.timeout) as (store, elapsed, cpu):
         run = _store_run(store)
     outcome = _outcome(label, run, elapsed)
     outcome.cpu_s = cpu
     return outcome
+
+
+@contextmanager
+def cli_run(
+    command: list[str], *, root: Path, label: str, timeout: float | None
+) -> Iterator[tuple[Path, float, float]]:
+    """Run ``python -m memprobe_core.cli COMMAND`` from the tree at ``root`` on a private
+    store; yield (the store, wall seconds, the child's CPU seconds) while the store exists.
+
+    Raises:
+        SystemExit: the command failed (its stderr's tail in the message).
+    """
+    with tempfile.TemporaryDirectory(prefix="memprobe-bench-cli-") as tmp:
+        store = Path(tmp) / "runs.sqlite"
+        env = {**os.environ, "MEMPROBE_STORE": str(store), "PYTHONPATH": str(root)}
+        cmd = [sys.executable, "-m", "memprobe_core.cli", *command]
+        t0, before = time.perf_counter(), _children_cpu()
+        done = subprocess.run(
+            cmd, cwd=root, env=env, capture_output=True, text=True, check=False, timeout=timeout
+        )
+        elapsed, cpu = time.perf_counter() - t0, _children_cpu() - before
+        if done.returncode != 0:
+            raise SystemExit(f"{label} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+        yield store, elapsed, cpu
 
 
 def _children_cpu() -> float:

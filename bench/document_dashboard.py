@@ -38,7 +38,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -110,32 +109,9 @@ def _outcome(side: str, run: dict[str, Any] | None, elapsed: float) -> Outcome:
 
 def run_cli(args: argparse.Namespace, side: str) -> Outcome:
     """The map from the command line, a private store."""
-    with tempfile.TemporaryDirectory(prefix="memprobe-bench-doc-cli-") as tmp:
-        store = Path(tmp) / "runs.sqlite"
-        env = {**os.environ, "MEMPROBE_STORE": str(store), "PYTHONPATH": str(ROOT)}
-        cmd = [
-            sys.executable,
-            "-m",
-            "memprobe_core.cli",
-            "--store",
-            str(store),
-            "document",
-            "--builtin",
-            BUILTIN,
-        ]
-        t0, before = time.perf_counter(), dashboard._children_cpu()
-        done = subprocess.run(
-            cmd,
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=args.timeout,
-        )
-        elapsed, cpu = time.perf_counter() - t0, dashboard._children_cpu() - before
-        if done.returncode != 0:
-            raise SystemExit(f"{side} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    command = ["document", "--builtin", BUILTIN]
+    with dashboard.cli_run(command, root=ROOT, label=side, timeout=args.timeout) as run:
+        store, elapsed, cpu = run
         outcome = _outcome(side, _stored_map(store), elapsed)
     outcome.cpu_s = cpu
     return outcome
