@@ -262,6 +262,17 @@ def _check_request(request: Request, index: int) -> None:
             )
 
 
+def check_switches(**values: Any) -> None:
+    """Refuse an on/off option that is not True or False (a string "false" would be true).
+
+    Raises:
+        ModelError: naming the option, its value and what to give instead.
+    """
+    for name, value in values.items():
+        if not isinstance(value, bool):
+            raise ModelError(f"{name}={value!r} is not an on/off value: use True or False")
+
+
 def chat_as_text(chat: Chat) -> str:
     """A plain-text rendering of a chat, for models without a chat template.
 

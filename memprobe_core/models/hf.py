@@ -28,6 +28,7 @@ from memprobe_core.models.base import (
     ModelError,
     Request,
     chat_as_text,
+    check_switches,
 )
 from memprobe_core.models.devices import pick_device
 from memprobe_core.models.hf_decode import (
@@ -56,6 +57,8 @@ _EXTRA_OPTIONS = (
     "prefill_buckets",
     "screened_head",
 )
+# The extras that are on/off values (their defaults are HFGenerator's).
+_SWITCHES = ("compile", "speculative", "prefill_buckets", "screened_head")
 
 
 def pick_dtype(dtype: str | None, device: str) -> Any:
@@ -497,6 +500,8 @@ def load_hf(
         raise ModelError(
             f"the hf backend does not know option(s) {sorted(unknown)}; it knows {list(_EXTRA_OPTIONS)}"
         )
+    switches = {name: options.extra[name] for name in _SWITCHES if name in options.extra}
+    check_switches(**switches)
     source, gguf, kind = resolve_source(name_or_path, options.gguf_file)
     device = pick_device(options.device)
     dtype = pick_dtype(options.dtype, device)
@@ -542,8 +547,5 @@ def load_hf(
         manifest_extra=extra,
         stop_token_ids=options.extra.get("stop_token_ids"),
         generation_loop=options.extra.get("generation_loop", "memprobe"),
-        compile=bool(options.extra.get("compile", False)),
-        speculative=bool(options.extra.get("speculative", True)),
-        prefill_buckets=bool(options.extra.get("prefill_buckets", True)),
-        screened_head=bool(options.extra.get("screened_head", True)),
+        **switches,
     )

@@ -34,6 +34,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
+from memprobe_core.models.hf_greedy_head import greedy_pass
+
 # Bucket a prefill only when it skips at least this many padded positions: below it the extra
 # calls and the merge are not worth it.
 BUCKET_MIN_SAVED = 256
@@ -308,8 +310,6 @@ def _step(model: Any, state: _State, tokens: Any, spec: BatchDecoding) -> None:
     """Feed the tokens just chosen; keep the logits of the next position (sampling) or its
     greedy choices (greedy: through ``hf_greedy_head``, screened where it applies)."""
     import torch
-
-    from memprobe_core.models.hf_greedy_head import greedy_pass
 
     if state.mask is not None:
         ones = torch.ones(

@@ -33,6 +33,7 @@ from memprobe_core.models.base import (
     ModelError,
     Request,
     TextLogprobs,
+    check_switches,
 )
 from memprobe_core.models.openai.echo import echo_payload, parse_echo
 from memprobe_core.models.openai.fleet import Fleet, Server
@@ -99,7 +100,7 @@ class OpenAIGenerator(Generator):
             cooloff_s=cooloff_s,
             max_response_bytes=max_response_bytes,
         )
-        _check_switches(
+        check_switches(
             text_as_chat=text_as_chat, chat_template=chat_template, prompt_logprobs=prompt_logprobs
         )
         _check_key_env(api_key_env)
@@ -405,13 +406,6 @@ def _check_numbers(**values: float) -> None:
             or not low <= value <= high
         ):
             raise ModelError(f"{name}={value!r} is out of range: use {_num(low)} to {_num(high)}")
-
-
-def _check_switches(**values: bool) -> None:
-    """Refuse an on/off option that is not True or False (a string "false" would be true)."""
-    for name, value in values.items():
-        if not isinstance(value, bool):
-            raise ModelError(f"{name}={value!r} is not an on/off value: use True or False")
 
 
 def _num(x: float) -> str:

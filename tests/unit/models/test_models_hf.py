@@ -331,6 +331,12 @@ def test_load_hf_options_reach_the_generator(tmp_path):
     assert chosen.generate([LONG], max_new_tokens=6) == default.generate([LONG], max_new_tokens=6)
     with pytest.raises(ModelError, match="does not know option.*'colour'.*generation_loop"):
         load_hf(str(tmp_path), LoadOptions(device="cpu", extra={"colour": "blue"}))
+    for switch in ("compile", "speculative", "prefill_buckets", "screened_head"):
+        # A string "false" would be true: refused before anything loads.
+        with pytest.raises(ModelError, match=f"{switch}='false' is not an on/off value"):
+            load_hf(str(tmp_path), LoadOptions(device="cpu", extra={switch: "false"}))
+    off = load_hf(str(tmp_path), LoadOptions(device="cpu", extra={"screened_head": False}))
+    assert off.screened_head is False and off.speculative is True
 
 
 def test_compile_option_asks_generate_for_a_static_cache(gen):
