@@ -217,7 +217,8 @@ def value_problem(opt: OptionField, value: Any) -> str | None:
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if number and _finite(value) and _in_range(opt.info, value):
             return None
-        return _give(opt, "a number")
+        # "inf: give a number of 0 or more" would read as if inf were refused for its size.
+        return _give(opt, "a finite number" if number and not _finite(value) else "a number")
     if opt.kind is str and not isinstance(value, str):
         return "give a text"
     # Declared, not checked in the class alone: the CLI checks flags from the declarations

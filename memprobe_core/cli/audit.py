@@ -17,7 +17,7 @@ from memprobe_core.attacks.verbatim_only import METHOD as VERBATIM_METHOD
 from memprobe_core.audit import load_models, resume_audit, run_audit, start_audit
 from memprobe_core.cli import common, release
 from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNITS_FAILED
-from memprobe_core.cli.output import ProgressBar, echo, terminal_json
+from memprobe_core.cli.output import ProgressBar, echo, terminal_json, terminal_safe
 from memprobe_core.config import DEFAULT_LENGTH
 from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.executors import EXECUTORS, Executor, make_executor
@@ -255,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
         f"{len(args.lengths)} length(s)",
         sys.stderr,
     )
-    code = run_and_report(store, run_id, models=models, executor=executor)
+    code = run_and_report(args, store, run_id, models=models, executor=executor)
     if policy is None or code not in (EXIT_OK, EXIT_UNITS_FAILED):
         return code
     # A breach, or failed units, exit 1; the gate's lines say which.
@@ -268,18 +268,23 @@ def resume_run(args: argparse.Namespace) -> int:
     store = common.open_store(args)
     run = store.get_run(args.run)
     if run["kind"] == "document":
-        raise UsageError(
-            f"run {args.run} is a document's extraction map; `memprobe document --resume "
-            f"{args.run}` goes on with it"
-        )
+        hint = common.command_hint(args, "document", "--resume", str(args.run))
+        raise UsageError(f"run {args.run} is a document run; `{hint}` goes on with it")
     if run["kind"] != "audit":
         raise UsageError(f"run {args.run} is a {run['kind']}, not an audit; only audits resume")
     return run_and_report(
-        store, args.run, models=None, retry_errors=args.retry_errors, executor=executor, resume=True
+        args,
+        store,
+        args.run,
+        models=None,
+        retry_errors=args.retry_errors,
+        executor=executor,
+        resume=True,
     )
 
 
 def run_and_report(
+    args: argparse.Namespace,
     store: Store,
     run_id: int,
     *,
@@ -290,7 +295,8 @@ def run_and_report(
     as_json: bool = False,
 ) -> int:
     """Run (or resume) a recorded audit with a progress bar, then print its report (text, or
-    JSON with ``as_json``); the exit code says whether it was interrupted or units failed."""
+    JSON with ``as_json``); the exit code says whether it was interrupted or units failed
+    (``args``: the command line, for the hint that goes on with its store)."""
     bar = ProgressBar(sys.stderr)
     try:
         if resume:
@@ -302,9 +308,10 @@ def run_and_report(
     finally:
         bar.close()
     if summary.status == "interrupted":
+        hint = common.command_hint(args, "resume", str(run_id))
         echo(
             f"interrupted: {summary.done}/{summary.total} units done; continue with "
-            f"`memprobe resume {run_id}`",
+            f"`{terminal_safe(hint)}`",
             sys.stderr,
         )
         return EXIT_INTERRUPTED

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 from dataclasses import fields
 from pathlib import Path
 from types import UnionType
@@ -52,6 +53,14 @@ CLI_SIZE_LIMITS: dict[str, tuple[str, int, int]] = {
     "max_snippets": ("--max-snippets", 1, MAX_SNIPPETS),
     "seed": ("--seed", *SEED_RANGE),  # also `memprobe ner` and `infer`, whose --seed is their own
 }
+
+
+def command_hint(args: argparse.Namespace, *words: str) -> str:
+    """The ``memprobe …`` command line that goes on with this invocation's store (a hint after
+    an interrupt): ``--store PATH`` is repeated when it was given, since the default store would
+    not hold the run."""
+    store = ["--store", shlex.quote(str(args.store))] if getattr(args, "store", None) else []
+    return " ".join(["memprobe", *store, *words])
 
 
 def check_sizes(args: argparse.Namespace) -> str | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from memprobe_core.cli import common, option_flags
 from memprobe_core.cli.audit import add_executor_options, executor_from_args
-from memprobe_core.cli.errors import EXIT_OK
+from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK
 from memprobe_core.cli.output import (
     duration,
     echo,
@@ -146,7 +146,12 @@ def add_document_parser(sub: argparse._SubParsersAction) -> None:
         help="a built-in document instead of a file (apache-2.0: the Apache License 2.0 text "
         "an installed package ships)",
     )
-    source.add_argument("--resume", type=int, metavar="RUN", help="go on with a stored run")
+    source.add_argument(
+        "--resume",
+        type=int,
+        metavar="RUN",
+        help="go on with a stored run (its document, victim and options as recorded)",
+    )
     source.add_argument(
         "--show", type=int, metavar="RUN", help="print a stored run (nothing is asked)"
     )
@@ -191,9 +196,24 @@ def run_document(args: argparse.Namespace) -> int:
     store = common.open_store(args)
     if args.show is not None:
         return _print(args, _read(store, args.show))
-    if args.resume is not None:
-        return _print(args, _resume(args, store, args.resume))
-    return _print(args, _start(args, store))
+    try:
+        stored = (
+            _resume(args, store, args.resume) if args.resume is not None else _start(args, store)
+        )
+    except _Interrupted as stop:
+        hint = common.command_hint(args, "document", "--resume", str(stop.run_id))
+        echo(f"interrupted; what was scored is kept: {terminal_safe(hint)}", sys.stderr)
+        return EXIT_INTERRUPTED
+    return _print(args, stored)
+
+
+class _Interrupted(Exception):
+    """Ctrl-C (or SIGTERM) while run ``run_id`` was being worked on: its hint is printed once,
+    instead of main's bare "interrupted"."""
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__(run_id)
+        self.run_id = run_id
 
 
 def _given_flags(args: argparse.Namespace, cls: type, names: tuple[str, ...] = ()) -> list[str]:
@@ -216,6 +236,11 @@ def _refuse_unused_flags(args: argparse.Namespace) -> None:
     if stored and (map_flags or continue_flags or args.mode != "map"):
         given = (map_flags + continue_flags + (["--mode"] if args.mode != "map" else []))[0]
         raise UsageError(f"{given} does not apply to {stored}: a stored run keeps its options")
+    if stored and args.victim is not None:
+        raise UsageError(
+            f"--victim does not apply to {stored}: a stored run keeps the victim it was started "
+            "with (`memprobe runs RUN` names it)"
+        )
     if args.mode == "continue" and map_flags:
         raise UsageError(f"{map_flags[0]} applies to --mode map, not --mode continue")
     if args.mode == "map" and continue_flags:
@@ -320,11 +345,7 @@ def _work(store: Any, run_id: int, mode: str, victim: Any, scorer: Any = None) -
             return run_map(store, run_id, victim, on_progress=_map_progress, scorer=scorer)
         return run_continuation_stored(store, run_id, victim, on_progress=_turn_progress)
     except KeyboardInterrupt:
-        echo(
-            f"interrupted; what was scored is kept: memprobe document --resume {run_id}",
-            sys.stderr,
-        )
-        raise
+        raise _Interrupted(run_id) from None
 
 
 def _given_pz(args: argparse.Namespace) -> dict[str, Any]:

@@ -208,18 +208,28 @@ def print_result(run_id: int, result: AttackResult, out: TextIO | None = None) -
 
 def print_runs(runs: list[RunRecord], out: TextIO | None = None) -> None:
     """The run list as a table: id, kind, status, units done/total, failed, updated, title."""
+    kind_width = max([7, *(len(run["kind"]) for run in runs)])  # "document" is 8 wide
     echo(
-        f"{'id':>4}  {'kind':<7} {'status':<11} {'units':>9} {'failed':>6}  {'updated':<16}  title",
+        f"{'id':>4}  {'kind':<{kind_width}} {'status':<11} {'units':>9} {'failed':>6}  "
+        f"{'updated':<16}  title",
         out,
     )
     for run in runs:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(run["updated"]))
-        units = f"{run['units_done']}/{run['units_total']}"
         echo(
-            f"{run['id']:>4}  {run['kind']:<7} {run['status']:<11} {units:>9} "
-            f"{run['units_error']:>6}  {when:<16}  {run['title']}",
+            f"{run['id']:>4}  {run['kind']:<{kind_width}} {run['status']:<11} "
+            f"{_units(run):>9} {run['units_error']:>6}  {when:<16}  {run['title']}",
             out,
         )
+
+
+def _units(run: RunRecord) -> str:
+    # A continuation stores each turn as it arrives and knows no total in advance: "4/4" would
+    # read as finished while it may stop at any turn, so it shows the turns asked.
+    if run["config"].get("mode") == "continue":
+        done = run["units_done"]
+        return f"{done} turn" + ("" if done == 1 else "s")
+    return f"{run['units_done']}/{run['units_total']}"
 
 
 def print_corpus(

@@ -364,6 +364,31 @@ class ResumeMismatch(UsageError):
     """``prior_turns`` were not made by this document, victim kind and options."""
 
 
+# The options only a chat victim is sent: a base victim gets the opening alone, then continues
+# its own output, so none of these would reach it.
+_CHAT_ONLY = ("best_of_n", "instruction", "continue_prompt")
+
+
+def refuse_chat_options(options: ContinuationOptions, victim_name: str) -> None:
+    """Refuse, for a base victim (no chat template), an option that would be recorded but
+    never sent: Best-of-N, a changed instruction or a changed continue prompt.
+
+    Raises:
+        OptionError: the first such option, naming the victim.
+    """
+    defaults = ContinuationOptions()
+    for name in _CHAT_ONLY:
+        value = getattr(options, name)
+        if value != getattr(defaults, name):
+            raise OptionError(
+                name,
+                value,
+                f"{victim_name} has no chat template: a base model is sent the document's "
+                "opening alone and then continues its own output, so this is never sent; "
+                "leave it at its default or pick a chat victim",
+            )
+
+
 def split_document(document_text: str, options: ContinuationOptions) -> tuple[str, str]:
     """``(opening, held-back text)``: the first ``opening_words`` whitespace words (the original
     text between them kept) and the next ``heldback_words``.

@@ -26,6 +26,7 @@ from memprobe_core.documents.continuation import (
     ContinuationOptions,
     ContinuationResult,
     Turn,
+    refuse_chat_options,
     run_continuation,
     split_document,
 )
@@ -86,9 +87,13 @@ def start_continuation(
 
     Raises:
         UsageError: the document is shorter than its opening plus the held-back words.
+        OptionError: a chat-only option (Best-of-N, instruction, continue prompt) changed for
+            a base victim.
     """
     options = options or ContinuationOptions()
     split_document(text, options)  # refuses a document too short for phase 1, before storing
+    if not victim.has_chat_template:
+        refuse_chat_options(options, victim_name)
     config = {
         "mode": "continue",
         "document": document_record(text, name),

@@ -174,7 +174,9 @@ def normalise(text: str) -> str:
     """The paper's normalisation: NFKC; curly quotes to ASCII; dash variants to an em dash;
     ``…`` and spaced ``. . .`` to ``...``, a space after ``...`` before a letter or digit;
     ``_word_`` italics unwrapped; lower case."""
-    text = unicodedata.normalize("NFKC", text)  # NFKC also turns "…" into "..."
+    # The quotes go to ASCII before NFKC too: NFKC would split the double prime ″ into two
+    # primes, "''", so that ″word″ would never match "word".
+    text = unicodedata.normalize("NFKC", text.translate(_QUOTES))  # also "…" into "..."
     text = text.translate(_QUOTES)
     text = _DASHES.sub("\u2014", text)
     text = text.replace("\u2026", "...")

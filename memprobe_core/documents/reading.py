@@ -27,10 +27,7 @@ def read_document(path: str | Path, what: str = "document") -> str:
         raise DocumentError(f"{what} {str(path)!r} does not exist or is not a file")
     size = path.stat().st_size
     if size > MAX_DOCUMENT_BYTES:
-        raise DocumentError(
-            f"{what} {path.name!r} is {size / 2**20:.1f} MiB; documents are capped at "
-            f"{MAX_DOCUMENT_BYTES // 2**20} MiB (a long book is about 1 MiB)"
-        )
+        raise _too_big(what, path.name, size)
     return document_from_bytes(path.read_bytes(), path.name, what)
 
 
@@ -42,10 +39,7 @@ def document_from_bytes(data: bytes, name: str, what: str = "document") -> str:
             without a word.
     """
     if len(data) > MAX_DOCUMENT_BYTES:
-        raise DocumentError(
-            f"{what} {name!r} is {len(data) / 2**20:.1f} MiB; documents are capped at "
-            f"{MAX_DOCUMENT_BYTES // 2**20} MiB (a long book is about 1 MiB)"
-        )
+        raise _too_big(what, name, len(data))
     if b"\x00" in data:
         raise DocumentError(f"{what} {name!r} is binary (it holds NUL bytes): give a text file")
     try:
@@ -58,3 +52,11 @@ def document_from_bytes(data: bytes, name: str, what: str = "document") -> str:
     if not text.split():
         raise DocumentError(f"{what} {name!r} holds no words")
     return text
+
+
+def _too_big(what: str, name: str, size: int) -> DocumentError:
+    # In bytes: a file one byte over the cap would read "32.0 MiB; capped at 32 MiB".
+    return DocumentError(
+        f"{what} {name!r} is {size:,} bytes; documents are capped at {MAX_DOCUMENT_BYTES:,} "
+        f"bytes ({MAX_DOCUMENT_BYTES // 2**20} MiB; a long book is about 1 MiB)"
+    )

@@ -44,7 +44,7 @@ class Sample:
         ({"count": 0}, "sample.count=0: give a whole number from 1 to 10, e.g. 4"),
         ({"count": True}, "sample.count=True: give a whole number"),
         ({"share": 0.0}, r"sample.share=0.0: give a number in \(0, 1\]"),
-        ({"share": float("nan")}, "sample.share=nan: give a number"),
+        ({"share": float("nan")}, r"sample.share=nan: give a finite number in \(0, 1\]"),
     ],
 )
 def test_a_value_outside_its_declaration_is_refused_naming_it(changes, message) -> None:

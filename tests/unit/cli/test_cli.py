@@ -418,3 +418,23 @@ def test_a_document_command_has_only_the_victim_role(store_path, capsys):
     )
     assert code == 2
     assert "this command has no role 'attacker'; its roles are victim" in capsys.readouterr().err
+
+
+def test_an_interrupted_audit_names_its_store_in_the_resume_hint(
+    tmp_path, fake_models, monkeypatch, capsys
+):
+    from types import SimpleNamespace
+
+    from memprobe_core.cli import audit as audit_cli
+
+    def interrupted(store, run_id, **kwargs):
+        return SimpleNamespace(status="interrupted", done=1, total=2)
+
+    monkeypatch.setattr(audit_cli, "run_audit", interrupted)
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"text": WORDS}) + "\n")
+    store = tmp_path / "other store.sqlite"
+    argv = ["--store", str(store), "audit", str(data), "--methods", "ps_inst", *MODELS]
+    assert main([*argv, "--lengths", "30"]) == 130
+    err = capsys.readouterr().err
+    assert f"continue with `memprobe --store '{store}' resume 1`" in err

@@ -9,7 +9,7 @@ import pytest
 
 import memprobe_core.models as models_pkg
 from memprobe_core.cli import main
-from memprobe_core.documents import map_run
+from memprobe_core.documents import map_run, reading
 from memprobe_core.store import Store
 from tests.helpers.tiny_models import tiny_hf_generator
 
@@ -92,6 +92,8 @@ def test_resume_goes_on_with_the_recorded_victim(tmp_path, doc, tiny, tiny_model
         (["--best-of-n", "3"], "--best-of-n applies to --mode continue"),
         (["--show", "1", "--stride", "8"], "--stride does not apply to --show"),
         (["--resume", "1", "--mode", "continue"], "--mode does not apply to --resume"),
+        (["--resume", "1", "--victim", "tiny"], "--victim does not apply to --resume"),
+        (["--show", "1", "--victim", "tiny"], "--victim does not apply to --show"),
         (["--prefetch-window", "4"], "--prefetch-window does not apply to a map"),
         (["--max-attempts", "2"], "--max-attempts does not apply to a map"),
     ],
@@ -130,6 +132,35 @@ def test_documents_that_cannot_be_mapped_are_refused(
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert Store(tmp_path / "runs.sqlite").list_runs() == []  # nothing half-made is stored
+
+
+def test_an_interrupted_map_says_once_how_to_go_on_in_its_store(
+    tmp_path, doc, tiny_models, monkeypatch, capsys
+):
+    from memprobe_core.cli import documents as cli_documents
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_documents, "run_map", interrupted)
+    store = tmp_path / "my runs.sqlite"  # a space: the hint quotes the path
+    code = main(["--store", str(store), "document", str(doc), "--victim", "tiny", *SMALL])
+    assert code == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        f"interrupted; what was scored is kept: memprobe --store '{store}' document --resume 1"
+    )
+    assert "interrupted" not in "".join(err[:-1])  # said once, not again by main
+
+
+def test_a_document_one_byte_over_the_cap_says_so_in_bytes(tmp_path, monkeypatch, capsys):
+    # In MiB a file one byte over 32 MiB read "32.0 MiB; capped at 32 MiB".
+    monkeypatch.setattr(reading, "MAX_DOCUMENT_BYTES", 2**20)
+    path = tmp_path / "big.txt"
+    path.write_bytes(b"w " * 2**19 + b"x")
+    assert run(tmp_path, str(path)) == 2
+    err = capsys.readouterr().err
+    assert "is 1,048,577 bytes; documents are capped at 1,048,576 bytes (1 MiB" in err
 
 
 def test_a_run_that_is_not_a_map_is_refused(tmp_path, capsys):

@@ -17,11 +17,13 @@ from memprobe_core.documents.continuation_report import (
     turns_frame,
 )
 from memprobe_core.documents.stored import DocumentRunError
+from memprobe_core.errors import OptionError
 from memprobe_core.store import Store
 from tests.unit.documents.test_continuation import (
     BOOK,
     BOOK_WORDS,
     _refuses_the_plain_instruction,
+    base_victim,
     chat_victim,
 )
 
@@ -122,6 +124,21 @@ def test_the_report_escapes_and_marks_refusals(tmp_path):
     assert "phase 1: not passed after 4 attempt(s)" in describe_continuation(stored)
 
 
+@pytest.mark.parametrize(
+    "changed",
+    [{"best_of_n": 2}, {"instruction": "Write the book."}, {"continue_prompt": "Go on"}],
+)
+def test_a_base_victim_refuses_the_options_only_a_chat_victim_is_sent(tmp_path, changed):
+    # A base victim gets the opening alone and continues its own output: these would be
+    # recorded in the run and never sent.
+    (name,) = changed
+    with pytest.raises(OptionError, match=f"^{name}=.*scripted has no chat template"):
+        start(tmp_path, base_victim(), ContinuationOptions(**changed))
+    assert Store(tmp_path / "runs.sqlite").list_runs() == []
+    assert start(tmp_path, chat_victim(), ContinuationOptions(**changed))[1] == 1
+    assert start(tmp_path, base_victim(), ContinuationOptions())[1] == 2
+
+
 # --- the CLI ----------------------------------------------------------------------------------
 
 
@@ -153,6 +170,22 @@ def test_the_cli_runs_shows_and_resumes_a_continuation(tmp_path, scripted_victim
     assert capsys.readouterr().out.startswith("continuation of book.txt on scripted (run 1")
     assert main([*store, "--resume", "1", "--json"]) == 0  # finished: nothing more is asked
     assert json.loads(capsys.readouterr().out)["turns"] == 4
+    # The run list counts turns (a continuation has no total to show as "4/4"), in columns.
+    assert main(["--store", str(tmp_path / "runs.sqlite"), "runs"]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert row.split()[:4] == ["1", "document", "finished", "4"] and "4 turns" in row
+    assert row.index("finished") == header.index("status")
+
+
+def test_the_cli_refuses_best_of_n_for_a_base_victim(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(models_pkg, "load", lambda name, **_: base_victim(), raising=False)
+    book = tmp_path / "book.txt"
+    book.write_text(BOOK, encoding="utf-8")
+    argv = ["--store", str(tmp_path / "r.sqlite"), "document", str(book), "--mode", "continue"]
+    assert main([*argv, "--victim", "scripted", "--best-of-n", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("memprobe: error: --best-of-n 2: scripted has no chat template")
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_the_cli_refuses_a_document_too_short_for_phase1(tmp_path, scripted_victim, capsys):

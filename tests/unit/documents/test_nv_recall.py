@@ -79,6 +79,11 @@ def test_the_second_pass_merges_survivors_up_to_ten_words_apart() -> None:
     ("raw", "normal"),
     [
         ("\u2018Tis \u201cso\u201d", '\'tis "so"'),  # curly quotes
+        (
+            "\u201asee\u201b \u2032x\u2032 \u201edo\u201f",
+            "'see' 'x' \"do\"",
+        ),  # low, reversed, prime
+        ("\u2033ipse\u2033", '"ipse"'),  # double primes (NFKC alone makes two single primes)
         ("a\u2010b\u2011c\u2012d\u2013e\u2014f\u2015g\u2212h", "a—b—c—d—e—f—g—h"),  # dashes
         ("wait\u2026 now", "wait... now"),  # the ellipsis character
         ("wait. . . now", "wait... now"),  # a spaced ellipsis
