@@ -39,7 +39,7 @@ from memprobe_core.documents.stored import (
 from memprobe_core.documents.windows import MapOptions, Window, cut_windows, window_index
 from memprobe_core.membership.sampler import SamplingScheme
 from memprobe_core.snippets.split import Snippet
-from memprobe_core.store import Store, UnitKey
+from memprobe_core.store import RunRecord, Store, UnitKey
 from memprobe_core.store.owner import claim_or_refuse
 
 MAP_METHOD = "map"
@@ -244,9 +244,10 @@ def read_map(store: Store, run_id: int) -> StoredMap:
     )
 
 
-def same_document_maps(store: Store, run_id: int) -> list[StoredMap]:
+def same_document_runs(store: Store, run_id: int) -> list[RunRecord]:
     """The store's other map runs of run ``run_id``'s document (the same text, by hash) cut
-    into windows of the same shape, newest first: the same windows asked of other victims.
+    into windows of the same shape, newest first: the same windows asked of other victims
+    (the records only: a reader reads each map, or keeps what it read, by its ``updated``).
 
     Why: a map is read against a control. A model that cannot have seen the document (the
     embedded base beside the document canary's copy) shows how much of it is merely
@@ -254,15 +255,14 @@ def same_document_maps(store: Store, run_id: int) -> list[StoredMap]:
     """
     config = map_config(store, run_id)
     digest, shape = config["document"]["sha256"], config["map"]
-    same = [
-        r["id"]
+    return [
+        r
         for r in store.list_runs(kind=KIND)
         if r["id"] != run_id
         and r["config"].get("mode") == "map"
         and r["config"].get("document", {}).get("sha256") == digest
         and r["config"].get("map") == shape
     ]
-    return [read_map(store, other) for other in same]
 
 
 # Scores batches of windows: yields each batch with its scores (and the seconds it took per

@@ -80,6 +80,11 @@ def test_a_map_is_shown_beside_the_same_documents_maps_on_other_victims() -> Non
     assert table["run"].tolist() == [opened, control]  # not the other document's map
     assert table["victim"].tolist() == ["canary copy (opened)", "base model"]
     assert other_document not in table["run"].tolist()
+    # A control's row is read once, then kept while its run is unchanged: a change shows.
+    Store(os.environ["MEMPROBE_STORE"]).set_run_status(control, "interrupted")
+    at.run()
+    (table,) = [t.value for t in at.dataframe if "victim" in t.value.columns]
+    assert table["status"].tolist() == ["finished", "interrupted"]
 
 
 def test_a_map_on_a_victim_without_weights_is_refused_in_words() -> None:
