@@ -96,14 +96,15 @@ with tab_new:
         ),
         seen=seen,
     )
+    runs = store.list_runs(kind="document")
     if shown is None:
+        document_view.elsewhere_note(runs)
         st.info(
             "Pick a document, a victim (sidebar) and a mode, then start. The built-in Apache "
             "License 2.0 text maps in about 30 s on the embedded Gemma on a 2-core CPU."
         )
 
 with tab_open:
-    runs = store.list_runs(kind="document")
     if not runs:
         st.info("No document run in the store yet.")
     else:
@@ -114,11 +115,6 @@ with tab_open:
             format_func=lambda i: document_view.run_label(by_id[i]),
             key="doc_open",
         )
+        watched = ui.watch_run(opened)  # a job of another tab (or before a reload) on it
         document_view.show_run(store, opened, key="doc_open")
-        if by_id[opened]["status"] != "finished":
-            st.caption(
-                ui.md(
-                    f"This run is {by_id[opened]['status']}: `memprobe document --resume "
-                    f"{opened}` goes on with it, with the victim it was started with."
-                )
-            )
+        document_view.run_state_note(store, by_id[opened], watched=watched)

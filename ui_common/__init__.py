@@ -33,6 +33,7 @@ from ui_common.jobs import (
     render_status,
     show_job,
     start_job,
+    watch_run,
 )
 from ui_common.models import (
     KINDS,
@@ -113,4 +114,5 @@ __all__ = [
     "split_caption",
     "start_job",
     "verbatim_caption",
+    "watch_run",
 ]

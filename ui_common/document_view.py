@@ -9,6 +9,7 @@ Everything from the document or a model is shown escaped: plain-text widgets, ``
 from __future__ import annotations
 
 import html
+import shlex
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -53,10 +54,10 @@ from memprobe_core.errors import MemprobeError
 from memprobe_core.highlight import overlap, segments_to_html
 from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.option_fields import options_of
-from memprobe_core.store import Store
+from memprobe_core.store import RunRecord, Store
 from ui_common import tables
 from ui_common.charts import document_map_figure
-from ui_common.job_runner import JobFunction, Progress
+from ui_common.job_runner import JobFunction, Progress, live_run_ids
 from ui_common.option_widgets import option_widget, widget_key
 from ui_common.page import keep, md
 from ui_common.render import csv_download
@@ -192,6 +193,33 @@ def job(store: Store, run_id: int, mode: str, victim: Any) -> JobFunction:
 # --- a stored run -------------------------------------------------------------------------------
 
 
+def elsewhere_note(runs: list[RunRecord]) -> None:
+    """Say which document runs a job of another tab (or of this tab before a reload) works
+    on: the job belongs to that tab, and this one follows it under "Open a document run"."""
+    live = sorted(r["id"] for r in runs if r["id"] in live_run_ids())
+    if live:
+        listed = ", ".join(map(str, live))
+        st.info(
+            f"Document run {listed} is being worked on by a job started in another tab (or "
+            'before this page was reloaded): open it under "Open a document run" to follow it.'
+        )
+
+
+def run_state_note(store: Store, run: RunRecord, *, watched: bool) -> None:
+    """Below an opened run that is not finished: who works on it, or how to go on with it."""
+    if run["status"] == "finished":
+        return
+    if watched or run["id"] in live_run_ids():
+        st.caption("A job of this dashboard is working on this run; the figures above follow it.")
+        return
+    st.caption(
+        f"This run is {run['status']}. This command goes on with it, with the victim it was "
+        "started with:"
+    )
+    store_flag = shlex.quote(str(store.path))
+    st.code(f"memprobe --store {store_flag} document --resume {run['id']}", language="bash")
+
+
 def show_run(store: Store, run_id: int, *, key: str) -> None:
     """A stored document run: its figures, its map or turns, downloads."""
     try:
@@ -208,16 +236,9 @@ def show_run(store: Store, run_id: int, *, key: str) -> None:
 
 
 def show_map(stored: StoredMap, *, key: str) -> None:
-    s = stored.summary
-    c1, c2, c3, c4 = st.columns(4)
-    c1.metric("Windows written back", f"{s.extractable:,} / {s.windows:,}")
-    c2.metric("Document written back", f"{s.extracted_share:.1%}")
-    c3.metric("Longest stretch", f"{s.longest_stretch:,} tokens")
-    c4.metric(
-        "Median log10 p_z",
-        "–" if s.median_log10_p_z is None else log10_text(s.median_log10_p_z),
-        help="over windows with p_z > 0, under the run's sampling scheme",
-    )
+    figures = _headline(stored)
+    for column, (label, value) in zip(st.columns(len(figures)), figures.items(), strict=True):
+        column.metric(label, value, help=_HEADLINE_HELP.get(label))
     st.text(describe_map(stored))
     frame = map_frame(stored)
     if frame.empty:
@@ -270,7 +291,8 @@ def _same_document(stored: StoredMap, others: list[dict[str, Any]]) -> None:
         "The same windows asked of other victims, newest first. A model that cannot have seen "
         "the document is the control: what it writes back is merely predictable text."
     )
-    tables.show(pd.DataFrame([_summary_row(stored, opened=True), *others]))
+    frame = pd.DataFrame([_summary_row(stored, opened=True), *others])
+    tables.show(frame, labels={name: name for name in _headline(stored)})  # "p_z" kept as is
 
 
 def _window_grid(stored: StoredMap, frame: pd.DataFrame, *, key: str) -> None:
@@ -303,18 +325,30 @@ def _window_grid(stored: StoredMap, frame: pd.DataFrame, *, key: str) -> None:
 TEXT_VIEW_CHARS = 200_000
 
 
-def _summary_row(stored: StoredMap, *, opened: bool) -> dict[str, Any]:
+def _headline(stored: StoredMap) -> dict[str, str]:
+    """A map's four headline figures by label: the metrics above it and the control table's
+    columns, so the two read alike."""
     s = stored.summary
+    return {
+        "Windows written back": f"{s.extractable:,} / {s.windows:,}",
+        "Document written back": f"{s.extracted_share:.1%}",
+        "Longest stretch": f"{s.longest_stretch:,} tokens",
+        "Median log10 p_z": "–" if s.median_log10_p_z is None else log10_text(s.median_log10_p_z),
+    }
+
+
+_HEADLINE_HELP = {
+    "Median log10 p_z": "over windows with p_z > 0, under the run's sampling scheme; the text "
+    "below says how many windows have p_z = 0"
+}
+
+
+def _summary_row(stored: StoredMap, *, opened: bool) -> dict[str, Any]:
     return {
         "run": stored.run_id,
         "victim": stored.victim + (" (opened)" if opened else ""),
         "status": stored.status,
-        "windows written back": f"{s.extractable:,} / {s.windows:,}",
-        "document written back": round(s.extracted_share, 4),
-        "longest stretch (tokens)": s.longest_stretch,
-        "median log10 p_z": None
-        if s.median_log10_p_z is None
-        else float(log10_text(s.median_log10_p_z)),
+        **_headline(stored),
     }
 
 

@@ -303,6 +303,12 @@ def live_run_ids() -> set[int]:
         return {job.run_id for job in _LIVE if job.run_id is not None}
 
 
+def live_job_of_run(run_id: int) -> Job | None:
+    """The job of this process (any tab's) working on store run ``run_id`` now, or ``None``."""
+    with _LIVE_LOCK:
+        return next((job for job in _LIVE if job.run_id == run_id), None)
+
+
 class Job:
     """One function run in a daemon thread, optionally holding :data:`MODEL_LOCK` while it runs.
 

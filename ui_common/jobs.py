@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import streamlit as st
 
-from ui_common.job_runner import Job, JobFunction, ProgressSnapshot
+from ui_common.job_runner import Job, JobFunction, ProgressSnapshot, live_job_of_run
 from ui_common.page import md, session_tag
 
 # Poll intervals (seconds) of the status fragment: fast right after a change, slow when quiet.
@@ -221,6 +221,40 @@ def live_job(
     # run; Streamlit's client replaces the timer of the same fragment when the interval differs.
     st.fragment(run_every=view.interval)(_job_status)(key)
     render(snap)
+
+
+def watch_run(run_id: int) -> bool:
+    """Follow store run ``run_id`` while a job of this process started in another tab (or in
+    this tab before a reload) works on it: its progress line, and a full rerun when it changes,
+    polled as a tab's own job is (:class:`LiveView`). ``False``: no such job (none works on the
+    run, or it is this tab's own, which its page already draws live).
+
+    Why: a job belongs to the browser session that started it; without this, a reloaded or
+    second tab showed a running run frozen at the moment it was opened.
+    """
+    job = live_job_of_run(run_id)
+    if job is None or job.session == session_tag():
+        return False
+    key = f"watch_run_{run_id}"
+    snap = job.progress.snapshot()
+    view = live_view(key)
+    view.drew(snapshot_version(snap), time.monotonic(), waiting=snap.state == "waiting")
+    st.fragment(run_every=view.interval)(_watched_status)(run_id, key)
+    return True
+
+
+def _watched_status(run_id: int, key: str) -> None:
+    """The watching fragment's body: the other tab's job's progress; a full rerun when the
+    page is out of date, or when the job has ended (the page then reads the finished run)."""
+    job = live_job_of_run(run_id)
+    if job is None:
+        st.rerun()
+        return
+    snap = job.progress.snapshot()
+    render_status(snap)
+    action = live_view(key).poll(snapshot_version(snap), final=snap.is_final, now=time.monotonic())
+    if action != "none":
+        st.rerun()
 
 
 def job_snapshot(key: str) -> ProgressSnapshot | None:

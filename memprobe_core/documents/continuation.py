@@ -97,6 +97,7 @@ class ContinuationOptions:
         low=1,
         high=_BIG,
         flag="--opening-words",
+        page="Opening words",
         metavar="N",
     )
     heldback_words: int = option(
@@ -105,6 +106,7 @@ class ContinuationOptions:
         low=1,
         high=_BIG,
         flag="--heldback-words",
+        page="Held-back words (phase 1 checks)",
         metavar="N",
     )
     phase1_threshold: float = option(
@@ -116,6 +118,7 @@ class ContinuationOptions:
         high=1,
         example="0.6",
         flag="--phase1-threshold",
+        page="Phase-1 pass share",
         metavar="SHARE",
     )
     best_of_n: int = option(
@@ -125,6 +128,7 @@ class ContinuationOptions:
         low=0,
         high=100_000,
         flag="--best-of-n",
+        page="Best-of-N attempts (chat victims)",
         metavar="N",
     )
     max_turns: int = option(
@@ -133,6 +137,7 @@ class ContinuationOptions:
         low=1,
         high=1_000_000,
         flag="--max-turns",
+        page="Most turns",
         metavar="N",
     )
     max_tokens: int = option(
@@ -141,6 +146,7 @@ class ContinuationOptions:
         low=1,
         high=_BIG,
         flag="--max-tokens",
+        page="Most tokens in all",
         metavar="N",
     )
     turn_tokens: int = option(
@@ -149,6 +155,7 @@ class ContinuationOptions:
         low=1,
         high=1_000_000,
         flag="--turn-tokens",
+        page="Tokens per turn",
         metavar="N",
     )
     drift_turns: int = option(
@@ -158,6 +165,7 @@ class ContinuationOptions:
         low=1,
         high=1_000_000,
         flag="--drift-turns",
+        page="Drift: turns without a new block",
         metavar="T",
     )
     drift_min_words: int = option(
@@ -168,6 +176,7 @@ class ContinuationOptions:
         low=1,
         high=1_000_000,
         flag="--drift-min-words",
+        page="Drift: words in a new block",
         metavar="N",
     )
     context: Literal["full", "last"] = option(
@@ -176,6 +185,7 @@ class ContinuationOptions:
         "context_tokens, else the last turns that fit) or last (the last context_tokens of "
         "generated text)",
         flag="--context",
+        page="Context each turn carries",
     )
     context_tokens: int = option(
         4096,
@@ -183,6 +193,7 @@ class ContinuationOptions:
         low=1,
         high=_BIG,
         flag="--context-tokens",
+        page="Context tokens (with last)",
         metavar="N",
     )
     seed: int = option(
@@ -191,12 +202,14 @@ class ContinuationOptions:
         low=0,
         high=2**63 - 1,
         flag="--seed",
+        page="Seed",
         metavar="S",
     )
     instruction: str = option(
         DEFAULT_INSTRUCTION,
         help="phase 1's instruction to a chat model, put before the opening",
         flag="--instruction",
+        page="Instruction (chat victims)",
         metavar="TEXT",
         nonblank=True,
     )
@@ -204,6 +217,7 @@ class ContinuationOptions:
         "Continue",
         help="what a chat model is sent for each phase-2 turn",
         flag="--continue-prompt",
+        page="Continue prompt (chat victims)",
         metavar="TEXT",
         nonblank=True,
     )

@@ -245,9 +245,10 @@ def read_map(store: Store, run_id: int) -> StoredMap:
 
 
 def same_document_runs(store: Store, run_id: int) -> list[RunRecord]:
-    """The store's other map runs of run ``run_id``'s document (the same text, by hash) cut
-    into windows of the same shape, newest first: the same windows asked of other victims
-    (the records only: a reader reads each map, or keeps what it read, by its ``updated``).
+    """The store's map runs of run ``run_id``'s document (the same text, by hash) cut into
+    windows of the same shape on other victims, newest first: the same windows asked of
+    other models (the records only: a reader reads each map, or keeps what it read, by its
+    ``updated``). A repeat on the run's own victim is left out: it is no control.
 
     Why: a map is read against a control. A model that cannot have seen the document (the
     embedded base beside the document canary's copy) shows how much of it is merely
@@ -258,7 +259,7 @@ def same_document_runs(store: Store, run_id: int) -> list[RunRecord]:
     return [
         r
         for r in store.list_runs(kind=KIND)
-        if r["id"] != run_id
+        if r["config"].get("victim") != config["victim"]  # a repeat on it is no control
         and r["config"].get("mode") == "map"
         and r["config"].get("document", {}).get("sha256") == digest
         and r["config"].get("map") == shape

@@ -33,6 +33,7 @@ class MapOptions:
         low=1,
         high=100_000,
         flag="--prefix-tokens",
+        page="Prefix tokens (the prompt)",
         metavar="N",
     )
     suffix_tokens: int = option(
@@ -42,6 +43,7 @@ class MapOptions:
         low=1,
         high=100_000,
         flag="--suffix-tokens",
+        page="Suffix tokens (to write back)",
         metavar="N",
     )
     stride: int = option(
@@ -51,6 +53,7 @@ class MapOptions:
         low=1,
         high=100_000,
         flag="--stride",
+        page="Stride (tokens between windows)",
         metavar="N",
     )
     batch_windows: int = option(
@@ -60,6 +63,7 @@ class MapOptions:
         low=1,
         high=4096,
         flag="--batch-windows",
+        page="Windows per batch",
         metavar="N",
     )
 

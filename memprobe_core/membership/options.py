@@ -331,6 +331,7 @@ class MeasureOptions:
         low_open=True,
         high=1,
         flag="--pz-top-p",
+        page="p_z top-p",
         metavar="P",
     )
     discover_p: float = option(

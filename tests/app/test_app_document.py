@@ -7,12 +7,16 @@ from __future__ import annotations
 import html
 import os
 import re
+import shlex
+import threading
+import time
 
 from memprobe_core.documents import map_run
 from memprobe_core.documents.windows import MapOptions
 from memprobe_core.store import Store
 from tests.app.conftest import open_page, run_until, texts
 from tests.helpers.tiny_models import tiny_hf_generator
+from ui_common.job_runner import Job
 
 MARKUP = "<img src=x onerror=alert(1)> **bold** [link](http://evil.example) "
 DOCUMENT = MARKUP + " ".join(["the licence of this work is granted to any person"] * 12)
@@ -71,6 +75,7 @@ def test_a_stored_map_opens_with_its_figures_and_a_windows_texts() -> None:
 def test_a_map_is_shown_beside_the_same_documents_maps_on_other_victims() -> None:
     control = stored_map(victim_name="base model")
     other_document = stored_map(victim_name="base model", text=DOCUMENT + " and more words")
+    repeat = stored_map(victim_name="canary copy")  # the same victim again: no control
     opened = stored_map(victim_name="canary copy")
     at = open_page("pages/6_Document.py")
     assert not at.exception and not at.error, [e.value for e in at.error]
@@ -79,12 +84,66 @@ def test_a_map_is_shown_beside_the_same_documents_maps_on_other_victims() -> Non
     (table,) = [t.value for t in at.dataframe if "victim" in t.value.columns]
     assert table["run"].tolist() == [opened, control]  # not the other document's map
     assert table["victim"].tolist() == ["canary copy (opened)", "base model"]
-    assert other_document not in table["run"].tolist()
+    assert other_document not in table["run"].tolist() and repeat not in table["run"].tolist()
+    # The columns read as the metrics above the map (one place for both).
+    metrics = {m.label: m.value for m in at.metric}
+    assert table.loc[0, "Document written back"] == metrics["Document written back"]
+    assert "Median log10 p_z" in table.columns
     # A control's row is read once, then kept while its run is unchanged: a change shows.
     Store(os.environ["MEMPROBE_STORE"]).set_run_status(control, "interrupted")
     at.run()
     (table,) = [t.value for t in at.dataframe if "victim" in t.value.columns]
     assert table["status"].tolist() == ["finished", "interrupted"]
+
+
+def test_a_run_another_tabs_job_works_on_is_followed_not_offered_for_resume() -> None:
+    # A job belongs to the tab that started it; a reloaded or second tab follows it.
+    run_id = stored_map(victim_name="canary copy")
+    store = Store(os.environ["MEMPROBE_STORE"])
+    store.set_run_status(run_id, "running")
+    release = threading.Event()
+
+    def work(progress, cancel):
+        progress.set(done=3, total=9, message="3/9 windows")
+        return release.wait(30)
+
+    job = Job(
+        work,
+        name=f"Document run {run_id}",
+        lock=None,
+        run_id=run_id,
+        session="another tab",
+    ).start()
+    try:
+        deadline = time.monotonic() + 10
+        while job.progress.snapshot().done != 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        at = open_page("pages/6_Document.py")
+        assert not at.exception
+        page = texts(at)
+        assert f"Document run {run_id} is being worked on by a job started in another tab" in page
+        assert "A job of this dashboard is working on this run" in page
+        assert "--resume" not in page
+        assert [p.proto.text for p in at.get("progress")] == ["3 / 9 · 3/9 windows"]  # followed
+    finally:
+        release.set()
+        job.join(5)
+    store.set_run_status(run_id, "interrupted")  # the job stopped: now it can be resumed
+    at.run()
+    assert not at.exception
+    resume = f"memprobe --store {shlex.quote(os.environ['MEMPROBE_STORE'])} document --resume"
+    assert f"{resume} {run_id}" in [c.value for c in at.code]
+    assert "A job of this dashboard" not in texts(at)
+
+
+def test_every_option_of_both_modes_has_a_label_for_people() -> None:
+    at = open_page("pages/6_Document.py")
+    raw = re.compile(r"[a-z0-9]+(_[a-z0-9]+)+")  # a field name such as batch_windows
+    for mode in ("map", "continue"):
+        at.radio(key="doc_mode").set_value(mode).run()
+        widgets = [*at.number_input, *at.text_input, *at.radio, *at.selectbox]
+        assert len(widgets) > 5
+        assert [w.label for w in widgets if raw.fullmatch(w.label)] == [], mode
 
 
 def test_a_map_on_a_victim_without_weights_is_refused_in_words() -> None:

@@ -10,6 +10,7 @@ The map is of a document on the tiny random model (seconds). ``scripts/screensho
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from tests.e2e.browser_fixtures import (  # noqa: F401 - fixtures used by name
     fake_server,
     page,
     publish_screenshot,
+    real_server,
     wait_idle,
 )
 
@@ -114,3 +116,31 @@ def test_the_document_page_draws_the_map_and_shows_a_clicked_window(fake_server,
     page.screenshot(path=str(text_shot), full_page=True)
     if os.environ.get("MEMPROBE_DOCUMENT_CANARY") == "1":
         publish_screenshot(text_shot)
+
+
+def test_a_reloaded_tab_follows_the_map_its_job_still_works_on(real_server, page) -> None:  # noqa: F811
+    """A job belongs to the tab that started it: after a reload the page showed the run frozen
+    at "running" and offered to resume it. Now it follows the job to its end."""
+    page.goto(f"{real_server.url}/Document")
+    page.locator("h1").first.wait_for(timeout=60_000)
+    wait_idle(page)
+    batch = page.get_by_role("spinbutton", name="Windows per batch")
+    batch.fill("1")  # one window a pass: the licence's 45 windows take long enough to reload
+    batch.press("Enter")
+    wait_idle(page)
+    page.get_by_role("button", name="Map the document").click()
+    page.get_by_text(re.compile(r"\b[1-9]\d* / 45 · ")).first.wait_for(timeout=180_000)
+    page.reload()
+    page.locator("h1").first.wait_for(timeout=60_000)
+    wait_idle(page)
+    page.get_by_role("tab", name="Open a document run").click()
+    following = page.get_by_text("A job of this dashboard is working on this run")
+    following.wait_for(timeout=60_000)
+    assert page.get_by_text("document --resume").count() == 0
+    # No reload from here on: the page redraws itself when the job ends.
+    following.wait_for(state="detached", timeout=300_000)
+    wait_idle(page)
+    page.get_by_text(re.compile(r"map of apache-2.0 on .* \(run \d+, finished\)")).first.wait_for(
+        timeout=60_000
+    )
+    assert page.get_by_test_id("stException").count() == 0
