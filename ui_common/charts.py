@@ -568,13 +568,16 @@ def document_map_figure(frame: pd.DataFrame, *, title: str) -> go.Figure:
     rows = int(index.max() // MAP_ROW_WINDOWS + 1) if len(index) else 1
     fig.update_layout(
         title=escape_label(title),
-        height=min(900, 120 + 16 * rows),
+        # At least 260 px: a one-row map's colour bar was squeezed into 20 px.
+        height=min(900, max(260, 120 + 16 * rows)),
         xaxis={"visible": False, "range": [-1, MAP_ROW_WINDOWS]},
         yaxis={
-            "autorange": "reversed",
-            "dtick": 1,
-            "title": f"row of {MAP_ROW_WINDOWS}",
-            "tickprefix": "",
+            # Rows top to bottom, each named by its first window (ticks at -1 meant nothing).
+            "range": [rows - 0.5, -0.5],
+            "tickvals": list(range(rows)),
+            "ticktext": [f"{row * MAP_ROW_WINDOWS:,}" for row in range(rows)],
+            "title": "first window of the row",
+            "zeroline": False,
         },
         margin={"l": 60, "r": 20, "t": 50, "b": 20},
     )

@@ -30,6 +30,7 @@ from memprobe_core.documents.continuation_run import (
     read_continuation,
     run_continuation_stored,
 )
+from memprobe_core.documents.extraction_map import MapSummary
 from memprobe_core.documents.map_report import (
     TextSpan,
     describe_map,
@@ -237,8 +238,16 @@ def show_run(store: Store, run_id: int, *, key: str) -> None:
 
 def show_map(stored: StoredMap, *, key: str) -> None:
     figures = _headline(stored)
+    notes = {"Median log10 p_z": _median_over(stored.summary)}
     for column, (label, value) in zip(st.columns(len(figures)), figures.items(), strict=True):
-        column.metric(label, value, help=_HEADLINE_HELP.get(label))
+        column.metric(
+            label,
+            value,
+            delta=notes.get(label),
+            delta_color="off",
+            delta_arrow="off",
+            help=_HEADLINE_HELP.get(label),
+        )
     st.text(describe_map(stored))
     frame = map_frame(stored)
     if frame.empty:
@@ -292,7 +301,7 @@ def _same_document(stored: StoredMap, others: list[dict[str, Any]]) -> None:
         "the document is the control: what it writes back is merely predictable text."
     )
     frame = pd.DataFrame([_summary_row(stored, opened=True), *others])
-    tables.show(frame, labels={name: name for name in _headline(stored)})  # "p_z" kept as is
+    tables.show(frame, labels={name: name for name in frame.columns})  # "p_z" kept as is
 
 
 def _window_grid(stored: StoredMap, frame: pd.DataFrame, *, key: str) -> None:
@@ -337,6 +346,13 @@ def _headline(stored: StoredMap) -> dict[str, str]:
     }
 
 
+def _median_over(s: MapSummary) -> str:
+    """The windows the median p_z is over: "-8.36" over 1 of 45 windows is one window's figure,
+    and read alone it looked like the whole map's."""
+    over = round((1 - s.pz_zero_share) * s.windows)
+    return f"over {over:,} of {s.windows:,} windows (p_z > 0)"
+
+
 _HEADLINE_HELP = {
     "Median log10 p_z": "over windows with p_z > 0, under the run's sampling scheme; the text "
     "below says how many windows have p_z = 0"
@@ -349,6 +365,7 @@ def _summary_row(stored: StoredMap, *, opened: bool) -> dict[str, Any]:
         "victim": stored.victim + (" (opened)" if opened else ""),
         "status": stored.status,
         **_headline(stored),
+        "Median over": _median_over(stored.summary).removeprefix("over "),
     }
 
 

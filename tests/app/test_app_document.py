@@ -48,6 +48,11 @@ def test_a_stored_map_opens_with_its_figures_and_a_windows_texts() -> None:
     assert "extraction map of <b>book</b>.md on tiny <i>victim</i>" in page  # as text
     stored = map_run.read_map(Store(os.environ["MEMPROBE_STORE"]), run_id)
     metrics = {m.label: m.value for m in at.metric}
+    deltas = {m.label: m.proto.delta for m in at.metric}
+    over = round((1 - stored.summary.pz_zero_share) * stored.summary.windows)
+    assert deltas["Median log10 p_z"] == (
+        f"over {over} of {stored.summary.windows} windows (p_z > 0)"
+    )  # a median over one window is not the map's
     assert metrics["Windows written back"] == (
         f"{stored.summary.extractable} / {stored.summary.windows}"
     )

@@ -237,3 +237,24 @@ def test_m_mem_by_prompt_type_spans_the_whole_scale_with_the_no_memorization_lin
     fig = ner_box_by(groups)
     assert tuple(fig.layout.yaxis.range) == (0, 101)
     assert any("no memorization" in (a.text or "") for a in fig.layout.annotations)
+
+
+def test_the_document_map_names_each_row_by_its_first_window_and_has_room_for_its_scale() -> None:
+    n = 2 * charts.MAP_ROW_WINDOWS + 3  # three rows
+    frame = pd.DataFrame(
+        {
+            "window": range(n),
+            "suffix_start_token": [50 * (w + 1) for w in range(n)],
+            "suffix_tokens": [50] * n,
+            "match_tokens": [w % 51 for w in range(n)],
+            "match_share": [(w % 51) / 50 for w in range(n)],
+            "log10_p_z": [np.nan] * n,
+        }
+    )
+    fig = charts.document_map_figure(frame, title="<b>book</b>")
+    y = fig.layout.yaxis
+    assert list(y.tickvals) == [0, 1, 2]
+    assert list(y.ticktext) == ["0", f"{charts.MAP_ROW_WINDOWS}", f"{2 * charts.MAP_ROW_WINDOWS}"]
+    assert tuple(y.range) == (2.5, -0.5)  # top to bottom, no empty row above or below
+    assert fig.layout.height >= 260  # a short map still draws a readable colour bar
+    assert "<b>" not in fig.layout.title.text
