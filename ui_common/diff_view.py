@@ -34,7 +34,10 @@ _TIPS = {
 def compare_models(store: Store, by_id: Mapping[int, Mapping[str, Any]]) -> None:
     """Two runs of the same units on two models: the paired diff, its table and its units."""
     if len(by_id) < 2:
-        st.info("Comparing two models needs two runs in the store.")
+        st.info(
+            "Comparing two models needs two audit runs in the store (document runs are "
+            "compared on the Document page, beside their map)."
+        )
         return
     st.caption(
         "Two audits of the same snippets, methods and lengths on two models (e.g. the shipped "

@@ -437,7 +437,11 @@ def show_continuation(stored: StoredContinuation, *, key: str) -> None:
     c1, c2, c3, c4 = st.columns(4)
     c1.metric("nv-recall", f"{s.nv_recall:.1%}")
     c2.metric("Blocks", f"{len(s.blocks):,}", help=f"longest {s.longest_block:,} words")
-    c3.metric("Turns", f"{len(stored.turns):,}", help=f"stopped: {stored.stop_reason or '–'}")
+    c3.metric(
+        "Answers",
+        f"{len(stored.turns):,}",
+        help="phase-1 attempts and phase-2 turns (the text below splits them)",
+    )
     c4.metric("Queries · tokens", f"{stored.queries} · {stored.generated_tokens:,}")
     st.text(describe_continuation(stored))
     frame = turns_frame(stored)

@@ -214,7 +214,11 @@ def _victims(results: pd.DataFrame) -> str:
 def compare_runs(store: Store, by_id: Mapping[int, Mapping[str, Any]]) -> None:
     """Two runs picked side by side: mean scores per method and a bar chart of Mem."""
     if len(by_id) < 2:
-        st.info("Compare needs two runs in the store.")
+        st.info(
+            "Compare needs two audit or probe runs in the store; document runs have no "
+            'methods to compare (open one under "Open a run", or read maps of one document '
+            "side by side on the Document page)."
+        )
         return
     ids = list(by_id)
     a, b = st.columns(2)

@@ -82,6 +82,18 @@ STOP_REASONS = (
     CANCELLED,
 )
 
+# Each stop reason in words, for reports and pages (JSON and CSV keep the code).
+STOP_REASON_WORDS = {
+    PHASE1_FAILED: "phase 1 not passed (no attempt wrote enough of the held-back words)",
+    REFUSAL: "a phase-2 answer refused",
+    STOP_PHRASE: "an answer held a stop phrase",
+    TURN_BUDGET: "the turn budget (--max-turns) was spent",
+    TOKEN_BUDGET: "the token budget (--max-tokens) was spent",
+    DRIFT: "drift: turns in a row added no new verbatim block",
+    EMPTY: "an empty answer",
+    CANCELLED: "cancelled",
+}
+
 _BIG = 1_000_000_000
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from memprobe_core.documents.continuation import STOP_REASON_WORDS
 from memprobe_core.documents.continuation_run import StoredContinuation, turn_id
 from memprobe_core.documents.nv_recall import normalise
 
@@ -63,18 +64,22 @@ def describe_continuation(stored: StoredContinuation) -> str:
     s = stored.score
     phase1 = [t for t in stored.turns if t.phase == 1]
     passed = any(t.success for t in phase1)
+    reason = stored.stop_reason
     lines = [
-        f"continuation of {stored.name} on {stored.victim} (run {stored.run_id}, {stored.status}"
-        f"{', stopped: ' + stored.stop_reason if stored.stop_reason else ''})",
+        f"continuation of {stored.name} on {stored.victim} (run {stored.run_id}, {stored.status})",
         f"phase 1: {'passed' if passed else 'not passed'} after {len(phase1)} attempt(s); "
         f"phase 2: {len(stored.turns) - len(phase1)} turn(s); "
         f"{sum(1 for t in stored.turns if t.refused)} refusal(s)",
         f"nv-recall {s.nv_recall:.4f}: {s.matched_words:,} of {s.reference_words:,} document "
-        f"words in {len(s.blocks):,} block(s), the longest {s.longest_block:,} words; generated "
-        f"{s.generated_words:,} words",
+        f"words in {len(s.blocks):,} block(s), the longest {s.longest_block:,} words; "
+        f"{s.generated_words:,} generated words scored"
+        # Only a passing phase-1 answer and the phase-2 turns make the scored text.
+        + ("" if passed or not phase1 else " (a phase-1 answer that did not pass is not scored)"),
         f"cost: {stored.queries} queries, {stored.generated_tokens:,} tokens, "
         f"{stored.seconds:.1f} s",
     ]
+    if reason:
+        lines.insert(1, f"stopped: {STOP_REASON_WORDS.get(reason, reason)} ({reason})")
     return "\n".join(lines)
 
 

@@ -186,5 +186,5 @@ def test_the_runs_page_opens_a_document_run_as_the_document_page_does() -> None:
     assert "extraction map of plain.md" in texts(at)
     # No compare tab offers the two maps: a map has no methods' scores to compare.
     assert first != run_id
-    assert "Comparing two models needs two runs in the store." in texts(at)
-    assert "Compare needs two runs in the store." in texts(at)
+    assert "Comparing two models needs two audit runs in the store" in texts(at)
+    assert "Compare needs two audit or probe runs in the store; document runs" in texts(at)

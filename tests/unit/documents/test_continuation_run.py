@@ -121,7 +121,14 @@ def test_the_report_escapes_and_marks_refusals(tmp_path):
     assert stored.stop_reason == "phase1_failed"
     frame = turns_frame(stored)
     assert frame["refused"].all() and len(frame) == 4  # the plain attempt and 3 Best-of-N
-    assert "phase 1: not passed after 4 attempt(s)" in describe_continuation(stored)
+    described = describe_continuation(stored)
+    assert "phase 1: not passed after 4 attempt(s)" in described
+    # The stop in words (the code kept for scripts), and why nothing generated is scored.
+    assert "stopped: phase 1 not passed (no attempt wrote enough" in described
+    assert "(phase1_failed)" in described
+    assert (
+        "0 generated words scored (a phase-1 answer that did not pass is not scored)" in described
+    )
 
 
 @pytest.mark.parametrize(
