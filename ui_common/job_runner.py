@@ -349,6 +349,10 @@ class Job:
     def start(self) -> Job:
         with _LIVE_LOCK:
             _LIVE.add(self)
+        if self._lock is not None and self._lock.held_by() is not None:
+            # Said at once: the page draws the job right after this, and a queued tab polls
+            # only every few seconds, so "starting…" would stand for that long with no reason.
+            self._say_waiting()
         self._thread.start()
         return self
 
@@ -398,17 +402,22 @@ class Job:
         while not self._lock.acquire(self.name, timeout=0.25, session=self.session):
             if self.cancel_event.is_set():
                 return False
-            held = self._lock.held_by()
-            what = (
-                describe_holder(held, session=self.session, now=time.time())
-                if held is not None
-                else "it is ending"
-            )
-            self.progress.set(
-                state="waiting",
-                message=f"waiting for another job to finish ({what}); models run one job at a time",
-            )
+            self._say_waiting()
         return True
+
+    def _say_waiting(self) -> None:
+        """Mark the job waiting, naming the job that holds the models."""
+        assert self._lock is not None
+        held = self._lock.held_by()
+        what = (
+            describe_holder(held, session=self.session, now=time.time())
+            if held is not None
+            else "it is ending"
+        )
+        self.progress.set(
+            state="waiting",
+            message=f"waiting for another job to finish ({what}); models run one job at a time",
+        )
 
 
 # --- running a probe or comparison with everything recorded --------------------------------------

@@ -75,7 +75,8 @@ def describe_continuation(stored: StoredContinuation) -> str:
         f"{s.generated_words:,} generated words scored"
         # Only a passing phase-1 answer and the phase-2 turns make the scored text.
         + ("" if passed or not phase1 else " (a phase-1 answer that did not pass is not scored)"),
-        f"cost: {stored.queries} queries, {stored.generated_tokens:,} tokens, "
+        f"cost: {stored.queries:,} quer{'y' if stored.queries == 1 else 'ies'}, "
+        f"{stored.generated_tokens:,} tokens, "
         f"{stored.seconds:.1f} s",
     ]
     if reason:

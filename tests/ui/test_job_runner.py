@@ -276,3 +276,21 @@ def test_a_job_that_shows_no_eta_never_gets_one_from_its_rate() -> None:
     progress.show_eta = False  # the NER audit: stages of very different cost
     snap = progress.snapshot()
     assert snap.eta is None and snap.rate is not None
+
+
+def test_a_job_queued_behind_another_says_so_as_it_starts() -> None:
+    # The page draws a job right after starting it and a queued tab polls slowly: the reason
+    # must be there at once, not "starting…" until the worker's first try at the lock.
+    lock = ModelLock()
+    assert lock.acquire("Audit run 3", timeout=1, session="tab-a")
+    try:
+        job = Job(lambda p, c: None, name="Probe run 4", lock=lock, session="tab-b").start()
+        snap = job.progress.snapshot()
+        assert snap.state == "waiting"
+        assert snap.message.startswith("waiting for another job to finish (Audit run 3 started ")
+    finally:
+        lock.release()
+    job.join(5)
+    free = Job(lambda p, c: None, name="Probe run 5", lock=lock).start()
+    free.join(5)
+    assert free.progress.snapshot().state == "finished"
