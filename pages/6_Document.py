@@ -115,6 +115,6 @@ with tab_open:
             format_func=lambda i: document_view.run_label(by_id[i]),
             key="doc_open",
         )
-        watched = ui.watch_run(opened)  # a job of another tab (or before a reload) on it
+        ui.watch_run(opened)  # a job of another tab (or of this one before a reload) on it
         document_view.show_run(store, opened, key="doc_open")
-        document_view.run_state_note(store, by_id[opened], watched=watched)
+        document_view.run_state_note(store, by_id[opened])

@@ -9,7 +9,6 @@ Everything from the document or a model is shown escaped: plain-text widgets, ``
 from __future__ import annotations
 
 import html
-import shlex
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from memprobe_core.cli.common import command_hint
 from memprobe_core.documents.builtin import BUILT_IN_DOCUMENTS, builtin_document
 from memprobe_core.documents.continuation import ContinuationOptions
 from memprobe_core.documents.continuation_report import (
@@ -206,19 +206,19 @@ def elsewhere_note(runs: list[RunRecord]) -> None:
         )
 
 
-def run_state_note(store: Store, run: RunRecord, *, watched: bool) -> None:
-    """Below an opened run that is not finished: who works on it, or how to go on with it."""
+def run_state_note(store: Store, run: RunRecord) -> None:
+    """Below an opened run that is not finished: who works on it (a job of any tab), or how to
+    go on with it."""
     if run["status"] == "finished":
         return
-    if watched or run["id"] in live_run_ids():
+    if run["id"] in live_run_ids():
         st.caption("A job of this dashboard is working on this run; the figures above follow it.")
         return
     st.caption(
         f"This run is {run['status']}. This command goes on with it, with the victim it was "
         "started with:"
     )
-    store_flag = shlex.quote(str(store.path))
-    st.code(f"memprobe --store {store_flag} document --resume {run['id']}", language="bash")
+    st.code(command_hint(store.path, "document", "--resume", str(run["id"])), language="bash")
 
 
 def show_run(store: Store, run_id: int, *, key: str) -> None:

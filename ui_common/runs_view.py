@@ -16,6 +16,7 @@ import streamlit as st
 
 from memprobe_core.attacks.registry import extracts, method_label
 from memprobe_core.config import ScoringConfig
+from memprobe_core.documents.stored import units_text
 from memprobe_core.report import build as report_build
 from memprobe_core.report.export import readable_export
 from memprobe_core.store import Store
@@ -60,7 +61,7 @@ def open_run(store: Store, run_id: int) -> None:
     if run["kind"] == "document":
         c1, c2 = st.columns(2)
         c1.metric("Status", run["status"])
-        c2.metric("Units done", f"{run['units_done']} / {run['units_total']}")
+        c2.metric("Units done", units_text(run))
         document_view.show_run(store, run_id, key="runs_doc")
         return
     units = store.units(run_id)

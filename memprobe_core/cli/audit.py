@@ -255,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
         f"{len(args.lengths)} length(s)",
         sys.stderr,
     )
-    code = run_and_report(args, store, run_id, models=models, executor=executor)
+    code = run_and_report(store, run_id, models=models, executor=executor, store_flag=args.store)
     if policy is None or code not in (EXIT_OK, EXIT_UNITS_FAILED):
         return code
     # A breach, or failed units, exit 1; the gate's lines say which.
@@ -268,23 +268,22 @@ def resume_run(args: argparse.Namespace) -> int:
     store = common.open_store(args)
     run = store.get_run(args.run)
     if run["kind"] == "document":
-        hint = common.command_hint(args, "document", "--resume", str(args.run))
+        hint = common.command_hint(args.store, "document", "--resume", str(args.run))
         raise UsageError(f"run {args.run} is a document run; `{hint}` goes on with it")
     if run["kind"] != "audit":
         raise UsageError(f"run {args.run} is a {run['kind']}, not an audit; only audits resume")
     return run_and_report(
-        args,
         store,
         args.run,
         models=None,
         retry_errors=args.retry_errors,
         executor=executor,
         resume=True,
+        store_flag=args.store,
     )
 
 
 def run_and_report(
-    args: argparse.Namespace,
     store: Store,
     run_id: int,
     *,
@@ -293,10 +292,11 @@ def run_and_report(
     retry_errors: bool = False,
     resume: bool = False,
     as_json: bool = False,
+    store_flag: Path | None = None,
 ) -> int:
     """Run (or resume) a recorded audit with a progress bar, then print its report (text, or
     JSON with ``as_json``); the exit code says whether it was interrupted or units failed
-    (``args``: the command line, for the hint that goes on with its store)."""
+    (``store_flag``: the ``--store`` given, named in the hint that goes on with the run)."""
     bar = ProgressBar(sys.stderr)
     try:
         if resume:
@@ -308,7 +308,7 @@ def run_and_report(
     finally:
         bar.close()
     if summary.status == "interrupted":
-        hint = common.command_hint(args, "resume", str(run_id))
+        hint = common.command_hint(store_flag, "resume", str(run_id))
         echo(
             f"interrupted: {summary.done}/{summary.total} units done; continue with "
             f"`{terminal_safe(hint)}`",

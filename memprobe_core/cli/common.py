@@ -55,12 +55,13 @@ CLI_SIZE_LIMITS: dict[str, tuple[str, int, int]] = {
 }
 
 
-def command_hint(args: argparse.Namespace, *words: str) -> str:
-    """The ``memprobe …`` command line that goes on with this invocation's store (a hint after
-    an interrupt): ``--store PATH`` is repeated when it was given, since the default store would
-    not hold the run."""
-    store = ["--store", shlex.quote(str(args.store))] if getattr(args, "store", None) else []
-    return " ".join(["memprobe", *store, *words])
+def command_hint(store: str | Path | None, *words: str) -> str:
+    """``memprobe [--store PATH] WORDS``: the command line that goes on with a run in ``store``
+    (a hint after an interrupt, or on the dashboard). ``--store`` is named whenever a store is
+    given (the command's own ``--store``, the dashboard's file): the default store would not
+    hold the run."""
+    named = ["--store", shlex.quote(str(store))] if store else []
+    return " ".join(["memprobe", *named, *words])
 
 
 def check_sizes(args: argparse.Namespace) -> str | None:

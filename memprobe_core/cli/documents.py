@@ -201,7 +201,7 @@ def run_document(args: argparse.Namespace) -> int:
             _resume(args, store, args.resume) if args.resume is not None else _start(args, store)
         )
     except _Interrupted as stop:
-        hint = common.command_hint(args, "document", "--resume", str(stop.run_id))
+        hint = common.command_hint(args.store, "document", "--resume", str(stop.run_id))
         echo(f"interrupted; what was scored is kept: {terminal_safe(hint)}", sys.stderr)
         return EXIT_INTERRUPTED
     return _print(args, stored)

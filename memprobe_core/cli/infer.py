@@ -228,4 +228,6 @@ def run(args: argparse.Namespace) -> int:
         f"text(s) × {len(args.lengths)} length(s)",
         sys.stderr,
     )
-    return run_and_report(args, store, run_id, models=models, executor=executor, as_json=args.json)
+    return run_and_report(
+        store, run_id, models=models, executor=executor, as_json=args.json, store_flag=args.store
+    )

@@ -31,6 +31,7 @@ from memprobe_core.attacks.events import (
 )
 from memprobe_core.attacks.registry import method_label
 from memprobe_core.attacks.result import AttackResult
+from memprobe_core.documents.stored import units_text
 from memprobe_core.highlight import BIDI_CONTROLS, show_controls
 from memprobe_core.report import leakage
 from memprobe_core.snippets.split import Snippet
@@ -218,18 +219,9 @@ def print_runs(runs: list[RunRecord], out: TextIO | None = None) -> None:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(run["updated"]))
         echo(
             f"{run['id']:>4}  {run['kind']:<{kind_width}} {run['status']:<11} "
-            f"{_units(run):>9} {run['units_error']:>6}  {when:<16}  {run['title']}",
+            f"{units_text(run):>9} {run['units_error']:>6}  {when:<16}  {run['title']}",
             out,
         )
-
-
-def _units(run: RunRecord) -> str:
-    # A continuation stores each turn as it arrives and knows no total in advance: "4/4" would
-    # read as finished while it may stop at any turn, so it shows the turns asked.
-    if run["config"].get("mode") == "continue":
-        done = run["units_done"]
-        return f"{done} turn" + ("" if done == 1 else "s")
-    return f"{run['units_done']}/{run['units_total']}"
 
 
 def print_corpus(

@@ -7,7 +7,7 @@ import hashlib
 from typing import Any
 
 from memprobe_core.errors import MemprobeError, UsageError
-from memprobe_core.store import Store
+from memprobe_core.store import RunRecord, Store
 
 KIND = "document"
 # A document run's modes, as its config records them, and how people call them.
@@ -32,6 +32,16 @@ def document_record(text: str, name: str, **extra: Any) -> dict[str, Any]:
         "words": len(text.split()),
         **extra,
     }
+
+
+def units_text(run: RunRecord) -> str:
+    """A run's progress in units as lists show it: "12/45" (done of all), but for a
+    continuation "4 turns": it stores each turn as it arrives and knows no total in advance, so
+    "4/4" would read as finished while it may stop at any turn."""
+    done = run["units_done"]
+    if run["kind"] == KIND and run["config"].get("mode") == "continue":
+        return f"{done} turn" + ("" if done == 1 else "s")
+    return f"{done}/{run['units_total']}"
 
 
 def run_mode(store: Store, run_id: int) -> str:

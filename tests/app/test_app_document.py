@@ -184,6 +184,9 @@ def test_the_runs_page_opens_a_document_run_as_the_document_page_does() -> None:
     at.selectbox(key="runs_open").select(run_id).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert "extraction map of plain.md" in texts(at)
+    run = Store(os.environ["MEMPROBE_STORE"]).get_run(run_id)
+    units = {m.label: m.value for m in at.metric}["Units done"]
+    assert units == f"{run['units_done']}/{run['units_total']}"  # a map: done of all windows
     # No compare tab offers the two maps: a map has no methods' scores to compare.
     assert first != run_id
     assert "Comparing two models needs two audit runs in the store" in texts(at)

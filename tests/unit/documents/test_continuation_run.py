@@ -16,7 +16,7 @@ from memprobe_core.documents.continuation_report import (
     describe_continuation,
     turns_frame,
 )
-from memprobe_core.documents.stored import DocumentRunError
+from memprobe_core.documents.stored import DocumentRunError, units_text
 from memprobe_core.errors import OptionError
 from memprobe_core.store import Store
 from tests.unit.documents.test_continuation import (
@@ -144,6 +144,16 @@ def test_a_base_victim_refuses_the_options_only_a_chat_victim_is_sent(tmp_path, 
     assert Store(tmp_path / "runs.sqlite").list_runs() == []
     assert start(tmp_path, chat_victim(), ContinuationOptions(**changed))[1] == 1
     assert start(tmp_path, base_victim(), ContinuationOptions())[1] == 2
+
+
+def test_a_continuation_counts_its_turns_where_a_map_counts_done_of_all(tmp_path):
+    store, run_id = start(tmp_path, chat_victim())
+    cr.run_continuation_stored(store, run_id, chat_victim())
+    run = store.get_run(run_id)
+    assert units_text(run) == f"{run['units_done']} turns" and run["units_done"] > 1
+    assert units_text({**run, "units_done": 1}) == "1 turn"
+    other = {**run, "config": {**run["config"], "mode": "map"}}
+    assert units_text(other) == f"{run['units_done']}/{run['units_total']}"
 
 
 # --- the CLI ----------------------------------------------------------------------------------
