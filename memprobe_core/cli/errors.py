@@ -6,7 +6,12 @@ Exit codes:
     2    bad usage or input (unknown method, unreadable dataset, unknown run, unwritable output,
          a store it cannot use).
     3    a model could not be loaded or queried.
+    70   internal error: an exception memprobe did not expect (a bug in memprobe, never a verdict
+         on the model: not 0, 1, 2 or 3, which a pipeline reads as one); shown as one line,
+         ``--verbose`` shows the traceback. 70 is sysexits.h's EX_SOFTWARE.
     130  interrupted (Ctrl-C); an audit can be continued with ``memprobe resume RUN``.
+
+No other code is ever returned (:data:`CONTRACT`).
 """
 
 from __future__ import annotations
@@ -23,6 +28,11 @@ from memprobe_core.ner.model import NerModelError
 from memprobe_core.store.schema import StoreError
 
 EXIT_OK, EXIT_UNITS_FAILED, EXIT_USAGE, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_INTERNAL = 70  # sysexits.h EX_SOFTWARE: an unexpected exception, a bug in memprobe
+# Every code `memprobe` may exit with; main() turns anything else into EXIT_INTERNAL.
+CONTRACT = frozenset(
+    {EXIT_OK, EXIT_UNITS_FAILED, EXIT_USAGE, EXIT_MODEL, EXIT_INTERNAL, EXIT_INTERRUPTED}
+)
 
 # Most specific first: the first class an error is an instance of decides.
 EXIT_CODES: list[tuple[type[BaseException], int, str]] = [
@@ -45,6 +55,7 @@ exit codes:
   2    bad usage or input (unknown method, bad dataset, unknown run, unwritable output,
        store it cannot use)
   3    a model could not be loaded or queried
+  70   internal error: a bug in memprobe, not a verdict (--verbose shows the traceback)
   130  interrupted (Ctrl-C); continue an audit with `memprobe resume RUN`"""
 
 

@@ -2,7 +2,7 @@
 
 Every run is recorded in the run store (``--store``, default ``~/.cache/memprobe/runs.sqlite`` or
 ``$MEMPROBE_STORE``), every scored candidate as it is scored, so nothing is lost to a crash.
-Exit codes: :mod:`memprobe_core.cli.errors`.
+Exit codes: :mod:`memprobe_core.cli.errors`; :func:`main` returns no other.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from memprobe_core.cli import (
     runs,
 )
 from memprobe_core.cli.errors import (
+    CONTRACT,
+    EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
@@ -92,12 +94,53 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``memprobe`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
+    """Run ``memprobe`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code.
+
+    The code is always one of :data:`~memprobe_core.cli.errors.CONTRACT`: an exception no entry
+    of ``EXIT_CODES`` maps (a bug: ``RecursionError``, ``AssertionError``, …) is one line on
+    stderr and ``EXIT_INTERNAL`` (70), never 1, which ``gate`` and ``audit`` give a meaning.
+    """
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on bad usage and 0 after --help
-        return int(exc.code or 0)
+        return EXIT_OK if exc.code in (None, 0) else EXIT_USAGE
+    except Exception as exc:  # a bug in a flag's parsing function, say
+        return _internal_error(exc, verbose=False, command=None)
+    try:
+        code = _run(args)
+        if code not in CONTRACT:
+            raise AssertionError(f"the handler returned exit code {code!r}, outside the contract")
+        # Flushed here, inside the try: a reader that went away after the last write (`| head`)
+        # shows as BrokenPipeError below, not as "Exception ignored" at interpreter exit.
+        sys.stdout.flush()
+        return code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`memprobe corpus | head -1`): not an error of ours. Point stdout
+        # at /dev/null so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except SystemExit as exc:  # a library or handler calling sys.exit: not ours to pass on
+        return _internal_error(exc, verbose=args.verbose, command=args.command)
+    except Exception as exc:
+        mapped = exit_code_for(exc)
+        if mapped is None:
+            return _internal_error(exc, verbose=args.verbose, command=args.command)
+        code, label = mapped
+        if args.verbose:
+            log.exception("memprobe %s failed", args.command)
+        print(
+            terminal_safe(f"memprobe: {label}: {cli_message(exc)}{_store_hint(exc, args)}"),
+            file=sys.stderr,
+        )
+        return code
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Check the sizes and output paths, set up logging, and run the command's handler."""
     # Before any store is opened, model loaded or output written.
     problem = common.check_sizes(args) or check_output_paths(args)
     if problem:
@@ -115,33 +158,26 @@ def main(argv: list[str] | None = None) -> int:
     handler.setLevel(logging.INFO if args.verbose else logging.WARNING)
     if args.verbose:
         package_log.setLevel(logging.INFO)
-    try:
-        with _sigterm_as_interrupt():
-            code = int(args.handler(args))
-        # Flushed here, inside the try: a reader that went away after the last write (`| head`)
-        # shows as BrokenPipeError below, not as "Exception ignored" at interpreter exit.
-        sys.stdout.flush()
-        return code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # The reader went away (`memprobe corpus | head -1`): not an error of ours. Point stdout
-        # at /dev/null so the interpreter's final flush does not raise again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
-    except Exception as exc:
-        mapped = exit_code_for(exc)
-        if mapped is None:
-            raise  # a bug: the traceback is the report
-        code, label = mapped
-        if args.verbose:
-            log.exception("memprobe %s failed", args.command)
-        print(
-            terminal_safe(f"memprobe: {label}: {cli_message(exc)}{_store_hint(exc, args)}"),
-            file=sys.stderr,
-        )
-        return code
+    with _sigterm_as_interrupt():
+        return int(args.handler(args))
+
+
+def _internal_error(exc: BaseException, *, verbose: bool, command: str | None) -> int:
+    """An exception memprobe did not expect, as one line (the traceback with ``--verbose``)."""
+    if verbose:
+        log.error("memprobe %s failed", command, exc_info=exc)
+    # The message of a RecursionError or a MemoryError may be long or empty: its first 300
+    # characters, in one line, are enough to recognise it; the traceback has the rest.
+    message = " ".join(str(exc).split())[:300] or "(no message)"
+    hint = "" if verbose else "; --verbose shows the traceback"
+    print(
+        terminal_safe(
+            f"memprobe: internal error: {type(exc).__name__}: {message} "
+            f"(a bug in memprobe, not a verdict{hint})"
+        ),
+        file=sys.stderr,
+    )
+    return EXIT_INTERNAL
 
 
 class _StderrHandler(logging.StreamHandler):

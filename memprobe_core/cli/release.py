@@ -30,10 +30,13 @@ from memprobe_core.report.stats import DEFAULT_RESAMPLES
 
 DIFF_EPILOG = """exit codes:
   0    done
-  2    an unknown run, runs with no unit in common, or another usage error"""
+  2    an unknown run, runs with no unit in common, or another usage error
+  70   internal error: a bug in memprobe, not a verdict (--verbose shows the traceback)"""
 GATE_EPILOG = (
     "exit codes:\n  0    every limit holds\n  1    a limit is breached\n  2    a bad policy, "
-    "an unknown, unfinished or incomparable run, or another usage error"
+    "an unknown, unfinished or incomparable run, or another usage error\n  70   internal "
+    "error: a bug in memprobe, not a verdict (--verbose shows the traceback); 0 and 1 only "
+    "come from a policy that was checked"
 )
 
 
