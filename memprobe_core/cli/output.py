@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -238,10 +239,14 @@ def print_corpus(
         )
 
 
-# Every option naming a file a command writes (argparse dest → flag): checked by
-# check_output_paths before the command does any work.
+# Every path option of every command is one of these three (argparse dest → how a message names
+# it); tests/fuzz/test_fuzz_paths.py finds the path options in the parser's declarations and fails
+# on one that is in none of them. All are checked by check_output_paths (memprobe_core.user_paths)
+# before the command does any work, so a refused path leaves no run and no store behind.
+
+# Every option naming a file a command writes.
 OUTPUT_FLAGS: dict[str, str] = {
-    "csv": "--csv",  # report, ner
+    "csv": "--csv",  # report, ner, diff, document
     "table_csv": "--table-csv",
     "membership_csv": "--membership-csv",
     "controls_csv": "--controls-csv",
@@ -251,43 +256,57 @@ OUTPUT_FLAGS: dict[str, str] = {
     "names_csv": "--names-csv",  # ner
     "export": "--export",  # corpus
     "changed_csv": "--changed-csv",  # diff
-    "junit": "--junit",  # gate
+    "junit": "--junit",  # gate, audit
 }
 
 
-# Every option naming a file a command reads (argparse dest → flag): an output must not be one of
-# them (`diff --html runs.sqlite` replaced the run store; `gate --junit policy.toml` the policy).
+# Every option naming a file a command reads: an output must not be one of them (`diff --html
+# runs.sqlite` replaced the run store; `gate --junit policy.toml` the policy).
 INPUT_FLAGS: dict[str, str] = {
-    "store": "--store",
+    "store": "--store",  # read and written: checked as a store (created when missing)
     "policy": "--policy",
     "dataset": "the dataset",
-    "file": "the snippet file",
+    "file": "--file",  # probe
     "heldout": "--heldout",
     "suspect": "the suspect set",
     "dc_pdd_corpus": "--dc-pdd-corpus",
-    "reference": "the reference",
-    "generated": "the generated text",
+    "reference": "the reference",  # nv-recall
+    "generated": "the generated text",  # nv-recall
     "document": "the document",
+    "in_names": "--in-names",  # ner
+    "out_names": "--out-names",
+    "in_conll": "--in-conll",
+    "prompts": "--prompts",
 }
 
 
 def check_output_paths(args: Any) -> str | None:
-    """The first output option of ``args`` that names a file that cannot be written, that names
-    the same file as another output, or that names a file the command reads (the run store, a
-    policy, a dataset), as a message (``None``: all fine).
+    """The first path option of ``args`` that cannot be used, as a message (``None``: all fine):
+    an input that is not a readable regular file, a store that cannot be one, an output that
+    cannot be written (:mod:`memprobe_core.user_paths`: a symlink loop, a pipe, a device, a
+    folder, a /proc file, a missing folder …), an output naming the same file as another output,
+    or an output naming a file the command reads (the run store, a policy, a dataset).
 
-    Checked up front: ``ner --csv DIR`` was refused only after 385 s of scoring.
+    Checked up front: ``ner --csv DIR`` was refused only after 385 s of scoring, and a symlink
+    loop given as any path was a traceback.
     """
     from memprobe_core.paths import default_store_path
     from memprobe_core.report.export import ExportError, writable_target
+    from memprobe_core.user_paths import message, reading_problem, store_problem
 
-    seen: dict[Any, str] = {}
+    seen: dict[str, str] = {}
     for dest, flag in INPUT_FLAGS.items():
         path = getattr(args, dest, None)
+        given = path is not None
         if dest == "store" and path is None and hasattr(args, "command"):
             path = default_store_path()  # the store every command opens by default
-        if isinstance(path, (str, Path)):
-            seen[Path(path).resolve()] = flag
+        if not isinstance(path, (str, Path)):
+            continue
+        problem = store_problem(path) if dest == "store" else reading_problem(path)
+        if problem:
+            named = flag if given else _default_store_named()
+            return message(named, path, problem)
+        seen[os.path.realpath(path)] = flag
     inputs = dict(seen)
     for dest, flag in OUTPUT_FLAGS.items():
         path = getattr(args, dest, None)
@@ -297,10 +316,18 @@ def check_output_paths(args: Any) -> str | None:
             target = writable_target(path, flag)
         except ExportError as exc:
             return str(exc)
-        same = seen.get(target.resolve())
-        if same and target.resolve() in inputs:
+        real = os.path.realpath(target)
+        same = seen.get(real)
+        if same and real in inputs:
             return f"{flag} {target} is {same}, which this command reads; write elsewhere"
         if same:
             return f"{same} and {flag} both name {target}; give each output its own file"
-        seen[target.resolve()] = flag
+        seen[real] = flag
     return None
+
+
+def _default_store_named() -> str:
+    """How a message names the store a command opens when no ``--store`` is given."""
+    if os.environ.get("MEMPROBE_STORE"):
+        return "the run store (MEMPROBE_STORE; pick another with --store PATH)"
+    return "the default run store (pick another with --store PATH)"

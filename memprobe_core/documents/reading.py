@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from memprobe_core.errors import UsageError
+from memprobe_core.user_paths import check_readable, read_bytes
 
 # A long novel is about 1 MB of text; 32 MiB is a shelf of them. The word lists nv-recall aligns
 # take about 60 bytes a word, so a bigger file is a mistake (a dataset, a binary), not a book.
@@ -19,16 +20,17 @@ def read_document(path: str | Path, what: str = "document") -> str:
     """The text of ``path`` (UTF-8; a byte-order mark is skipped).
 
     Raises:
-        DocumentError: missing, a folder, over :data:`MAX_DOCUMENT_BYTES`, binary (a NUL byte),
-            not UTF-8, or without a word.
+        DocumentError: missing, not a regular file (a folder, a symlink loop, a pipe, a device,
+            a /proc file: :mod:`memprobe_core.user_paths`), over :data:`MAX_DOCUMENT_BYTES`,
+            binary (a NUL byte), not UTF-8, or without a word.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DocumentError(f"{what} {str(path)!r} does not exist or is not a file")
+    # A symlink loop, pipe, device, folder or /proc file is refused here (docs/security.md).
+    path = check_readable(path, what, DocumentError)
     size = path.stat().st_size
     if size > MAX_DOCUMENT_BYTES:
         raise _too_big(what, path.name, size)
-    return document_from_bytes(path.read_bytes(), path.name, what)
+    data = read_bytes(path, what, MAX_DOCUMENT_BYTES, DocumentError)
+    return document_from_bytes(data, path.name, what)
 
 
 def document_from_bytes(data: bytes, name: str, what: str = "document") -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memprobe_core.errors import MemprobeError
+from memprobe_core.user_paths import check_readable, read_bytes
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +87,10 @@ def parse_conll(text: str, *, source: str = "<text>") -> list[Sentence]:
 
 def read_conll(path: str | Path) -> list[Sentence]:
     """Read a CoNLL-format file (UTF-8). See :func:`parse_conll`."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConllError(f"CoNLL file {path} does not exist")
+    # A symlink loop, pipe, device, folder or /proc file is refused (docs/security.md).
+    path = check_readable(path, "CoNLL file", ConllError)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bytes(path, "CoNLL file", error=ConllError).decode("utf-8")
     except UnicodeDecodeError as err:
         raise ConllError(f"CoNLL file {path} is not UTF-8 text ({err}); save it as UTF-8") from err
     return parse_conll(text, source=str(path))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memprobe_core.errors import MemprobeError
+from memprobe_core.user_paths import check_readable, read_bytes
 
 
 class NameListError(MemprobeError, ValueError):
@@ -59,10 +60,9 @@ def read_name_list(path: str | Path | NameFile, *, column: str | None = None) ->
     if isinstance(path, NameFile):
         data, path = path.data, Path(path.name)
     else:
-        path = Path(path)
-        if not path.is_file():
-            raise NameListError(f"name list {path} does not exist")
-        data = path.read_bytes()
+        # A symlink loop, pipe, device, folder or /proc file is refused (docs/security.md).
+        path = check_readable(path, "name list", NameListError)
+        data = read_bytes(path, "name list", error=NameListError)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:

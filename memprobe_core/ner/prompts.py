@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from memprobe_core.errors import MemprobeError
+from memprobe_core.user_paths import check_readable, read_bytes
 
 SLOT = "{name}"
 PROMPT_TYPES: tuple[str, ...] = ("declarative", "exclamatory", "imperative", "interrogative")
@@ -318,10 +319,9 @@ def read_prompts(path: str | Path) -> list[Prompt]:
     import csv
     import io
 
-    path = Path(path)
-    if not path.is_file():
-        raise PromptError(f"prompt file {path} does not exist")
-    text = path.read_text(encoding="utf-8-sig")
+    # A symlink loop, pipe, device, folder or /proc file is refused (docs/security.md).
+    path = check_readable(path, "prompt file", PromptError)
+    text = read_bytes(path, "prompt file", error=PromptError).decode("utf-8-sig")
     prompts: list[Prompt] = []
     if path.suffix.lower() == ".csv":
         rows = list(csv.DictReader(io.StringIO(text)))

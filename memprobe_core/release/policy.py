@@ -35,6 +35,7 @@ from memprobe_core.stats import CONFIDENCE
 # The policy file format this module reads (docs/schemas/ has the JSON it writes).
 POLICY_VERSION = 1
 # Refuse a "policy" the size of a dataset: a typo'd path, not a policy.
+from memprobe_core.user_paths import check_readable, read_bytes
 MAX_POLICY_BYTES = 1024 * 1024
 
 # (table, key) -> what it limits, in words; every one is a share in [0, 1] (PII: a count).
@@ -108,15 +109,15 @@ def read_policy(path: str | Path) -> Policy:
         PolicyError: a missing or unreadable file, TOML that does not parse, an unknown table or
             key, a value of the wrong type or range, or no limit at all.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise PolicyError(f"policy file {str(path)!r} does not exist or is not a file")
+    # A symlink loop, pipe, device, folder or /proc file is refused here (docs/security.md).
+    path = check_readable(path, "policy file", PolicyError)
     if path.stat().st_size > MAX_POLICY_BYTES:
         raise PolicyError(
             f"policy file {path.name!r} is over {MAX_POLICY_BYTES // 1024} KiB: not a policy"
         )
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is skipped
+        raw = read_bytes(path, "policy file", MAX_POLICY_BYTES, PolicyError)
+        data = tomllib.loads(raw.decode("utf-8-sig"))  # a byte-order mark is skipped
     except UnicodeDecodeError:
         raise PolicyError(f"policy file {path.name!r} is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:

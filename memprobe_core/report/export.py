@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import io
 import numbers
-import os
 import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
@@ -60,6 +59,7 @@ from typing import IO, Any
 import pandas as pd
 
 from memprobe_core.errors import MemprobeError
+from memprobe_core.user_paths import check_writable, write_bytes
 
 # OWASP CSV injection: characters that make a spreadsheet treat a cell as a formula.
 FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
@@ -171,22 +171,14 @@ def writable_target(path: str | Path, what: str = "CSV") -> Path:
     used to fail only after minutes of scoring); :func:`write_output` checks again when writing.
 
     Raises:
-        ExportError: ``path`` is a folder, its folder does not exist or cannot be written, or
-            the file exists and cannot be replaced; the message names ``what`` and the path.
+        ExportError: ``path`` is a folder, a symlink loop, a pipe, a device or a kernel
+            pseudo-file, its folder does not exist or cannot be written, or the file exists and
+            cannot be replaced (:func:`memprobe_core.user_paths.writing_problem`); the message
+            names ``what`` and the path.
     """
-    target = Path(path).expanduser()
-    problem = None
-    if target.is_dir():
-        problem = "it is a folder; give a file name"
-    elif not target.parent.is_dir():
-        problem = f"folder {target.parent} does not exist; create it or choose another path"
-    elif not os.access(target.parent, os.W_OK | os.X_OK):
-        problem = f"folder {target.parent} cannot be written; choose a path you can write to"
-    elif target.exists() and not os.access(target, os.W_OK):
-        problem = "the file exists and cannot be replaced; choose a path you can write to"
-    if problem:
-        raise ExportError(f"cannot write {what} to {target}: {problem}")
-    return target
+    # The one check of a path a user names: a symlink loop, a pipe, a device, a /proc file are
+    # refused too (docs/security.md).
+    return check_writable(path, what, ExportError)
 
 
 def write_output(data: bytes, path: str | Path, what: str) -> Path:
@@ -197,7 +189,9 @@ def write_output(data: bytes, path: str | Path, what: str) -> Path:
     """
     target = writable_target(path, what)
     try:
-        target.write_bytes(data)
+        write_bytes(target, data, what, ExportError)
+    except ExportError:
+        raise
     except OSError as exc:
         raise ExportError(
             f"cannot write {what} to {target}: {exc.strerror or exc}; choose a path you can "

@@ -42,6 +42,7 @@ from typing import IO, Any, Literal
 
 from memprobe_core.errors import UsageError
 from memprobe_core.snippets.split import MEMBER, NONMEMBER, DataError, Snippet
+from memprobe_core.user_paths import check_readable, open_readable
 
 log = logging.getLogger(__name__)
 
@@ -239,15 +240,14 @@ def load_snippets(path: str | Path, spec: LoadSpec | None = None) -> LoadResult:
             value).
     """
     spec = spec or LoadSpec()
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"file {str(path)!r} does not exist or is not a file")
+    # A symlink loop, pipe, device, folder or /proc file is refused here (docs/security.md).
+    path = check_readable(path, "file", DataError)
     _check_extension(path.name)
     size = path.stat().st_size
     # Before reading: never load a 5 GB file to refuse it.
     _check_size(path.name, size, spec.max_bytes)
     spec.check()
-    return _load(lambda: path.open("rb"), path.name, spec)
+    return _load(lambda: open_readable(path, "file", DataError), path.name, spec)
 
 
 def load_reference_corpus(path: Path, *, named: str, empty: str) -> list[Snippet]:

@@ -27,6 +27,7 @@ from memprobe_core.store.files import (
     untouched,
 )
 from memprobe_core.store.schema import BUSY_TIMEOUT_MS, StoreError, migrate
+from memprobe_core.user_paths import message, store_problem
 
 
 class StoreFile:
@@ -46,7 +47,9 @@ class StoreFile:
             logged as warnings.
 
     Raises:
-        StoreError: the file cannot be created or opened, has more than one name, or
+        StoreError: the path is not a regular file (a symlink loop, a folder, a pipe, a device, a
+            /proc file: :func:`memprobe_core.user_paths.store_problem`), the file cannot be
+            created or opened, has more than one name, or
             :func:`~memprobe_core.store.schema.migrate` refuses it.
     """
 
@@ -54,6 +57,10 @@ class StoreFile:
         if path is None:
             path = default_store_path()
         self.path = Path(path).expanduser()
+        # A symlink loop, folder, pipe, device or /proc file is refused (docs/security.md).
+        problem = store_problem(self.path)
+        if problem:
+            raise StoreError(message("store", self.path, problem))
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

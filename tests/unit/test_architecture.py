@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "memprobe_core.records",
         "memprobe_core.paths",
         "memprobe_core.config",
+        "memprobe_core.user_paths",
         "memprobe_core.secrets",
         "memprobe_core.pii",
         "memprobe_core.stats",
