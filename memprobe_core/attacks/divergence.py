@@ -78,6 +78,7 @@ from memprobe_core.models.base import Completion, Decoding, Generator
 from memprobe_core.models.measure_cache import tokenizer_name
 from memprobe_core.option_fields import check_options, check_size, option
 from memprobe_core.records import VerbatimRecord
+from memprobe_core.snippets.loaders import MAX_FILE_BYTES, MAX_FILE_SNIPPETS
 from memprobe_core.snippets.span_index import SpanIndex, SpanMatch
 from memprobe_core.snippets.split import Snippet, SplitSnippet
 
@@ -121,6 +122,9 @@ class DivergenceOptions:
         min_span_tokens: shortest verbatim span counted (Nasr et al.: 50 tokens); a CPU demo
             with short answers may count shorter ones.
         reference_corpus: a file of more texts to match against (``""``: none).
+        reference_encoding / reference_max_bytes / reference_max_texts: how that file is read
+            (its text encoding, the largest file and the most texts read); its errors name
+            these, never the dataset's ``encoding`` or ``max_bytes``.
         corpus_fingerprint / corpus_store / corpus_run: the audited dataset to match against,
             set by the audit (:func:`prepare`): the fingerprint of its snippets, the
             store file holding them and the run; left ``None``, only the unit's own snippet and
@@ -167,6 +171,27 @@ class DivergenceOptions:
         help="a .txt / .jsonl / .csv / .parquet file of more texts to match against; missing or "
         "empty: refused, naming it",
         page="Reference corpus file",
+    )
+    # How the reference corpus is read: its own options, since the dataset's never reach it.
+    reference_encoding: str = option(
+        "utf-8",
+        help="text encoding of the reference corpus file (.txt, .jsonl, .csv), e.g. latin-1",
+        nonblank=True,
+        page="Reference corpus encoding",
+    )
+    reference_max_bytes: int = option(
+        MAX_FILE_BYTES,
+        help="refuse a reference corpus file bigger than this many bytes",
+        low=1,
+        high=4 * MAX_FILE_BYTES,
+        page="Reference corpus size cap (bytes)",
+    )
+    reference_max_texts: int = option(
+        MAX_FILE_SNIPPETS,
+        help="refuse a reference corpus file of more texts than this",
+        low=1,
+        high=10 * MAX_FILE_SNIPPETS,
+        page="Reference corpus text cap",
     )
     # None, not "": set by an audit (not shown on the pages, not in --method-option's docs).
     corpus_fingerprint: str | None = None
@@ -274,7 +299,15 @@ def check_reference_corpus(opts: DivergenceOptions) -> list[Snippet]:
     if not path.is_file():
         raise UsageError(f"divergence reference_corpus {path}: no such file")
     return load_reference_corpus(
-        path, named=f"divergence reference_corpus {path}", empty="no text to match against"
+        path,
+        named=f"divergence reference_corpus {path}",
+        empty="no text to match against",
+        encoding=opts.reference_encoding,
+        max_bytes=opts.reference_max_bytes,
+        max_texts=opts.reference_max_texts,
+        options={
+            name: f"divergence.reference_{name}" for name in ("encoding", "max_bytes", "max_texts")
+        },
     )
 
 

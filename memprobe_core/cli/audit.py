@@ -224,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
     common.model_names(args)
     if args.dc_pdd_corpus is not None and not args.dc_pdd_corpus.is_file():
         raise UsageError(f"--dc-pdd-corpus {args.dc_pdd_corpus}: no such file")
+    dc_pdd_reading(args)  # a reading flag without the corpus is refused before any work
     store = None
     if args.canaries:  # a bad store is refused before the fine-tuning, not after it
         _canary_settings(args)
@@ -321,6 +322,36 @@ def run_and_report(
     return EXIT_UNITS_FAILED if summary.errors else EXIT_OK
 
 
+# What DC-PDD corpus errors call the reading options: names CLI_FLAGS shows as the flags above.
+DC_PDD_READ_OPTIONS = {
+    "encoding": "dc_pdd_encoding",
+    "max_bytes": "dc_pdd_max_bytes",
+    "max_texts": "dc_pdd_max_texts",
+}
+
+
+def dc_pdd_reading(args: argparse.Namespace) -> dict[str, Any]:
+    """How the --dc-pdd-corpus file is read (--dc-pdd-encoding, --dc-pdd-max-bytes,
+    --dc-pdd-max-texts, as :func:`dc_pdd.reference_texts`'s keywords; those not given keep its
+    defaults).
+
+    Raises:
+        UsageError: one of them given without --dc-pdd-corpus (it would be ignored).
+    """
+    reading = common.given(
+        encoding=args.dc_pdd_encoding,
+        max_bytes=args.dc_pdd_max_bytes,
+        max_texts=args.dc_pdd_max_texts,
+    )
+    if args.dc_pdd_corpus is None and reading:
+        flag = "--dc-pdd-" + next(iter(reading)).replace("_", "-")
+        raise UsageError(
+            f"{flag} says how the --dc-pdd-corpus file is read, and no such file is given: add "
+            "--dc-pdd-corpus FILE or leave it out"
+        )
+    return reading
+
+
 def with_dc_pdd(
     args: argparse.Namespace,
     options: AttackOptions,
@@ -336,6 +367,7 @@ def with_dc_pdd(
     DC-PDD is not measured, with a warning.
     """
     corpus, from_nonmembers = args.dc_pdd_corpus, args.dc_pdd_nonmembers
+    reading = dc_pdd_reading(args)
     if corpus is None and not from_nonmembers:
         if args.dc_pdd_cap is not None:
             raise UsageError(
@@ -350,7 +382,9 @@ def with_dc_pdd(
         )
     texts: list[str] = []
     if corpus is not None:  # read (and refused when bad) before any model matters
-        texts = dc_pdd.reference_texts(corpus, named=f"--dc-pdd-corpus {corpus}")
+        texts = dc_pdd.reference_texts(
+            corpus, named=f"--dc-pdd-corpus {corpus}", options=DC_PDD_READ_OPTIONS, **reading
+        )
     victim = (models or load_models(names, [SIGNALS_ONLY])).victim  # the victim alone
     tokenizer = victim.tokenizer
     if tokenizer is None or not victim.white_box:

@@ -51,6 +51,8 @@ CLI_SIZE_LIMITS: dict[str, tuple[str, int, int]] = {
     "baseline": ("--baseline", 1, MAX_INT64),  # gate
     "top": ("--top", 0, 100_000),
     "max_snippets": ("--max-snippets", 1, MAX_SNIPPETS),
+    "dc_pdd_max_bytes": ("--dc-pdd-max-bytes", 1, 4 * MAX_FILE_BYTES),
+    "dc_pdd_max_texts": ("--dc-pdd-max-texts", 1, MAX_SNIPPETS),
     "seed": ("--seed", *SEED_RANGE),  # also `memprobe ner` and `infer`, whose --seed is their own
 }
 
@@ -267,6 +269,28 @@ def add_dc_pdd_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="labelled audits: measure DC-PDD with the token frequencies of the audit's own "
         "non-members (each non-member is scored without its own counts)",
+    )
+    # How the corpus file is read: its own flags, since the dataset's --encoding, --max-bytes
+    # and --max-snippets never reach it (a corpus may be another file in another encoding).
+    group.add_argument(
+        "--dc-pdd-encoding",
+        metavar="ENCODING",
+        help="text encoding of the --dc-pdd-corpus file (.txt, .jsonl, .csv), e.g. latin-1 "
+        "(default: utf-8)",
+    )
+    group.add_argument(
+        "--dc-pdd-max-bytes",
+        type=int,
+        metavar="N",
+        help=f"refuse a --dc-pdd-corpus file bigger than this many bytes (default: "
+        f"{MAX_FILE_BYTES}, {MAX_FILE_BYTES // 2**20} MiB)",
+    )
+    group.add_argument(
+        "--dc-pdd-max-texts",
+        type=int,
+        metavar="N",
+        help=f"refuse a --dc-pdd-corpus file of more texts than this (default: "
+        f"{MAX_FILE_SNIPPETS:,})",
     )
     add_flag_of(group, MeasureOptions, "dc_pdd_cap")
 

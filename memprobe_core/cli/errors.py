@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from functools import cache
 
+from memprobe_core.attacks import registry
 from memprobe_core.attacks.model_set import MissingModelError
 from memprobe_core.cli.option_flags import library_flags
 from memprobe_core.errors import MemprobeError, OptionError
 from memprobe_core.models.base import ModelError
 from memprobe_core.ner.labels import LabelError
 from memprobe_core.ner.model import NerModelError
+from memprobe_core.option_fields import options_of
 from memprobe_core.store.schema import StoreError
 
 EXIT_OK, EXIT_UNITS_FAILED, EXIT_USAGE, EXIT_MODEL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -97,7 +100,38 @@ CLI_FLAGS: dict[str, str] = {
     "in_names": "--in-names",
     "in_conll": "--in-conll",
     "out_names": "--out-names",
+    # `memprobe audit --dc-pdd-corpus FILE`: how that file is read
+    "dc_pdd_encoding": "--dc-pdd-encoding",
+    "dc_pdd_max_bytes": "--dc-pdd-max-bytes",
+    "dc_pdd_max_texts": "--dc-pdd-max-texts",
 }
+
+
+# A method's option named as `method.field` (`divergence.reference_encoding=…`, one without a
+# flag of its own): the CLI sets it with `--method-option method.field=VALUE`.
+@cache
+def _method_option_pattern(sections: tuple[tuple[str, type], ...]) -> re.Pattern[str]:
+    names = sorted(
+        (f"{key}.{opt.name}" for key, cls in sections for opt in options_of(cls)),
+        key=len,
+        reverse=True,
+    )
+    return re.compile(
+        rf"(?<![\w.-])({'|'.join(map(re.escape, names))})(?:='([^']*)'|=(\S+))?(?!\w)"
+    )
+
+
+def _method_options() -> re.Pattern[str]:
+    """The pattern of every registered method's ``section.field`` (read when a message is shown:
+    a method registered after this module was imported is in it)."""
+    sections = {
+        spec.options_key: spec.options_class
+        for spec in registry.specs()
+        if spec.options_key is not None and spec.options_class is not None
+    }
+    return _method_option_pattern(tuple(sorted(sections.items())))
+
+
 # `name=` always; a bare name only when it is an identifier no sentence uses (has a `_`).
 _NAMES = "|".join(sorted(CLI_FLAGS, key=len, reverse=True))
 _LIBRARY_NAME = re.compile(rf"(?<![\w.-])(?:({_NAMES})=|(\w+_\w+)(?!\w))")
@@ -132,5 +166,10 @@ def cli_text(message: str) -> str:
             )
         return CLI_FLAGS.get(match.group(2), match.group(2))
 
+    def method_option(match: re.Match[str]) -> str:
+        value = match.group(2) if match.group(2) is not None else match.group(3)
+        return f"--method-option {match.group(1)}={value or 'VALUE'}"
+
     message = _KEY_VARIABLE.sub(r"\g<0> (or name another with --api-key-env)", message)
+    message = _method_options().sub(method_option, message)
     return _LIBRARY_NAME.sub(flag, message)

@@ -33,7 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from memprobe_core.errors import UsageError
-from memprobe_core.snippets.loaders import load_reference_corpus
+from memprobe_core.snippets.loaders import (
+    MAX_FILE_BYTES,
+    MAX_FILE_SNIPPETS,
+    load_reference_corpus,
+)
 from memprobe_core.snippets.split import NONMEMBER, Snippet
 
 DEFAULT_DC_PDD_CAP = 0.01  # a, the upper bound of α_t (com_det_sco.py's default)
@@ -127,7 +131,15 @@ def decode_counts(text: str) -> dict[int, int]:
     return dict(zip(ids, (int(c) for c in counts)))
 
 
-def reference_texts(path: Path, *, named: str | None = None) -> list[str]:
+def reference_texts(
+    path: Path,
+    *,
+    named: str | None = None,
+    encoding: str = "utf-8",
+    max_bytes: int = MAX_FILE_BYTES,
+    max_texts: int = MAX_FILE_SNIPPETS,
+    options: dict[str, str] | None = None,
+) -> list[str]:
     """The texts of a DC-PDD reference corpus file
     (:func:`memprobe_core.snippets.loaders.load_reference_corpus`: texts only, no label read).
 
@@ -135,12 +147,25 @@ def reference_texts(path: Path, *, named: str | None = None) -> list[str]:
         path: the file.
         named: how errors name it (the CLI gives its flag); default ``DC-PDD reference corpus
             PATH``.
+        encoding / max_bytes / max_texts: how the file is read (its text encoding, the largest
+            file and the most texts read).
+        options: what errors call those three (default: these argument names; the CLI passes
+            ``dc_pdd_encoding``, ``dc_pdd_max_bytes``, ``dc_pdd_max_texts``, shown as its flags).
 
     Raises:
-        UsageError: the file cannot be read, or holds no text (naming it).
+        UsageError: the file cannot be read, or holds no text (naming it and the option that
+            changes what was refused).
     """
     named = named or f"DC-PDD reference corpus {path}"
-    snippets = load_reference_corpus(path, named=named, empty="the reference corpus has no text")
+    snippets = load_reference_corpus(
+        path,
+        named=named,
+        empty="the reference corpus has no text",
+        encoding=encoding,
+        max_bytes=max_bytes,
+        max_texts=max_texts,
+        options=options,
+    )
     return [snippet.text for snippet in snippets]
 
 

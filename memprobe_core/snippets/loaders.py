@@ -250,7 +250,23 @@ def load_snippets(path: str | Path, spec: LoadSpec | None = None) -> LoadResult:
     return _load(lambda: open_readable(path, "file", DataError), path.name, spec)
 
 
-def load_reference_corpus(path: Path, *, named: str, empty: str) -> list[Snippet]:
+# The names a reference corpus's errors use for the loader's arguments: the corpus's own
+# options (another file's --encoding or --max-bytes never reaches a reference corpus).
+CORPUS_OPTION_NAMES = ("encoding", "max_bytes", "max_texts")
+_LOADER_NAME = re.compile(r"(?<![\w.-])(?:(encoding)=|(max_bytes|max_snippets)(?!\w))")
+_CORPUS_NAME = {"max_bytes": "max_bytes", "max_snippets": "max_texts"}
+
+
+def load_reference_corpus(
+    path: Path,
+    *,
+    named: str,
+    empty: str,
+    encoding: str = "utf-8",
+    max_bytes: int = MAX_FILE_BYTES,
+    max_texts: int = MAX_FILE_SNIPPETS,
+    options: dict[str, str] | None = None,
+) -> list[Snippet]:
     """The texts of a reference corpus (DC-PDD's, divergence's): a ``.txt`` holds one text per
     blank-line-separated block; a ``.jsonl``, ``.csv`` or ``.parquet`` file one per row, in its
     ``text`` column. A corpus is texts only: no other column is read, not even one named
@@ -260,16 +276,46 @@ def load_reference_corpus(path: Path, *, named: str, empty: str) -> list[Snippet
     Args:
         named: how errors name the corpus (a flag or an option, and the path).
         empty: what the error says when no text is left.
+        encoding / max_bytes / max_texts: how the file is read (:class:`LoadSpec`'s
+            ``encoding``, ``max_bytes`` and ``max_snippets``).
+        options: the names errors give those three (keys :data:`CORPUS_OPTION_NAMES`), the
+            corpus's own options (``dc_pdd_encoding``, ``divergence.reference_encoding``);
+            default: the argument names.
 
     Raises:
-        UsageError: the file cannot be read, or holds no text (naming it).
+        UsageError: the file cannot be read, or holds no text (naming it and the corpus's own
+            option that changes what was refused).
     """
+    names = {name: name for name in CORPUS_OPTION_NAMES} | (options or {})
     blocks = path.suffix.lower() == ".txt"
-    spec = LoadSpec(txt_mode="blocks" if blocks else "file", read_labels=False)
+    spec = LoadSpec(
+        txt_mode="blocks" if blocks else "file",
+        read_labels=False,
+        encoding=encoding,
+        max_bytes=max_bytes,
+        max_snippets=max_texts,
+    )
     try:
         loaded = load_snippets(path, spec)
+    except TooManySnippets as exc:
+        option = names["max_texts"]
+        raise UsageError(
+            f"{named}: it holds more than {exc.max_snippets:,} text(s) ({option}={max_texts}): "
+            f"pass a larger {option}, or keep part of the corpus in a file of its own"
+        ) from exc
+    except MissingColumn as exc:
+        raise UsageError(
+            f"{named}: it has no column {exc.column!r} (its columns are {exc.available}); a "
+            "reference corpus's texts are read from its 'text' column: name that column text"
+        ) from exc
     except DataError as exc:
-        raise UsageError(f"{named}: {exc}") from exc
+        # The loader names its own arguments; the corpus's options are what reach this file.
+        def own(match: re.Match[str]) -> str:
+            if match.group(1):
+                return f"{names['encoding']}="
+            return names[_CORPUS_NAME[match.group(2)]]
+
+        raise UsageError(f"{named}: {_LOADER_NAME.sub(own, str(exc))}") from exc
     if not loaded.snippets:
         raise UsageError(
             f"{named}: {empty} ({len(loaded.rejected)} row(s) rejected); give a file of "
@@ -405,11 +451,22 @@ def _decode_error(filename: str, open_file: _Opener, opts: LoadSpec) -> DataErro
     return DataError(f"file {filename!r} is not valid {opts.encoding}; pass the file's encoding")
 
 
+class MissingColumn(DataError):
+    """A file without the column a role (``text``, ``id``, ``domain``, ``label``) names."""
+
+    def __init__(self, filename: str, role: str, column: str, available: list[str]) -> None:
+        super().__init__(
+            f"file {filename!r} has no {role} column {column!r}; its columns are {available}; "
+            f"pass {role}_column= with one of them"
+        )
+        self.filename, self.role, self.column, self.available = filename, role, column, available
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str, list[str]]]:
+        return (type(self), (self.filename, self.role, self.column, self.available))
+
+
 def _missing_column(filename: str, role: str, column: str, available: list[str]) -> DataError:
-    return DataError(
-        f"file {filename!r} has no {role} column {column!r}; its columns are {available}; "
-        f"pass {role}_column= with one of them"
-    )
+    return MissingColumn(filename, role, column, available)
 
 
 def _check_unique_columns(filename: str, names: list[str], where: str) -> None:
