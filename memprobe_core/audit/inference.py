@@ -23,6 +23,7 @@ from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.errors import UsageError
 from memprobe_core.membership.inference import MIN_TEXTS, check_significance
 from memprobe_core.runs.roles import ModelNames
+from memprobe_core.snippets.overlap import Overlap, shared_texts
 from memprobe_core.snippets.split import MEMBER, NONMEMBER, Snippet
 
 # Each set's name (its ids' prefix and its domain) and the label its texts get.
@@ -42,14 +43,17 @@ class TooFewTexts(UsageError):
 
 
 class SharedTexts(UsageError):
-    """The two sets share texts: a held-out text must be one the model cannot have seen."""
+    """The two sets share texts (``overlap``, compared under
+    :func:`memprobe_core.snippets.overlap.normal_form`): a held-out text must be one the model
+    cannot have seen."""
 
-    def __init__(self, count: int, example: str) -> None:
-        self.count = count
+    def __init__(self, overlap: Overlap) -> None:
+        self.overlap, self.count = overlap, overlap.count
         super().__init__(
-            f"{count} text(s) are in both the suspect and the held-out set (e.g. "
-            f"{example[:60]!r}); the held-out set must hold texts the model cannot have seen: "
-            "remove them from one of the two"
+            f"{overlap.count} text(s) are in both the suspect and the held-out set once "
+            "whitespace, case and Unicode forms are set aside (e.g. "
+            f"{overlap.example('suspect', 'held-out')}); the held-out set must hold texts the "
+            "model cannot have seen: remove them from one of the two"
         )
 
 
@@ -58,11 +62,12 @@ def inference_snippets(suspect: Sequence[Snippet], heldout: Sequence[Snippet]) -
 
     Raises:
         TooFewTexts: a set has fewer than ``MIN_TEXTS`` texts.
-        SharedTexts: a text is in both sets (the same file given twice, say).
+        SharedTexts: a text is in both sets (the same file given twice, say), up to whitespace,
+            case and Unicode forms (:func:`memprobe_core.snippets.overlap.shared_texts`).
     """
-    shared = {s.text for s in suspect} & {s.text for s in heldout}
-    if shared:
-        raise SharedTexts(len(shared), min(shared))
+    overlap = shared_texts(suspect, heldout)
+    if overlap is not None:
+        raise SharedTexts(overlap)
     out = []
     for which, texts in (("suspect", suspect), ("heldout", heldout)):
         if len(texts) < MIN_TEXTS:

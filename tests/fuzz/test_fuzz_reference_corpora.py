@@ -27,6 +27,7 @@ from memprobe_core.errors import MemprobeError, UsageError
 from memprobe_core.membership import dc_pdd
 from memprobe_core.membership.inference import MIN_TEXTS
 from memprobe_core.snippets.loaders import LoadSpec, load_snippets
+from memprobe_core.snippets.overlap import normal_form
 from memprobe_core.snippets.split import MEMBER, NONMEMBER
 from tests.fuzz.dataset_files import (
     SURROGATE,
@@ -179,13 +180,13 @@ def test_inference_pair_is_labelled_or_refused_naming_the_set(suspect, heldout, 
             assert exc.which in ("suspect", "heldout")
             assert len(sets[0 if exc.which == "suspect" else 1]) < MIN_TEXTS
         else:
-            assert {s.text for s in sets[0]} & {s.text for s in sets[1]}
+            assert {normal_form(s.text) for s in sets[0]} & {normal_form(s.text) for s in sets[1]}
         return
     event("labelled")
     assert len(labelled) == len(sets[0]) + len(sets[1])
     assert len({s.id for s in labelled}) == len(labelled)
     assert [s.label for s in labelled] == [MEMBER] * len(sets[0]) + [NONMEMBER] * len(sets[1])
-    assert not {s.text for s in sets[0]} & {s.text for s in sets[1]}
+    assert not {normal_form(s.text) for s in sets[0]} & {normal_form(s.text) for s in sets[1]}
 
 
 # --- the command line, end to end up to the model load ------------------------------------------

@@ -1,0 +1,93 @@
+"""Texts two sets share once their spelling is set aside (docs/method.md §10).
+
+A held-out text that is a suspect text with a trailing space, another case or full-width
+letters is the same text to the model: the two sets then overlap and the comparison between
+them (dataset inference's test, a labelled audit's AUROC) says nothing. :func:`shared_texts`
+compares the sets under one normal form, :func:`normal_form`: Unicode NFKC (full-width ``Ａ``,
+ligatures ``ﬁ`` and compatibility spaces become their plain forms), case folded, whitespace runs
+collapsed to one space and stripped at both ends.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from memprobe_core.errors import UsageError
+from memprobe_core.snippets.split import MEMBER, NONMEMBER, Snippet
+
+
+def normal_form(text: str) -> str:
+    """``text`` as the sets are compared: NFKC, case folded (NFKC again: folding can leave a
+    non-normal form, as the Unicode standard's caseless matching does), whitespace collapsed."""
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    return " ".join(folded.split())
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Texts in both sets under :func:`normal_form`.
+
+    Attributes:
+        count: distinct shared texts (normal forms).
+        first_id / second_id: one shared text's id in each set.
+        text: that text, as the first set has it.
+    """
+
+    count: int
+    first_id: str
+    second_id: str
+    text: str
+
+    def example(self, first: str, second: str) -> str:
+        """``member 'a:1' and non-member 'b:7' ('the text…')`` for a message (``first`` and
+        ``second``: what the sets are called)."""
+        return f"{first} {self.first_id!r} and {second} {self.second_id!r}: {self.text[:60]!r}"
+
+
+def shared_texts(first: Iterable[Snippet], second: Iterable[Snippet]) -> Overlap | None:
+    """The texts ``first`` and ``second`` share under :func:`normal_form` (``None``: none).
+    The example is the first set's earliest shared text."""
+    firsts: dict[str, Snippet] = {}
+    for snippet in first:
+        firsts.setdefault(normal_form(snippet.text), snippet)
+    shared: dict[str, Snippet] = {}
+    for snippet in second:
+        form = normal_form(snippet.text)
+        if form in firsts:
+            shared.setdefault(form, snippet)
+    if not shared:
+        return None
+    order = list(firsts)
+    form = min(shared, key=order.index)
+    return Overlap(len(shared), firsts[form].id, shared[form].id, firsts[form].text)
+
+
+class LabelledOverlap(UsageError):
+    """A labelled dataset whose members and non-members share texts (``overlap``)."""
+
+    def __init__(self, overlap: Overlap) -> None:
+        self.overlap = overlap
+        super().__init__(
+            f"{overlap.count} text(s) are both a member and a non-member once whitespace, case "
+            "and Unicode forms are set aside (e.g. "
+            f"{overlap.example('member', 'non-member')}): the same text cannot tell members "
+            "from non-members and the AUROC would read the tie; remove each from one of the "
+            "two sets"
+        )
+
+
+def check_labelled(snippets: Iterable[Snippet]) -> None:
+    """Refuse a labelled dataset whose members and non-members share a text (docs/method.md
+    §10: a labelled audit is refused, as dataset inference is).
+
+    Raises:
+        LabelledOverlap: naming how many and one pair of ids.
+    """
+    snippets = list(snippets)
+    overlap = shared_texts(
+        (s for s in snippets if s.label == MEMBER), (s for s in snippets if s.label == NONMEMBER)
+    )
+    if overlap is not None:
+        raise LabelledOverlap(overlap)
