@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memprobe_core.bounded import loads_toml
 from memprobe_core.errors import UsageError
 from memprobe_core.membership.options import SIGNAL_BY_NAME
 from memprobe_core.stats import CONFIDENCE
@@ -117,7 +118,12 @@ def read_policy(path: str | Path) -> Policy:
         )
     try:
         raw = read_bytes(path, "policy file", MAX_POLICY_BYTES, PolicyError)
-        data = tomllib.loads(raw.decode("utf-8-sig"))  # a byte-order mark is skipped
+        data = loads_toml(  # a byte-order mark is skipped; depth checked before parsing
+            raw.decode("utf-8-sig"),
+            f"policy file {path.name!r}",
+            needs="a policy needs 2 ([limits] holding a per-signal table: max_auroc = { … })",
+            max_bytes=MAX_POLICY_BYTES,
+        )
     except UnicodeDecodeError:
         raise PolicyError(f"policy file {path.name!r} is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:

@@ -40,6 +40,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from memprobe_core.bounded import MAX_DEPTH, nesting_depth
 from memprobe_core.errors import UsageError
 from memprobe_core.snippets.split import MEMBER, NONMEMBER, DataError, Snippet
 from memprobe_core.user_paths import check_readable, open_readable
@@ -568,13 +569,19 @@ def _jsonl_records(open_file: _Opener, opts: LoadSpec, keys: dict[str, None]) ->
             if not line.strip():
                 continue
             row += 1
+            # Before parsing: json recurses per level and overflows the stack (bounded.py).
+            depth = nesting_depth(line)
+            if depth > MAX_DEPTH:
+                yield (
+                    row,
+                    f"line {line_no}: JSON nested {depth:,} levels deep; memprobe reads at most "
+                    f"{MAX_DEPTH} levels: a row needs 1 (an object of fields)",
+                )
+                continue
             try:
                 value = _JSON.decode(line)
             except json.JSONDecodeError as exc:
                 yield row, f"line {line_no}: malformed JSON: {exc.msg} (column {exc.colno})"
-                continue
-            except RecursionError:
-                yield row, f"line {line_no}: JSON nested too deeply to read"
                 continue
             except _NumberTooLong as exc:
                 yield (

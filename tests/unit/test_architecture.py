@@ -17,12 +17,13 @@ UI = ROOT / "ui_common"
 # never from one above. An entry names a module or a package (with everything in it); a module
 # belongs to its longest entry, so a package can hand one of its modules to a lower layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # Facts every layer reads: errors, paths, the scoring config, redaction, PII patterns, the
-    # shared statistical conventions, the option declarations, and the root package (version,
-    # logger name).
+    # Facts every layer reads: errors, the bounded parsing of outside JSON and TOML, paths, the
+    # scoring config, redaction, PII patterns, the shared statistical conventions, the option
+    # declarations, and the root package (version, logger name).
     (
         "memprobe_core",
         "memprobe_core.errors",
+        "memprobe_core.bounded",
         "memprobe_core.option_fields",
         "memprobe_core.records",
         "memprobe_core.paths",

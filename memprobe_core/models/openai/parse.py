@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from memprobe_core.bounded import MAX_DEPTH, nesting_depth
 from memprobe_core.models.base import Completion, ModelError
 
 # How much of an unexpected body goes into an error message.
@@ -38,20 +39,22 @@ def decode_json(body: bytes, where: str, *, redact: Callable[[str], str] = _same
     Raises:
         ModelError: not JSON, or JSON that is not an object.
     """
+    # Found by fuzzing: 2,000 bytes of "[" pass the size cap yet overflow the parser's stack; the
+    # depth is checked before parsing (memprobe_core.bounded); no API answer nests that deep.
+    depth = nesting_depth(body)
+    if depth > MAX_DEPTH:
+        raise ModelError(
+            f"{where} answered with JSON nested {depth:,} levels deep "
+            f"({shown(body, 40, redact)!r}…); memprobe reads at most {MAX_DEPTH} levels, an "
+            f"OpenAI-compatible answer needs 8: check that base_url points at an "
+            "OpenAI-compatible API (…/v1)"
+        )
     try:
         data = json.loads(body)
     except ValueError:  # JSONDecodeError and UnicodeDecodeError
         raise ModelError(
             f"{where} answered with a body that is not JSON: {shown(body, _SHOWN_CHARS, redact)!r}; "
             "check that base_url points at an OpenAI-compatible API (…/v1)"
-        ) from None
-    except RecursionError:
-        # Found by fuzzing: 2,000 bytes of "[" pass the size cap yet overflow the parser's stack;
-        # no API answer nests that deep.
-        raise ModelError(
-            f"{where} answered with JSON nested too deeply to read "
-            f"({shown(body, 40, redact)!r}…); check that base_url points at an "
-            "OpenAI-compatible API (…/v1)"
         ) from None
     if not isinstance(data, dict):
         raise ModelError(

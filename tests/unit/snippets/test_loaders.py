@@ -656,8 +656,15 @@ def test_encoding_is_refused_for_parquet(tmp_path: Path) -> None:
 
 
 def test_jsonl_nested_too_deeply_rejects_its_row() -> None:
-    # json raises RecursionError (not a JSONDecodeError) for 100,000 nested brackets.
-    data = b'{"text": "a"}\n' + b"[" * 100_000 + b"\n" + b'{"text": "b"}\n'
+    # json raises RecursionError (not a JSONDecodeError) for 100,000 nested brackets; the depth
+    # is found before parsing (memprobe_core.bounded), brackets inside strings not counted.
+    data = b'{"text": "a"}\n' + b"[" * 100_000 + b"\n" + b'{"text": "b ' + b"[" * 100 + b'"}\n'
     result = load_snippets_from_bytes(data, "deep.jsonl")
-    assert [s.text for s in result.snippets] == ["a", "b"]
-    assert result.rejected == [Rejection(2, "line 2: JSON nested too deeply to read")]
+    assert [s.text for s in result.snippets] == ["a", "b " + "[" * 100]
+    assert result.rejected == [
+        Rejection(
+            2,
+            "line 2: JSON nested 100,000 levels deep; memprobe reads at most 64 levels: a row "
+            "needs 1 (an object of fields)",
+        )
+    ]
