@@ -69,13 +69,20 @@ class PathError(UsageError):
     the option, the path, what it is and what to do)."""
 
 
-def reading_problem(path: str | Path) -> str | None:
+def reading_problem(path: str | Path, *, folder: bool = False) -> str | None:
     """What stops ``path`` being read as a regular file (``"a symlink loop; give a regular
-    file"``), or ``None``."""
+    file"``), or ``None``. ``folder``: a folder is read too (its files are checked as they are
+    opened)."""
     status, problem = _stat(path)
     if problem:
         return problem
     assert status is not None
+    if folder and stat.S_ISDIR(status.st_mode):
+        if _is_pseudo(status):
+            return "a kernel pseudo-file system (/proc, /sys); give a folder of regular files"
+        if not os.access(path, os.R_OK | os.X_OK):
+            return "cannot be read (permission denied); give a folder you can read"
+        return None
     problem = _kind_problem(status)
     if problem:
         return problem

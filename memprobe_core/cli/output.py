@@ -278,6 +278,8 @@ INPUT_FLAGS: dict[str, str] = {
     "in_conll": "--in-conll",
     "prompts": "--prompts",
 }
+# Inputs that may name a folder instead of a file (a CoNLL-2003 folder of split files).
+INPUT_FOLDERS_TOO: frozenset[str] = frozenset({"in_conll"})
 
 
 def check_output_paths(args: Any) -> str | None:
@@ -302,7 +304,10 @@ def check_output_paths(args: Any) -> str | None:
             path = default_store_path()  # the store every command opens by default
         if not isinstance(path, (str, Path)):
             continue
-        problem = store_problem(path) if dest == "store" else reading_problem(path)
+        if dest == "store":
+            problem = store_problem(path)
+        else:
+            problem = reading_problem(path, folder=dest in INPUT_FOLDERS_TOO)
         if problem:
             named = flag if given else _default_store_named()
             return message(named, path, problem)

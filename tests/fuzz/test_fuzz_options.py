@@ -212,10 +212,13 @@ def _flags_of(parser: argparse.ArgumentParser) -> set[str]:
 
 def _least_argv(parser: argparse.ArgumentParser) -> list[str]:
     """Placeholders for a command's required arguments (a run id, a file name, ``infer``'s
-    ``--heldout``): "1" parses as either, and the command itself never runs in these tests."""
+    ``--heldout``): "1" for a value, this file for a path (paths are checked before the command
+    is reached: memprobe_core.user_paths), and the command itself never runs in these tests."""
     argv: list[str] = []
     for action in parser._actions:
         placeholder = str(next(iter(action.choices))) if action.choices else "1"
+        if action.type is Path:
+            placeholder = __file__
         if not action.option_strings and action.nargs is None:
             argv.append(placeholder)
         elif action.option_strings and action.required:
@@ -235,8 +238,9 @@ def test_every_flag_is_offered_by_some_command():
     assert all(COMMANDS_OF.values()), [flag for flag, found in COMMANDS_OF.items() if not found]
 
 
-class Reached(Exception):
-    """Raised in place of a command's work: option checking let the arguments through."""
+class Reached(BaseException):
+    """Raised in place of a command's work: option checking let the arguments through (a
+    ``BaseException``: ``main`` turns any ``Exception`` from a command into exit 70)."""
 
     def __init__(self, parsed: argparse.Namespace) -> None:
         super().__init__()
