@@ -14,7 +14,7 @@ import streamlit as st
 
 from memprobe_core.errors import UsageError
 from memprobe_core.release.diff import ALPHA, FIGURES, RunDiff, diff_runs
-from memprobe_core.release.render import diff_html
+from memprobe_core.release.render import diff_html, voided_notes
 from memprobe_core.store import Store
 from ui_common import tables
 from ui_common.page import md
@@ -28,6 +28,9 @@ _TIPS = {
     "change": "B − A (a mean of paired differences; AUROC: the difference of the two)",
     "low": "95 % interval of the change: BCa (Mem, extraction), paired bootstrap (AUROC)",
     "p_holm": f"paired test, Holm-adjusted over the table; significant below {ALPHA:g}",
+    "voided_a": "the validity control of the baseline run's report that voids A's figure: "
+    "inconclusive, not evidence either way (empty: none)",
+    "voided_b": "the same for the candidate run (B)",
 }
 
 
@@ -58,7 +61,12 @@ def compare_models(store: Store, by_id: Mapping[int, Mapping[str, Any]]) -> None
         st.warning(md(str(exc)))
         return
     _summary(diff)
-    tables.show(diff.table, tips=_TIPS, keep=("significant",))
+    tables.show(
+        diff.table,
+        tips=_TIPS,
+        labels={"voided_a": "voided by (A)", "voided_b": "voided by (B)"},
+        keep=("significant",),
+    )
     a, b = st.columns(2)
     with a:
         csv_download(
@@ -89,13 +97,18 @@ def _summary(diff: RunDiff) -> None:
     runs = diff.runs
     significant = diff.significant()
     rising = significant[significant["change"] > 0]
+    count = len(diff.voided())
+    voided = f"; {count} voided by a validity control" if count else ""
     st.markdown(
         f"**{md(runs.victim_b)}** (run {runs.run_b}) against **{md(runs.victim_a)}** (run "
         f"{runs.run_a}): {runs.units} paired units; {len(significant)} of {len(diff.table)} "
-        f"changes significant, {len(rising)} of them increases."
+        f"changes significant, {len(rising)} of them increases{voided}."
     )
     if runs.note():
         st.info(md(runs.note()))
+    notes = voided_notes(diff)
+    if notes:  # the report's controls void these figures: say so before the table shows them
+        st.warning("\n".join(f"- {md(line)}" for line in notes))
 
 
 def _changed_units(diff: RunDiff) -> None:

@@ -19,7 +19,7 @@ from memprobe_core.cli import common, option_flags
 from memprobe_core.cli.errors import EXIT_OK
 from memprobe_core.cli.output import echo, show_with_files, terminal_json
 from memprobe_core.errors import UsageError
-from memprobe_core.membership.options import MeasureOptions
+from memprobe_core.membership.options import SIGNALS, MeasureOptions
 from memprobe_core.release.diff import DEFAULT_TOP, diff_runs
 from memprobe_core.release.gate import GateError, check_baseline_use, run_gate
 from memprobe_core.release.junit import gate_json, write_junit
@@ -50,7 +50,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     diff.add_argument("run_a", type=int, metavar="RUN_A", help="the baseline run id")
     diff.add_argument("run_b", type=int, metavar="RUN_B", help="the candidate run id")
-    diff.add_argument("--json", action="store_true", help="print the diff as JSON (diff-v1)")
+    diff.add_argument("--json", action="store_true", help="print the diff as JSON (diff-v2)")
     diff.add_argument("--csv", type=Path, help="write the figures table as formula-safe CSV")
     diff.add_argument(
         "--changed-csv", type=Path, help="write the most changed units as formula-safe CSV"
@@ -67,7 +67,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     gate.add_argument("run", type=int, metavar="RUN", help="the run to check")
     add_gate_flags(gate, required=True)
-    gate.add_argument("--json", action="store_true", help="print the result as JSON (gate-v1)")
+    gate.add_argument("--json", action="store_true", help="print the result as JSON (gate-v2)")
     common.add_bootstrap_flags(gate)
     gate.set_defaults(handler=run_gate_command)
 
@@ -141,6 +141,36 @@ def _check_fits_audit(policy: Policy, args: argparse.Namespace) -> None:
                 f"{policy.source} limits AUROC, which needs members and non-members: the "
                 "built-in corpus is labelled with --nonmembers, --canaries or --dated-split"
             )
+        asked = _signals_asked(args)
+        for key, table in (("limits.max_auroc", limits), ("increase.auroc", increase)):
+            for signal in table.auroc:
+                if signal != "*" and signal not in asked:
+                    raise GateError(
+                        f"{policy.source}: {key}.{signal} limits a signal this audit does not "
+                        f"measure (it measures: {', '.join(asked)}); turn {signal} on or drop "
+                        "the limit"
+                    )
+
+
+def _signals_asked(args: argparse.Namespace) -> list[str]:
+    """The membership signals an audit's flags ask for (``SignalSpec``'s needs, read from the
+    flags; a victim that cannot score text measures fewer, which the gate then refuses)."""
+    measure = option_flags.read_flags(args, MeasureOptions)
+    on = {
+        "needs_reference": getattr(args, "reference_model", None) is not None,
+        "needs_prefixes": bool(measure.get("recall_shots", 0)),
+        "needs_samples": bool(measure.get("samia_samples", 0)),
+    }
+    options = {
+        "dc_pdd": args.dc_pdd_corpus is not None or bool(args.dc_pdd_nonmembers),
+        "pac": bool(measure.get("pac_augmentations", 0)),
+    }
+    return [
+        spec.name
+        for spec in SIGNALS
+        if all(on[need] for need in on if getattr(spec, need))
+        and (not spec.needs_option or options.get(spec.name, False))
+    ]
 
 
 def gate_and_report(args: argparse.Namespace, run: int, policy: Policy) -> int:

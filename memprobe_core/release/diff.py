@@ -14,7 +14,10 @@ both finished (:mod:`memprobe_core.release.pairing`), per method × length (docs
 and per length, for labelled audits, **each membership signal's AUROC** in both runs, with a
 paired bootstrap over snippets (the same resampled snippets score both runs) for the interval
 and the two-sided p-value of the change. Holm's correction runs over the whole family, so a
-"significant" change is one of the family-wise error rate 5 %.
+"significant" change is one of the family-wise error rate 5 %. An AUROC that a run's own report
+voids by a validity control (blind baseline, too few texts, random split;
+:mod:`memprobe_core.release.controls`) is marked in ``voided_a`` / ``voided_b``: it is shown,
+but it is not evidence either way.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from memprobe_core.membership.evaluate import signal_scores
+from memprobe_core.release.controls import voided_figures
 from memprobe_core.release.pairing import PairedRuns, pair_runs
 from memprobe_core.report.stats import (
     DEFAULT_RESAMPLES,
@@ -65,6 +69,8 @@ DIFF_COLUMNS = [
     "p",
     "p_holm",
     "significant",
+    "voided_a",
+    "voided_b",
 ]
 CHANGED_COLUMNS = [
     "snippet_id",
@@ -100,6 +106,10 @@ class RunDiff:
         """The rows whose change is significant (Holm-adjusted p below :data:`ALPHA`)."""
         return self.table[self.table["significant"].astype(bool)]
 
+    def voided(self) -> pd.DataFrame:
+        """The rows a validity control of either run's report voids."""
+        return self.table[(self.table["voided_a"] != "") | (self.table["voided_b"] != "")]
+
 
 def diff_runs(
     store: Store,
@@ -128,7 +138,23 @@ def diff_runs(
     table = pd.DataFrame([r for r in rows if r], columns=DIFF_COLUMNS)
     table["p_holm"] = holm(table["p"].to_numpy(dtype=float))
     table["significant"] = table["p_holm"] < ALPHA
+    table = _with_controls(store, table, runs, resamples, seed)
     return RunDiff(runs, table, _most_changed(runs, top), resamples, seed)
+
+
+def _with_controls(
+    store: Store, table: pd.DataFrame, runs: PairedRuns, resamples: int, seed: int
+) -> pd.DataFrame:
+    """``table`` with ``voided_a`` / ``voided_b``: the validity control of each run's report
+    that voids an AUROC row's figure (``""``: none; rows of other figures have no control)."""
+    aurocs = table["figure"] == "auroc"
+    for column, run in (("voided_a", runs.run_a), ("voided_b", runs.run_b)):
+        voided = voided_figures(store, run, resamples=resamples, seed=seed) if aurocs.any() else {}
+        table[column] = [
+            voided.get((str(signal), int(length)), "") if is_auroc else ""
+            for signal, length, is_auroc in zip(table["signal"], table["length"], aurocs)
+        ]
+    return table
 
 
 def _row(figure: str, method: str, length: int, **values: object) -> dict[str, object]:

@@ -9,22 +9,30 @@ breached only when the increase is above the limit *and* the paired test says it
 (Holm-adjusted p below the policy's ``alpha``; :mod:`memprobe_core.release.diff`).
 
 A limit that applies to nothing in the run (an AUROC limit on an unlabelled audit, a Mem limit on
-a signals-only run) is refused rather than passed: a gate that checks nothing must not say yes.
+a signals-only run, a per-signal AUROC limit on a signal the run did not measure) is refused
+rather than passed: a gate that checks nothing must not say yes.
+
+An AUROC the run's report voids by a validity control (:mod:`memprobe_core.release.controls`:
+blind baseline, too few texts, random split) is not evidence either way: its check is skipped
+with a note naming the control (``[controls] voided = "skip"``, the default) or fails
+(``"fail"``).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from memprobe_core.errors import UsageError
 from memprobe_core.membership.evaluate import signal_scores
-from memprobe_core.release.diff import RunDiff, bootstrap_aurocs, diff_runs, percentile
+from memprobe_core.membership.options import SIGNAL_BY_NAME
+from memprobe_core.release.controls import Voided, voided_figures, voided_text
+from memprobe_core.release.diff import FIGURES, RunDiff, bootstrap_aurocs, diff_runs, percentile
 from memprobe_core.release.pairing import finished_units
-from memprobe_core.release.policy import Limits, Policy
+from memprobe_core.release.policy import VOIDED_FAIL, Limits, Policy
 from memprobe_core.report.stats import DEFAULT_RESAMPLES, bca_interval, validate_resamples
 from memprobe_core.snippets.split import MEMBER, NONMEMBER
 from memprobe_core.store import Store
@@ -47,8 +55,12 @@ class Check:
         value: the figure (or the increase over the baseline).
         low / high: its 95 % interval (NaN: none).
         threshold: the policy's limit.
-        passed: within the limit (an increase: not both above it and significant).
+        passed: within the limit (an increase: not both above it and significant); a voided
+            figure: True when skipped, False under ``[controls] voided = "fail"``.
         p_holm: the paired test's Holm-adjusted p (increases only; NaN otherwise).
+        voided_by: the validity control that voids the figure, naming the run
+            (:func:`~memprobe_core.release.controls.voided_text`; ``""``: none).
+        skipped: voided and not counted (``[controls] voided = "skip"``).
     """
 
     limit: str
@@ -59,6 +71,8 @@ class Check:
     threshold: float
     passed: bool
     p_holm: float = math.nan
+    voided_by: str = ""
+    skipped: bool = False
 
     def message(self) -> str:
         """``increase.mean_mem at interactive @ 100: +0.21 [+0.12, +0.30] > 0 (p Holm 0.004)``."""
@@ -70,9 +84,11 @@ class Check:
         text = f"{self.limit} at {self.scope}: {shown} {'>' if above else '<='} "
         text += _number(self.threshold, False)
         if math.isfinite(self.p_holm):
-            text += (
-                f" (p Holm {self.p_holm:.3g}{', not significant' if above and self.passed else ''})"
-            )
+            quiet = above and self.passed and not self.voided_by
+            text += f" (p Holm {self.p_holm:.3g}{', not significant' if quiet else ''})"
+        if self.voided_by:
+            outcome = "skipped" if self.skipped else 'failed ([controls] voided = "fail")'
+            text += f"; {outcome}: {self.voided_by}"
         return text
 
 
@@ -104,6 +120,10 @@ class GateResult:
     def breaches(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]
 
+    def skipped(self) -> list[Check]:
+        """The checks whose figure a validity control voids, not counted."""
+        return [c for c in self.checks if c.skipped]
+
 
 def run_gate(
     store: Store,
@@ -125,6 +145,9 @@ def run_gate(
     notes = [_gateable(store, run, "run")]
     results = finished_units(store, run)
     checks = _absolute_checks(results, policy.limits, resamples, seed)
+    if any(c.limit == "limits.max_auroc" for c in checks):
+        voided = voided_figures(store, run, resamples=resamples, seed=seed)
+        checks = [_with_controls(c, voided, run, policy) for c in checks]
     if baseline is not None:
         notes.append(_gateable(store, baseline, "baseline run"))
         diff = diff_runs(store, baseline, run, resamples=resamples, seed=seed)
@@ -132,7 +155,37 @@ def run_gate(
         notes.append(diff.runs.note())
     if not checks:
         raise GateError(f"{policy.source} sets no limit that applies to run {run}")
+    notes.append(_skipped_note(checks))
     return GateResult(run, baseline, policy, checks, "; ".join(n for n in notes if n))
+
+
+def _with_controls(check: Check, voided: Voided, run: int, policy: Policy) -> Check:
+    """``check`` of an AUROC, marked when the run's report voids that figure (skipped, or
+    failed under ``[controls] voided = "fail"``)."""
+    if check.limit != "limits.max_auroc":
+        return check
+    signal, _, length = check.scope.partition(" @ ")
+    control = voided.get((signal, int(length)))
+    if control is None:
+        return check
+    return _voided(check, voided_text(control, run), policy)
+
+
+def _voided(check: Check, voided_by: str, policy: Policy) -> Check:
+    fail = policy.voided == VOIDED_FAIL
+    return replace(check, passed=not fail, voided_by=voided_by, skipped=not fail)
+
+
+def _skipped_note(checks: list[Check]) -> str:
+    """What the skipped checks are, in one sentence (``""``: none skipped)."""
+    skipped = [c for c in checks if c.skipped]
+    if not skipped:
+        return ""
+    controls = "; ".join(dict.fromkeys(c.voided_by for c in skipped))
+    return (
+        f"{len(skipped)} check(s) skipped: the report calls their figure inconclusive "
+        f'({controls}); [controls] voided = "fail" fails them instead'
+    )
 
 
 def check_baseline_use(policy: Policy, baseline: int | None) -> None:
@@ -205,6 +258,7 @@ def _absolute_checks(
         )
     if limits.auroc:
         found = _auroc_checks(results, limits, resamples, seed)
+        _refuse_unmeasured("limits.max_auroc", limits, _labelled_signals(results), "the run has")
         if not found:
             raise GateError(
                 "limits.max_auroc applies to nothing: the run has no membership signals of "
@@ -213,6 +267,34 @@ def _absolute_checks(
             )
         checks += found
     return checks
+
+
+def _labelled_signals(results: pd.DataFrame) -> list[str]:
+    """The membership signals the run has a value of for some member and some non-member (at
+    one length): those whose AUROC it can check."""
+    found: set[str] = set()
+    for _, rows in results.groupby("length", sort=True):
+        scores = signal_scores(rows)
+        for column in [c for c in scores.columns if c.startswith("signal_")]:
+            values = pd.to_numeric(scores[column], errors="coerce")
+            labels = scores["label"][values.notna()]
+            if (labels == MEMBER).any() and (labels == NONMEMBER).any():
+                found.add(column.removeprefix("signal_"))
+    return [s for s in SIGNAL_BY_NAME if s in found]
+
+
+def _refuse_unmeasured(key: str, limits: Limits, measured: list[str], who: str) -> None:
+    """A per-signal AUROC limit on a signal with no AUROC is refused, as a limit on every
+    signal of a run with none is: it would pass unchecked."""
+    for signal in limits.auroc:
+        if signal == "*" or signal in measured:
+            continue
+        has = f"{who}: {', '.join(measured)}" if measured else f"{who} none"
+        raise GateError(
+            f"{key}.{signal} applies to nothing: no {SIGNAL_BY_NAME[signal].label} ({signal}) "
+            f"AUROC of labelled members and non-members to check ({has}); audit with that "
+            f"signal measured, or drop {key}.{signal}"
+        )
 
 
 def _cell_checks(
@@ -265,7 +347,26 @@ def _auroc_checks(results: pd.DataFrame, limits: Limits, resamples: int, seed: i
 
 def _increase_checks(diff: RunDiff, policy: Policy) -> list[Check]:
     """One check per row of the diff with an increase limit: breached when the increase is
-    above the limit and significant at the policy's level."""
+    above the limit and significant at the policy's level; an AUROC either run's report voids
+    is marked (skipped, or failed under ``[controls] voided = "fail"``).
+
+    Raises:
+        GateError: an increase limit no row of the diff has a figure for.
+    """
+    runs = diff.runs
+    both = f"runs {runs.run_a} and {runs.run_b} both have"
+    aurocs = diff.table[diff.table["figure"] == "auroc"]
+    _refuse_unmeasured("increase.auroc", policy.increase, sorted(set(aurocs["signal"])), both)
+    for key, figure, limit in (
+        ("increase.mean_mem", "mean_mem", policy.increase.mean_mem),
+        ("increase.extraction_rate", "extraction_rate", policy.increase.extraction_rate),
+        ("increase.auroc", "auroc", policy.increase.auroc or None),
+    ):
+        if limit is not None and not (diff.table["figure"] == figure).any():
+            raise GateError(
+                f"{key} applies to nothing: runs {runs.run_a} and {runs.run_b} share no "
+                f"{FIGURES[figure]} figure; drop {key} or compare runs that measure it"
+            )
     checks = []
     for row in diff.table.itertuples(index=False):
         if row.figure == "mean_mem":
@@ -285,9 +386,15 @@ def _increase_checks(diff: RunDiff, policy: Policy) -> list[Check]:
         )
         change, p_holm = float(row.change), float(row.p_holm)
         breached = change > limit and p_holm < policy.alpha
-        checks.append(
-            Check(key, scope, change, float(row.low), float(row.high), limit, not breached, p_holm)
+        check = Check(
+            key, scope, change, float(row.low), float(row.high), limit, not breached, p_holm
         )
+        voided = [
+            voided_text(str(control), run)
+            for control, run in ((row.voided_a, runs.run_a), (row.voided_b, runs.run_b))
+            if control
+        ]
+        checks.append(_voided(check, "; ".join(voided), policy) if voided else check)
     return checks
 
 

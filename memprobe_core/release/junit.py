@@ -1,8 +1,9 @@
 """A gate's checks as JUnit XML and as versioned JSON, the two forms CI systems read.
 
 JUnit: one ``<testsuite>`` per gate run, one ``<testcase>`` per check (its ``classname`` the
-policy key, its ``name`` the place), a ``<failure>`` with the check's message for a breach — the
-form GitLab, Jenkins and GitHub's test reporters display. JSON: ``docs/schemas/gate-v1.json``.
+policy key, its ``name`` the place), a ``<failure>`` with the check's message for a breach, a
+``<skipped>`` naming the validity control for a check whose figure the run's report voids — the
+form GitLab, Jenkins and GitHub's test reporters display. JSON: ``docs/schemas/gate-v2.json``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from memprobe_core.highlight import show_controls
 from memprobe_core.release.gate import Check, GateResult
 from memprobe_core.report.export import write_output
 
-GATE_SCHEMA = "memprobe-gate/1"
+GATE_SCHEMA = "memprobe-gate/2"
 
 
 def junit_xml(result: GateResult) -> str:
@@ -24,9 +25,10 @@ def junit_xml(result: GateResult) -> str:
     name = f"memprobe gate: run {result.run}" + (
         f" against run {result.baseline}" if result.baseline is not None else ""
     )
-    failures = len(result.breaches())
+    failures, skipped = len(result.breaches()), len(result.skipped())
     suites = ET.Element("testsuites", name="memprobe", tests=str(len(result.checks)))
     suites.set("failures", str(failures))
+    suites.set("skipped", str(skipped))
     suite = ET.SubElement(
         suites,
         "testsuite",
@@ -34,7 +36,7 @@ def junit_xml(result: GateResult) -> str:
         tests=str(len(result.checks)),
         failures=str(failures),
         errors="0",
-        skipped="0",
+        skipped=str(skipped),
     )
     properties = ET.SubElement(suite, "properties")
     for key, value in (("policy", result.policy.source), ("note", result.note)):
@@ -48,9 +50,12 @@ def junit_xml(result: GateResult) -> str:
             name=_xml_text(check.scope),
             time="0",
         )
-        if not check.passed:
-            message = _xml_text(check.message())
-            failure = ET.SubElement(case, "failure", message=message, type="LimitBreached")
+        message = _xml_text(check.message())
+        if check.skipped:
+            ET.SubElement(case, "skipped", message=message).text = message
+        elif not check.passed:
+            kind = "VoidedByControl" if check.voided_by else "LimitBreached"
+            failure = ET.SubElement(case, "failure", message=message, type=kind)
             failure.text = message
     ET.indent(suites)
     # ElementTree escapes text and attributes (names and messages may hold any snippet id).
@@ -69,14 +74,16 @@ def write_junit(result: GateResult, path: str | Path) -> Path:
 
 
 def gate_json(result: GateResult) -> dict[str, Any]:
-    """The gate's result as ``docs/schemas/gate-v1.json`` describes it."""
+    """The gate's result as ``docs/schemas/gate-v2.json`` describes it."""
     return {
         "schema": GATE_SCHEMA,
         "run": result.run,
         "baseline": result.baseline,
         "policy": result.policy.source,
+        "voided": result.policy.voided,
         "passed": result.passed,
         "exit_code": result.exit_code,
+        "skipped": len(result.skipped()),
         "note": result.note,
         "checks": [_check_json(c) for c in result.checks],
     }
@@ -92,6 +99,8 @@ def _check_json(check: Check) -> dict[str, Any]:
         "threshold": check.threshold,
         "passed": check.passed,
         "p_holm": _finite(check.p_holm),
+        "voided_by": check.voided_by,
+        "skipped": check.skipped,
         "message": check.message(),
     }
 

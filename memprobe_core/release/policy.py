@@ -15,6 +15,9 @@
     auroc = 0.0                 # or per signal, as above
     alpha = 0.05                # level of the Holm-adjusted paired tests
 
+    [controls]                  # a figure the run's report voids by a validity control
+    voided = "skip"             # "skip" (with a note naming the control) or "fail"
+
 Every key is optional, but a file must set at least one limit. A key that is unknown or has the
 wrong type is refused before anything is read from the store (:class:`PolicyError`, exit 2),
 naming the key and what to give.
@@ -50,7 +53,12 @@ _PER_SIGNAL = {("limits", "max_auroc"): "AUROC", ("increase", "auroc"): "increas
 _KNOWN = {
     "limits": ("max_mean_mem", "max_extraction_rate", "max_pii_copied", "max_auroc"),
     "increase": ("mean_mem", "extraction_rate", "auroc", "alpha"),
+    "controls": ("voided",),
 }
+# What a check does when the run's report voids its figure by a validity control (blind
+# baseline, too few texts, random split; docs/method.md §10): skipped with a note, or failed.
+VOIDED_SKIP, VOIDED_FAIL = "skip", "fail"
+VOIDED_CHOICES = (VOIDED_SKIP, VOIDED_FAIL)
 
 
 class PolicyError(UsageError):
@@ -95,12 +103,16 @@ class Policy:
         limits: limits on the audited run.
         increase: limits on the increase over a baseline run (need ``--baseline``).
         alpha: the level a paired test must reach for an increase to count.
+        voided: what a check whose figure the run's report voids does (``[controls] voided``):
+            :data:`VOIDED_SKIP` (not counted, with a note naming the control) or
+            :data:`VOIDED_FAIL` (a breach).
     """
 
     source: str
     limits: Limits
     increase: Limits
     alpha: float = round(1 - CONFIDENCE, 10)
+    voided: str = VOIDED_SKIP
 
 
 def read_policy(path: str | Path) -> Policy:
@@ -134,12 +146,15 @@ def read_policy(path: str | Path) -> Policy:
 def parse_policy(data: dict[str, Any], source: str) -> Policy:
     """A :class:`Policy` from parsed TOML (``source`` names it in messages)."""
     for table in data:
-        if table in _KNOWN["limits"] or table in _KNOWN["increase"]:
+        homes = [f"[{name}]" for name, keys in _KNOWN.items() if table in keys]
+        if homes:
             raise PolicyError(
-                f"{source}: key {table} is outside a table: put it under [limits] or [increase]"
+                f"{source}: key {table} is outside a table: put it under {' or '.join(homes)}"
             )
         if table not in _KNOWN:
-            raise PolicyError(f"{source}: unknown table [{table}]; use [limits] and/or [increase]")
+            raise PolicyError(
+                f"{source}: unknown table [{table}]; use [limits], [increase] and/or [controls]"
+            )
         if not isinstance(data[table], dict):
             raise PolicyError(f"{source}: {table} must be a table ([{table}] with keys under it)")
         for key in data[table]:
@@ -155,7 +170,13 @@ def parse_policy(data: dict[str, Any], source: str) -> Policy:
     alpha = data.get("increase", {}).get("alpha", round(1 - CONFIDENCE, 10))
     if not _is_number(alpha) or not 0 < alpha < 1:
         raise PolicyError(f"{source}: increase.alpha = {alpha!r}: give a number between 0 and 1")
-    return Policy(source, limits, increase, float(alpha))
+    voided = data.get("controls", {}).get("voided", VOIDED_SKIP)
+    if voided not in VOIDED_CHOICES:
+        raise PolicyError(
+            f'{source}: controls.voided = {voided!r}: give "skip" (a figure a validity control '
+            'voids is not checked, with a note) or "fail" (it fails the gate)'
+        )
+    return Policy(source, limits, increase, float(alpha), voided)
 
 
 def _limits(table: dict[str, Any], name: str, source: str) -> Limits:

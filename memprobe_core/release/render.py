@@ -13,7 +13,7 @@ from memprobe_core.release.gate import GateResult
 from memprobe_core.report.build import json_records
 from memprobe_core.report.formatting import p_text
 
-DIFF_SCHEMA = "memprobe-diff/1"
+DIFF_SCHEMA = "memprobe-diff/2"
 _SHOWN_OUTPUT_CHARS = 160  # per output in the text view; the HTML and JSON show them whole
 
 
@@ -37,15 +37,18 @@ def diff_text(diff: RunDiff) -> str:
             ],
             "p Holm": diff.table["p_holm"].map(p_text),
             "": diff.table["significant"].map(lambda s: "*" if s else ""),
+            "voided": [_voided_sides(r) for r in diff.table.itertuples(index=False)],
         },
     )
     columns = ["figure", "where", "n", "A", "B", "change [95 % CI]", "test", "p Holm", ""]
+    columns += ["voided"] if not diff.voided().empty else []
     lines.append(shown[columns].to_string(index=False) if not shown.empty else "(no figure)")
     lines.append(
         f"* significant: Holm-adjusted p < {ALPHA:g} over the {len(diff.table)} comparisons. "
         "Tests: wilcoxon / sign (paired Mem and p_z), mcnemar (extracted or not), bootstrap "
         "(AUROC, snippets resampled in both runs together)."
     )
+    lines += voided_notes(diff)
     if not diff.changed.empty:
         lines += ["", f"Units whose Mem changed most (top {len(diff.changed)})"]
         for row in diff.changed.itertuples(index=False):
@@ -74,6 +77,7 @@ def diff_json(diff: RunDiff) -> dict[str, Any]:
         "alpha": ALPHA,
         "resamples": diff.resamples,
         "seed": diff.seed,
+        "voided": voided_notes(diff),
         "figures": json_records(diff.table[DIFF_COLUMNS]),
         "changed": json_records(diff.changed),
     }
@@ -89,11 +93,11 @@ def diff_html(diff: RunDiff) -> str:
     )
     head = "".join(
         f"<th>{html.escape(c)}</th>"
-        for c in ("figure", "where", "n", "A", "B", "change [95 % CI]", "test", "p Holm")
+        for c in ("figure", "where", "n", "A", "B", "change [95 % CI]", "test", "p Holm", "voided")
     )
     body = "".join(
         "<tr{}>{}</tr>".format(
-            ' class="significant"' if row.significant else "",
+            _row_class(row),
             "".join(
                 f"<td>{_escaped(v)}</td>"
                 for v in (
@@ -105,11 +109,14 @@ def diff_html(diff: RunDiff) -> str:
                     row.change_ci,
                     row.test,
                     p_text(row.p_holm),
+                    _voided_sides(row),
                 )
             ),
         )
         for row in table.itertuples(index=False)
     )
+    voided = "".join(f"<li>{_escaped(line)}</li>" for line in voided_notes(diff))
+    voided = f"<ul class=voided>{voided}</ul>" if voided else ""
     units = "".join(_changed_html(row) for row in diff.changed.itertuples(index=False))
     explained = "".join(
         f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in FIGURES.items()
@@ -122,30 +129,50 @@ def diff_html(diff: RunDiff) -> str:
 <style>
 body{{font-family:system-ui,sans-serif;margin:2em;max-width:80em}}
 table{{border-collapse:collapse}} td,th{{border:1px solid #ccc;padding:.2em .5em;text-align:left}}
-tr.significant{{background:#fff3cd}} .pair{{display:grid;grid-template-columns:1fr 1fr 1fr;gap:1em}}
+tr.significant{{background:#fff3cd}} tr.voided td{{color:#777}} .pair{{display:grid;grid-template-columns:1fr 1fr 1fr;gap:1em}}
 .pair div{{white-space:pre-wrap;border:1px solid #ddd;padding:.5em}}
 </style></head><body>
 <h1>{_escaped(title)}</h1>
 <p>Run {runs.run_b} ({_escaped(runs.victim_b)}) against run {runs.run_a}
 ({_escaped(runs.victim_a)}): {runs.units} paired unit(s); change = B − A. Highlighted rows
 are significant (Holm-adjusted p &lt; {ALPHA:g}).</p>{note}
-<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{voided}
 <ul>{explained}</ul>
 <h2>Units whose Mem changed most</h2>{units}
 </body></html>
 """
 
 
+def voided_notes(diff: RunDiff) -> list[str]:
+    """One line per run and validity control that voids some of the diff's figures: which
+    control, in which run's report, and which figures (``[]``: none voided)."""
+    lines = []
+    for side, run in (("a", diff.runs.run_a), ("b", diff.runs.run_b)):
+        column = diff.table[f"voided_{side}"]
+        for control in dict.fromkeys(c for c in column if c):
+            rows = diff.table[column == control]
+            where = ", ".join(_where(r) for r in rows.itertuples(index=False))
+            lines.append(
+                f"voided {side.upper()}: run {run}'s report voids the AUROC of {where} "
+                f"({control}): inconclusive, not evidence either way (docs/method.md §10)"
+            )
+    return lines
+
+
 def gate_text(result: GateResult) -> str:
-    """One line per check (breaches first), then the verdict."""
+    """One line per check (breaches first, then skipped ones), then the verdict."""
     against = f" against run {result.baseline}" if result.baseline is not None else ""
     lines = [f"gate: run {result.run}{against}, policy {result.policy.source}"]
     if result.note:
         lines.append(f"note: {result.note}")
-    for check in sorted(result.checks, key=lambda c: c.passed):
-        lines.append(f"  {'ok  ' if check.passed else 'FAIL'} {check.message()}")
+    for check in sorted(result.checks, key=lambda c: (c.passed, not c.skipped)):
+        mark = "FAIL" if not check.passed else "skip" if check.skipped else "ok  "
+        lines.append(f"  {mark} {check.message()}")
     breaches = len(result.breaches())
     verdict = "passed" if result.passed else f"failed: {breaches} limit(s) breached"
+    skipped = len(result.skipped())
+    if skipped:
+        verdict += f" ({skipped} skipped: voided by a validity control)"
     lines.append(f"{len(result.checks)} check(s), {verdict}")
     return "\n".join(lines)
 
@@ -168,6 +195,18 @@ def _changed_html(row: Any) -> str:
 def _escaped(value: Any) -> str:
     """HTML text of any value: markup escaped, control characters shown (``\\x1b``)."""
     return html.escape(show_controls(str(value)), quote=True)
+
+
+def _voided_sides(row: Any) -> str:
+    """``A``, ``B``, ``A, B`` or ``""``: whose report voids this row's figure."""
+    return ", ".join(side for side, v in (("A", row.voided_a), ("B", row.voided_b)) if v)
+
+
+def _row_class(row: Any) -> str:
+    classes = [
+        c for c, on in (("significant", row.significant), ("voided", _voided_sides(row))) if on
+    ]
+    return f' class="{" ".join(classes)}"' if classes else ""
 
 
 def _where(row: Any) -> str:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 
 from memprobe_core.release.diff import diff_runs
 from memprobe_core.store import Store
 from tests.app.conftest import open_page, texts
-from tests.unit.release.conftest import add_run
+from tests.unit.release.conftest import add_run, texts_by_label
 from tests.unit.release.test_diff import BASE, CANDIDATE
 
 MARKUP = "<b>candidate</b> **bold** [link](http://evil.example)"
@@ -53,3 +54,24 @@ def test_runs_with_no_unit_in_common_are_explained_not_crashed() -> None:
     at = open_page("pages/5_Runs.py")
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any("share no finished unit" in w.value for w in at.warning)
+
+
+def test_figures_a_validity_control_voids_are_marked_on_the_page() -> None:
+    """Both runs' texts tell members from non-members without the model: each report's blind
+    baseline voids its AUROC, and the page says so beside the figure (as `memprobe diff`)."""
+    base = add_run(_path(), "base model", BASE, text=texts_by_label)
+    candidate = add_run(_path(), "candidate", CANDIDATE, text=texts_by_label)
+    at = open_page("pages/5_Runs.py")
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    page = texts(at)
+    assert "of them increases; 1 voided by a validity control." in page
+    warning = "\n".join(w.value for w in at.warning)
+    for side, run in (("A", base), ("B", candidate)):
+        assert (
+            f"voided {side}: run {run}'s report voids the AUROC of loss @ 40 (blind baseline "
+            "separates the sets)" in re.sub(r"\\(.)", r"\1", warning)
+        )
+    shown = next(d.value for d in at.dataframe if "voided by (A)" in d.value.columns)
+    row = shown[shown["voided by (A)"] != "–"]
+    assert list(row["voided by (A)"]) == ["blind baseline separates the sets"]
+    assert list(row["voided by (B)"]) == ["blind baseline separates the sets"]

@@ -102,7 +102,7 @@ def test_memprobe_diff_prints_and_writes_every_form(store_path, tmp_path, capsys
     assert "&lt;b&gt;candidate&lt;/b&gt;" in page and "<b>candidate</b>" not in page
     assert main([*args, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    jsonschema.validate(data, json.loads((ROOT / "docs" / "schemas" / "diff-v1.json").read_text()))
+    jsonschema.validate(data, json.loads((ROOT / "docs" / "schemas" / "diff-v2.json").read_text()))
     assert data["schema"] == DIFF_SCHEMA and data["units"] == 24 and data["alpha"] == ALPHA == 0.05
     assert all(set(row) == set(DIFF_COLUMNS) for row in data["figures"])
     assert not any(

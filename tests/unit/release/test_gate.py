@@ -18,7 +18,7 @@ from tests.unit.release.conftest import add_run
 from tests.unit.release.test_diff import BASE, CANDIDATE
 
 ROOT = Path(__file__).resolve().parents[3]
-SCHEMA = json.loads((ROOT / "docs" / "schemas" / "gate-v1.json").read_text())
+SCHEMA = json.loads((ROOT / "docs" / "schemas" / "gate-v2.json").read_text())
 
 
 def _policy(tmp_path: Path, text: str) -> Path:
