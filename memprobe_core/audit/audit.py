@@ -44,7 +44,12 @@ from memprobe_core.runs.roles import (
     models_from_config,
 )
 from memprobe_core.runs.unit import Runner, SplitSpec, UnitOutcome, snippets_by_id
-from memprobe_core.snippets.overlap import check_labelled
+from memprobe_core.snippets.overlap import (
+    SHARED_TEXTS,
+    labelled_note,
+    labelled_overlap,
+    overlap_record,
+)
 from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import RunRecord, Store, UnitKey
 from memprobe_core.store.owner import claim_or_refuse
@@ -143,7 +148,10 @@ def start_audit(
         raise ValueError(
             "the dataset has no usable snippet; check the file, or the corpus domains and limit"
         )
-    check_labelled(snippets)  # members and non-members sharing a text: refused (overlap.py)
+    overlap = labelled_overlap(snippets)  # warned and recorded: the report names it
+    if overlap is not None:
+        log.warning("%s", labelled_note(overlap))
+        dataset = {**(dataset or {}), SHARED_TEXTS: overlap_record(overlap)}
     lengths = list(dict.fromkeys(int(n) for n in lengths))
     if not lengths or min(lengths) < 2:
         raise ValueError(f"lengths {lengths}: give one or more lengths of at least 2 tokens")

@@ -30,7 +30,6 @@ from memprobe_core.runs.roles import ModelNames
 from memprobe_core.snippets.corpus import demo_corpus, nonmember_summary
 from memprobe_core.snippets.dated import dated_split, dated_summary
 from memprobe_core.snippets.loaders import load_snippets
-from memprobe_core.snippets.overlap import check_labelled
 from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import Store
 
@@ -231,7 +230,6 @@ def run(args: argparse.Namespace) -> int:
         _canary_settings(args)
         store = common.open_store(args)
     snippets, info = _snippets(args)  # a refused dataset leaves no store file behind
-    check_labelled(snippets)  # before any model loads (start_audit checks it too)
     names = common.model_names(args)  # again: --canaries names its fine-tuned victim
     store = store or common.open_store(args)
     # Load before recording the run: an unknown model fails fast and leaves no empty run. On Ray

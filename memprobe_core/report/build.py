@@ -79,6 +79,7 @@ from memprobe_core.report.stats import (
     validate_resamples,
 )
 from memprobe_core.report.summary import summary_lines
+from memprobe_core.snippets.overlap import SHARED_TEXTS
 from memprobe_core.stats import SMALL_N, holm
 
 __all__ = [
@@ -652,6 +653,9 @@ def report_for_run(store: Any, run_id: int, **kwargs: Any) -> Report:
         "units_error": run["units_error"],
     }
     meta.update(dtype_meta(((run.get("config") or {}).get("models") or {}).get("dtypes")))
+    shared = ((run.get("config") or {}).get("dataset") or {}).get(SHARED_TEXTS)
+    if isinstance(shared, dict) and shared.get("note"):  # members and non-members share texts
+        meta["shared_texts_note"] = str(shared["note"])
     if "texts" not in kwargs and any(store.labels(run_id).values()):
         # A labelled audit's blind baseline reads the texts (an unlabelled one never needs them).
         kwargs["texts"] = {s.id: s.text for s in store.samples(run_id)}

@@ -379,6 +379,8 @@ def membership_section(report: Report, first_figure: int) -> Section:
         f"{meta.get('membership_interval', 'bootstrap 95 %')}; a figure without brackets has "
         "no interval.",
     ]
+    if meta.get("shared_texts_note"):
+        notes.append(f"Warning: {meta['shared_texts_note']}")
     if meta.get("tpr_rule"):
         notes.append(f"TPR at FPR: {meta['tpr_rule']}")
     if meta.get("membership_note"):

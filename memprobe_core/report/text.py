@@ -248,6 +248,8 @@ def _membership_lines(report: Report, resamples: Any) -> list[str]:
         *(_verdict_lines("Verdict: ", verdict) if verdict is not None else []),
         table.to_string(index=False),
     ]
+    if meta.get("shared_texts_note"):
+        lines.append(f"Warning: {meta['shared_texts_note']}")
     if meta.get("tpr_rule"):
         lines.append(f"TPR at FPR: {meta['tpr_rule']}")
     if meta.get("membership_note"):

@@ -13,9 +13,12 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from memprobe_core.errors import UsageError
 from memprobe_core.snippets.split import MEMBER, NONMEMBER, Snippet
+
+# The key of a run's dataset record holding a labelled overlap (:func:`overlap_record`).
+SHARED_TEXTS = "shared_texts"
 
 
 def normal_form(text: str) -> str:
@@ -64,30 +67,31 @@ def shared_texts(first: Iterable[Snippet], second: Iterable[Snippet]) -> Overlap
     return Overlap(len(shared), firsts[form].id, shared[form].id, firsts[form].text)
 
 
-class LabelledOverlap(UsageError):
-    """A labelled dataset whose members and non-members share texts (``overlap``)."""
-
-    def __init__(self, overlap: Overlap) -> None:
-        self.overlap = overlap
-        super().__init__(
-            f"{overlap.count} text(s) are both a member and a non-member once whitespace, case "
-            "and Unicode forms are set aside (e.g. "
-            f"{overlap.example('member', 'non-member')}): the same text cannot tell members "
-            "from non-members and the AUROC would read the tie; remove each from one of the "
-            "two sets"
-        )
-
-
-def check_labelled(snippets: Iterable[Snippet]) -> None:
-    """Refuse a labelled dataset whose members and non-members share a text (docs/method.md
-    §10: a labelled audit is refused, as dataset inference is).
-
-    Raises:
-        LabelledOverlap: naming how many and one pair of ids.
-    """
+def labelled_overlap(snippets: Iterable[Snippet]) -> Overlap | None:
+    """The texts a labelled dataset's members and non-members share (``None``: none, or not
+    labelled). A labelled audit is not refused for them (docs/method.md §10): it is warned
+    about and recorded in the run (:func:`overlap_record`), and the report names it."""
     snippets = list(snippets)
-    overlap = shared_texts(
+    return shared_texts(
         (s for s in snippets if s.label == MEMBER), (s for s in snippets if s.label == NONMEMBER)
     )
-    if overlap is not None:
-        raise LabelledOverlap(overlap)
+
+
+def overlap_record(overlap: Overlap) -> dict[str, Any]:
+    """What a run's dataset record keeps of a labelled overlap (``shared_texts``)."""
+    return {
+        "count": overlap.count,
+        "member_id": overlap.first_id,
+        "nonmember_id": overlap.second_id,
+        "note": labelled_note(overlap),
+    }
+
+
+def labelled_note(overlap: Overlap) -> str:
+    """The warning (and the report's note) on a labelled overlap."""
+    return (
+        f"{overlap.count} text(s) are both a member and a non-member once whitespace, case and "
+        f"Unicode forms are set aside (e.g. {overlap.example('member', 'non-member')}): such a "
+        "text cannot tell the labels apart, so the AUROC and TPR here are pulled toward chance; "
+        "remove each from one of the two sets"
+    )

@@ -1,9 +1,11 @@
-"""Near-duplicate sets (issue 51, category 8): `memprobe infer` and a labelled audit refuse two sets
-that share a text once whitespace, case and Unicode forms are set aside, naming how many and one
-pair of ids, before anything is stored (docs/method.md §10)."""
+"""Near-duplicate sets (issue 51, category 8): two sets that share a text once whitespace, case and
+Unicode forms are set aside. `memprobe infer` refuses them (exit 2, before anything is stored); a
+labelled audit warns, records the overlap in its run and every report names it; both name how
+many and one pair of ids (docs/method.md §10)."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -11,9 +13,10 @@ import pytest
 
 from memprobe_core.audit import SharedTexts, inference_snippets
 from memprobe_core.cli import main
-from memprobe_core.snippets.overlap import LabelledOverlap, check_labelled, normal_form
+from memprobe_core.snippets.overlap import labelled_overlap, normal_form, overlap_record
 from memprobe_core.snippets.split import MEMBER, NONMEMBER, Snippet
 from memprobe_core.store import Store
+from tests.unit.cli.test_cli import MODELS, WORDS, fake_models  # noqa: F401 (a fixture)
 
 TEXTS = [f"Permission is hereby granted, free of charge, copy number {i}" for i in range(8)]
 OTHERS = [f"The lighthouse keeper counted {i} gulls before the storm" for i in range(8)]
@@ -70,38 +73,54 @@ def test_infer_exits_2_on_a_trailing_space_copy_naming_how_many_and_an_id(tmp_pa
 
 
 @pytest.mark.parametrize("spelling", NEAR.values(), ids=list(NEAR))
-def test_a_labelled_dataset_sharing_a_text_is_refused(spelling):
+def test_a_labelled_overlap_is_found_and_named(spelling):
     members = _snippets(TEXTS, "m", MEMBER)
     nonmembers = _snippets([spelling, *OTHERS], "n", NONMEMBER)
-    with pytest.raises(LabelledOverlap) as refused:
-        check_labelled([*members, *nonmembers])
-    assert str(refused.value).startswith("1 text(s) are both a member and a non-member")
-    assert "member 'm0' and non-member 'n0'" in str(refused.value)
-    check_labelled([*members, *_snippets(OTHERS, "n", NONMEMBER)])  # distinct: accepted
-    check_labelled(_snippets([*TEXTS, TEXTS[0]], "u"))  # unlabelled repeats: not this check
+    overlap = labelled_overlap([*members, *nonmembers])
+    assert overlap is not None and overlap.count == 1
+    note = overlap_record(overlap)["note"]
+    assert note.startswith("1 text(s) are both a member and a non-member once whitespace, case")
+    assert "member 'm0' and non-member 'n0'" in note
+    assert labelled_overlap([*members, *_snippets(OTHERS, "n", NONMEMBER)]) is None
+    assert labelled_overlap(_snippets([*TEXTS, TEXTS[0]], "u")) is None  # unlabelled repeats
 
 
-def test_audit_of_a_labelled_file_sharing_texts_exits_2_before_any_run(tmp_path, capsys):
-    rows = [{"text": t, "label": "member"} for t in TEXTS]
-    rows += [{"text": TEXTS[3].upper(), "label": "nonmember"}]
-    rows += [{"text": t, "label": "nonmember"} for t in OTHERS]
-    dataset = _jsonl(tmp_path / "labelled.jsonl", rows)
+@pytest.mark.usefixtures("fake_models")
+def test_a_labelled_audit_sharing_texts_is_warned_recorded_and_reported(tmp_path, capsys):
+    """Labelled audits warn (not refuse): the run is recorded with the overlap and every report
+    of it (text, JSON, HTML) names it."""
+    data = tmp_path / "labelled.csv"
+    with data.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["text", "label"])
+        writer.writerows(
+            [text, label]
+            for text, label in [
+                (WORDS, "member"),
+                (WORDS.upper() + "  ", "nonmember"),
+                (WORDS[::-1], "member"),
+                (WORDS[::-1] + " tail", "nonmember"),
+            ]
+        )
     store = tmp_path / "runs.sqlite"
-    argv = ["--store", str(store), "audit", str(dataset), "--victim", "fake"]
-    assert main([*argv, "--methods", "signals"]) == 2
-    err = capsys.readouterr().err
-    assert "1 text(s) are both a member and a non-member" in err
-    assert "member 'labelled:4' and non-member 'labelled:9'" in err
-    assert not store.exists() or Store(store).list_runs() == []
-
-
-def test_start_audit_refuses_it_too(tmp_path):
-    """The Audit page and any library caller go through start_audit."""
-    from memprobe_core.audit import start_audit
-
-    members = _snippets(TEXTS, "m", MEMBER)
-    near = _snippets([TEXTS[5] + "\n"], "n", NONMEMBER)
-    with Store(tmp_path / "runs.sqlite") as store:
-        with pytest.raises(LabelledOverlap):
-            start_audit(store, [*members, *near], ["signals"], [8])
-        assert store.list_runs() == []
+    argv = ["--store", str(store), "audit", str(data), "--methods", "ps_base", "--lengths", "30"]
+    assert main([*argv, *MODELS]) == 0
+    out, err = capsys.readouterr()
+    said = "1 text(s) are both a member and a non-member once whitespace, case and Unicode"
+    assert "WARNING" in err and said in err
+    assert "(e.g. member 'labelled:1' and non-member 'labelled:2'" in err
+    assert f"Warning: {said}" in out  # the report printed after the run
+    with Store(store) as opened:
+        run = opened.list_runs()[0]
+    recorded = run["config"]["dataset"]["shared_texts"]
+    assert (recorded["count"], recorded["member_id"], recorded["nonmember_id"]) == (
+        1,
+        "labelled:1",
+        "labelled:2",
+    )
+    html = tmp_path / "report.html"
+    assert main(["--store", str(store), "report", str(run["id"]), "--html", str(html)]) == 0
+    assert said in html.read_text(encoding="utf-8")
+    capsys.readouterr()
+    assert main(["--store", str(store), "report", str(run["id"]), "--json"]) == 0
+    assert said in json.loads(capsys.readouterr().out)["meta"]["shared_texts_note"]
