@@ -259,6 +259,21 @@ def fine_tune(
     return losses
 
 
+def _remove_dead_partials(out: Path) -> None:
+    """Remove the ``*.partial`` copies beside ``out`` of processes no longer running (a SIGKILL
+    mid-save cannot clean its own); another live process's copy is left to it."""
+    for partial in out.parent.glob(f"{out.name}.*.partial"):
+        pid = partial.name[len(out.name) + 1 : -len(".partial")]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)  # signal 0: is the process alive?
+        except ProcessLookupError:
+            shutil.rmtree(partial, ignore_errors=True)
+        except (PermissionError, OverflowError):
+            continue  # alive under another user, or no such pid possible: left alone
+
+
 def fine_tuned_copy(
     base_model: str,
     texts: list[str],
@@ -271,7 +286,9 @@ def fine_tuned_copy(
     (bfloat16 safetensors, its tokenizer, ``record`` plus the training's figures in
     ``canaries.json``) whole at ``out``, and return the record written.
 
-    The folder appears whole or not at all: the copy is written beside it and renamed.
+    The folder appears whole or not at all: the copy is written beside it and renamed; a save
+    that fails removes its copy, and copies left by processes no longer running (a SIGKILL)
+    are removed before the next save.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -284,10 +301,6 @@ def fine_tuned_copy(
     # A fresh copy in float32: the cached victim other jobs may be using is never touched.
     model: Any = AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32)
     losses = fine_tune(model, tokenizer, texts, settings, on_progress)
-    partial = out.with_name(out.name + f".{os.getpid()}.partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    model.to(torch.bfloat16).save_pretrained(str(partial))
-    tokenizer.save_pretrained(str(partial))
     record = {
         **record,
         "steps": len(losses),
@@ -296,9 +309,20 @@ def fine_tuned_copy(
         "train_seconds": round(time.perf_counter() - started, 1),
         "saved_dtype": "bfloat16",
     }
-    (partial / RECORD).write_text(json.dumps(record, indent=1), encoding="utf-8")
-    shutil.rmtree(out, ignore_errors=True)
-    partial.rename(out)  # whole or absent: a crash leaves only a *.partial folder behind
+    _remove_dead_partials(out)
+    partial = out.with_name(out.name + f".{os.getpid()}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        model.to(torch.bfloat16).save_pretrained(str(partial))
+        tokenizer.save_pretrained(str(partial))
+        (partial / RECORD).write_text(json.dumps(record, indent=1), encoding="utf-8")
+        shutil.rmtree(out, ignore_errors=True)
+        partial.rename(out)  # whole or absent
+    except BaseException:
+        # A full disk, an unwritable folder, Ctrl-C: the half-written copy (hundreds of MB for
+        # an embedded model) goes, so no failed try leaves one behind.
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     log.info(
         "fine-tuned copy %s: %d steps, loss %.3f → %.3f, %.0f s",
         out,

@@ -20,6 +20,7 @@ from memprobe_core.membership.extraction_probability import (
     measure_extraction_probability,
 )
 from memprobe_core.membership.options import SIGNALS, MeasureOptions
+from memprobe_core.membership.samia import NOT_MEASURED as SAMIA_NOT_MEASURED
 from memprobe_core.membership.samia import measure_samia
 from memprobe_core.membership.signals import compute_signals
 from memprobe_core.membership.verbatim import verbatim_metrics
@@ -111,12 +112,15 @@ class NothingMeasured(MemprobeError, RuntimeError):
 
 def _check_measured(membership: MembershipRecord, options: MeasureOptions, victim: Any) -> None:
     """Raise :class:`NothingMeasured` unless ``membership`` holds a signal's value; the message
-    says which cause applies."""
+    says which cause applies, and SaMIA's own when it was asked for and not measured (its
+    sampling failed: the server's or the model's error, as :func:`measure_samia` recorded it)."""
     if any(membership.get(spec.name) is not None for spec in SIGNALS):
         return
+    samia = membership.get(SAMIA_NOT_MEASURED)
+    also = f"; SaMIA not measured either: {samia}" if samia else ""
     for why in ("error", "not_measured"):
         if why in membership:
-            raise NothingMeasured(f"no membership signal was measured: {membership[why]}")
+            raise NothingMeasured(f"no membership signal was measured: {membership[why]}{also}")
     if not options.signals:
         raise NothingMeasured(
             "membership signals are turned off, so the signals-only method has nothing to "
@@ -124,11 +128,16 @@ def _check_measured(membership: MembershipRecord, options: MeasureOptions, victi
         )
     name = getattr(victim, "model_id", victim)
     if not victim.white_box and not victim.scores_text:
+        samia_text = (
+            f"SaMIA, which needs neither, was not measured either: {samia}"
+            if samia
+            else "SaMIA needs neither: add --samia-samples N"
+        )
         raise NothingMeasured(
             f"no membership signal was measured: the victim {name} exposes no weights and its "
             "backend returns no prompt log-probs (an endpoint answering `echo` with `logprobs` "
-            "does); SaMIA needs neither: add --samia-samples N"
+            f"does); {samia_text}"
         )
     raise NothingMeasured(
-        f"no membership signal was measured: the text has no token to score on {name}"
+        f"no membership signal was measured: the text has no token to score on {name}{also}"
     )

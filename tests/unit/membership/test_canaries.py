@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 
@@ -81,6 +82,45 @@ def test_a_built_victim_is_a_whole_folder_with_its_record_and_is_reused(tmp_path
     assert cn.ensure_canaries(settings).record == record and calls == []  # reused, not rebuilt
     summary = cn.summary(built)
     assert (summary["trained"], summary["held_out"]) == (3, 3)
+
+
+def test_a_failed_save_leaves_no_partial_copy_and_dead_ones_are_removed(tmp_path, monkeypatch):
+    """Issue 51: a canary victim that could not be saved left its 544 MB ``*.partial`` folder
+    behind on every try."""
+    import subprocess
+
+    import transformers
+
+    model, tokenizer = tiny_causal_lm(seed=1)
+    source = tmp_path / "base"
+    model.save_pretrained(str(source))
+    tokenizer.save_pretrained(str(source))
+    monkeypatch.setenv("MEMPROBE_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr("memprobe_core.models.embedded.ensure_cache", lambda name: source)
+    settings = cn.CanarySettings(per_side=3, epochs=1, max_tokens=16)
+    out = cn.model_dir(settings, nonmembers.ensure().seed)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # A copy of a process that is gone (SIGKILLed mid-save), and one of a live process.
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (out.parent / f"{out.name}.{dead.pid}.partial").mkdir()
+    live = out.parent / f"{out.name}.{os.getppid()}.partial"
+    live.mkdir()
+    real_save = transformers.PreTrainedModel.save_pretrained
+
+    def disk_full(self, folder, *args, **kwargs):
+        real_save(self, folder, *args, **kwargs)  # written in part, then the disk is full
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(transformers.PreTrainedModel, "save_pretrained", disk_full)
+    for _ in range(2):  # every try cleans up after itself
+        with pytest.raises(OSError, match="No space left"):
+            cn.ensure_canaries(settings)
+    assert not out.exists()
+    assert [p.name for p in out.parent.glob("*.partial")] == [live.name]  # the live one stays
+    monkeypatch.setattr(transformers.PreTrainedModel, "save_pretrained", real_save)
+    built = cn.ensure_canaries(settings)  # and a later save succeeds
+    assert (built.model_path / cn.RECORD).is_file()
 
 
 @pytest.mark.parametrize(

@@ -54,6 +54,36 @@ def test_a_signals_only_unit_that_measures_nothing_fails_naming_why(tmp_path):
     assert errors["error"].str.contains("exposes no weights").all()  # the cause, named
 
 
+def test_a_failed_samia_sampling_is_named_in_the_stored_unit_error(tmp_path):
+    """Issue 51: a SaMIA-only unit (a victim with no log-probs) whose sampling failed stored
+    "SaMIA needs neither: add --samia-samples N" — not why it failed, and a remedy already
+    applied."""
+    from memprobe_core.attacks import AttackOptions
+    from memprobe_core.membership import MeasureOptions
+    from memprobe_core.models.scripted import ScriptedGenerator
+
+    def broken(ask):
+        raise RuntimeError("CUDA out of memory (sampling 4 x 512 tokens)")
+
+    options = AttackOptions(measure=MeasureOptions(samia_samples=2))
+    with Store(tmp_path / "runs.sqlite") as store:
+        run_id = start_audit(store, _labelled(2), ["signals"], [16], options)
+        summary = run_audit(store, run_id, models=ModelSet(victim=ScriptedGenerator(broken)))
+        assert summary.errors == 4
+        errors = store.errors_frame(run_id)
+    assert errors["error"].str.contains("exposes no weights").all()
+    assert (
+        errors["error"]
+        .str.contains(
+            "SaMIA, which needs neither, was not measured either: sampling the victim failed: "
+            "RuntimeError: CUDA out of memory (sampling 4 x 512 tokens)",
+            regex=False,
+        )
+        .all()
+    )
+    assert not errors["error"].str.contains("add --samia-samples").any()
+
+
 def test_signals_only_with_the_signals_turned_off_is_refused_before_it_is_stored(tmp_path):
     import pytest
 
