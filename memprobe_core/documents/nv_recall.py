@@ -4,7 +4,9 @@
 
 1. Both texts are normalised (:func:`normalise`) and split into words (``str.split``).
 2. ``difflib.SequenceMatcher(None, reference, generated)`` with its defaults (as the paper) gives
-   the matching word blocks, in order; each reference word is in at most one block.
+   the matching word blocks, in order; each reference word is in at most one block. The blocks
+   are found by :class:`~memprobe_core.documents.word_matching.WordMatcher`: difflib's blocks,
+   identical, without difflib's quadratic time on long texts (docs/method.md §18, "Speed").
 3. Neighbouring blocks are merged when ``max(gap_ref, gap_gen) <= tau_gap`` and
    ``|gap_ref - gap_gen| <= tau_align``; a merged block counts its matched words only, never the
    words of its gaps. Blocks shorter than ``min_words`` are then dropped. Two passes: (2, 1, 20),
@@ -14,13 +16,22 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memprobe_core.documents.word_matching import MatchingTooLongError, WordMatcher
+from memprobe_core.errors import UsageError
 from memprobe_core.option_fields import check_options, option
+
+# The matching's work bound, in words read (word_matching.WordMatcher's steps): this many per
+# word of the two texts, plus a floor. Book-like texts need about 13 per word (bench/
+# nv_recall.py); texts that share only short scattered runs need difflib's recursion over
+# almost every word for every block (quadratic), and are refused past the bound instead of
+# running for hours (docs/method.md §18, "Speed").
+STEPS_PER_WORD = 40
+STEPS_FLOOR = 2**26
 
 # Dash variants: hyphen, non-breaking hyphen, figure dash, en dash, em dash, horizontal bar
 # (U+2010-U+2015) and the minus sign, all written as one em dash.
@@ -209,13 +220,24 @@ def nv_recall(reference: str, generated: str, options: NvRecallOptions | None = 
 
 
 def matching_blocks(ref: Sequence[str], gen: Sequence[str]) -> list[Block]:
-    """``difflib.SequenceMatcher``'s matching blocks (defaults, as the paper), in order."""
-    matcher = difflib.SequenceMatcher(None, ref, gen)
-    return [
-        Block(m.a, m.a + m.size, m.b, m.b + m.size, m.size)
-        for m in matcher.get_matching_blocks()
-        if m.size
-    ]
+    """``difflib.SequenceMatcher(None, ref, gen)``'s matching blocks (defaults, as the paper),
+    in order, found by :class:`WordMatcher`.
+
+    Raises:
+        UsageError: the matching needs more than ``STEPS_PER_WORD`` steps a word (plus
+            ``STEPS_FLOOR``): texts that share only short runs scattered all over.
+    """
+    bound = STEPS_PER_WORD * (len(ref) + len(gen)) + STEPS_FLOOR
+    try:
+        found = WordMatcher(gen).matching_blocks(ref, max_steps=bound)
+    except MatchingTooLongError as exc:
+        raise UsageError(
+            f"nv-recall cannot align these texts in reasonable time: {exc}. They share only "
+            "short runs of words scattered all over (difflib's alignment, which nv-recall "
+            "follows, then visits almost every word once per block). Score shorter texts, or "
+            "check that the generated text belongs to this reference"
+        ) from exc
+    return [Block(i, i + size, j, j + size, size) for i, j, size in found]
 
 
 def merge_blocks(blocks: Sequence[Block], tau_gap: int, tau_align: int) -> list[Block]:

@@ -33,11 +33,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "memprobe_core.pii",
         "memprobe_core.stats",
     ),
-    # Whole documents' pure parts: reading a file, nv-recall, token windows, Best-of-N.
+    # Whole documents' pure parts: reading a file, nv-recall (and its block finder), token
+    # windows, Best-of-N.
     (
         "memprobe_core.metrics",
         "memprobe_core.documents.reading",
         "memprobe_core.documents.nv_recall",
+        "memprobe_core.documents.word_matching",
         "memprobe_core.documents.windows",
         "memprobe_core.documents.perturb",
         "memprobe_core.documents.builtin",

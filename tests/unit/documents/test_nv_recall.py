@@ -153,3 +153,31 @@ def test_a_bad_threshold_exits_2_naming_the_flag(tmp_path, capsys) -> None:
     ref.write_text("some words", encoding="utf-8")
     assert main(["nv-recall", str(ref), str(ref), "--min-words-1", "0"]) == 2
     assert "--min-words-1 0: give a whole number from 1 to 1,000,000" in capsys.readouterr().err
+
+
+def test_texts_past_the_matching_bound_exit_2_saying_why(tmp_path, capsys, monkeypatch) -> None:
+    # 2,000 shared single words interleaved with others: difflib's recursion reads the rest of
+    # both texts for each of 2,000 blocks, about 4 million steps; the bound is set below that.
+    from memprobe_core.documents import nv_recall as module
+
+    ref, gen = tmp_path / "ref.txt", tmp_path / "gen.txt"
+    ref.write_text(" ".join(f"u{k} v{k}" for k in range(2000)), encoding="utf-8")
+    gen.write_text(" ".join(f"u{k} x{k}" for k in range(2000)), encoding="utf-8")
+    monkeypatch.setattr(module, "STEPS_FLOOR", 1_000_000)
+    assert main(["nv-recall", str(ref), str(gen)]) == 2
+    err = capsys.readouterr().err
+    assert "nv-recall cannot align these texts in reasonable time" in err
+    assert "(4,000 against 4,000 words)" in err and "short runs of words scattered" in err
+    monkeypatch.setattr(module, "STEPS_FLOOR", 10**8)  # within the bound: scored
+    assert main(["nv-recall", str(ref), str(gen), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["matched_words"] == 2000
+
+
+def test_a_zero_width_space_after_every_word_scores_zero() -> None:
+    # docs/method.md §18: U+200B is not whitespace for str.split and NFKC keeps it, so a text
+    # with one after every word is a single "word" and matches nothing (nv-recall 0).
+    text = " ".join(REF)
+    hidden = "\u200b".join(REF)
+    assert nv_recall(text, hidden).nv_recall == 0.0
+    assert nv_recall(text, hidden).generated_words == 1
+    assert nv_recall(text, text.replace(" ", "\u200b ")).nv_recall == 0.0
