@@ -70,3 +70,20 @@ def test_a_path_that_is_not_a_regular_file_is_one_line_exit_2(argv, flag, place,
     assert lines[0].startswith("memprobe: error: ") and flag in lines[0], lines[0]
     assert "give a regular file" in lines[0], lines[0]
     assert not (place / "runs.sqlite").exists() and not (place / "home" / "runs.sqlite").exists()
+
+
+def test_the_messages_in_security_md_are_the_ones_shown(tmp_path, monkeypatch, capsys):
+    """docs/security.md quotes these two lines."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMPROBE_HOME", str(tmp_path / "home"))
+    Path("loop.toml").symlink_to("loop.toml")
+    Path("loop.xml").symlink_to("loop.xml")
+    Path("policy.toml").write_text("[limits]\nmax_mean_mem = 0.5\n")
+    assert main(["gate", "1", "--policy", "loop.toml"]) == 2
+    assert capsys.readouterr().err == (
+        "memprobe: error: --policy loop.toml: a symlink loop; give a regular file\n"
+    )
+    assert main(["gate", "1", "--policy", "policy.toml", "--junit", "loop.xml"]) == 2
+    assert capsys.readouterr().err == (
+        "memprobe: error: cannot write --junit to loop.xml: a symlink loop; give a regular file\n"
+    )

@@ -111,6 +111,8 @@ def test_a_folder_missing_file_and_missing_folder(tmp_path):
         f"folder {deep.parent} does not exist; create it or choose another path"
     )
     assert store_problem(deep) is None  # the store creates its folders
+    Store(deep).close()
+    assert deep.is_file()
     dangling = tmp_path / "dangling"
     dangling.symlink_to(tmp_path / "gone.csv")
     assert reading_problem(dangling) == "does not exist; check the path"
