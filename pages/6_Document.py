@@ -65,7 +65,14 @@ with tab_new:
                 if mode == "map":
                     options, pz = settings  # type: ignore[misc]
                     run_id = start_map(
-                        store, text, victim, name=name, victim_name=label, options=options, pz=pz
+                        store,
+                        text,
+                        victim,
+                        name=name,
+                        victim_name=label,
+                        options=options,
+                        pz=pz,
+                        models=document_view.load_record(models["victim"]),
                     )
                 else:
                     run_id = start_continuation(
@@ -75,6 +82,7 @@ with tab_new:
                         name=name,
                         victim_name=label,
                         options=settings,  # type: ignore[arg-type]
+                        models=document_view.load_record(models["victim"]),
                     )
             except MemprobeError as exc:
                 st.error(ui.md(str(exc)))

@@ -55,6 +55,7 @@ from memprobe_core.errors import MemprobeError
 from memprobe_core.highlight import overlap, segments_to_html
 from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.option_fields import options_of
+from memprobe_core.runs.roles import ModelNames
 from memprobe_core.store import RunRecord, Store
 from ui_common import tables
 from ui_common.charts import document_map_figure
@@ -152,6 +153,21 @@ def continuation_settings() -> ContinuationOptions | None:
     except MemprobeError as exc:
         st.error(md(str(exc)))
         return None
+
+
+def load_record(choice: Any) -> dict[str, Any]:
+    """How a document run started here loads its victim again (a ``ModelNames`` dict, kept in
+    the run): its name, backend and endpoint, so `memprobe document --resume RUN` goes where
+    the page sent it (never a key: the variable's name only)."""
+    name, backend, options = choice.load_call("victim")
+    dtype = options.pop("dtype", None)
+    names = ModelNames(
+        victim=name,
+        backend=backend,
+        load_options=options,
+        dtypes={"victim": dtype} if dtype else {},
+    )
+    return names.resolved().to_dict()
 
 
 # --- jobs ---------------------------------------------------------------------------------------

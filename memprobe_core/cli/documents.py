@@ -46,12 +46,13 @@ from memprobe_core.documents.map_run import (
 )
 from memprobe_core.documents.nv_recall import NvRecall, NvRecallOptions, nv_recall
 from memprobe_core.documents.reading import read_document
-from memprobe_core.documents.stored import MODES, run_mode
+from memprobe_core.documents.stored import MODES, run_mode, switch_endpoint
 from memprobe_core.documents.windows import MapOptions
 from memprobe_core.errors import UsageError
 from memprobe_core.executors.ray import RayExecutor
 from memprobe_core.executors.ray_map import ray_scorer
 from memprobe_core.membership.options import MeasureOptions
+from memprobe_core.models.endpoints import describe_endpoint, endpoint_of
 from memprobe_core.option_fields import options_of
 from memprobe_core.report.export import write_output, write_safe_csv
 from memprobe_core.runs.roles import ModelNames, load_models
@@ -165,6 +166,13 @@ def add_document_parser(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--title", default="", help="label shown in run lists")
     common.add_models(parser, roles=("victim",))
+    parser.add_argument(
+        "--switch-endpoint",
+        action="store_true",
+        help="with --resume RUN and --base-url URL: send the stored run to URL instead of the "
+        "endpoint it records, and record the switch in the run. Without it --resume always "
+        "goes to the recorded endpoint (--base-url and --backend with --resume are refused)",
+    )
     option_flags.add_flags(parser.add_argument_group("map: windows"), MapOptions)
     pz = parser.add_argument_group("map: probabilistic extraction (docs/method.md §14)")
     for name in PZ_OPTIONS:
@@ -193,12 +201,16 @@ def run_document(args: argparse.Namespace) -> int:
             "give exactly one of: a DOCUMENT file, --builtin NAME, --resume RUN or --show RUN"
         )
     _refuse_unused_flags(args)
+    # Every flag is checked before a store is opened or a run stored: a refusal leaves no run.
+    executor = executor_from_args(args)
     store = common.open_store(args)
     if args.show is not None:
         return _print(args, _read(store, args.show))
     try:
         stored = (
-            _resume(args, store, args.resume) if args.resume is not None else _start(args, store)
+            _resume(args, store, args.resume, executor)
+            if args.resume is not None
+            else _start(args, store, executor)
         )
     except _Interrupted as stop:
         hint = common.command_hint(args.store, "document", "--resume", str(stop.run_id))
@@ -241,6 +253,7 @@ def _refuse_unused_flags(args: argparse.Namespace) -> None:
             f"--victim does not apply to {stored}: a stored run keeps the victim it was started "
             "with (`memprobe runs RUN` names it)"
         )
+    _refuse_endpoint_flags(args, stored)
     if args.mode == "continue" and map_flags:
         raise UsageError(f"{map_flags[0]} applies to --mode map, not --mode continue")
     if args.mode == "map" and continue_flags:
@@ -273,21 +286,80 @@ def _read(store: Any, run_id: int) -> Stored:
     return read_continuation(store, run_id)
 
 
-def _resume(args: argparse.Namespace, store: Any, run_id: int) -> Stored:
+def _refuse_endpoint_flags(args: argparse.Namespace, stored: str) -> None:
+    """A stored run goes on at the endpoint it records: --base-url and --backend with --resume
+    would send it elsewhere, so they are refused unless --switch-endpoint says so on purpose."""
+    if args.switch_endpoint and (stored != "--resume" or not args.base_url):
+        raise UsageError(
+            "--switch-endpoint goes with --resume RUN and --base-url URL: it sends a stored run "
+            "to that endpoint instead of the one it records"
+        )
+    if stored == "--show" and (args.base_url or args.backend):
+        flag = "--base-url" if args.base_url else "--backend"
+        raise UsageError(f"{flag} does not apply to --show: nothing is asked")
+    if stored == "--resume" and args.backend:
+        raise UsageError(
+            "--backend does not apply to --resume: a stored run keeps the backend it was started "
+            "with (`memprobe document --show RUN` names its endpoint)"
+        )
+    if stored == "--resume" and args.base_url and not args.switch_endpoint:
+        raise UsageError(
+            f"--base-url does not apply to --resume alone: run {args.resume} goes on at the "
+            "endpoint it records (`memprobe document --show RUN` names it); to send it to "
+            "--base-url instead, add --switch-endpoint (the switch is recorded in the run)"
+        )
+
+
+def stored_model_names(run: dict[str, Any]) -> ModelNames:
+    """How to load a document run's victim again: the names the run records (``models``), or
+    for a run stored before runs recorded them, its victim's manifest (backend, model id and
+    servers). Never the default endpoint: the run's own, or none."""
+    config = run["config"]
+    if isinstance(config.get("models"), dict):
+        return ModelNames.from_dict(config["models"])
+    manifest = (run.get("manifest") or {}).get("victim") or {}
+    if manifest.get("backend") == "openai" and manifest.get("base_url"):
+        return ModelNames(
+            victim=str(manifest.get("model_id")),
+            backend="openai",
+            load_options={"base_url": manifest["base_url"]},
+        )
+    return ModelNames(victim=str(config["victim"]))
+
+
+def _resume(args: argparse.Namespace, store: Any, run_id: int, executor: Any) -> Stored:
     mode = run_mode(store, run_id)
-    config = store.get_run(run_id)["config"]
-    names = ModelNames.from_dict({**common.model_names(args).to_dict(), "victim": config["victim"]})
+    run = store.get_run(run_id)
+    recorded = stored_model_names(run)
+    given = common.model_names(args)  # where this machine keeps it: device, dtype, key variable
+    options = {**recorded.load_options, **given.load_options}
+    names = ModelNames.from_dict(
+        {
+            **recorded.to_dict(),
+            "load_options": options,
+            "dtypes": {**recorded.dtypes, **given.dtypes},
+        }
+    )
     victim = load_models(names, ["verbatim"]).victim
-    return _work(store, run_id, mode, victim, _scorer(args, store, run_id, names))
+    if args.switch_endpoint:
+        left = switch_endpoint(store, run_id, victim, names.resolved().to_dict())
+        echo(
+            f"run {run_id}: switched from {terminal_safe(describe_endpoint(left))} to "
+            f"{terminal_safe(describe_endpoint(endpoint_of(victim)))} (recorded in the run)",
+            sys.stderr,
+        )
+    config = run["config"]
+    scorer = (
+        _scorer(executor, names, config["document"]["text"], PzSetting(**config["pz"]))
+        if mode == "map"
+        else None
+    )
+    return _work(store, run_id, mode, victim, scorer)
 
 
-def _scorer(args: argparse.Namespace, store: Any, run_id: int, names: ModelNames) -> Any:
+def _scorer(executor: Any, names: ModelNames, text: str, pz: PzSetting) -> Any:
     """Where a map's batches are scored: here (``None``), or on Ray (``--executor ray``)."""
-    executor = executor_from_args(args)
     if not isinstance(executor, RayExecutor):
-        return None
-    config = store.get_run(run_id)["config"]
-    if config.get("mode") != "map":
         return None
     resolved = names.resolved()
     load_options = dict(resolved.load_options)
@@ -297,19 +369,24 @@ def _scorer(args: argparse.Namespace, store: Any, run_id: int, names: ModelNames
         load_options["dtype"] = resolved.dtypes["victim"]  # the workers' victim as this one's
     return ray_scorer(
         executor.options,
-        victim=str(config["victim"]),
+        victim=str(resolved.victim),
         load_options=load_options,
-        text=config["document"]["text"],
-        pz=PzSetting(**config["pz"]),
+        text=text,
+        pz=pz,
     )
 
 
-def _start(args: argparse.Namespace, store: Any) -> Stored:
+def _start(args: argparse.Namespace, store: Any, executor: Any) -> Stored:
     text, name = _document_text(args)
     names = common.model_names(args).resolved()
+    recorded = names.to_dict()  # how a resume loads the victim again, at the same endpoint
     if args.mode == "map":
         map_options = MapOptions(**option_flags.read_flags(args, MapOptions))
         measure = MeasureOptions(**_given_pz(args))
+        pz = PzSetting(
+            measure.pz_temperature, measure.pz_top_k, measure.pz_top_p, measure.discover_p
+        )
+        scorer = _scorer(executor, names, text, pz)
         victim = load_models(names, ["verbatim"]).victim
         run_id = start_map(
             store,
@@ -318,13 +395,13 @@ def _start(args: argparse.Namespace, store: Any) -> Stored:
             name=name,
             victim_name=str(names.victim),
             options=map_options,
-            pz=PzSetting(
-                measure.pz_temperature, measure.pz_top_k, measure.pz_top_p, measure.discover_p
-            ),
+            pz=pz,
             title=args.title,
+            models=recorded,
         )
     else:
         options = ContinuationOptions(**option_flags.read_flags(args, ContinuationOptions))
+        scorer = None
         victim = load_models(names, ["verbatim"]).victim
         run_id = start_continuation(
             store,
@@ -334,9 +411,10 @@ def _start(args: argparse.Namespace, store: Any) -> Stored:
             victim_name=str(names.victim),
             options=options,
             title=args.title,
+            models=recorded,
         )
     echo(f"run {run_id}: {MODES[args.mode]} of {terminal_safe(name)}", sys.stderr)
-    return _work(store, run_id, args.mode, victim, _scorer(args, store, run_id, names))
+    return _work(store, run_id, args.mode, victim, scorer)
 
 
 def _work(store: Any, run_id: int, mode: str, victim: Any, scorer: Any = None) -> Stored:

@@ -25,8 +25,10 @@ a resumed run ends with exactly the turns of an uninterrupted one.
 
 Token counts (context windows, budgets) are the victim's tokenizer's where it has one
 (``victim.tokenizer``); a model without a local tokenizer (an endpoint) is measured in
-whitespace words instead. The tokens a turn generated are the backend's own count
-(``Completion.num_tokens``).
+whitespace words instead. An answer is held to the tokens it was asked for, whatever the backend
+(or a server behind it) did: cut to the turn's budget and counted by what it holds (the
+tokenizer's count; without one, the estimate of :mod:`memprobe_core.models.token_budget`), never
+by the backend's figure alone (``Completion.num_tokens`` is the least it counts).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from memprobe_core.documents.nv_recall import NvRecall, normalise, nv_recall
 from memprobe_core.documents.perturb import best_of_n_instructions
 from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.models.base import Chat, Generator, Request, TextTokenizer
+from memprobe_core.models.token_budget import bounded_answer
 from memprobe_core.option_fields import check_options, option
 
 DEFAULT_INSTRUCTION = (
@@ -95,6 +98,9 @@ STOP_REASON_WORDS = {
 }
 
 _BIG = 1_000_000_000
+# Characters no tokenizer's token holds (an answer longer than this per token of its budget is
+# cut before it is encoded).
+MAX_TOKEN_CHARS = 64
 
 
 @dataclass(frozen=True)
@@ -294,7 +300,8 @@ class Turn:
             pass; phase 2: no run of ``drift_min_words``).
         stop_reason: why the run stopped after this turn (one of :data:`STOP_REASONS`), ``None``
             when it went on.
-        tokens: tokens generated (the backend's count).
+        tokens: tokens generated: what the answer holds (the victim's tokenizer's count, else an
+            estimate from its text), at least the backend's count, at most the turn's budget.
         queries: queries of the victim (1).
         seconds: the query's wall time (a replayed turn keeps its stored time).
         context: what the turn carried: ``"opening"`` (phase 1), ``"full"`` (the whole
@@ -451,6 +458,23 @@ class _Measure:
             return len(text.split())
         return len(self.tokenizer.encode(text, add_special_tokens=False))
 
+    def bound(self, text: str, reported: int, limit: int) -> tuple[str, int, bool]:
+        """``(text, tokens, cut)``: an answer held to the ``limit`` tokens it was asked for,
+        whatever the backend did: cut to ``limit`` and counted by what it holds (the tokenizer's
+        count, else :func:`~memprobe_core.models.token_budget.bounded_answer`'s estimate), at
+        least the backend's ``reported`` count and at most ``limit``."""
+        if self.tokenizer is None:
+            return bounded_answer(text, reported, limit)
+        # No token holds MAX_TOKEN_CHARS characters: a longer text is cut before it is encoded
+        # (a server's 7 MB answer is not tokenized whole).
+        whole = len(text) <= MAX_TOKEN_CHARS * limit
+        ids = self.tokenizer.encode(
+            text if whole else text[: MAX_TOKEN_CHARS * limit], add_special_tokens=False
+        )
+        if len(ids) > limit or not whole:
+            return self.tokenizer.decode(ids[:limit], skip_special_tokens=True), limit, True
+        return text, min(max(reported, len(ids)), limit), False
+
     def tail(self, text: str, limit: int) -> tuple[str, int, bool]:
         """The last ``limit`` tokens of ``text``, how many that is, and whether it is all of it
         (a tokenizer's tail is its decoded ids; a word tail keeps the text's own spacing)."""
@@ -534,7 +558,10 @@ class _Run:
             seed=self.options.seed,
         )
         seconds = time.perf_counter() - started
-        return completion.text, completion.num_tokens, completion.finish_reason, seconds
+        output, tokens, cut = self.measure.bound(
+            completion.text, completion.num_tokens, max(budget, 1)
+        )
+        return output, tokens, "length" if cut else completion.finish_reason, seconds
 
     def record(self, turn: Turn) -> None:
         replayed = turn.index < len(self.prior)

@@ -8,9 +8,10 @@ each turn as it arrives — its sample, unit and result in one transaction
 loses at most the turn in flight. A resume reads the stored turns back and hands them to the
 engine, which replays them without asking the victim and goes on from there.
 
-Each turn is unit ``(tNNNNN, "continue", 0)``: the request as its prompt, the answer as its
-output, the whole turn (phase, Best-of-N perturbations, refusal, stop reason, cost) in its
-``verbatim`` dict under ``turn``.
+Each turn is unit ``(tNNNNN, "continue", 0)``: the request as its prompt, the whole turn (its
+answer, phase, Best-of-N perturbations, refusal, stop reason, cost) in its ``verbatim`` dict under
+``turn``. The answer is stored there only (its sample and the unit's output column stay empty):
+an answer is as long as its token budget allows, and three copies tripled the store.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ from memprobe_core.documents.stored import (
     KIND,
     DocumentBusyError,
     document_record,
+    require_endpoint,
     run_config,
+    victim_record,
 )
 from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import Store, UnitKey
@@ -81,9 +84,11 @@ def start_continuation(
     victim_name: str,
     options: ContinuationOptions | None = None,
     title: str = "",
+    models: dict[str, Any] | None = None,
 ) -> int:
     """Record a new continuation of ``text`` on ``victim`` and return its run id (nothing is
-    asked yet).
+    asked yet). The run records where the victim is served (its endpoint) and, given
+    ``models`` (a ``ModelNames`` dict), how to load it again: a resume goes there.
 
     Raises:
         UsageError: the document is shorter than its opening plus the held-back words.
@@ -100,6 +105,7 @@ def start_continuation(
         "victim": victim_name,
         "victim_chat": bool(victim.has_chat_template),
         "continuation": _options_dict(options),
+        **victim_record(victim, models),
     }
     return store.create_run(
         KIND,
@@ -189,11 +195,14 @@ def run_continuation_stored(
     Raises:
         DocumentRunError: not a continuation run.
         DocumentBusyError: another live process is working on the run.
+        EndpointMismatch: ``victim`` is served from another endpoint than the run records
+            (nothing is sent).
         ResumeMismatch: the stored turns do not fit the victim (a chat model resumed with a base
             one, or the other way round).
         KeyboardInterrupt: after marking the run ``interrupted`` (the stored turns are kept).
     """
     config = run_config(store, run_id, "continue")
+    require_endpoint(store, run_id, victim)
     claim_or_refuse(store, run_id, DocumentBusyError)
     options = continuation_options(config)
     prior = stored_turns(store, run_id)
@@ -203,7 +212,8 @@ def run_continuation_stored(
     def on_turn(turn: Turn) -> None:
         store.append_finished_unit(
             run_id,
-            Snippet(id=turn_id(turn.index), text=turn.output, domain="document", source="turn"),
+            # The answer is stored once, in the unit's turn (the sample only names the turn).
+            Snippet(id=turn_id(turn.index), text="", domain="document", source="turn"),
             UnitKey(turn_id(turn.index), CONTINUE_METHOD, 0),
             _result(turn, victim_label),
         )
@@ -237,7 +247,7 @@ def _result(turn: Turn, victim: str) -> AttackResult:
         domain="document",
         length=0,
         prompt=turn.request_text,
-        output=turn.output,
+        output="",  # the answer is in ``verbatim["turn"]``: stored once, read from there
         mem=0.0,
         lcs_p=0.0,
         objective=0.0,

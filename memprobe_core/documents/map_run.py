@@ -34,7 +34,9 @@ from memprobe_core.documents.stored import (
     DocumentBusyError,
     DocumentRunError,
     document_record,
+    require_endpoint,
     run_config,
+    victim_record,
 )
 from memprobe_core.documents.windows import MapOptions, Window, cut_windows, window_index
 from memprobe_core.membership.sampler import SamplingScheme
@@ -119,9 +121,11 @@ def start_map(
     options: MapOptions | None = None,
     pz: PzSetting | None = None,
     title: str = "",
+    models: dict[str, Any] | None = None,
 ) -> int:
     """Record a new extraction map of ``text`` on ``victim`` and return its run id (nothing is
-    scored yet).
+    scored yet). The run records the victim's endpoint and, given ``models`` (a
+    ``ModelNames`` dict), how to load it again.
 
     Raises:
         MissingModelError: the victim has no weights.
@@ -155,6 +159,7 @@ def start_map(
         "victim": victim_name,
         "map": asdict(options),
         "pz": asdict(pz),
+        **victim_record(victim, models),
     }
     units = (UnitKey(w.id, MAP_METHOD, options.window_tokens) for w in windows)
     return store.create_run(
@@ -315,11 +320,13 @@ def run_map(
     Raises:
         DocumentRunError: not a map, or the victim's tokenizer cuts the stored text differently.
         DocumentBusyError: another live process is working on the run.
+        EndpointMismatch: ``victim`` is another model than the run records (nothing scored).
         KeyboardInterrupt: after marking the run ``interrupted`` (the batches in flight stay
             pending; a resume redoes them).
     """
     config = map_config(store, run_id)
     _require_weights(victim)
+    require_endpoint(store, run_id, victim)
     doc = config["document"]
     ids = _encode(victim, doc["text"])
     if ids_digest(ids) != doc["ids_digest"]:

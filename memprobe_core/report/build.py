@@ -607,15 +607,18 @@ def _without_labels(results: pd.DataFrame, snippet_ids: Collection[str]) -> pd.D
 
 
 def require_attack_run(run: Mapping[str, Any]) -> None:
-    """Refuse a run whose units are not attack results (a document's extraction map): its
-    windows have no Mem, no chance level and no methods to compare.
+    """Refuse a run whose units are not attack results (a document's extraction map or
+    continuation): its windows and turns have no Mem, no chance level and no methods to compare.
 
     Raises:
         UsageError: naming the command that shows such a run.
     """
     if run["kind"] == "document":
+        # Named by its mode (a continuation read as "a document's extraction map").
+        mode = (run.get("config") or {}).get("mode")
+        what = "continuation" if mode == "continue" else "extraction map"
         raise UsageError(
-            f"run {run['id']} is a document's extraction map; `memprobe document --show "
+            f"run {run['id']} is a document's {what}; `memprobe document --show "
             f"{run['id']}` prints it (reports, diffs and gates read probes, comparisons and audits)"
         )
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from memprobe_core.bounded import MAX_DEPTH, nesting_depth
 from memprobe_core.models.base import Completion, ModelError
+from memprobe_core.models.token_budget import bounded_answer
 
 # How much of an unexpected body goes into an error message.
 _SHOWN_CHARS = 200
@@ -78,7 +79,8 @@ def parse_choices(
         body: the decoded JSON object.
         chat: whether it answers ``/chat/completions`` (text in ``message.content``) or
             ``/completions`` (text in ``text``).
-        max_new_tokens: the cap that was asked for (token counts).
+        max_new_tokens: the cap that was asked for: each answer is cut to it and counted by
+            what it holds (:mod:`memprobe_core.models.token_budget`).
         where: names the endpoint in errors.
         redact: cleans server text quoted in an error.
 
@@ -110,7 +112,13 @@ def parse_choices(
     if not isinstance(total, int) or isinstance(total, bool) or total < 0:
         total = None
     counts = split_tokens(total, texts, reasons, max_new_tokens)
-    return [Completion(t, c, r) for t, c, r in zip(texts, counts, reasons)]
+    # A server may ignore max_tokens and under-report usage: each answer is cut to the budget
+    # asked for and counted by what it holds, never by the server's figure alone.
+    out = []
+    for text, count, reason in zip(texts, counts, reasons):
+        kept, tokens, cut = bounded_answer(text, count, max_new_tokens)
+        out.append(Completion(kept, tokens, "length" if cut else reason))
+    return out
 
 
 def _choice_text(choice: Any, position: int, chat: bool, where: str) -> str:
