@@ -97,9 +97,10 @@ def test_audit_corpus_nonmembers_stores_balanced_labels(home, store_path, capsys
     assert sorted(frame["label"]) == ["member", "member", "nonmember", "nonmember"]
 
 
-def test_nonmembers_needs_the_corpus_and_its_domains(home, store_path, capsys):
+def test_nonmembers_needs_the_corpus_and_its_domains(tmp_path, home, store_path, capsys):
     base = ["--store", str(store_path), "audit"]
-    assert main([*base, "some.csv", "--nonmembers", *MODELS]) == 2
+    dataset = _labelled_csv(tmp_path / "some.csv", ["member"])  # paths are checked first
+    assert main([*base, str(dataset), "--nonmembers", *MODELS]) == 2
     assert "use it with --corpus" in capsys.readouterr().err
     assert main([*base, "--corpus", "--nonmembers", "--domains", "docs", *MODELS]) == 2
     assert "non-member set has no ['docs'] texts" in capsys.readouterr().err
