@@ -283,7 +283,8 @@ def resume_section(
     )
     st.caption(
         "It resumes with the models chosen in the sidebar (on Ray: the models the run "
-        "recorded, loaded by each worker); the run records both."
+        "recorded, loaded by each worker); the run records both. A model served from another "
+        "endpoint than the run's is refused: its snippets go only where they were sent."
     )
     if st.button("Resume", disabled=busy, key="audit_resume") and executor is not None:
         methods_of = store.get_run(pick)["config"].get("methods", [])

@@ -38,6 +38,7 @@ from memprobe_core.executors.base import AuditWork, Executor
 from memprobe_core.executors.local import LocalExecutor
 from memprobe_core.membership.recall import with_recall_prefixes
 from memprobe_core.models import embedded
+from memprobe_core.models.endpoints import check_endpoint, endpoint_from_manifest
 from memprobe_core.runs.probe import RunConfig
 from memprobe_core.runs.roles import (
     ModelNames,
@@ -219,6 +220,8 @@ def resume_audit(
     if run["kind"] != "audit":
         raise ValueError(f"run {run_id} is a {run['kind']}, not an audit; only audits resume")
     RunConfig.from_dict(run["config"])  # a config this version cannot read fails before any change
+    if models is not None:  # loaded by the caller (a page): sent where the run was, or refused
+        refuse_other_endpoints(run_id, run, models)
     _claim(store, run_id)  # before any change: a run another process holds is left alone
     if retry_errors:
         for unit in store.units(run_id, status="error"):
@@ -272,10 +275,14 @@ def run_audit(
             Ray: on no worker).
         AuditBusyError: another process holds this audit (a live process of this machine, or
             one of another host that wrote to it recently); nothing was changed.
+        EndpointMismatch: ``models`` are served from another endpoint than the run's first
+            session's (checked before the run is claimed; nothing was sent).
     """
     started = time.perf_counter()
     run = store.get_run(run_id)
     RunConfig.from_dict(run["config"])  # a config this version cannot read fails before any change
+    if models is not None:  # loaded by the caller (a page): sent where the run was, or refused
+        refuse_other_endpoints(run_id, run, models)
     # Claimed (owner written, status running) in one write transaction before any other change:
     # of two processes starting this run at once, one gets it and the other is refused here.
     _claim(store, run_id)
@@ -463,6 +470,28 @@ class _Tally:
         eta = left / rate if rate > 0 else None
         done = self.finished_before + self.ran
         self.on_progress(AuditProgress(done, self.total, self.errors, rate, eta, current, elapsed))
+
+
+def refuse_other_endpoints(run_id: int, run: RunRecord, models: ModelSet) -> None:
+    """Refuse to go on with an audit on models served from another endpoint than those of its
+    first session (backend, model, servers; docs/options.md, "memprobe resume RUN"): its
+    snippets would go where they were never sent. A run no session has loaded models for yet
+    is not checked.
+
+    Raises:
+        EndpointMismatch: naming the role and both endpoints; nothing was sent.
+    """
+    recorded = (run.get("manifest") or {}).get("models") or {}
+    for role, manifest in models.manifest().items():
+        if manifest is None or not isinstance(recorded.get(role), dict):
+            continue
+        check_endpoint(
+            f"run {run_id}'s {role}",
+            endpoint_from_manifest(recorded[role]),
+            endpoint_from_manifest(manifest),
+            "Resume it with the models it records (`memprobe resume RUN` loads them), or start "
+            "a new audit there",
+        )
 
 
 def _record_manifest(

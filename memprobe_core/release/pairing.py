@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from memprobe_core.errors import UsageError
+from memprobe_core.models.endpoints import endpoint_from_manifest
 from memprobe_core.report.build import require_attack_run
-from memprobe_core.store import Store
+from memprobe_core.store import RunRecord, Store
 
 KEY = ["snippet_id", "method", "length"]
 
@@ -30,7 +31,8 @@ class PairedRuns:
 
     Attributes:
         run_a / run_b: the run ids (``a``: the baseline, ``b``: the candidate).
-        victim_a / victim_b: the audited models.
+        victim_a / victim_b: the audited models (``NAME at URL`` for one served from an
+            endpoint, as the run recorded it).
         a / b: one row per shared unit, in the same order (the results frames' columns).
         only_a / only_b: finished units of one run that the other does not have.
     """
@@ -82,8 +84,8 @@ def pair_runs(store: Store, run_a: int, run_b: int) -> PairedRuns:
     return PairedRuns(
         run_a=run_a,
         run_b=run_b,
-        victim_a=_victim(a),
-        victim_b=_victim(b),
+        victim_a=_victim(a, store.get_run(run_a)),
+        victim_b=_victim(b, store.get_run(run_b)),
         a=shared.merge(a, on=KEY, how="left"),
         b=shared.merge(b, on=KEY, how="left"),
         only_a=len(a) - len(shared),
@@ -111,6 +113,11 @@ def _shape(frame: pd.DataFrame) -> str:
     return f"methods {methods}; lengths {lengths}; {frame['snippet_id'].nunique()} snippets"
 
 
-def _victim(frame: pd.DataFrame) -> str:
+def _victim(frame: pd.DataFrame, run: RunRecord) -> str:
+    """The run's victim, with the endpoint it was sent to when it was served from one (two
+    runs of one model name on two servers are two models)."""
     names = frame["victim"].dropna().unique() if "victim" in frame else []
-    return str(names[0]) if len(names) else "?"
+    name = str(names[0]) if len(names) else "?"
+    served = (run.get("manifest") or {}).get("models") or {}
+    endpoint = endpoint_from_manifest(served.get("victim"))
+    return f"{name} at {endpoint['base_url']}" if endpoint.get("base_url") else name

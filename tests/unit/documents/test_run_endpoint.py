@@ -14,6 +14,7 @@ import pytest
 import memprobe_core.models.openai.generator as openai_generator
 from memprobe_core.cli import main
 from memprobe_core.documents import continuation_run as cr
+from memprobe_core.documents.continuation import ContinuationOptions, run_continuation
 from memprobe_core.models.base import Completion
 from memprobe_core.models.endpoints import EndpointMismatch
 from memprobe_core.models.openai.generator import OpenAIGenerator
@@ -103,6 +104,7 @@ def test_a_resume_switches_endpoint_only_when_asked_and_records_it(
     assert config["models"]["load_options"]["base_url"] == b.base_url
     (switch,) = config["endpoint_switches"]
     assert switch["from"]["base_url"] == a.base_url and switch["to"]["base_url"] == b.base_url
+    assert switch["at"] > 0
     assert default_endpoint.hits == []
     assert KEY not in (tmp_path / "runs.sqlite").read_bytes().decode("utf-8", "replace")
 
@@ -160,6 +162,21 @@ def test_an_answer_is_cut_to_its_budget_and_counted_by_what_it_holds():
     assert bounded_answer("a b", 7, 10) == ("a b", 7, False)
     assert bounded_answer(text, 2, 10)[1:] == (10, True)
     assert estimate_tokens("") == 0
+    assert cut_to_budget("x" * 1000, 1) == ("x" * 64, True)  # a small budget keeps 64 bytes
+
+
+def test_a_continuation_cuts_and_counts_with_the_victim_s_tokenizer():
+    def ignores_budget(ask):
+        return Completion(" ".join(["word"] * 5000), 1, "stop")  # and under-reports
+
+    victim = ScriptedGenerator(ignores_budget, chat_template=True)  # a whitespace tokenizer
+    options = ContinuationOptions(
+        opening_words=5, heldback_words=5, phase1_threshold=0.2, turn_tokens=30, max_tokens=70
+    )
+    result = run_continuation(victim, "word " * 20, options)
+    assert [t.tokens for t in result.turns] == [30, 30, 10]
+    assert [len(t.output.split()) for t in result.turns] == [30, 30, 10]
+    assert result.stop_reason == "token_budget"
 
 
 def _ignores_max_tokens(words: int):
@@ -223,3 +240,18 @@ def test_the_openai_backend_cuts_an_answer_to_max_tokens_and_counts_it():
     assert server.hits[0]["payload"]["max_tokens"] == 16
     assert answer.finish_reason == "length" and answer.num_tokens == 16
     assert len(answer.text.split()) == 16
+
+
+def test_a_resume_may_read_the_key_from_another_variable(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OLD_KEY", "sk-old-0000000000000000")
+    monkeypatch.setenv("NEW_KEY", KEY)
+    with serve(chat_victim(), model_name="served-model", api_key=KEY) as server:
+        victim = OpenAIGenerator("served-model", base_url=server.base_url, api_key_env="OLD_KEY")
+        names = {"victim": "served-model", "backend": "openai"}
+        names["load_options"] = {"base_url": server.base_url, "api_key_env": "OLD_KEY"}
+        store = Store(tmp_path / "runs.sqlite")
+        cr.start_continuation(store, BOOK, victim, name="b", victim_name="v", models=names)
+        assert _cli(tmp_path, "--resume", "1", "--api-key-env", "NEW_KEY", "--json") == 0
+        assert {hit["auth"] for hit in server.hits} == {f"Bearer {KEY}"}
+    assert json.loads(capsys.readouterr().out)["turns"] > 1
+    assert KEY not in (tmp_path / "runs.sqlite").read_bytes().decode("utf-8", "replace")
