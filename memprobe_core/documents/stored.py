@@ -82,7 +82,7 @@ def victim_record(victim: Any, models: dict[str, Any] | None) -> dict[str, Any]:
     """What a document run's config keeps of its victim besides its name: the endpoint it is
     sent to (``endpoint``: backend, model, servers; never a key) and, when given, how to load
     it again (``models``: a :class:`~memprobe_core.runs.roles.ModelNames` dict), so a resume
-    goes to the same place (docs/options.md, "memprobe document")."""
+    goes to the same place (docs/options.md, "Where a run is sent")."""
     record: dict[str, Any] = {"endpoint": endpoint_of(victim)}
     if models is not None:
         record["models"] = models

@@ -1,5 +1,5 @@
-"""Where a model's queries go: the endpoint a stored run records (docs/method.md §20, "Where a
-run was sent"), so that going on with the run sends its texts to the same place.
+"""Where a model's queries go: the endpoint a stored run records (docs/options.md, "Where a run
+is sent"), so that going on with the run sends its texts to the same place.
 
 An endpoint is ``{"backend", "model", "base_url"}`` read from a loaded model's manifest
 (``base_url`` is empty for a model with local weights or the fake backend). It never holds the

@@ -11,6 +11,7 @@ import shlex
 import threading
 import time
 
+from memprobe_core.cli import main as cli_main
 from memprobe_core.documents import map_run
 from memprobe_core.documents.windows import MapOptions
 from memprobe_core.store import Store
@@ -175,6 +176,11 @@ def test_a_continuation_runs_as_a_job_and_is_stored() -> None:
     assert run["config"]["mode"] == "continue" and run["status"] == "finished"
     assert run["units_done"] >= 1
     assert any(m.label == "nv-recall" for m in at.metric)
+    # The run records where its victim is served and how to load it: the resume command the
+    # page shows loads that victim (a fresh load, the same endpoint), not the CLI's defaults.
+    assert run["config"]["endpoint"]["backend"] == run["config"]["models"]["backend"] == "fake"
+    resumed = ["--store", os.environ["MEMPROBE_STORE"], "document", "--resume", str(run["id"])]
+    assert cli_main(resumed) == 0
 
 
 def test_the_runs_page_opens_a_document_run_as_the_document_page_does() -> None:
