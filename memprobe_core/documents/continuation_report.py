@@ -1,8 +1,9 @@
 """A continuation run as people read it: a few lines, one row per turn (CSV), JSON, and a
 self-contained HTML report with every turn (refusals marked) and nv-recall's blocks side by side.
 
-Texts from the document and the model are escaped wherever shown (jinja2 autoescaping; the CSV
-through the report's formula-safe writer).
+Texts from the document and the model are escaped wherever shown (in HTML by
+:func:`memprobe_core.highlight.escape_html`, control and bidi characters shown as escapes; the
+CSV through the report's formula-safe writer).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import pandas as pd
 from memprobe_core.documents.continuation import STOP_REASON_WORDS
 from memprobe_core.documents.continuation_run import StoredContinuation, turn_id
 from memprobe_core.documents.nv_recall import normalise
+from memprobe_core.highlight import jinja_finalize
+from memprobe_core.models.endpoints import describe_endpoint
 
 
 def turns_frame(stored: StoredContinuation) -> pd.DataFrame:
@@ -81,6 +84,8 @@ def describe_continuation(stored: StoredContinuation) -> str:
     ]
     if reason:
         lines.insert(1, f"stopped: {STOP_REASON_WORDS.get(reason, reason)} ({reason})")
+    if stored.endpoint:
+        lines.insert(1, f"sent to {describe_endpoint(stored.endpoint)}")
     return "\n".join(lines)
 
 
@@ -139,7 +144,9 @@ def continuation_html(stored: StoredContinuation) -> str:
     """The self-contained HTML report (autoescaped; no script)."""
     import jinja2
 
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(
+        autoescape=True, undefined=jinja2.StrictUndefined, finalize=jinja_finalize
+    )
     return env.from_string(_HTML).render(
         name=stored.name,
         victim=stored.victim,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from memprobe_core.attacks.costs import Costs
@@ -36,6 +36,7 @@ from memprobe_core.documents.stored import (
     KIND,
     DocumentBusyError,
     document_record,
+    recorded_endpoint,
     require_endpoint,
     run_config,
     victim_record,
@@ -129,6 +130,8 @@ class StoredContinuation:
     stop_reason: str | None
     generated_text: str
     score: NvRecall
+    # Where the victim is served (docs/options.md, "Where a run is sent").
+    endpoint: dict[str, str] = field(default_factory=dict)
 
     @property
     def queries(self) -> int:
@@ -179,6 +182,7 @@ def read_continuation(store: Store, run_id: int) -> StoredContinuation:
         stop_reason=turns[-1].stop_reason if turns else None,
         generated_text=generated,
         score=nv_recall(text, generated),
+        endpoint=recorded_endpoint(run),
     )
 
 

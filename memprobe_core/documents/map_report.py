@@ -1,13 +1,12 @@
 """An extraction map as people read it: a few lines of text, a per-window table (CSV), JSON, and
 a self-contained HTML report whose strip shows the document window by window.
 
-Every text from the document or the model is escaped where it is shown (jinja2 autoescaping in
-HTML; the CSV through :func:`memprobe_core.report.export.to_safe_csv`, formula-safe).
+Every text from the document or the model is escaped where it is shown (in HTML by
+:func:`memprobe_core.highlight.escape_html`, control and bidi characters shown as escapes; the CSV through :func:`memprobe_core.report.export.to_safe_csv`, formula-safe).
 """
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +15,8 @@ import pandas as pd
 from markupsafe import Markup
 
 from memprobe_core.documents.map_run import StoredMap
+from memprobe_core.highlight import escape_html, jinja_finalize
+from memprobe_core.models.endpoints import describe_endpoint
 
 # The map's colour scale: the share of a window's suffix greedy decoding writes back.
 # Grey for nothing, then light to dark red; full (extractable) windows are the darkest.
@@ -127,7 +128,7 @@ def text_view_html(spans: list[TextSpan]) -> Markup:
         where = "" if span.window is None else f"window {span.window}: "
         parts.append(
             f'<span style="{_TEXT_STYLE[span.state]}" '
-            f'title="{html.escape(where + _TEXT_TITLE[span.state])}">{html.escape(span.text)}</span>'
+            f'title="{escape_html(where + _TEXT_TITLE[span.state])}">{escape_html(span.text)}</span>'
         )
     return Markup(
         '<div style="white-space:pre-wrap;font-family:ui-monospace,monospace;line-height:1.5">'
@@ -141,7 +142,7 @@ def text_view_legend() -> Markup:
     return Markup(
         " ".join(
             f'<span style="{_TEXT_STYLE[state] or "color:inherit"};padding:2px 6px">'
-            f"{html.escape(_TEXT_TITLE[state])}</span>"
+            f"{escape_html(_TEXT_TITLE[state])}</span>"
             for state in TEXT_STATES
         )
     )
@@ -186,6 +187,8 @@ def describe_map(stored: StoredMap) -> str:
         f"({s.extracted_share:.1%}); longest extracted stretch {s.longest_stretch:,} tokens",
         f"mean share of a window's suffix reproduced from its start: {s.mean_match_share:.1%}",
     ]
+    if stored.endpoint:
+        lines.insert(1, f"sent to {describe_endpoint(stored.endpoint)}")
     scheme = stored.pz.scheme.label()
     if s.log10_p_z_quantiles is None:
         lines.append(f"p_z ({scheme}): 0 for every window (a suffix token the scheme never draws)")
@@ -254,7 +257,9 @@ def map_html(
     run's :func:`map_frame` and :func:`text_spans` where the caller has them already."""
     import jinja2
 
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(
+        autoescape=True, undefined=jinja2.StrictUndefined, finalize=jinja_finalize
+    )
     frame = map_frame(stored) if frame is None else frame
     cells = [
         {

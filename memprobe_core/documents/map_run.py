@@ -16,7 +16,7 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from memprobe_core.attacks.costs import Costs
@@ -34,6 +34,7 @@ from memprobe_core.documents.stored import (
     DocumentBusyError,
     DocumentRunError,
     document_record,
+    recorded_endpoint,
     require_endpoint,
     run_config,
     victim_record,
@@ -201,6 +202,9 @@ class StoredMap:
     # Where each document token starts in ``text`` (None: the tokenizer gave no offsets, or
     # the run was recorded before memprobe kept them).
     token_starts: tuple[int, ...] | None = None
+    # Where the victim is served (backend, model, servers; docs/options.md, "Where a run is
+    # sent").
+    endpoint: dict[str, str] = field(default_factory=dict)
 
     @property
     def summary(self) -> MapSummary:
@@ -246,6 +250,7 @@ def read_map(store: Store, run_id: int) -> StoredMap:
         windows_total=len(units),
         errors=sum(1 for u in units if u["status"] == "error"),
         token_starts=tuple(doc["token_starts"]) if doc.get("token_starts") else None,
+        endpoint=recorded_endpoint(run),
     )
 
 

@@ -99,6 +99,8 @@ def test_a_resume_switches_endpoint_only_when_asked_and_records_it(
         assert code == 0 and b.hits
         assert f"switched from model 'served-model' at {a.base_url}" in out.err
         assert json.loads(out.out)["turns"] > 2
+    assert _cli(tmp_path, "--show", "1") == 0  # names where the run is sent now
+    assert f"sent to model 'served-model' at {b.base_url} (openai)" in capsys.readouterr().out
     config = Store(tmp_path / "runs.sqlite").get_run(1)["config"]
     assert config["endpoint"]["base_url"] == b.base_url
     assert config["models"]["load_options"]["base_url"] == b.base_url
