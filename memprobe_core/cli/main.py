@@ -98,8 +98,27 @@ def main(argv: list[str] | None = None) -> int:
 
     The code is always one of :data:`~memprobe_core.cli.errors.CONTRACT`: an exception no entry
     of ``EXIT_CODES`` maps (a bug: ``RecursionError``, ``AssertionError``, …) is one line on
-    stderr and ``EXIT_INTERNAL`` (70), never 1, which ``gate`` and ``audit`` give a meaning.
+    stderr and ``EXIT_INTERNAL`` (70), never 1, which ``gate`` and ``audit`` give a meaning
+    (Python exits 1 for an exception that leaves ``main``, so none may).
     """
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # while the parser was built, or while an error was reported
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BaseException as exc:  # raised outside _main's handlers (building the parser, or
+        # reporting another error): builtins only from here
+        try:
+            sys.stderr.write(
+                f"memprobe: internal error: {type(exc).__name__} outside a command "
+                "(a bug in memprobe, not a verdict)\n"
+            )
+        except BaseException:
+            pass  # stderr is gone: the code alone says it
+        return EXIT_INTERNAL
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
