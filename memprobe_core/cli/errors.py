@@ -124,10 +124,10 @@ def _method_option_pattern(sections: tuple[tuple[str, type], ...]) -> re.Pattern
 def _method_options() -> re.Pattern[str]:
     """The pattern of every registered method's ``section.field`` (read when a message is shown:
     a method registered after this module was imported is in it)."""
-    sections = {
-        spec.options_key: spec.options_class
+    sections = {  # --method-option takes a method's name: a section named otherwise is left
+        spec.name: spec.options_class
         for spec in registry.specs()
-        if spec.options_key is not None and spec.options_class is not None
+        if spec.options_key == spec.name and spec.options_class is not None
     }
     return _method_option_pattern(tuple(sorted(sections.items())))
 
