@@ -204,19 +204,41 @@ def segments_to_html(segments: Sequence[Segment], *, mark_style: str = MARK_STYL
     """HTML for segments: every text escaped, LCS runs in ``<mark>``, newlines kept.
 
     The text may be anything a user or a model wrote (``<img src=x onerror=alert(1)>``): it is
-    passed through ``html.escape`` (quotes included) and so can only ever show as text.
+    passed through :func:`escape_html` and so can only ever show as text.
     """
     parts = []
     for seg in segments:
-        text = html.escape(show_controls(seg.text), quote=True)
+        text = escape_html(seg.text)
         parts.append(f'<mark style="{mark_style}">{text}</mark>' if seg.in_lcs else text)
     return "".join(parts)
 
 
-def escape_block(text: str) -> str:
-    """Escaped text for inside an HTML block (``white-space: pre-wrap`` keeps its spacing);
-    control and bidi characters shown as visible escapes."""
-    return html.escape(show_controls(text), quote=True)
+def escape_html(text: object, *, multiline: bool = True) -> str:
+    """The one escaping of text for HTML: every HTML writer of memprobe (the audit report, the
+    diff, the extraction map and continuation reports, the dashboard's HTML blocks) puts any
+    text from a user, a document or a model through it.
+
+    Control and reordering characters (:func:`show_controls`: C0 and C1 controls such as ESC and
+    BEL, DEL, bidi overrides and isolates such as U+202E and U+2066-U+2069, invisible characters)
+    become visible escapes (``\\u202e``), so a text cannot reverse or hide what follows it; then
+    ``html.escape`` with quotes, so markup shows as text. ``multiline``: newlines kept (inside a
+    ``white-space: pre-wrap`` block), else shown as ``\\x0a``.
+    """
+    # ``&#39;`` for a quote, as jinja2's autoescaping (markupsafe) writes it: one spelling.
+    return html.escape(show_controls(str(text), multiline=multiline), quote=True).replace(
+        "&#x27;", "&#39;"
+    )
+
+
+def jinja_finalize(value: Any) -> Any:
+    """jinja2's ``finalize`` for memprobe's HTML templates: a plain string goes through
+    :func:`escape_html` (returned as ``Markup``, so autoescaping does not escape it twice);
+    ``Markup`` built by our own code and numbers pass as they are."""
+    from markupsafe import Markup
+
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return Markup(escape_html(value))
+    return value
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~<>:$&\"'=^])")

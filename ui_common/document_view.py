@@ -2,13 +2,13 @@
 ask for a continuation as a live job, and read a stored run — the map as a grid of windows (click
 one to see its true suffix beside greedy decoding's output), nv-recall's blocks, every turn.
 
-Everything from the document or a model is shown escaped: plain-text widgets, ``md`` or
-``html.escape``'d HTML (``overlap``'s segments are escaped by :mod:`memprobe_core.highlight`).
+Everything from the document or a model is shown escaped: plain-text widgets with control and
+bidi characters shown as escapes (``show_controls``), ``md``, or HTML escaped by
+:func:`memprobe_core.highlight.escape_html` (``overlap``'s segments too).
 """
 
 from __future__ import annotations
 
-import html
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -52,7 +52,7 @@ from memprobe_core.documents.reading import MAX_DOCUMENT_BYTES, document_from_by
 from memprobe_core.documents.stored import MODES, DocumentRunError, run_mode
 from memprobe_core.documents.windows import MapOptions
 from memprobe_core.errors import MemprobeError
-from memprobe_core.highlight import overlap, segments_to_html
+from memprobe_core.highlight import escape_html, overlap, segments_to_html, show_controls
 from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.option_fields import options_of
 from memprobe_core.runs.roles import ModelNames
@@ -264,7 +264,7 @@ def show_map(stored: StoredMap, *, key: str) -> None:
             delta_arrow="off",
             help=_HEADLINE_HELP.get(label),
         )
-    st.text(describe_map(stored))
+    st.text(show_controls(describe_map(stored)))
     frame = map_frame(stored)
     if frame.empty:
         st.info("No window is scored yet.")
@@ -433,7 +433,7 @@ def _window_view(row: pd.Series) -> None:
         )
     )
     with st.expander("Prefix (the prompt)"):
-        st.text(str(row["prefix"]))
+        st.text(show_controls(str(row["prefix"])))
     ov = overlap(str(row["greedy_output"]), str(row["true_suffix"]), None)
     left, right = st.columns(2)
     with left:
@@ -459,7 +459,7 @@ def show_continuation(stored: StoredContinuation, *, key: str) -> None:
         help="phase-1 attempts and phase-2 turns (the text below splits them)",
     )
     c4.metric("Queries · tokens", f"{stored.queries} · {stored.generated_tokens:,}")
-    st.text(describe_continuation(stored))
+    st.text(show_controls(describe_continuation(stored)))
     frame = turns_frame(stored)
     if frame.empty:
         st.info("No turn is stored yet.")
@@ -475,9 +475,9 @@ def show_continuation(stored: StoredContinuation, *, key: str) -> None:
     row = frame[frame["turn"] == picked].iloc[0]
     if row["request"]:
         st.caption("Request")
-        st.text(str(row["request"]))
+        st.text(show_controls(str(row["request"])))
     st.caption("Answer" + (" (refused)" if row["refused"] else ""))
-    st.text(str(row["output"]))
+    st.text(show_controls(str(row["output"])))
     blocks = block_texts(stored)
     st.subheader("nv-recall blocks (longest first)")
     if not blocks:
@@ -485,12 +485,12 @@ def show_continuation(stored: StoredContinuation, *, key: str) -> None:
     for block in blocks[:10]:
         left, right = st.columns(2)
         left.html(
-            f"<div><b>document words {html.escape(block['ref_range'])}</b></div>"
-            f'<div style="{_BOX}">{html.escape(block["reference"])}</div>'
+            f"<div><b>document words {escape_html(block['ref_range'])}</b></div>"
+            f'<div style="{_BOX}">{escape_html(block["reference"])}</div>'
         )
         right.html(
-            f"<div><b>output words {html.escape(block['gen_range'])} · {block['matched']} "
-            f'matched</b></div><div style="{_BOX}">{html.escape(block["generated"])}</div>'
+            f"<div><b>output words {escape_html(block['gen_range'])} · {block['matched']} "
+            f'matched</b></div><div style="{_BOX}">{escape_html(block["generated"])}</div>'
         )
     stem = f"memprobe-run{stored.run_id}"
     _downloads(

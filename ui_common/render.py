@@ -1,7 +1,7 @@
 """Result views: the candidate table, the output/suffix overlap, PII, safe CSV downloads, a probe.
 
 Text a user or a model wrote is shown only as plain text (``st.dataframe``, ``st.code``) or as
-``html.escape``'d HTML built by ``memprobe_core.highlight``.
+HTML escaped by ``memprobe_core.highlight.escape_html`` (control and bidi characters shown as escapes).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from memprobe_core.attacks import registry
 from memprobe_core.chance import REFERENCE_EXPLANATION, ChanceLevel, reference_chance
 from memprobe_core.highlight import (
     Overlap,
-    escape_block,
+    escape_html,
     overlap,
     segments_to_html,
     show_controls,
@@ -94,10 +94,10 @@ def overlap_view(
     left, right = st.columns(2)
     rest = ""
     if ov.output_rest:
-        rest = f'<span style="color:#999">{escape_block(ov.output_rest)}</span>'
+        rest = f'<span style="color:#999">{escape_html(ov.output_rest)}</span>'
     with left:
         st.html(
-            f"<div><b>{escape_block(title)}</b></div>"
+            f"<div><b>{escape_html(title)}</b></div>"
             f'<div style="{_BOX}">{segments_to_html(ov.output_segments)}{rest}</div>'
         )
     with right:
@@ -316,7 +316,7 @@ def pz_view(verbatim: dict[str, Any] | None, *, key: str = "pz") -> None:
     text is ours and the scheme's label; the server's reason is shown as plain text)."""
     caption = pz_caption(verbatim)
     if verbatim and "pz_not_measured" in verbatim:
-        st.text(caption)
+        st.text(show_controls(caption))
         return
     st.markdown(caption)
     fig = charts.extraction_curve(verbatim or {})

@@ -15,6 +15,7 @@ from memprobe_core.config import (
     alpha_for,
     family_of,
 )
+from memprobe_core.highlight import show_controls
 from memprobe_core.snippets import loaders
 from memprobe_core.snippets.corpus import demo_corpus
 from memprobe_core.snippets.split import DataError, Snippet
@@ -152,7 +153,7 @@ def snippet_picker(key: str) -> Any | None:
         )
         snippet = pool[chosen or 0]
     with st.expander("Snippet text", expanded=False):
-        st.text(snippet.text[:4000] + (" …" if len(snippet.text) > 4000 else ""))
+        st.text(show_controls(snippet.text[:4000]) + (" …" if len(snippet.text) > 4000 else ""))
     return snippet
 
 

@@ -3,11 +3,10 @@ self-contained HTML page for the diff (every text escaped: outputs and ids are a
 
 from __future__ import annotations
 
-import html
 import math
 from typing import Any
 
-from memprobe_core.highlight import overlap, segments_to_html, show_controls
+from memprobe_core.highlight import escape_html, overlap, segments_to_html
 from memprobe_core.release.diff import ALPHA, DIFF_COLUMNS, FIGURES, RunDiff
 from memprobe_core.release.gate import GateResult
 from memprobe_core.report.build import json_records
@@ -92,7 +91,7 @@ def diff_html(diff: RunDiff) -> str:
         change_ci=[_change(r.change, r.low, r.high) for r in diff.table.itertuples(index=False)]
     )
     head = "".join(
-        f"<th>{html.escape(c)}</th>"
+        f"<th>{escape_html(c)}</th>"
         for c in ("figure", "where", "n", "A", "B", "change [95 % CI]", "test", "p Holm", "voided")
     )
     body = "".join(
@@ -119,7 +118,7 @@ def diff_html(diff: RunDiff) -> str:
     voided = f"<ul class=voided>{voided}</ul>" if voided else ""
     units = "".join(_changed_html(row) for row in diff.changed.itertuples(index=False))
     explained = "".join(
-        f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in FIGURES.items()
+        f"<li><b>{escape_html(k)}</b>: {escape_html(v)}</li>" for k, v in FIGURES.items()
     )
     note = f"<p>{_escaped(runs.note())}</p>" if runs.note() else ""
     return f"""<!doctype html>
@@ -194,7 +193,7 @@ def _changed_html(row: Any) -> str:
 
 def _escaped(value: Any) -> str:
     """HTML text of any value: markup escaped, control characters shown (``\\x1b``)."""
-    return html.escape(show_controls(str(value)), quote=True)
+    return escape_html(value)
 
 
 def _voided_sides(row: Any) -> str:

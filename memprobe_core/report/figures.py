@@ -14,7 +14,6 @@ report's tables do.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,6 +23,7 @@ import plotly.io as pio
 
 from memprobe_core.attacks import registry
 from memprobe_core.attacks.registry import method_order
+from memprobe_core.highlight import escape_html
 from memprobe_core.report.formatting import SMALL_N_MARK
 from memprobe_core.stats import SMALL_N
 
@@ -56,7 +56,8 @@ def standalone(fig: go.Figure) -> go.Figure:
 
 
 def escape_label(value: Any) -> str:
-    """``value`` as text that plotly shows literally (``<``, ``>``, ``&``, quotes as entities).
+    """``value`` as text that plotly shows literally (``<``, ``>``, ``&``, quotes as entities;
+    control and bidi characters as visible escapes: :func:`memprobe_core.highlight.escape_html`).
 
     Use it for every user-supplied string that reaches a figure: category labels, trace names,
     titles, hover text, tick labels.
@@ -65,7 +66,7 @@ def escape_label(value: Any) -> str:
     …, not ``quot``): ``html.escape``'s ``&quot;`` showed as those six characters in a chart,
     so a double quote becomes ``&#34;``.
     """
-    return html.escape(str(value), quote=True).replace("&quot;", "&#34;")
+    return escape_html(value).replace("&quot;", "&#34;")
 
 
 def escaped(values: Iterable[Any]) -> list[str]:

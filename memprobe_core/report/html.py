@@ -33,7 +33,7 @@ from jinja2 import Environment
 from markupsafe import Markup
 
 from memprobe_core.attacks.registry import extracts, method_tables
-from memprobe_core.highlight import show_controls
+from memprobe_core.highlight import jinja_finalize
 from memprobe_core.report import html_sections as parts
 from memprobe_core.report.build import Report, report_for_run
 from memprobe_core.report.export import write_output
@@ -122,13 +122,6 @@ def _sections(
     return sections
 
 
-def _shown(value: Any) -> Any:
-    """Jinja's ``finalize``: plain strings with control characters made visible."""
-    if isinstance(value, str) and not isinstance(value, Markup):
-        return show_controls(value)
-    return value
-
-
 def render_html(
     report: Report,
     store: Any = None,
@@ -169,7 +162,7 @@ def render_html(
     # Every plain text shown (ids, titles, file names, notes) has its control and bidi
     # characters made visible before autoescaping: a NUL or a right-to-left override from a
     # dataset would otherwise reach the page (markup we built, Markup, passes as it is).
-    env = Environment(autoescape=True, keep_trailing_newline=True, finalize=_shown)
+    env = Environment(autoescape=True, keep_trailing_newline=True, finalize=jinja_finalize)
     page = env.from_string(TEMPLATE).render(
         title=title,
         version=__version__,

@@ -24,6 +24,7 @@ from memprobe_core.documents.map_report import (
 from memprobe_core.documents.reading import DocumentError
 from memprobe_core.documents.windows import MapOptions, cut_windows, window_id, window_index
 from memprobe_core.errors import OptionError
+from memprobe_core.highlight import show_controls
 from memprobe_core.membership import extraction_probability as xp
 from memprobe_core.membership.sampler import SamplingScheme
 from memprobe_core.store import Store
@@ -594,8 +595,9 @@ def test_the_text_view_escapes_the_document_and_needs_offsets(victim, tmp_path):
     assert {s.state for s in spans} >= {"outside", "asked"}
     rendered = str(text_view_html(spans))
     assert "<script" not in rendered and "&lt;" in rendered
-    # Every character is there, escaped: dropping the tags and unescaping gives the text back.
-    assert html.unescape(re.sub(r"<[^>]+>", "", rendered)) == text
+    # Every character is there, escaped: dropping the tags and unescaping gives the text back,
+    # its control characters shown as escapes (escape_html).
+    assert html.unescape(re.sub(r"<[^>]+>", "", rendered)) == show_controls(text)
     report = map_html(stored)
     assert "<script" not in report and rendered in report
     import dataclasses

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from memprobe_core.highlight import Segment, escape_block, segments_to_html, show_controls
+from memprobe_core.highlight import Segment, escape_html, segments_to_html, show_controls
 from memprobe_core.report.build import Report
 from memprobe_core.report.html import render_html
 
@@ -20,7 +20,7 @@ def test_show_controls_makes_every_one_visible_and_keeps_tabs_and_newlines():
 
 
 def test_highlighted_and_block_text_in_html_show_controls_as_escapes():
-    for html in (segments_to_html([Segment(HOSTILE, True)]), escape_block(HOSTILE)):
+    for html in (segments_to_html([Segment(HOSTILE, True)]), escape_html(HOSTILE)):
         assert "\x00" not in html and "\u202e" not in html and "\x1b" not in html
         assert "\\u202e" in html
 
