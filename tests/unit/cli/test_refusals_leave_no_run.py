@@ -145,3 +145,11 @@ def test_a_resume_s_endpoint_flags_are_refused_before_anything(argv, flag, files
     err = capsys.readouterr().err
     assert code == 2 and flag in err and len(err.strip().splitlines()) == 1, err
     assert len(store.list_runs()) == 2
+
+
+@pytest.mark.parametrize("flag", ["--base-url", "--backend"])
+def test_show_refuses_endpoint_flags(flag, files, capsys):
+    value = "http://127.0.0.1:9/v1" if flag == "--base-url" else "openai"
+    code = run_cli(["--store", str(files / "runs.sqlite"), "document", "--show", "1", flag, value])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{flag} does not apply to --show: nothing is asked" in err
