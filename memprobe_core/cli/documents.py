@@ -329,6 +329,11 @@ def stored_model_names(run: dict[str, Any]) -> ModelNames:
 
 def _resume(args: argparse.Namespace, store: Any, run_id: int, executor: Any) -> Stored:
     mode = run_mode(store, run_id)
+    if mode == "map" and args.switch_endpoint:
+        raise UsageError(
+            f"run {run_id} is an extraction map, scored on the victim's own weights: it has no "
+            "endpoint to switch"
+        )
     run = store.get_run(run_id)
     recorded = stored_model_names(run)
     given = common.model_names(args)  # where this machine keeps it: device, dtype, key variable

@@ -153,3 +153,14 @@ def test_show_refuses_endpoint_flags(flag, files, capsys):
     code = run_cli(["--store", str(files / "runs.sqlite"), "document", "--show", "1", flag, value])
     err = capsys.readouterr().err
     assert code == 2 and f"{flag} does not apply to --show: nothing is asked" in err
+
+
+def test_a_map_has_no_endpoint_to_switch(files, capsys):
+    store = Store(files / "runs.sqlite")
+    run_id = store.create_run("document", config={"mode": "map", "victim": "tiny"})
+    before = store.get_run(run_id)
+    argv = ["--resume", str(run_id), "--switch-endpoint", "--base-url", "http://127.0.0.1:9/v1"]
+    assert run_cli(["--store", str(files / "runs.sqlite"), "document", *argv]) == 2
+    err = capsys.readouterr().err
+    assert "is an extraction map, scored on the victim's own weights: it has no endpoint" in err
+    assert store.get_run(run_id)["config"] == before["config"]
