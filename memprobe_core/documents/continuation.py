@@ -42,6 +42,7 @@ from typing import Any, Literal, Protocol
 
 from memprobe_core.documents.nv_recall import NvRecall, normalise, nv_recall
 from memprobe_core.documents.perturb import best_of_n_instructions
+from memprobe_core.documents.word_matching import WordMatcher
 from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.models.base import Chat, Generator, Request, TextTokenizer
 from memprobe_core.models.token_budget import bounded_answer
@@ -507,9 +508,9 @@ class _Run:
         self.measure = _Measure(victim.tokenizer)
         self.opening, heldback = split_document(document_text, options)
         self.heldback = normalise(heldback).split()
-        self.reference = difflib.SequenceMatcher(None, autojunk=False)
         document_words = normalise(document_text).split()
-        self.reference.set_seq2(document_words)  # indexed once, b2j kept
+        # Indexed once; difflib's blocks without its quadratic loop on a long document (§18).
+        self.reference = WordMatcher(document_words, autojunk=False)
         # The document's words some earlier text reproduced (the opening counts: it was given).
         self.covered = bytearray(len(document_words))
         self.new_block(self.opening)
@@ -645,9 +646,8 @@ class _Run:
         side, as nv-recall finds them, §18), so the longest run is among them.
         """
         least = self.options.drift_min_words
-        self.reference.set_seq1(normalise(text).split())
         longest, added = 0, False
-        for _, start, size in self.reference.get_matching_blocks():
+        for _, start, size in self.reference.matching_blocks(normalise(text).split()):
             longest = max(longest, size)
             if size < least:
                 continue
