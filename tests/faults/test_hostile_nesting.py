@@ -86,3 +86,13 @@ def test_a_policy_within_the_limit_is_read(tmp_path: Path, capsys) -> None:
     run = add_run(store, "v", [("s1", None, 0.1, False, None)])
     assert main(["--store", str(store), "gate", str(run), "--policy", str(policy), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["passed"] is True
+
+
+def test_a_policy_over_1_mib_is_refused_before_it_is_read(tmp_path: Path, capsys) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text("[limits]\nmax_mean_mem = 1\n# " + "x" * 2**20 + "\n", encoding="utf-8")
+    store = tmp_path / "runs.sqlite"
+    run = add_run(store, "v", [("s1", None, 0.1, False, None)])
+    assert main(["--store", str(store), "gate", str(run), "--policy", str(policy)]) == 2
+    line = one_line_error(capsys.readouterr().err)
+    assert line == "memprobe: error: policy file 'policy.toml' is over 1024 KiB: not a policy"

@@ -217,7 +217,10 @@ def test_an_injected_fault_exits_within_the_contract(
             assert evaluated, (at, repr(injector.fault), code)  # a verdict without a check
 
     release_cli.run_gate = spy  # type: ignore[assignment]
+    before = TALLY[f"{command} examples"]
     try:
         check()
     finally:
         release_cli.run_gate = original  # type: ignore[assignment]
+    # docs/testing.md counts them: 10 a command in the short profile, 750 in the long one.
+    assert TALLY[f"{command} examples"] - before == EXAMPLES
