@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sqlite3
 import sys
@@ -152,11 +153,16 @@ class _Injector:
 def _run(argv: list[str], injector: _Injector) -> int:
     clear_cache()  # a fault while a model loaded must not leave a half-made one for the next
     previous = sys.gettrace()
+    # main() points stdout at /dev/null after a BrokenPipeError (the reader went away): put it
+    # back, or an injected one silences the rest of the session.
+    stdout = os.dup(1)
     sys.settrace(injector)
     try:
         return main(argv)
     finally:
         sys.settrace(previous)
+        os.dup2(stdout, 1)
+        os.close(stdout)
 
 
 @pytest.fixture(scope="module")
