@@ -33,9 +33,11 @@ MAX_DEPTH = 64
 # JSON strings (with escapes), unrolled so that a long string is one regex step, not one per char.
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 # TOML strings and comments, multi-line ones first: what the scan must not count brackets in.
+# A multi-line string may end in up to two quotes of its content (`'''x''''` holds "x'"): a
+# scan that stopped at the first three left a quote that opened a "string" over real brackets.
 _TOML_SKIPPED = re.compile(
-    r'"""(?:[^"\\]|\\.|"(?!""))*"""'  # multi-line basic (escapes; a lone quote inside)
-    r"|'''(?:[^']|'(?!''))*'''"  # multi-line literal (no escapes)
+    r'"""(?:[^"\\]|\\.|"(?!""))*"{3,5}'  # multi-line basic (escapes; a lone quote inside)
+    r"|'''(?:[^']|'(?!''))*'{3,5}"  # multi-line literal (no escapes)
     r'|"[^"\\\n]*(?:\\.[^"\\\n]*)*"'  # basic
     r"|'[^'\n]*'"  # literal
     r"|#[^\n]*",  # comment
@@ -93,6 +95,13 @@ def check_depth(depth: int, source: str, needs: str, limit: int = MAX_DEPTH) -> 
         )
 
 
+def _too_deep(source: str, limit: int, needs: str) -> NestingError:
+    return NestingError(
+        f"{source} nests deeper than Python's parser reads; memprobe reads at most {limit} "
+        f"levels: {needs}"
+    )
+
+
 def check_size(size: int, source: str, limit: int, what: str) -> None:
     """Refuse ``size`` bytes past ``limit`` (``what`` says what the input should be).
 
@@ -117,7 +126,10 @@ def loads_json(
     size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
     check_size(size, source, max_bytes, needs)
     check_depth(nesting_depth(text, "json"), source, needs, limit)
-    return json.loads(text)
+    try:
+        return json.loads(text)
+    except RecursionError:  # the scan missed a level: still the input's fault, not a bug
+        raise _too_deep(source, limit, needs) from None
 
 
 def loads_toml(
@@ -131,7 +143,10 @@ def loads_toml(
     """
     check_size(len(text.encode("utf-8", "surrogatepass")), source, max_bytes, needs)
     check_depth(nesting_depth(text, "toml"), source, needs, limit)
-    data = tomllib.loads(text)
+    try:
+        data = tomllib.loads(text)
+    except RecursionError:  # the scan missed a level: still the input's fault, not a bug
+        raise _too_deep(source, limit, needs) from None
     # The root table is not a level a user writes: `[limits]` with a per-signal table is 2.
     check_depth(value_depth(data) - 1, source, needs, limit)
     return data

@@ -104,3 +104,30 @@ def test_value_depth_counts_without_recursion() -> None:
 def test_malformed_json_is_left_to_the_parser() -> None:
     with pytest.raises(json.JSONDecodeError):
         loads_json('{"a": [1, 2', "x", needs=NEEDS, max_bytes=100)
+
+
+def test_a_multi_line_string_ending_in_quotes_hides_no_brackets() -> None:
+    # Found by trying to fool the scan: '''x'''' holds "x'"; a scan that closed the string at
+    # the first three quotes took the fourth for the start of a string over the real brackets.
+    text = "a = [''''x'''', " + "[" * 2000 + "]" * 2000 + ", 'y']\n"
+    assert nesting_depth(text, "toml") == 2001
+    with pytest.raises(NestingError, match="nests 2,001 levels deep"):
+        loads_toml(text, "p.toml", needs=NEEDS, max_bytes=10**6)
+    assert nesting_depth('a = """x"""""\nb = [[1]]\n', "toml") == 2
+
+
+def test_a_level_the_scan_misses_is_still_the_inputs_fault(monkeypatch) -> None:
+    import memprobe_core.bounded as bounded
+
+    monkeypatch.setattr(bounded, "nesting_depth", lambda text, syntax="json": 0)
+    for load in (loads_toml, loads_json):
+        with pytest.raises(NestingError) as info:
+            load(
+                ("a = " if load is loads_toml else "") + "[" * 5000,
+                "p",
+                needs=NEEDS,
+                max_bytes=10**6,
+            )
+        assert str(info.value) == (
+            f"p nests deeper than Python's parser reads; memprobe reads at most 64 levels: {NEEDS}"
+        )
