@@ -26,6 +26,7 @@ import errno
 import os
 import stat
 from collections.abc import Callable
+from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
@@ -61,6 +62,8 @@ PSEUDO_FILESYSTEMS: frozenset[str] = frozenset(
     }
 )
 _MOUNTINFO = "/proc/self/mountinfo"
+# Mount tables of containers hold hundreds of lines; a bound keeps a hostile one cheap.
+_MAX_MOUNTS = 100_000
 REGULAR = "give a regular file"
 
 
@@ -317,7 +320,9 @@ def _pseudo_devices() -> set[int]:
     devices: set[int] = set()
     try:
         with open(_MOUNTINFO, encoding="utf-8", errors="replace") as table:
-            lines = table.read(4 * 1024 * 1024).splitlines()
+            # Line by line, at most _MAX_MOUNTS: read(n) would allocate n bytes up front (4 MiB
+            # on every path check, seen by the loaders' memory test).
+            lines = list(islice(table, _MAX_MOUNTS))
     except OSError:
         return devices
     for line in lines:
