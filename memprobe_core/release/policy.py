@@ -35,11 +35,11 @@ from memprobe_core.bounded import loads_toml
 from memprobe_core.errors import UsageError
 from memprobe_core.membership.options import SIGNAL_BY_NAME
 from memprobe_core.stats import CONFIDENCE
+from memprobe_core.user_paths import check_readable, read_bytes
 
 # The policy file format this module reads (docs/schemas/ has the JSON it writes).
 POLICY_VERSION = 1
 # Refuse a "policy" the size of a dataset: a typo'd path, not a policy.
-from memprobe_core.user_paths import check_readable, read_bytes
 MAX_POLICY_BYTES = 1024 * 1024
 
 # (table, key) -> what it limits, in words; every one is a share in [0, 1] (PII: a count).
