@@ -221,9 +221,7 @@ def run(args: argparse.Namespace) -> int:
     spec = common.split_spec(args)
     executor = executor_from_args(args)
     # Every usage check before the dataset: --canaries fine-tunes a model (minutes) to make it.
-    common.model_names(args)
-    if args.dc_pdd_corpus is not None and not args.dc_pdd_corpus.is_file():
-        raise UsageError(f"--dc-pdd-corpus {args.dc_pdd_corpus}: no such file")
+    common.model_names(args)  # a missing --dc-pdd-corpus: refused with every named path, in main
     dc_pdd_reading(args)  # a reading flag without the corpus is refused before any work
     store = None
     if args.canaries:  # a bad store is refused before the fine-tuning, not after it
@@ -522,9 +520,7 @@ def _snippets(args: argparse.Namespace) -> tuple[list[Snippet], dict[str, Any]]:
         raise UsageError("give a dataset file or --corpus (one of the two)")
     if args.canary_epochs is not None and not args.canaries:
         raise UsageError("--canary-epochs sets the fine-tuning of --canaries: add --canaries")
-    _check_flags_apply(args)
-    if args.limit is not None and args.limit < 1:
-        raise UsageError(f"--limit {args.limit}: give 1 or more")
+    _check_flags_apply(args)  # --limit's range: common.CLI_SIZE_LIMITS, checked in main
     if args.canaries:
         snippets, info = _canary_snippets(args)
     elif args.corpus and args.dated_split:

@@ -177,9 +177,8 @@ def _options(args: argparse.Namespace) -> AttackOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Record the inference run, score both sets, print the test and the report."""
-    if args.limit is not None and args.limit < 1:
-        raise UsageError(f"--limit {args.limit}: give 1 or more")
+    """Record the inference run, score both sets, print the test and the report (--limit's
+    range is common.CLI_SIZE_LIMITS', checked in main before any command runs)."""
     significance = check_significance(
         DEFAULT_SIGNIFICANCE if args.significance is None else args.significance
     )
