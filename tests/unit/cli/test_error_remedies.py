@@ -11,6 +11,7 @@ of :data:`NOT_COVERED` (why it has no case yet). A new message naming a flag fai
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 from collections.abc import Callable
@@ -29,12 +30,16 @@ Argv = Callable[[Path], list[str]]
 @dataclass(frozen=True)
 class Case:
     """``fail(tmp)``: a command line refused with ``says`` in its error; ``fixed(tmp)``: the same
-    with the remedy the message names applied (``names``: the flag it names, shown)."""
+    with the remedy the message names applied (``names``: the flag it names, shown). ``setup``
+    makes the machine the case needs before both (a model only a test has, a machine without
+    changelogs); a remedy that is another command first (``corpus nonmembers --build``) is run by
+    ``fixed`` before it gives the failing command line again."""
 
     fail: Argv
     fixed: Argv
     says: str
     names: str
+    setup: Callable[[pytest.MonkeyPatch, Path], None] | None = None
 
 
 def _rows(tmp: Path, name: str = "data.jsonl", n: int = 3) -> Path:
@@ -63,6 +68,127 @@ def _parquet(tmp: Path) -> Path:
 
 def _audit(tmp: Path, *args: str) -> list[str]:
     return ["--store", str(tmp / "runs.sqlite"), "audit", *args]
+
+
+@functools.cache
+def _tiny_llama() -> object:
+    from tests.helpers.tiny_models import tiny_hf_generator
+
+    return tiny_hf_generator(seed=7, adds_bos=True)
+
+
+def _tiny_victim(mp: pytest.MonkeyPatch, tmp: Path) -> None:
+    """``models.load('tiny')`` gives a tiny random Llama with weights (a map scores them); other
+    names load as the ``fake_models`` fixture's parrots."""
+    import memprobe_core.models as models_pkg
+
+    parrots = models_pkg.load
+
+    def load(name: str, *, backend: object = None, **options: object) -> object:
+        return _tiny_llama() if name == "tiny" else parrots(name, backend=backend, **options)
+
+    mp.setattr(models_pkg, "load", load, raising=False)
+
+
+def _no_changelogs(mp: pytest.MonkeyPatch, tmp: Path) -> None:
+    """A machine whose installed packages ship no dated release notes."""
+    from memprobe_core.snippets import dated
+
+    mp.setattr(dated, "dated_texts", lambda limit=None: [])
+
+
+NER_PROMPTS = ("hello {name} .", "did {name} visit paris ?", "tell {name} to call !")
+NER_IN = ["john smithson", "anna lee", "smiths", "park", "kim", "maria lee"]
+NER_OUT = ["maria", "kim park", "lee anna", "john", "anna", "smith"]
+
+
+def _tiny_ner_model(mp: pytest.MonkeyPatch, tmp: Path) -> None:
+    """``tiny-ner``: a tiny random BERT token classifier with its own name lists."""
+    from memprobe_core.ner import registry
+    from tests.helpers.ner_models import tiny_ner
+
+    mp.setattr(registry, "_CACHE", {})
+    mp.setitem(
+        registry._ENTRIES,
+        "tiny-ner",
+        registry.NerModelEntry(
+            "tiny-ner",
+            "tiny random BERT (test)",
+            lambda device, progress: tiny_ner(seed=0),
+            lambda: (list(NER_IN), list(NER_OUT)),
+        ),
+    )
+
+
+def _lines(tmp: Path, name: str, lines: tuple[str, ...] | list[str]) -> str:
+    path = tmp / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def _ner(tmp: Path, *args: str) -> list[str]:
+    return ["ner", "--prompts", _lines(tmp, "prompts.txt", NER_PROMPTS), "--json", *args]
+
+
+def _short(tmp: Path) -> str:
+    path = tmp / "short.txt"
+    path.write_text("a b c", encoding="utf-8")
+    return str(path)
+
+
+def _step(argv: list[str]) -> None:
+    """Run a command the case needs first (a stored run, a built set); it must succeed."""
+    code, err = _run(argv)
+    assert code == 0, err[-2000:]
+
+
+def _continuation(tmp: Path) -> None:
+    """Run 1 of ``tmp``'s store: a continuation (a document run)."""
+    _step(
+        _document(
+            tmp,
+            _short(tmp),
+            "--mode",
+            "continue",
+            "--victim",
+            "test-v",
+            "--opening-words",
+            "1",
+            "--heldback-words",
+            "2",
+        )
+    )
+
+
+def _gate_after(tmp: Path, dataset: Path, *models: str) -> list[str]:
+    """Run 1: an audit of ``dataset``; then the gate of a policy limiting AUROC on it."""
+    _step(_audit(tmp, str(dataset), *models, "--methods", "ps_base", "--lengths", "30"))
+    policy = _policy(tmp, "max_auroc = 0.9")
+    return ["--store", str(tmp / "runs.sqlite"), "gate", "1", "--policy", str(policy)]
+
+
+def _nonmember_set(tmp: Path, *, version: int | None = None, junk: bool = False) -> None:
+    """Build a one-text-per-domain non-member set, then spoil it (an old generator version, or
+    bytes that are no set at all)."""
+    from memprobe_core.snippets import nonmembers
+
+    _step(["corpus", "nonmembers", "--build", "--count", "1"])
+    path = nonmembers.default_path()
+    if junk:
+        path.write_text("{not json", encoding="utf-8")
+    if version is not None:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        path.write_text(json.dumps({**record, "version": version}), encoding="utf-8")
+
+
+def _rebuilt(argv: list[str]) -> list[str]:
+    """The remedy ``memprobe corpus nonmembers --build``, then ``argv`` again."""
+    _step(["corpus", "nonmembers", "--build"])
+    return argv
+
+
+TM = ["--victim", "tiny", "--base", "tiny", "--attacker", "test-a"]  # signals on the tiny Llama
+NONMEMBERS_MORE = ["--corpus", "--nonmembers", "--per-domain", "2"]  # more texts than stored
 
 
 LATE = ["--victim", "nosuch-model"]  # an unknown victim: refused after every input check (exit 3)
@@ -645,6 +771,233 @@ CASES: dict[tuple[str, str, tuple[str, ...]], list[Case]] = {
             "--no-signals",
         ),
     ],
+    # --- method options and signals ---------------------------------------------------------
+    (
+        "memprobe_core/attacks/acr.py",
+        "ACROptions.__post_init__",
+        ("acr.max_tokens", "acr.min_tokens"),
+    ): [
+        Case(
+            lambda t: _audit(
+                t,
+                str(_rows(t)),
+                "--method-option",
+                "acr.max_tokens=2",
+                "--method-option",
+                "acr.min_tokens=5",
+                *LATE,
+            ),
+            lambda t: _audit(
+                t,
+                str(_rows(t)),
+                "--method-option",
+                "acr.max_tokens=5",
+                "--method-option",
+                "acr.min_tokens=5",
+                *LATE,
+            ),
+            "--method-option acr.max_tokens=2: give at least",
+            "acr.min_tokens=5",
+        ),
+    ],
+    ("memprobe_core/audit/audit.py", "start_audit", ("--no-signals",)): [
+        Case(
+            lambda t: _audit(t, str(_rows(t)), "--methods", "signals", "--no-signals", *DIVERGE),
+            lambda t: _audit(t, str(_rows(t)), "--methods", "signals", *DIVERGE),
+            "they are turned off",
+            "(--no-signals): turn them on",
+        ),
+    ],
+    ("memprobe_core/models/dtypes.py", "parse_dtype_flags", ("--dtype",)): [
+        Case(
+            lambda t: _audit(t, str(_rows(t)), "--dtype", "victim=float8", *LATE),
+            lambda t: _audit(t, str(_rows(t)), "--dtype", "victim=float32", *LATE),
+            "unknown dtype 'float8'",
+            "use one of auto, bfloat16, float16, float32",
+        ),
+        Case(
+            lambda t: _audit(t, str(_rows(t)), "--dtype", "victm=float32", *LATE),
+            lambda t: _audit(t, str(_rows(t)), "--dtype", "victim=float32", *LATE),
+            "this command has no role 'victm'",
+            "its roles are victim",
+        ),
+    ],
+    # --- the non-member set and the dated split ----------------------------------------------
+    ("memprobe_core/cli/corpus.py", "_nonmembers", ("--count",)): [
+        Case(
+            lambda t: ["corpus", "nonmembers", "--count", "0"],
+            lambda t: ["corpus", "nonmembers", "--count", "1"],
+            "--count 0: give 1 to",
+            "texts per domain",
+        ),
+    ],
+    ("memprobe_core/cli/corpus.py", "_nonmembers", ("--domain",)): [
+        Case(
+            lambda t: ["corpus", "nonmembers", "--domain", "poetry"],
+            lambda t: ["corpus", "nonmembers", "--domain", "legal"],
+            "--domain poetry: the non-member set has",
+            "'legal', 'code'",
+        ),
+    ],
+    ("memprobe_core/snippets/nonmembers.py", "generate_text", ("--build",)): [
+        Case(  # a set stored by an older generator, asked for more texts than it stores
+            lambda t: _nonmember_set(t, version=0) or _audit(t, *NONMEMBERS_MORE, *LATE),
+            lambda t: _nonmember_set(t, version=0) or _rebuilt(_audit(t, *NONMEMBERS_MORE, *LATE)),
+            "non-member generator version 0 is not this code's",
+            "memprobe corpus nonmembers --build",
+        ),
+    ],
+    ("memprobe_core/snippets/nonmembers.py", "read", ("--build",)): [
+        Case(
+            lambda t: _nonmember_set(t, junk=True) or ["corpus", "nonmembers"],
+            lambda t: _nonmember_set(t, junk=True) or _rebuilt(["corpus", "nonmembers"]),
+            "is unreadable",
+            "rebuild it: memprobe corpus nonmembers --build",
+        ),
+        Case(
+            lambda t: _nonmember_set(t, junk=True) or _audit(t, "--corpus", "--nonmembers", *LATE),
+            lambda t: (
+                _nonmember_set(t, junk=True)
+                or _rebuilt(_audit(t, "--corpus", "--nonmembers", *LATE))
+            ),
+            "is unreadable",
+            "rebuild it: memprobe corpus nonmembers --build",
+        ),
+    ],
+    ("memprobe_core/snippets/dated.py", "dated_split", ("--label-column", "--nonmembers")): [
+        Case(
+            lambda t: _audit(t, "--corpus", "--dated-split", *LATE),
+            lambda t: _audit(t, "--corpus", "--nonmembers", *LATE),
+            "the dated split is empty",
+            "use --nonmembers",
+            setup=_no_changelogs,
+        ),
+        Case(
+            lambda t: _audit(t, "--corpus", "--dated-split", *LATE),
+            lambda t: _audit(t, str(_labelled(t)), "--label-column", "label", *LATE),
+            "the dated split is empty",
+            "a labelled file with --label-column",
+            setup=_no_changelogs,
+        ),
+    ],
+    # --- documents: a map's windows, a continuation's split, a document run's reader ---------
+    ("memprobe_core/documents/windows.py", "MapOptions.__post_init__", ("--suffix-tokens",)): [
+        Case(
+            lambda t: _document(
+                t, str(_rows(t, "doc.txt")), "--stride", "50", "--suffix-tokens", "10", *LATE
+            ),
+            lambda t: _document(
+                t, str(_rows(t, "doc.txt")), "--stride", "10", "--suffix-tokens", "10", *LATE
+            ),
+            "--stride 50: give at most",
+            "--suffix-tokens (10)",
+        ),
+    ],
+    ("memprobe_core/documents/windows.py", "cut_windows", ("--prefix-tokens", "--suffix-tokens")): [
+        Case(
+            lambda t: _document(t, _short(t), "--victim", "tiny"),
+            lambda t: _document(
+                t,
+                _short(t),
+                "--victim",
+                "tiny",
+                "--prefix-tokens",
+                "1",
+                "--suffix-tokens",
+                "1",
+                "--stride",
+                "1",
+            ),
+            "fewer than one window of 50 + 50",
+            "smaller --prefix-tokens / --suffix-tokens",
+            setup=_tiny_victim,
+        ),
+    ],
+    (
+        "memprobe_core/documents/continuation.py",
+        "split_document",
+        ("heldback_words", "opening_words"),
+    ): [
+        Case(
+            lambda t: _document(t, _short(t), "--mode", "continue", "--victim", "test-v"),
+            lambda t: _document(
+                t,
+                _short(t),
+                "--mode",
+                "continue",
+                "--victim",
+                "test-v",
+                "--opening-words",
+                "1",
+                "--heldback-words",
+                "2",
+            ),
+            "the document has 3 words",
+            "--opening-words + --heldback-words = 300 (give a longer document or smaller values)",
+        ),
+    ],
+    ("memprobe_core/report/build.py", "require_attack_run", ("--show",)): [
+        Case(
+            lambda t: _continuation(t) or ["--store", str(t / "runs.sqlite"), "report", "1"],
+            lambda t: _continuation(t) or _document(t, "--show", "1"),
+            "run 1 is a document's continuation",
+            "`memprobe document --show 1` prints it",
+        ),
+    ],
+    # --- a gate on a run that cannot answer its limit -----------------------------------------
+    ("memprobe_core/release/gate.py", "_absolute_checks", ("--corpus", "--nonmembers")): [
+        Case(  # parrots on an unlabelled file: no signals of labelled texts
+            lambda t: _gate_after(t, _rows(t), *MODELS),
+            lambda t: _gate_after(t, _labelled(t), *TM),
+            "limits.max_auroc applies to nothing",
+            "a file with a label column, with the signals on",
+            setup=_tiny_victim,
+        ),
+    ],
+    # --- memprobe ner -------------------------------------------------------------------------
+    ("memprobe_core/ner/audit.py", "_check_config", ("in_conll", "in_names")): [
+        Case(
+            lambda t: _ner(
+                t,
+                "--model",
+                "tiny-ner",
+                "--in-names",
+                _lines(t, "in.txt", NER_IN),
+                "--in-conll",
+                _lines(t, "train.txt", ["-DOCSTART- O"]),
+                "--out-names",
+                _lines(t, "out.txt", NER_OUT),
+            ),
+            lambda t: _ner(
+                t,
+                "--model",
+                "tiny-ner",
+                "--in-names",
+                _lines(t, "in.txt", NER_IN),
+                "--out-names",
+                _lines(t, "out.txt", NER_OUT),
+            ),
+            "give in-train names",
+            "not both",
+            setup=_tiny_ner_model,
+        ),
+    ],
+    ("memprobe_core/ner/audit.py", "_names", ("in_conll", "in_names", "out_names")): [
+        Case(  # a model folder has no name lists; with them it gets to loading the folder
+            lambda t: _ner(t, "--model", str(t)),
+            lambda t: _ner(
+                t,
+                "--model",
+                str(t),
+                "--in-names",
+                _lines(t, "in.txt", NER_IN),
+                "--out-names",
+                _lines(t, "out.txt", NER_OUT),
+            ),
+            "has no built-in name lists",
+            "out-of-train names",
+        ),
+    ],
 }
 
 
@@ -735,6 +1088,92 @@ def _spec_check(**given: object) -> object:
     return LoadSpec(**given).check()  # type: ignore[arg-type]
 
 
+def _openai(**given: object) -> object:
+    from memprobe_core.models.openai.generator import OpenAIGenerator
+
+    return OpenAIGenerator("m", **given)  # type: ignore[arg-type]
+
+
+def _urls(base_url: object) -> object:
+    from memprobe_core.models.openai.generator import parse_base_urls
+
+    return parse_base_urls(base_url)  # type: ignore[arg-type]
+
+
+def _answer(body: bytes) -> object:
+    from memprobe_core.models.openai.parse import decode_json
+
+    return decode_json(body, "http://127.0.0.1:9/v1")
+
+
+# What the base URL of a web page (not an API) answers: deeper than any API answer.
+DEEP = b"[" * 100 + b"]" * 100
+# What an OpenAI-compatible API answers.
+COMPLETION = json.dumps({"id": "c1", "object": "text_completion", "choices": []}).encode()
+
+
+def _schedule(min_tokens: int, max_tokens: int) -> object:
+    from memprobe_core.attacks.acr import length_schedule
+
+    return length_schedule(min_tokens, 1, max_tokens)
+
+
+def _ner_audit(dev_fraction: float) -> object:
+    """A NER audit on the tiny random BERT (registered for the call only)."""
+    from memprobe_core.ner import registry
+    from memprobe_core.ner.audit import NerAuditConfig, run_ner_audit
+
+    with pytest.MonkeyPatch.context() as mp:
+        _tiny_ner_model(mp, Path())
+        config = NerAuditConfig(
+            models=("tiny-ner",),
+            prompts=NER_PROMPTS,
+            dev_fraction=dev_fraction,
+            importance_steps=0,
+            attention_pairs=0,
+        )
+        result = run_ner_audit(config)
+        assert registry  # the registry is restored on leaving
+    return result
+
+
+def _ner_scores(pairs: bool, batch_size: int = 8) -> object:
+    from memprobe_core.ner.names import build_pairs
+    from memprobe_core.ner.scoring import score_prompts
+    from tests.helpers.ner_models import tiny_ner
+
+    given = build_pairs(NER_IN, NER_OUT) if pairs else []
+    return score_prompts(tiny_ner(seed=0), NER_PROMPTS, given, batch_size=batch_size)
+
+
+def _dev_split(dev_fraction: float) -> object:
+    from memprobe_core.ner.names import build_pairs, split_pairs
+
+    return split_pairs(build_pairs(NER_IN, NER_OUT), dev_fraction=dev_fraction)
+
+
+def _p_z(**scheme: object) -> object:
+    """p_z of a black-box victim whose server scores text (each token's own log-prob only)."""
+    from memprobe_core.membership.extraction_probability import suffix_log_probs
+    from memprobe_core.membership.sampler import SamplingScheme
+    from memprobe_core.models.base import TextLogprobs
+    from tests.helpers.scripted_models import make_split, parrot
+
+    class Scored(type(parrot("v", "x"))):  # type: ignore[misc]
+        @property
+        def scores_text(self) -> bool:
+            return True
+
+        def text_logprobs(self, texts):  # type: ignore[no-untyped-def]
+            return [
+                TextLogprobs(tuple(-1.0 for _ in t.split()), tuple(range(len(t.split()))))
+                for t in texts
+            ]
+
+    victim = Scored(["x"])
+    return suffix_log_probs(victim, make_split(), SamplingScheme(**scheme))  # type: ignore[arg-type]
+
+
 LIBRARY_CASES: dict[tuple[str, str, tuple[str, ...]], list[LibraryCase]] = {
     ("memprobe_core/snippets/loaders.py", "LoadSpec.check", ("txt_mode",)): [
         LibraryCase(
@@ -802,6 +1241,110 @@ LIBRARY_CASES: dict[tuple[str, str, tuple[str, ...]], list[LibraryCase]] = {
             "prefix_ratio",
         )
     ],
+    ("memprobe_core/attacks/acr.py", "length_schedule", ("max_tokens",)): [
+        LibraryCase(
+            lambda t: _schedule(5, 2),
+            lambda t: _schedule(2, 5),
+            "no schedule from 5 to 2 tokens",
+            "give 1 <= min_tokens <= max_tokens",
+        )
+    ],
+    ("memprobe_core/models/openai/generator.py", "_check_key_env", ("api_key_env",)): [
+        LibraryCase(
+            lambda t: _openai(api_key_env="sk-abc123"),
+            lambda t: _openai(api_key_env="OPENAI_API_KEY"),
+            "api_key_env is not an environment-variable name",
+            "api_key_env='OPENAI_API_KEY'",
+        )
+    ],
+    ("memprobe_core/models/openai/generator.py", "_normalize_url", ("base_url",)): [
+        LibraryCase(
+            lambda t: _urls("ftp://127.0.0.1:8000/v1"),
+            lambda t: _urls("http://127.0.0.1:8000/v1"),
+            "is not an http(s) URL",
+            "e.g. http://127.0.0.1:8000/v1",
+        )
+    ],
+    ("memprobe_core/models/openai/generator.py", "parse_base_urls", ("base_url",)): [
+        LibraryCase(
+            lambda t: _urls([8000]),
+            lambda t: _urls(["http://127.0.0.1:8000/v1"]),
+            "give URLs as strings",
+            "e.g. http://127.0.0.1:8000/v1",
+        ),
+        LibraryCase(
+            lambda t: _urls(" , "),
+            lambda t: _urls("http://127.0.0.1:8000/v1"),
+            "holds no URL",
+            "e.g. http://127.0.0.1:8000/v1",
+        ),
+        LibraryCase(
+            lambda t: _urls("http://127.0.0.1:8000/v1,http://127.0.0.1:8000/v1/"),
+            lambda t: _urls("http://127.0.0.1:8000/v1"),
+            "lists http://127.0.0.1:8000/v1 twice",
+            "list each server once",
+        ),
+    ],
+    ("memprobe_core/models/openai/parse.py", "decode_json", ("base_url",)): [
+        LibraryCase(
+            lambda t: _answer(DEEP),
+            lambda t: _answer(COMPLETION),
+            "answered with JSON nested 100 levels deep",
+            "check that base_url points at an OpenAI-compatible API",
+        )
+    ],
+    (
+        "memprobe_core/membership/extraction_probability.py",
+        "suffix_log_probs",
+        ("--pz-temperature", "--pz-top-k", "--pz-top-p"),
+    ): [
+        LibraryCase(
+            lambda t: _p_z(temperature=1.0, top_k=40, top_p=1.0),
+            lambda t: _p_z(temperature=1.0, top_k=0, top_p=1.0),
+            "returns each token's log-prob, not the whole distribution",
+            "--pz-top-k 0 --pz-temperature 1 --pz-top-p 1",
+        )
+    ],
+    ("memprobe_core/ner/audit.py", "NerAuditResult.tau_across_models", ("dev_fraction",)): [
+        LibraryCase(
+            lambda t: _ner_audit(0.0).tau_across_models("dev"),  # type: ignore[attr-defined]
+            lambda t: _ner_audit(0.5).tau_across_models("dev"),  # type: ignore[attr-defined]
+            "no dev split",
+            "set dev_fraction above 0",
+        )
+    ],
+    ("memprobe_core/ner/audit.py", "NerAuditResult.tau_dev_vs_test", ("dev_fraction",)): [
+        LibraryCase(
+            lambda t: _ner_audit(0.0).tau_dev_vs_test(),  # type: ignore[attr-defined]
+            lambda t: _ner_audit(0.5).tau_dev_vs_test(),  # type: ignore[attr-defined]
+            "no dev/test split",
+            "set dev_fraction above 0",
+        )
+    ],
+    ("memprobe_core/ner/model.py", "NerModel._batches", ("batch_size",)): [
+        LibraryCase(
+            lambda t: _ner_scores(pairs=True, batch_size=0),
+            lambda t: _ner_scores(pairs=True, batch_size=1),
+            "batch_size=0",
+            "must be at least 1",
+        )
+    ],
+    ("memprobe_core/ner/names.py", "split_pairs", ("dev_fraction",)): [
+        LibraryCase(
+            lambda t: _dev_split(1.0),
+            lambda t: _dev_split(0.5),
+            "dev_fraction=1.0",
+            "must be between 0 and 1",
+        )
+    ],
+    ("memprobe_core/ner/scoring.py", "score_prompts", ("in_names", "out_names")): [
+        LibraryCase(
+            lambda t: _ner_scores(pairs=False),
+            lambda t: _ner_scores(pairs=True),
+            "no name pairs to score",
+            "build them with build_pairs(in_names, out_names)",
+        )
+    ],
 }
 
 
@@ -809,138 +1352,13 @@ LIBRARY_CASES: dict[tuple[str, str, tuple[str, ...]], list[LibraryCase]] = {
 # its caller's option): their cases are kept all the same.
 DYNAMIC = {("memprobe_core/snippets/loaders.py", "load_reference_corpus", ("max_texts",))}
 
-# Messages that name a flag or option with no case yet, and why (each a debt, counted in the
-# report of issue 51; a case replaces the line).
+# Messages that name a flag or option with no case, and why: each remedy is a change to the
+# machine itself, which a test cannot make and undo (a case replaces the line).
 NOT_COVERED: dict[tuple[str, str, tuple[str, ...]], str] = {
-    ("memprobe_core/cli/audit.py", "run", ("--dc-pdd-corpus",)): "unreachable from the command "
-    "line: the path check of every named file (user_paths) refuses a missing --dc-pdd-corpus "
-    "first ('does not exist; check the path')",
-    (
-        "memprobe_core/attacks/acr.py",
-        "ACROptions.__post_init__",
-        ("acr.max_tokens", "acr.min_tokens"),
-    ): "no case yet (an ACR option pair; the CLI reaches it through --method-option)",
-    (
-        "memprobe_core/attacks/acr.py",
-        "length_schedule",
-        ("max_tokens",),
-    ): "no case yet (ACR's length schedule)",
-    (
-        "memprobe_core/audit/audit.py",
-        "start_audit",
-        ("--no-signals",),
-    ): "no case yet (signals-only with --no-signals)",
-    (
-        "memprobe_core/cli/audit.py",
-        "_snippets",
-        ("--limit",),
-    ): "unreachable from the command line: --limit's range (CLI_SIZE_LIMITS) refuses 0 first, naming --limit too",
-    (
-        "memprobe_core/cli/corpus.py",
-        "_nonmembers",
-        ("--count",),
-    ): "no case yet (its remedy builds the machine's non-member set)",
-    (
-        "memprobe_core/cli/corpus.py",
-        "_nonmembers",
-        ("--domain",),
-    ): "no case yet (its remedy builds the machine's non-member set)",
-    (
-        "memprobe_core/cli/infer.py",
-        "run",
-        ("--limit",),
-    ): "unreachable from the command line: --limit's range (CLI_SIZE_LIMITS) refuses 0 first, naming --limit too",
-    (
-        "memprobe_core/documents/continuation.py",
-        "split_document",
-        ("heldback_words", "opening_words"),
-    ): "no case yet (a continuation's document split)",
-    (
-        "memprobe_core/documents/windows.py",
-        "MapOptions.__post_init__",
-        ("--suffix-tokens",),
-    ): "no case yet (a map's window sizes)",
-    (
-        "memprobe_core/documents/windows.py",
-        "cut_windows",
-        ("--prefix-tokens", "--suffix-tokens"),
-    ): "no case yet (a document shorter than one window)",
-    (
-        "memprobe_core/executors/ray.py",
-        "_connect",
-        ("--head",),
-    ): "no case yet (needs a Ray cluster address that refuses)",
-    (
-        "memprobe_core/membership/extraction_probability.py",
-        "suffix_log_probs",
-        ("--pz-temperature", "--pz-top-k", "--pz-top-p"),
-    ): "no case yet (p_z on a victim that cannot give it)",
-    ("memprobe_core/models/dtypes.py", "parse_dtype_flags", ("--dtype",)): "no case yet",
-    (
-        "memprobe_core/models/embedded.py",
-        "_require_package",
-        ("--no-deps",),
-    ): "no case yet (a missing package; its remedy is a pip install)",
-    ("memprobe_core/models/openai/generator.py", "_check_key_env", ("api_key_env",)): "no case yet",
-    ("memprobe_core/models/openai/generator.py", "_normalize_url", ("base_url",)): "no case yet",
-    ("memprobe_core/models/openai/generator.py", "parse_base_urls", ("base_url",)): "no case yet",
-    (
-        "memprobe_core/models/openai/parse.py",
-        "decode_json",
-        ("base_url",),
-    ): "no case yet (a server answering bad JSON)",
-    (
-        "memprobe_core/ner/audit.py",
-        "NerAuditResult.tau_across_models",
-        ("dev_fraction",),
-    ): "no case yet (memprobe ner)",
-    (
-        "memprobe_core/ner/audit.py",
-        "NerAuditResult.tau_dev_vs_test",
-        ("dev_fraction",),
-    ): "no case yet (memprobe ner)",
-    (
-        "memprobe_core/ner/audit.py",
-        "_check_config",
-        ("in_conll", "in_names"),
-    ): "no case yet (memprobe ner)",
-    (
-        "memprobe_core/ner/audit.py",
-        "_names",
-        ("in_conll", "in_names", "out_names"),
-    ): "no case yet (memprobe ner)",
-    (
-        "memprobe_core/ner/model.py",
-        "NerModel._batches",
-        ("batch_size",),
-    ): "no case yet (memprobe ner)",
-    ("memprobe_core/ner/names.py", "split_pairs", ("dev_fraction",)): "no case yet (memprobe ner)",
-    (
-        "memprobe_core/ner/scoring.py",
-        "score_prompts",
-        ("in_names", "out_names"),
-    ): "no case yet (memprobe ner)",
-    (
-        "memprobe_core/release/gate.py",
-        "_absolute_checks",
-        ("--corpus", "--nonmembers"),
-    ): "no case yet (memprobe gate on a stored unlabelled run)",
-    (
-        "memprobe_core/report/build.py",
-        "require_attack_run",
-        ("--show",),
-    ): "no case yet (memprobe report of a stored document run)",
-    (
-        "memprobe_core/snippets/dated.py",
-        "dated_split",
-        ("--label-column", "--nonmembers"),
-    ): "no case yet",
-    ("memprobe_core/snippets/nonmembers.py", "generate_text", ("--build",)): "no case yet",
-    (
-        "memprobe_core/snippets/nonmembers.py",
-        "read",
-        ("--build",),
-    ): "no case yet (an unreadable non-member set)",
+    ("memprobe_core/executors/ray.py", "_connect", ("--head",)): "its remedy starts a Ray "
+    "cluster (`ray start --head`, a daemon of several processes) on the machine",
+    ("memprobe_core/models/embedded.py", "_require_package", ("--no-deps",)): "its remedy "
+    "installs a package (`pip install …`), which a test cannot do, nor uninstall one to provoke it",
 }
 
 
@@ -977,6 +1395,8 @@ def test_every_message_naming_a_flag_has_an_entry():
 def test_the_named_remedy_gets_further(tmp_path, monkeypatch, key, index):
     case = CASES[key][index]
     monkeypatch.setenv("MEMPROBE_HOME", str(tmp_path / "home"))
+    if case.setup is not None:
+        case.setup(monkeypatch, tmp_path)
     code, err = _run(case.fail(tmp_path))
     refused = _error_line(err)
     assert code != 0 and case.says in refused, err[-2000:]
