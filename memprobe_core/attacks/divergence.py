@@ -81,6 +81,7 @@ from memprobe_core.records import VerbatimRecord
 from memprobe_core.snippets.loaders import MAX_FILE_BYTES, MAX_FILE_SNIPPETS
 from memprobe_core.snippets.span_index import SpanIndex, SpanMatch
 from memprobe_core.snippets.split import Snippet, SplitSnippet
+from memprobe_core.user_paths import check_readable
 
 METHOD = "divergence"
 
@@ -296,11 +297,11 @@ def check_reference_corpus(opts: DivergenceOptions) -> list[Snippet]:
     from memprobe_core.snippets.loaders import load_reference_corpus
 
     path = _reference_path(opts.reference_corpus)
-    if not path.is_file():
-        raise UsageError(f"divergence reference_corpus {path}: no such file")
+    # A folder, pipe or device is named as what it is, not "no such file" (docs/method.md).
+    check_readable(path, "divergence.reference_corpus", UsageError)
     return load_reference_corpus(
         path,
-        named=f"divergence reference_corpus {path}",
+        named=f"divergence.reference_corpus {path}",
         empty="no text to match against",
         encoding=opts.reference_encoding,
         max_bytes=opts.reference_max_bytes,

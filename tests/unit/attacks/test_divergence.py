@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pickle
 import threading
+from pathlib import Path
 
 import pytest
 
 from memprobe_core.attacks import AttackOptions, ModelSet, registry, run_method
 from memprobe_core.attacks import divergence as dv
-from memprobe_core.attacks.divergence import DivergenceOptions
+from memprobe_core.attacks.divergence import DivergenceOptions, check_reference_corpus
 from memprobe_core.attacks.events import CandidateScored, Finished, RoundFinished, RoundStarted
 from memprobe_core.attacks.model_set import MissingModelError
 from memprobe_core.attacks.prepare import prepare_options
@@ -188,7 +190,9 @@ def test_a_reference_corpus_is_matched_and_a_missing_or_empty_one_refused(tmp_pa
     assert span["doc"].startswith("reference:") and (span["doc_start"], span["tokens"]) == (0, 5)
     assert result.verbatim["divergence_own_spans"] == 0
     missing = tmp_path / "nope.txt"
-    with pytest.raises(UsageError, match=f"reference_corpus {missing}: no such file"):
+    with pytest.raises(
+        UsageError, match=f"reference_corpus {missing}: does not exist; check the path"
+    ):
         run_method(
             "divergence", piece(), ModelSet(victim=victim), options(reference_corpus=str(missing))
         )
@@ -198,6 +202,24 @@ def test_a_reference_corpus_is_matched_and_a_missing_or_empty_one_refused(tmp_pa
         run_method(
             "divergence", piece(), ModelSet(victim=victim), options(reference_corpus=str(empty))
         )
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda tmp: (tmp / "dir").mkdir() or tmp / "dir", "a folder; give a regular file"),
+        (lambda tmp: os.mkfifo(tmp / "pipe") or tmp / "pipe", "a named pipe (FIFO)"),
+        (lambda tmp: Path("/dev/zero"), "a character device; give a regular file"),
+    ],
+    ids=["folder", "named pipe", "/dev/zero"],
+)
+def test_a_reference_corpus_that_is_not_a_regular_file_is_named_as_what_it_is(
+    make, says, tmp_path
+) -> None:
+    path = make(tmp_path)
+    with pytest.raises(UsageError) as caught:
+        check_reference_corpus(DivergenceOptions(reference_corpus=str(path)))
+    assert str(caught.value).startswith(f"divergence.reference_corpus {path}: {says}")
 
 
 @pytest.mark.parametrize(
