@@ -126,22 +126,19 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_OK if exc.code in (None, 0) else EXIT_USAGE
     except Exception as exc:  # a bug in a flag's parsing function, say
         return _internal_error(exc, verbose=False, command=None)
+    stdout = sys.stdout
+    sys.stdout = _ReaderMayLeave(stdout)  # type: ignore[assignment]
     try:
         code = _run(args)
         if code not in CONTRACT:
             raise AssertionError(f"the handler returned exit code {code!r}, outside the contract")
-        # Flushed here, inside the try: a reader that went away after the last write (`| head`)
-        # shows as BrokenPipeError below, not as "Exception ignored" at interpreter exit.
+        # Flushed here, through the guard: a reader that went away after the last write
+        # (`| head`) is not "Exception ignored" at interpreter exit.
         sys.stdout.flush()
         return code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # The reader went away (`memprobe corpus | head -1`): not an error of ours. Point stdout
-        # at /dev/null so the interpreter's final flush does not raise again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
     except SystemExit as exc:  # a library or handler calling sys.exit: not ours to pass on
         return _internal_error(exc, verbose=args.verbose, command=args.command)
     except Exception as exc:
@@ -156,6 +153,57 @@ def _main(argv: list[str] | None) -> int:
             file=sys.stderr,
         )
         return code
+    finally:
+        sys.stdout = stdout
+
+
+class _ReaderMayLeave:
+    """``sys.stdout`` while a command runs: a write or flush that finds the reader gone
+    (``BrokenPipeError``: ``memprobe gate … | head -n1``) is dropped, with every later one, and
+    the command runs on to its own exit code. A reader going away never changes the code: a
+    breach is 1 whether or not anyone reads the report (ending the command at the broken pipe
+    exited 0 before the gate returned its verdict).
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._gone = False
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                return int(self._stream.write(text))
+            except BrokenPipeError:
+                self._reader_gone()
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        """Drop all further output; point file descriptor 1 at /dev/null, so what the stream
+        still buffers goes there at the interpreter's final flush instead of raising again."""
+        self._gone = True
+        try:
+            fd = self._stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            return  # not a file (a test's stream): dropping is enough
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, fd)
+        finally:
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding …: the stream's own
+        return getattr(self._stream, name)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -438,3 +439,66 @@ def test_an_interrupted_audit_names_its_store_in_the_resume_hint(
     assert main([*argv, "--lengths", "30"]) == 130
     err = capsys.readouterr().err
     assert f"continue with `memprobe --store '{store}' resume 1`" in err
+
+
+class _ReaderGone:
+    """A stdout whose reader went away: every write and flush is a broken pipe."""
+
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def isatty(self):
+        return False
+
+
+GATE_UNITS = [
+    (f"s{i}", "member" if i % 2 else "nonmember", 0.1 * i, i == 3, 1.0 + i) for i in range(4)
+]
+
+
+def _gate_argv(tmp_path, limit):
+    from tests.unit.release.conftest import add_run
+
+    store = tmp_path / "gate.sqlite"
+    run_id = add_run(store, "v", GATE_UNITS)
+    policy = tmp_path / f"p{limit}.toml"
+    policy.write_text(f"[limits]\nmax_mean_mem = {limit}\n")
+    return ["--store", str(store), "gate", str(run_id), "--policy", str(policy)]
+
+
+@pytest.mark.parametrize(("limit", "code"), [(0.01, 1), (0.99, 0)])
+def test_a_reader_going_away_never_changes_the_gates_exit_code(tmp_path, monkeypatch, limit, code):
+    argv = _gate_argv(tmp_path, limit)
+    assert main(argv) == code  # the verdict with a reader
+    monkeypatch.setattr(sys, "stdout", _ReaderGone())
+    assert main(argv) == code  # the same verdict with none (a breach exited 0 here)
+
+
+def test_a_breach_exits_1_when_stdout_is_a_closed_pipe(tmp_path):
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `memprobe gate … | head -n1` after head has gone
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "memprobe_core.cli", *_gate_argv(tmp_path, 0.01)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+
+
+def test_failed_units_exit_1_when_stdout_is_a_closed_pipe(
+    tmp_path, store_path, fake_models, monkeypatch
+):
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"text": WORDS}) + "\n" + json.dumps({"text": "too short"}) + "\n")
+    monkeypatch.setattr(sys, "stdout", _ReaderGone())
+    argv = ["--store", str(store_path), "audit", str(data), "--methods", "ps_inst"]
+    assert main([*argv, "--lengths", "30", *MODELS]) == 1
