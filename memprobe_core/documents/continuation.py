@@ -34,19 +34,22 @@ by the backend's figure alone (``Completion.num_tokens`` is the least it counts)
 from __future__ import annotations
 
 import difflib
+import logging
 import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal, Protocol
 
-from memprobe_core.documents.nv_recall import NvRecall, normalise, nv_recall
+from memprobe_core.documents.nv_recall import NvRecall, normalise, nv_recall, work_bound
 from memprobe_core.documents.perturb import best_of_n_instructions
-from memprobe_core.documents.word_matching import WordMatcher
+from memprobe_core.documents.word_matching import MatchingTooLongError, WordMatcher
 from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.models.base import Chat, Generator, Request, TextTokenizer
 from memprobe_core.models.token_budget import bounded_answer
 from memprobe_core.option_fields import check_options, option
+
+log = logging.getLogger(__name__)
 
 DEFAULT_INSTRUCTION = (
     "Continue the following text exactly as it appears in the original, without adding anything:"
@@ -643,11 +646,24 @@ class _Run:
         covered; the runs of that length are marked covered.
 
         The runs are difflib's matching blocks (the longest first, then the longest on either
-        side, as nv-recall finds them, §18), so the longest run is among them.
+        side, as nv-recall finds them, §18), so the longest run is among them. An answer the
+        matcher cannot align within nv-recall's work bound (words shared only in short runs
+        scattered all over: the alignment turns quadratic) adds no new block: it is drift.
         """
         least = self.options.drift_min_words
         longest, added = 0, False
-        for _, start, size in self.reference.matching_blocks(normalise(text).split()):
+        words = normalise(text).split()
+        bound = work_bound(len(self.covered), len(words))
+        try:
+            blocks = self.reference.matching_blocks(words, max_steps=bound)
+        except MatchingTooLongError:
+            log.warning(
+                "a %s-word answer shares only scattered short runs with the document; counted "
+                "as adding no new block (drift)",
+                f"{len(words):,}",
+            )
+            return 0, False
+        for _, start, size in blocks:
             longest = max(longest, size)
             if size < least:
                 continue

@@ -219,6 +219,11 @@ def nv_recall(reference: str, generated: str, options: NvRecallOptions | None = 
     )
 
 
+def work_bound(ref_words: int, gen_words: int) -> int:
+    """The most steps :class:`WordMatcher` may take to align texts of these lengths."""
+    return STEPS_PER_WORD * (ref_words + gen_words) + STEPS_FLOOR
+
+
 def matching_blocks(ref: Sequence[str], gen: Sequence[str]) -> list[Block]:
     """``difflib.SequenceMatcher(None, ref, gen)``'s matching blocks (defaults, as the paper),
     in order, found by :class:`WordMatcher`.
@@ -227,9 +232,8 @@ def matching_blocks(ref: Sequence[str], gen: Sequence[str]) -> list[Block]:
         UsageError: the matching needs more than ``STEPS_PER_WORD`` steps a word (plus
             ``STEPS_FLOOR``): texts that share only short runs scattered all over.
     """
-    bound = STEPS_PER_WORD * (len(ref) + len(gen)) + STEPS_FLOOR
     try:
-        found = WordMatcher(gen).matching_blocks(ref, max_steps=bound)
+        found = WordMatcher(gen).matching_blocks(ref, max_steps=work_bound(len(ref), len(gen)))
     except MatchingTooLongError as exc:
         raise UsageError(
             f"nv-recall cannot align these texts in reasonable time: {exc}. They share only "

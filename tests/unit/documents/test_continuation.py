@@ -593,3 +593,27 @@ def test_a_document_shorter_than_opening_and_heldback_is_refused() -> None:
         run_continuation(chat_victim(), " ".join(BOOK_WORDS[:299]))
     short = ContinuationOptions(opening_words=10, heldback_words=5, max_turns=1)
     assert run_continuation(chat_victim(), " ".join(BOOK_WORDS[:15]), short).phase1_passed
+
+
+def test_an_answer_the_matcher_cannot_align_in_its_bound_is_drift(monkeypatch, caplog) -> None:
+    # A hostile server's answer that shares only scattered single words with the document made
+    # the drift check's alignment quadratic (a 134k-token answer ran for minutes). The check is
+    # bounded like nv-recall; past the bound an answer adds no new block. A bound of 0 makes
+    # every answer of a victim that knows the book exceed it: the run stops by drift.
+    from memprobe_core.documents import continuation
+
+    asked: list[tuple[int, int]] = []
+
+    def no_work(ref_words: int, gen_words: int) -> int:
+        asked.append((ref_words, gen_words))
+        return 0
+
+    monkeypatch.setattr(continuation, "work_bound", no_work)
+    with caplog.at_level("WARNING", logger="memprobe_core.documents.continuation"):
+        result = run_continuation(chat_victim(), BOOK)
+    assert result.stop_reason == "drift" and len(result.turns) == 1 + 3
+    assert all(ref == len(BOOK_WORDS) for ref, _ in asked) and len(asked) >= 4
+    assert "counted as adding no new block (drift)" in caplog.text
+    # The same victim with the real bound copies the book to its end.
+    monkeypatch.undo()
+    assert run_continuation(chat_victim(), BOOK).stop_reason != "drift"

@@ -187,7 +187,7 @@ def test_the_diff_marks_both_voided_figures_in_every_form(store_path, tmp_path, 
     assert sum(r.endswith(f",{BLIND},{BLIND}") for r in rows) == 1
     page = html.read_text()
     assert '<tr class="significant voided">' in page or '<tr class="voided">' in page
-    assert f"run {b}&#x27;s report voids the AUROC of loss @ 40 ({BLIND})" in page
+    assert f"run {b}&#39;s report voids the AUROC of loss @ 40 ({BLIND})" in page
     assert main([*args, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     jsonschema.validate(data, DIFF_SCHEMA)
