@@ -312,6 +312,13 @@ def check_output_paths(args: Any) -> str | None:
             named = flag if given else _default_store_named()
             return message(named, path, problem)
         seen[os.path.realpath(path)] = flag
+        if dest == "store" or _is_sqlite(path):
+            # SQLite keeps a store's pending writes and locks in files beside it: writing one
+            # corrupts the store (`report 1 --csv runs.sqlite-wal` while an audit writes).
+            for suffix in SQLITE_SIDECARS:
+                side = f"the SQLite {suffix} file of {flag if given else 'the run store'}"
+                seen[os.path.realpath(path) + suffix] = side
+                seen[os.path.realpath(os.path.abspath(path) + suffix)] = side
     inputs = dict(seen)
     for dest, flag in OUTPUT_FLAGS.items():
         path = getattr(args, dest, None)
@@ -329,6 +336,20 @@ def check_output_paths(args: Any) -> str | None:
             return f"{same} and {flag} both name {target}; give each output its own file"
         seen[real] = flag
     return None
+
+
+# The files SQLite writes beside a database named NAME: NAME-wal, NAME-shm, NAME-journal.
+SQLITE_SIDECARS: tuple[str, ...] = ("-wal", "-shm", "-journal")
+
+
+def _is_sqlite(path: str | Path) -> bool:
+    """Whether ``path`` (an input already checked as a readable regular file, or a folder)
+    starts with SQLite's header."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 def _default_store_named() -> str:

@@ -74,3 +74,16 @@ def test_report_writes_the_membership_and_roc_tables_as_csv(labelled_run, tmp_pa
     assert main([*args, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["membership"][0]["score"] == "loss" and data["meta"]["nonmembers"] == 2
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_an_output_naming_a_sidecar_file_of_the_store_exits_2(labelled_run, suffix, capsys):
+    path, run_id = labelled_run
+    sidecar = f"{path}{suffix}"  # SQLite's pending writes or locks: writing it corrupts the store
+    assert main(["--store", str(path), "report", str(run_id), "--csv", sidecar]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"--csv {sidecar} is the SQLite {suffix} file of --store, which this command reads" in err
+    )
+    assert len(err.splitlines()) == 1
+    assert Store(path).get_run(run_id)

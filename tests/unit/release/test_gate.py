@@ -297,3 +297,20 @@ def test_an_audits_gate_that_its_settings_cannot_check_is_refused_first(tmp_path
         "limits mean Mem, which none of the methods (signals) measures" in capsys.readouterr().err
     )
     assert not store.exists() or Store(store).list_runs() == []
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_a_junit_file_naming_a_sidecar_of_an_sqlite_input_exits_2(
+    store_path, tmp_path, suffix, capsys
+):
+    run = add_run(store_path, "victim", BASE)
+    policy = _policy(tmp_path, "[limits]\nmax_mean_mem = 0.9\n")
+    junit = f"{store_path}{suffix}"
+    assert _gate(store_path, str(run), "--policy", str(policy), "--junit", junit) == 2
+    assert f"--junit {junit} is the SQLite {suffix} file of --store" in capsys.readouterr().err
+    # Any input that is an SQLite file, not the store alone (a store given as the policy).
+    other = tmp_path / "other.sqlite"
+    add_run(other, "victim", BASE)
+    junit = f"{other}{suffix}"
+    assert _gate(store_path, str(run), "--policy", str(other), "--junit", junit) == 2
+    assert f"--junit {junit} is the SQLite {suffix} file of --policy" in capsys.readouterr().err
