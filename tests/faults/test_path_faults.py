@@ -87,3 +87,42 @@ def test_the_messages_in_security_md_are_the_ones_shown(tmp_path, monkeypatch, c
     assert capsys.readouterr().err == (
         "memprobe: error: cannot write --junit to loop.xml: a symlink loop; give a regular file\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("variables", "argv", "says"),
+    [
+        # HOME a file: the default store's folder ~/.cache/memprobe cannot be made.
+        ({"HOME": "{file}"}, ["runs"], "HOME={file}: memprobe's folder {file}/.cache/memprobe"),
+        (
+            {"MEMPROBE_HOME": "{file}"},
+            ["corpus", "nonmembers"],
+            "MEMPROBE_HOME={file}: memprobe's folder {file} cannot be made (a file, not a folder, "
+            "has that name); set MEMPROBE_HOME to a folder you can write to",
+        ),
+        (
+            {"MEMPROBE_HOME": "{file}/sub"},
+            ["runs"],
+            "MEMPROBE_HOME={file}/sub: memprobe's folder {file}/sub cannot be made (a file, not a "
+            "folder, is on its path); set MEMPROBE_HOME to a folder you can write to",
+        ),
+        (
+            {"MEMPROBE_STORE": "{file}/runs.sqlite"},
+            ["runs"],
+            "the run store (MEMPROBE_STORE; pick another with --store PATH) {file}/runs.sqlite: "
+            "a path through a file that is not a folder",
+        ),
+    ],
+)
+def test_a_home_or_store_variable_naming_a_file_is_one_line_naming_the_variable(
+    tmp_path, monkeypatch, capsys, variables, argv, says
+):
+    file = tmp_path / "x.txt"
+    file.write_text("not a folder\n")
+    monkeypatch.delenv("MEMPROBE_HOME", raising=False)
+    monkeypatch.delenv("MEMPROBE_STORE", raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value.format(file=file))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert says.format(file=file) in err and len(err.splitlines()) == 1, err
