@@ -32,6 +32,7 @@ import io
 import itertools
 import json
 import logging
+import os
 import re
 import sys
 from collections.abc import Callable, Generator
@@ -355,7 +356,7 @@ def _load(open_file: _Opener, filename: str, opts: LoadSpec) -> LoadResult:
             f"txt_mode={opts.txt_mode!r} applies to .txt files only; {ext} file {filename!r} "
             f"holds one snippet per row: leave it out"
         )
-    stem = Path(filename).stem
+    stem = _name_text(Path(filename).stem)
     keys: dict[str, None] = {}  # every column (JSON key) seen, in order of first appearance
     records: _Records
     if ext == ".txt":
@@ -822,8 +823,19 @@ def _one_snippet(
         problem = None if value.isascii() else _surrogate_problem(role, value)
         if problem:
             return problem, None
-    source = f"{filename} row {row}"
+    source = f"{_name_text(filename)} row {row}"
     return None, Snippet(id=snippet_id, text=text, domain=snippet_domain, source=source)
+
+
+def _name_text(name: str) -> str:
+    r"""A file name as text that can be stored and shown: a byte that is not UTF-8 (a legal name
+    on Linux, ``\xfc.jsonl``, which Python reads as a lone surrogate) as a ``\xfc`` escape.
+    Generated ids and sources are built from the name; a surrogate in them rejected every row."""
+    try:
+        raw = os.fsencode(name)
+    except UnicodeError:  # a surrogate that is no escaped byte (an uploaded name's "\ud800")
+        raw = name.encode("utf-8", "surrogatepass")
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def _type_name(value: object) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -668,3 +669,19 @@ def test_jsonl_nested_too_deeply_rejects_its_row() -> None:
             "needs 1 (an object of fields)",
         )
     ]
+
+
+def test_a_file_name_that_is_not_utf8_makes_ids_with_its_bytes_escaped(tmp_path: Path) -> None:
+    # A legal Linux name (Latin-1 "ü"): Python reads the byte as a lone surrogate, "\udcfc",
+    # which every generated id held, so every row was rejected ("id holds a lone surrogate").
+    name = os.fsdecode(os.fsencode(str(tmp_path)) + b"/\xfc.jsonl")
+    loaded = load_snippets(_write_jsonl(Path(name), [{"text": "one"}, {"text": "two"}]))
+    assert not loaded.rejected
+    assert [s.id for s in loaded.snippets] == ["\\xfc:1", "\\xfc:2"]
+    for snippet in loaded.snippets:  # stored as UTF-8 text by the run store
+        snippet.id.encode("utf-8")
+        snippet.source.encode("utf-8")
+    assert loaded.snippets[0].source.endswith("\\xfc.jsonl row 1")
+    # An uploaded name with a surrogate that is no escaped byte.
+    uploaded = load_snippets_from_bytes(b'{"text": "one"}\n', "\ud800.jsonl")
+    assert not uploaded.rejected and uploaded.snippets[0].id == "\\xed\\xa0\\x80:1"
