@@ -251,7 +251,7 @@ def _refuse_unused_flags(args: argparse.Namespace) -> None:
     if stored and args.victim is not None:
         raise UsageError(
             f"--victim does not apply to {stored}: a stored run keeps the victim it was started "
-            "with (`memprobe runs RUN` names it)"
+            "with (`memprobe document --show RUN` names it)"
         )
     _refuse_endpoint_flags(args, stored)
     if args.mode == "continue" and map_flags:

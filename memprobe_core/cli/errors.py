@@ -107,6 +107,20 @@ CLI_FLAGS: dict[str, str] = {
 }
 
 
+# Library remedies no `memprobe` flag reaches, said as what a CLI user can do instead (the
+# library's own message keeps its argument names: its users can pass them).
+CLI_REWORDS: list[tuple[re.Pattern[str], str]] = [
+    # memprobe_core.models.openai.transport: one answer over max_response_bytes (8 MiB on the CLI)
+    (re.compile(r"max_response_bytes=(\S+) \("), r"memprobe's cap for one answer (\1 bytes, "),
+    (
+        re.compile(r"; lower max_new_tokens or n, or raise max_response_bytes"),
+        "; nothing on memprobe's side raises that cap: have the server send shorter answers",
+    ),
+    # memprobe_core.models.openai.generator: the server does not echo prompt logprobs
+    (re.compile(r", or pass prompt_logprobs=False\)"), ")"),
+]
+
+
 # A method's option named as `method.field` (`divergence.reference_encoding=…`, one without a
 # flag of its own): the CLI sets it with `--method-option method.field=VALUE`.
 @cache
@@ -171,5 +185,7 @@ def cli_text(message: str) -> str:
         return f"--method-option {match.group(1)}={value or 'VALUE'}"
 
     message = _KEY_VARIABLE.sub(r"\g<0> (or name another with --api-key-env)", message)
+    for pattern, words in CLI_REWORDS:
+        message = pattern.sub(words, message)
     message = _method_options().sub(method_option, message)
     return _LIBRARY_NAME.sub(flag, message)

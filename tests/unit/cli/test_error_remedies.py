@@ -572,7 +572,7 @@ CASES: dict[tuple[str, str, tuple[str, ...]], list[Case]] = {
             "a DOCUMENT file",
         ),
     ],
-    ("memprobe_core/cli/documents.py", "_refuse_unused_flags", ("--victim",)): [
+    ("memprobe_core/cli/documents.py", "_refuse_unused_flags", ("--show", "--victim")): [
         Case(  # without --victim it gets to the stored run (none in an empty store)
             lambda t: _document(t, "--show", "1", "--victim", "test-v"),
             lambda t: _document(t, "--show", "1"),
@@ -1436,3 +1436,69 @@ def test_the_named_remedy_gets_further_in_the_library(tmp_path, key, index):
     except (MemprobeError, ValueError) as exc:  # a later check is further too
         assert case.says not in str(exc)
         assert _check_of(str(exc)) != _check_of(str(refused.value)), str(exc)
+
+
+# Error messages naming a library argument (`name=`) that `memprobe` has no flag for, and why
+# that is right: a programmer's misuse of a library call the command line makes correctly, or
+# a file only a test writes. Any other one must become a flag or CLI words on the command line
+# (memprobe_core.cli.errors.CLI_FLAGS / CLI_REWORDS).
+LIBRARY_ONLY: dict[tuple[str, str], str] = {
+    ("memprobe_core/attacks/registry.py", "MethodSpec.__post_init__"): "registering a method",
+    ("memprobe_core/documents/perturb.py", "perturb"): "a library call's argument",
+    ("memprobe_core/documents/perturb.py", "instruction_attempt"): "a library call's argument",
+    ("memprobe_core/documents/perturb.py", "best_of_n_instructions"): "a library call's argument",
+    ("memprobe_core/membership/token_stats.py", "calibrated"): "a library call's argument",
+    ("memprobe_core/models/base.py", "Generator.generate"): "a backend's generate() arguments",
+    ("memprobe_core/models/hf.py", "HFGenerator.__init__"): "the CLI passes a valid batch size",
+    ("memprobe_core/models/scripted.py", "load_scripted"): "a scripted model's file (tests)",
+    ("memprobe_core/models/vllm_backend.py", "speculative_config"): "set from the CLI's value",
+    ("memprobe_core/ner/importance.py", "iterative_importance"): "a library call's argument",
+    ("memprobe_core/ner/model.py", "NerModel._attention_model"): "a transformers argument",
+    ("memprobe_core/snippets/span_index.py", "SpanIndex.find_spans"): "a library call's argument",
+}
+
+
+def test_no_message_shown_on_the_command_line_names_an_argument_it_cannot_pass():
+    from memprobe_core.cli.errors import cli_text
+    from tests.unit.cli.remedy_scan import library_names_named
+
+    named = library_names_named(cli_text)
+    unreachable = {k: v for k, v in named.items() if k[:2] not in LIBRARY_ONLY}
+    assert not unreachable, f"the CLI shows arguments it has no flag for: {unreachable}"
+    stale = set(LIBRARY_ONLY) - {k[:2] for k in named}
+    assert not stale, f"LIBRARY_ONLY entries no message needs any more: {stale}"
+
+
+def test_every_command_an_error_names_exists():
+    import shlex
+
+    from memprobe_core.cli.main import build_parser
+    from tests.unit.cli.remedy_scan import commands_named
+
+    commands = commands_named()
+    assert "memprobe document --show RUN" in commands  # the scan reads them
+    for command, where in commands.items():
+        argv = [("1" if a in ("RUN", "{}") else a) for a in shlex.split(command)[1:]]
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            try:
+                build_parser().parse_args(argv)
+            except SystemExit as exc:  # a command named without its arguments still exists
+                said = err.getvalue()
+                assert exc.code == 0 or "arguments are required" in said, (
+                    f"{where} names `{command}`: {said[-300:]}"
+                )
+
+
+def test_too_large_and_no_echo_messages_name_what_a_cli_user_can_do():
+    from memprobe_core.cli.errors import cli_text
+
+    large = (
+        "http://h/v1/completions sent a response larger than max_response_bytes=8,388,608 "
+        "(8 MiB; 12,000,000 bytes read); lower max_new_tokens or n, or raise max_response_bytes"
+    )
+    shown = cli_text(large)
+    assert "max_response_bytes" not in shown and "max_new_tokens" not in shown, shown
+    assert "memprobe's cap for one answer (8,388,608 bytes, 8 MiB" in shown
+    assert "nothing on memprobe's side raises that cap" in shown
+    echo = "not measured (start it with prompt-logprob support, e.g. vLLM, or pass prompt_logprobs=False)"
+    assert cli_text(echo) == "not measured (start it with prompt-logprob support, e.g. vLLM)"
