@@ -25,8 +25,19 @@ from memprobe_core.store.records import (
 
 
 def dumps(value: Any) -> str:
-    """JSON text of a config, manifest or result (non-ASCII kept, unknown objects as ``str``)."""
-    return json.dumps(value, ensure_ascii=False, default=str)
+    """JSON text of a config, manifest or result (non-ASCII kept, unknown objects as ``str``).
+
+    A lone surrogate (a file name byte that is not UTF-8, ``\\xfc.jsonl`` read as ``"\\udcfc"``)
+    cannot be stored as UTF-8 text: such a value is written with ``\\u`` escapes, which read
+    back as the same string.
+    """
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return json.dumps(value, ensure_ascii=True, default=str)
+    return text
 
 
 def loads(text: str | None, default: Any = None) -> Any:

@@ -463,3 +463,12 @@ def test_unit_timings_give_each_finished_units_cost_and_victim(tmp_path) -> None
     assert row["seconds"] > 0 and row["victim"] == "v" and row["length"] == 40
     assert row["method"] == done["key"].method
     assert store.unit_timings([]) == []
+
+
+def test_a_config_holding_a_file_name_that_is_not_utf8_is_stored_and_read_back(tmp_path):
+    # `memprobe audit $'\xfc.jsonl'`: Python reads the byte as "\udcfc", which UTF-8 text
+    # cannot hold; the audit failed with "surrogates not allowed" before any unit.
+    config = {"dataset": {"path": "/data/\udcfc.jsonl"}}
+    with Store(tmp_path / "runs.sqlite") as store:
+        run_id = store.create_run("audit", config=config)
+        assert store.get_run(run_id)["config"] == config
