@@ -4,8 +4,9 @@ A held-out text that is a suspect text with a trailing space, another case or fu
 letters is the same text to the model: the two sets then overlap and the comparison between
 them (dataset inference's test, a labelled audit's AUROC) says nothing. :func:`shared_texts`
 compares the sets under one normal form, :func:`normal_form`: Unicode NFKC (full-width ``Ａ``,
-ligatures ``ﬁ`` and compatibility spaces become their plain forms), case folded, whitespace runs
-collapsed to one space and stripped at both ends.
+ligatures ``ﬁ`` and compatibility spaces become their plain forms), case folded, Unicode format
+characters (category Cf: zero-width space U+200B, joiner U+200D, soft hyphen U+00AD, byte-order
+mark U+FEFF) dropped, whitespace runs collapsed to one space and stripped at both ends.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ SHARED_TEXTS = "shared_texts"
 
 def normal_form(text: str) -> str:
     """``text`` as the sets are compared: NFKC, case folded (NFKC again: folding can leave a
-    non-normal form, as the Unicode standard's caseless matching does), whitespace collapsed."""
+    non-normal form, as the Unicode standard's caseless matching does), format characters
+    (category Cf, invisible: U+200B, U+200D, U+00AD, U+FEFF …) dropped, whitespace collapsed."""
     folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
-    return " ".join(folded.split())
+    visible = "".join(c for c in folded if unicodedata.category(c) != "Cf")
+    return " ".join(visible.split())
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,11 @@ NEAR = {
     "case": TEXTS[0].upper(),
     "NFKC (full-width letters)": TEXTS[0].replace("Permission", "Ｐｅｒｍｉｓｓｉｏｎ"),
     "whitespace inside": TEXTS[0].replace(" ", " \t\n ", 3),
+    # Unicode format characters (category Cf), invisible: dropped by the normal form
+    "zero-width space after each space": TEXTS[0].replace(" ", " \u200b"),
+    "leading byte-order mark": "\ufeff" + TEXTS[0],
+    "soft hyphens": TEXTS[0].replace("Permission", "Per\u00admis\u00adsion"),
+    "zero-width joiner": TEXTS[0].replace("granted", "gran\u200dted"),
 }
 
 
