@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import tomllib
 from itertools import accumulate
 from typing import Any
@@ -102,6 +103,42 @@ def _too_deep(source: str, limit: int, needs: str) -> NestingError:
     )
 
 
+class NumberTooLongError(UsageError):
+    """A number with more digits than Python turns into an int (``sys.get_int_max_str_digits``,
+    4,300 by default: a guard against quadratic-time parsing)."""
+
+
+# A run of digits (TOML allows "_" between them), as the parsers read an integer.
+_DIGITS = re.compile(r"[0-9][0-9_]*")
+
+
+def _is_digit_limit(exc: ValueError) -> bool:
+    """Whether ``exc`` is Python's refusal of an integer over the digit limit, which ``json``
+    and ``tomllib`` let through as a bare ``ValueError`` naming neither input nor place."""
+    return "integer string conversion" in str(exc)
+
+
+def _number_too_long(text: str, source: str) -> NumberTooLongError:
+    """The refusal of ``text``'s first integer over the digit limit, naming its line (and the
+    TOML key on that line)."""
+    limit = sys.get_int_max_str_digits()
+    for found in _DIGITS.finditer(text):
+        digits = len(found.group().replace("_", ""))
+        if limit and digits > limit:
+            start = text.rfind("\n", 0, found.start()) + 1
+            before = text[start : found.start()]
+            key = before.split("=")[0].strip() + " = " if "=" in before else ""
+            line = text.count("\n", 0, found.start()) + 1
+            return NumberTooLongError(
+                f"{source} line {line}: {key}a number of {digits:,} digits; memprobe reads at "
+                f"most {limit:,}: write a smaller number"
+            )
+    return NumberTooLongError(  # not found by the scan: the parser's own count
+        f"{source}: a number longer than memprobe reads (at most {limit:,} digits); write a "
+        "smaller number"
+    )
+
+
 def check_size(size: int, source: str, limit: int, what: str) -> None:
     """Refuse ``size`` bytes past ``limit`` (``what`` says what the input should be).
 
@@ -120,7 +157,8 @@ def loads_json(
     """``json.loads(text)`` once ``text`` is within ``max_bytes`` and nests at most ``limit``.
 
     Raises:
-        InputTooLargeError, NestingError: before parsing; ``json.JSONDecodeError`` (and
+        InputTooLargeError, NestingError: before parsing; NumberTooLongError: an integer of
+        more digits than Python reads; ``json.JSONDecodeError`` (and
         ``UnicodeDecodeError`` for bytes) from the parser.
     """
     size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
@@ -130,6 +168,11 @@ def loads_json(
         return json.loads(text)
     except RecursionError:  # the scan missed a level: still the input's fault, not a bug
         raise _too_deep(source, limit, needs) from None
+    except ValueError as exc:
+        if isinstance(exc, json.JSONDecodeError) or not _is_digit_limit(exc):
+            raise
+        shown = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        raise _number_too_long(shown, source) from None
 
 
 def loads_toml(
@@ -139,7 +182,8 @@ def loads_toml(
     most ``limit``; the parsed value (dotted keys nest too) is held to ``limit`` as well.
 
     Raises:
-        InputTooLargeError, NestingError; ``tomllib.TOMLDecodeError`` from the parser.
+        InputTooLargeError, NestingError; NumberTooLongError: an integer of more digits than
+        Python reads; ``tomllib.TOMLDecodeError`` from the parser.
     """
     check_size(len(text.encode("utf-8", "surrogatepass")), source, max_bytes, needs)
     check_depth(nesting_depth(text, "toml"), source, needs, limit)
@@ -147,6 +191,10 @@ def loads_toml(
         data = tomllib.loads(text)
     except RecursionError:  # the scan missed a level: still the input's fault, not a bug
         raise _too_deep(source, limit, needs) from None
+    except ValueError as exc:
+        if isinstance(exc, tomllib.TOMLDecodeError) or not _is_digit_limit(exc):
+            raise
+        raise _number_too_long(text, source) from None
     # The root table is not a level a user writes: `[limits]` with a per-signal table is 2.
     check_depth(value_depth(data) - 1, source, needs, limit)
     return data

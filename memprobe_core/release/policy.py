@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memprobe_core.bounded import loads_toml
+from memprobe_core.bounded import NumberTooLongError, loads_toml
 from memprobe_core.errors import UsageError
 from memprobe_core.membership.options import SIGNAL_BY_NAME
 from memprobe_core.stats import CONFIDENCE
@@ -140,6 +140,8 @@ def read_policy(path: str | Path) -> Policy:
         raise PolicyError(f"policy file {path.name!r} is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise PolicyError(f"policy file {path.name!r} is not valid TOML: {exc}") from None
+    except NumberTooLongError as exc:
+        raise PolicyError(str(exc)) from None
     return parse_policy(data, path.name)
 
 

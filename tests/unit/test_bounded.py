@@ -11,6 +11,7 @@ from memprobe_core.bounded import (
     MAX_DEPTH,
     InputTooLargeError,
     NestingError,
+    NumberTooLongError,
     loads_json,
     loads_toml,
     nesting_depth,
@@ -131,3 +132,18 @@ def test_a_level_the_scan_misses_is_still_the_inputs_fault(monkeypatch) -> None:
         assert str(info.value) == (
             f"p nests deeper than Python's parser reads; memprobe reads at most 64 levels: {NEEDS}"
         )
+
+
+def test_a_number_longer_than_python_reads_names_the_input_line_and_key() -> None:
+    # Python refuses integers of more than 4,300 digits with a bare ValueError naming neither.
+    big = "9" * 5000
+    with pytest.raises(NumberTooLongError) as toml_error:
+        loads_toml(f"[limits]\nmax_pii_copied = {big}\n", "p.toml", needs="2", max_bytes=10**6)
+    assert str(toml_error.value) == (
+        "p.toml line 2: max_pii_copied = a number of 5,000 digits; memprobe reads at most "
+        "4,300: write a smaller number"
+    )
+    with pytest.raises(NumberTooLongError, match=r"^a\.json line 2: a number of 5,000 digits"):
+        loads_json(f'{{"x":\n{big}}}', "a.json", needs="1", max_bytes=10**6)
+    with pytest.raises(tomllib.TOMLDecodeError):  # other errors stay the parser's
+        loads_toml("a = = 1", "p.toml", needs="2", max_bytes=10**6)

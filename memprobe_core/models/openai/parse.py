@@ -8,6 +8,7 @@ that names the endpoint and what was wrong, never an ``AttributeError`` or ``Key
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -52,7 +53,13 @@ def decode_json(body: bytes, where: str, *, redact: Callable[[str], str] = _same
         )
     try:
         data = json.loads(body)
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        if "integer string conversion" in str(exc):  # over sys.get_int_max_str_digits()
+            raise ModelError(
+                f"{where} answered with a number of more digits than memprobe reads (at most "
+                f"{sys.get_int_max_str_digits():,}); check that base_url points at an "
+                "OpenAI-compatible API (…/v1)"
+            ) from None
         raise ModelError(
             f"{where} answered with a body that is not JSON: {shown(body, _SHOWN_CHARS, redact)!r}; "
             "check that base_url points at an OpenAI-compatible API (…/v1)"

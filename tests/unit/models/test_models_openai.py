@@ -307,3 +307,11 @@ def test_odd_but_usable_bodies_are_read(echo):
     with serve(echo, "m", raw_body=refusal) as srv:
         out = client(srv.base_url).generate([[{"role": "user", "content": "x"}]])
     assert out[0][0].text == ""
+
+
+def test_an_answer_with_a_number_longer_than_python_reads_is_a_model_error_naming_it():
+    from memprobe_core.models.openai.parse import decode_json
+
+    body = b'{"id": "c1", "created": ' + b"9" * 5000 + b', "choices": []}'
+    with pytest.raises(ModelError, match=r"^http://h/v1 answered with a number of more digits"):
+        decode_json(body, "http://h/v1")

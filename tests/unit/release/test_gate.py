@@ -314,3 +314,14 @@ def test_a_junit_file_naming_a_sidecar_of_an_sqlite_input_exits_2(
     junit = f"{other}{suffix}"
     assert _gate(store_path, str(run), "--policy", str(other), "--junit", junit) == 2
     assert f"--junit {junit} is the SQLite {suffix} file of --policy" in capsys.readouterr().err
+
+
+def test_a_policy_number_longer_than_python_reads_exits_2_naming_file_and_key(
+    store_path, tmp_path, capsys
+):
+    run = add_run(store_path, "victim", BASE)
+    policy = _policy(tmp_path, "[limits]\nmax_pii_copied = " + "9" * 5000 + "\n")
+    assert _gate(store_path, str(run), "--policy", str(policy)) == 2
+    err = capsys.readouterr().err
+    assert f"policy file {policy.name!r} line 2: max_pii_copied = a number of 5,000 digits" in err
+    assert "set_int_max_str_digits" not in err and len(err.splitlines()) == 1

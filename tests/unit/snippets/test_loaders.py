@@ -685,3 +685,13 @@ def test_a_file_name_that_is_not_utf8_makes_ids_with_its_bytes_escaped(tmp_path:
     # An uploaded name with a surrogate that is no escaped byte.
     uploaded = load_snippets_from_bytes(b'{"text": "one"}\n', "\ud800.jsonl")
     assert not uploaded.rejected and uploaded.snippets[0].id == "\\xed\\xa0\\x80:1"
+
+
+def test_a_row_with_a_number_longer_than_python_reads_is_a_rejected_row(tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"text": "one"}\n{"text": "two", "n": ' + "9" * 5000 + "}\n")
+    loaded = load_snippets(path)
+    assert [s.text for s in loaded.snippets] == ["one"]
+    assert [(r.row, r.reason[:42]) for r in loaded.rejected] == [
+        (2, "line 2: a number of 5,000 digits is longer")
+    ]
