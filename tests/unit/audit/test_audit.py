@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
 
 import memprobe_core.models as models_pkg
 from memprobe_core.attacks.events import CandidateScored
-from memprobe_core.attacks.model_set import ModelSet
+from memprobe_core.attacks.model_set import ModelSet, has_weights
 from memprobe_core.attacks.options import AttackOptions, InteractiveOptions
 from memprobe_core.attacks.registry import roles_needed
 from memprobe_core.attacks.result import AttackResult, Candidate
@@ -331,3 +332,42 @@ def test_a_white_box_method_with_a_model_without_weights_is_refused_before_any_u
         split_tokenizer="whitespace",
     )
     assert run_audit(store, run_id, models=given).status == "finished"
+
+
+def _victim_only_methods_a_fake_victim_cannot_serve() -> list[str]:
+    """From the registry: each method run by the victim alone that a ``fake:victim`` cannot
+    serve (no weights for a white-box victim, no chat template for a chat victim)."""
+    from memprobe_core.attacks import registry
+    from memprobe_core.models import load
+
+    victim = load("fake:victim")
+    names = []
+    for spec in registry.specs():
+        if set(spec.roles) != {"victim"}:
+            continue
+        no_weights = "victim" in spec.white_box_roles and not has_weights(victim)
+        no_chat = "victim" in spec.chat_roles and not victim.has_chat_template
+        if no_weights or no_chat:
+            names.append(spec.name)
+    return names
+
+
+@pytest.mark.parametrize("method", _victim_only_methods_a_fake_victim_cannot_serve())
+def test_a_method_the_loaded_victim_cannot_serve_exits_3_with_no_run_stored(
+    method, tmp_path, capsys
+):
+    from memprobe_core.cli import main
+
+    data = tmp_path / "data.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"id": f"s{i}", "text": " ".join(f"w{i}x{j}" for j in range(60))}) + "\n"
+            for i in range(3)
+        ),
+        encoding="utf-8",
+    )
+    store = tmp_path / "c.sqlite"
+    argv = ["--store", str(store), "audit", str(data), "--victim", "fake:victim"]
+    assert main([*argv, "--methods", method]) == 3
+    assert "model error:" in capsys.readouterr().err
+    assert not store.exists() or Store(store).list_runs() == []
