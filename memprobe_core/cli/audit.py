@@ -236,6 +236,8 @@ def run(args: argparse.Namespace) -> int:
     models = load_models(names, args.methods) if executor.name == "local" else None
     if models is not None:  # a model a method cannot use (no weights, no chat template): exit 3
         refuse_unfit_models(args.methods, models)  # before the run is stored, not as 0/N failed
+        if policy is not None:  # an AUROC limit on a signal this victim cannot give: exit 2
+            release.check_signals_measured(policy, args, models.victim)
     options = with_dc_pdd(args, options, snippets, names, models)
     try:
         run_id = start_audit(

@@ -20,6 +20,8 @@ from memprobe_core.cli.errors import EXIT_OK
 from memprobe_core.cli.output import echo, show_with_files, terminal_json
 from memprobe_core.errors import UsageError
 from memprobe_core.membership.options import SIGNALS, MeasureOptions
+from memprobe_core.models.base import Generator
+from memprobe_core.models.measure_cache import from_weights, scorable
 from memprobe_core.release.diff import DEFAULT_TOP, diff_runs
 from memprobe_core.release.gate import GateError, check_baseline_use, run_gate
 from memprobe_core.release.junit import gate_json, write_junit
@@ -141,20 +143,46 @@ def _check_fits_audit(policy: Policy, args: argparse.Namespace) -> None:
                 f"{policy.source} limits AUROC, which needs members and non-members: the "
                 "built-in corpus is labelled with --nonmembers, --canaries or --dated-split"
             )
-        asked = _signals_asked(args)
-        for key, table in (("limits.max_auroc", limits), ("increase.auroc", increase)):
-            for signal in table.auroc:
-                if signal != "*" and signal not in asked:
+        check_signals_measured(policy, args)
+
+
+def check_signals_measured(
+    policy: Policy, args: argparse.Namespace, victim: Generator | None = None
+) -> None:
+    """Refuse an AUROC limit on a signal the audit will not measure: by its flags, and, given
+    the loaded ``victim`` (before the run is stored), by what that victim can be scored for."""
+    asked = _signals_asked(args, victim)
+    for key, table in (("limits.max_auroc", policy.limits), ("increase.auroc", policy.increase)):
+        for signal in table.auroc:
+            if signal != "*" and signal not in asked:
+                if asked and victim is not None and _needs_weights(signal):
                     raise GateError(
-                        f"{policy.source}: {key}.{signal} limits a signal this audit does not "
-                        f"measure (it measures: {', '.join(asked)}); turn {signal} on or drop "
-                        "the limit"
+                        f"{policy.source}: {key}.{signal} limits a signal this victim cannot give "
+                        f"({signal} needs a victim loaded with its weights, the 'hf' backend; it "
+                        f"measures: {', '.join(asked)}); load the victim so or drop the limit"
                     )
+                why = (
+                    f"it measures: {', '.join(asked)}"
+                    if asked
+                    else "the victim cannot score a text: it measures none"
+                )
+                raise GateError(
+                    f"{policy.source}: {key}.{signal} limits a signal this audit does not "
+                    f"measure ({why}); turn {signal} on or drop the limit"
+                )
 
 
-def _signals_asked(args: argparse.Namespace) -> list[str]:
+def _needs_weights(signal: str) -> bool:
+    return any(spec.name == signal and spec.needs_weights for spec in SIGNALS)
+
+
+def _signals_asked(args: argparse.Namespace, victim: Generator | None = None) -> list[str]:
     """The membership signals an audit's flags ask for (``SignalSpec``'s needs, read from the
-    flags; a victim that cannot score text measures fewer, which the gate then refuses)."""
+    flags) and, given the loaded ``victim``, that it can be scored for: none when it cannot
+    score a text, none needing weights when a server scores it."""
+    if victim is not None and not scorable(victim):
+        return []
+    weights = victim is None or from_weights(victim)
     measure = option_flags.read_flags(args, MeasureOptions)
     on = {
         "needs_reference": getattr(args, "reference_model", None) is not None,
@@ -170,6 +198,7 @@ def _signals_asked(args: argparse.Namespace) -> list[str]:
         for spec in SIGNALS
         if all(on[need] for need in on if getattr(spec, need))
         and (not spec.needs_option or options.get(spec.name, False))
+        and (weights or not spec.needs_weights)
     ]
 
 

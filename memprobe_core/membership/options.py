@@ -62,6 +62,9 @@ class SignalSpec:
         needs_samples: only computed with ``samia_samples`` (SaMIA samples continuations).
         needs_option: only computed when its own option turns it on (DC-PDD: a reference
             corpus's token frequencies; PAC: ``pac_augmentations``).
+        needs_weights: only computed for a victim scored from its weights (Min-K%++ needs the
+            mean and spread of the whole next-token distribution; a server gives the log-probs
+            of the text's own tokens only).
     """
 
     name: str
@@ -72,6 +75,7 @@ class SignalSpec:
     needs_prefixes: bool = False
     needs_samples: bool = False
     needs_option: bool = False
+    needs_weights: bool = False
 
     @property
     def column(self) -> str:
@@ -90,7 +94,12 @@ SIGNALS: tuple[SignalSpec, ...] = (
     SignalSpec("lowercase", "Lowercase ratio", False, False, "loss(x) / loss(lower(x))"),
     SignalSpec("min_k", "Min-K%", True, False, "mean of the lowest k % token log-probs"),
     SignalSpec(
-        "min_k_pp", "Min-K%++", True, False, "Min-K% of calibrated log-probs (Zhang et al. 2024)"
+        "min_k_pp",
+        "Min-K%++",
+        True,
+        False,
+        "Min-K% of calibrated log-probs (Zhang et al. 2024)",
+        needs_weights=True,
     ),
     SignalSpec(
         "ref_ratio",

@@ -289,3 +289,38 @@ def test_an_audits_per_signal_limit_on_a_signal_it_does_not_measure_is_refused_f
     )
     assert "loss, ppl, suffix_loss, zlib, lowercase, min_k, min_k_pp)" in err
     assert [r["id"] for r in Store(store).list_runs()] == [base]  # no audit stored
+
+
+def test_an_auroc_limit_the_loaded_victim_cannot_give_is_refused_before_the_run_is_stored(
+    tmp_path, capsys
+) -> None:
+    # `fake` scores no text: no signal is measured, so a Min-K%++ limit applies to nothing.
+    store = tmp_path / "runs.sqlite"
+    path = _policy(tmp_path, "[limits]\nmax_auroc = { min_k_pp = 0.99 }\n")
+    assert main(["--store", str(store), *FAKE_AUDIT, "--policy", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "policy.toml: limits.max_auroc.min_k_pp limits a signal this audit does not measure "
+        "(the victim cannot score a text: it measures none)" in err
+    ), err
+    assert not store.exists() or Store(store).list_runs() == []  # no audit stored
+
+
+def test_min_k_pp_is_not_promised_for_a_victim_a_server_scores(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from memprobe_core.cli import build_parser
+    from memprobe_core.cli.release import check_signals_measured
+    from memprobe_core.release.gate import GateError
+
+    policy = read_policy(_policy(tmp_path, "[limits]\nmax_auroc = { min_k_pp = 0.99 }\n"))
+    args = build_parser().parse_args([*FAKE_AUDIT, "--policy", "policy.toml"])
+    check_signals_measured(policy, args)  # by the flags alone, min_k_pp is asked for
+    server = SimpleNamespace(white_box=False, scores_text=True, tokenizer=None)
+    with pytest.raises(GateError) as refused:
+        check_signals_measured(policy, args, server)  # type: ignore[arg-type]
+    assert (
+        "limits.max_auroc.min_k_pp limits a signal this victim cannot give (min_k_pp needs a "
+        "victim loaded with its weights, the 'hf' backend; it measures: loss, ppl, "
+        "suffix_loss, zlib, lowercase, min_k); load the victim so or drop the limit"
+    ) in str(refused.value)
