@@ -127,7 +127,7 @@ def _main(argv: list[str] | None) -> int:
     except Exception as exc:  # a bug in a flag's parsing function, say
         return _internal_error(exc, verbose=False, command=None)
     stdout = sys.stdout
-    sys.stdout = _ReaderMayLeave(stdout)  # type: ignore[assignment]
+    sys.stdout = _ReaderMayLeave(stdout)
     try:
         code = _run(args)
         if code not in CONTRACT:
