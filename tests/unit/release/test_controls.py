@@ -324,3 +324,20 @@ def test_min_k_pp_is_not_promised_for_a_victim_a_server_scores(tmp_path) -> None
         "victim loaded with its weights, the 'hf' backend; it measures: loss, ppl, "
         "suffix_loss, zlib, lowercase, min_k); load the victim so or drop the limit"
     ) in str(refused.value)
+
+
+def test_a_baseline_with_no_better_than_blind_scores_does_not_void_an_increase() -> None:
+    # The shipped model (baseline) showing no membership signal is the reference an increase is
+    # measured from; a control on the sets still voids it. The release demo's canary copy over
+    # the base (tests/e2e/test_release_demo.py) was skipped before this rule.
+    from memprobe_core.membership.verdict import NO_BETTER_THAN_BLIND
+    from memprobe_core.release.gate import _baseline_voids
+
+    assert _baseline_voids(NO_BETTER_THAN_BLIND) == ""
+    assert _baseline_voids(f"{NO_BETTER_THAN_BLIND}; too few texts (4 vs 4)") == (
+        "too few texts (4 vs 4)"
+    )
+    assert _baseline_voids("blind baseline separates the sets") == (
+        "blind baseline separates the sets"
+    )
+    assert _baseline_voids("") == ""
