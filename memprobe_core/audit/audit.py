@@ -121,6 +121,7 @@ def start_audit(
     split_tokenizer: str = "model",
     prefix_ratio: float = DEFAULT_PREFIX_RATIO,
     dataset: dict[str, Any] | None = None,
+    loaded: ModelSet | None = None,
 ) -> int:
     """Record a new audit (snippets, units, config) and return its run id; nothing runs yet.
 
@@ -135,6 +136,8 @@ def start_audit(
         split_tokenizer: ``model`` (the victim's tokenizer, as the paper) or ``whitespace``.
         prefix_ratio: prefix share of each split.
         dataset: where the snippets came from (source, rejected rows) for the record.
+        loaded: the models already loaded for the run, if any: checked
+            (:func:`refuse_unfit_models`) after the options and before the run is stored.
 
     Raises:
         ValueError: no snippets, an unknown method, a length below 2 or a bad tokenizer choice.
@@ -142,7 +145,8 @@ def start_audit(
             a method's ``prepare`` hook refusing its options for this dataset (a reference
             corpus missing or empty).
         MissingModelError: a method that needs a chat model (``MethodSpec.chat_roles``) named
-            with a model known to have no chat template (an embedded base model).
+            with a model known to have no chat template (an embedded base model), or that
+            ``loaded`` cannot serve (no chat template, no weights for a white-box role).
     """
     methods = registry.check_methods(methods)
     if not snippets:
@@ -171,6 +175,8 @@ def start_audit(
     names = (models or ModelNames()).resolved()
     refuse_known_without_chat(methods, names)
     options = prepare_options(options, methods, MethodContext(snippets=tuple(snippets)))
+    if loaded is not None:  # a method its models cannot serve: refused, no run left "failed"
+        refuse_unfit_models(methods, loaded)
     config = RunConfig(
         methods=tuple(methods),
         lengths=tuple(lengths),

@@ -15,7 +15,6 @@ from memprobe_core.attacks.options import AttackOptions
 from memprobe_core.attacks.signals_only import METHOD as SIGNALS_ONLY
 from memprobe_core.attacks.verbatim_only import METHOD as VERBATIM_METHOD
 from memprobe_core.audit import load_models, resume_audit, run_audit, start_audit
-from memprobe_core.audit.audit import refuse_unfit_models
 from memprobe_core.cli import common, release
 from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_UNITS_FAILED
 from memprobe_core.cli.output import ProgressBar, echo, terminal_json, terminal_safe
@@ -234,10 +233,8 @@ def run(args: argparse.Namespace) -> int:
     # Load before recording the run: an unknown model fails fast and leaves no empty run. On Ray
     # the workers load them (the driver may have no GPU); a worker that cannot says so per unit.
     models = load_models(names, args.methods) if executor.name == "local" else None
-    if models is not None:  # a model a method cannot use (no weights, no chat template): exit 3
-        refuse_unfit_models(args.methods, models)  # before the run is stored, not as 0/N failed
-        if policy is not None:  # an AUROC limit on a signal this victim cannot give: exit 2
-            release.check_signals_measured(policy, args, models.victim)
+    if models is not None and policy is not None:  # a limit on a signal it cannot give: exit 2
+        release.check_signals_measured(policy, args, models.victim)
     options = with_dc_pdd(args, options, snippets, names, models)
     try:
         run_id = start_audit(
@@ -251,6 +248,7 @@ def run(args: argparse.Namespace) -> int:
             split_tokenizer=spec.tokenizer,
             prefix_ratio=spec.prefix_ratio,
             dataset=info,
+            loaded=models,  # a method these models cannot serve: exit 3, no run stored
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc

@@ -353,7 +353,7 @@ def _victim_only_methods_a_fake_victim_cannot_serve() -> list[str]:
 
 
 @pytest.mark.parametrize("method", _victim_only_methods_a_fake_victim_cannot_serve())
-def test_a_method_the_loaded_victim_cannot_serve_exits_3_with_no_run_stored(
+def test_a_method_the_loaded_victim_cannot_serve_is_refused_with_no_run_stored(
     method, tmp_path, capsys
 ):
     from memprobe_core.cli import main
@@ -368,6 +368,7 @@ def test_a_method_the_loaded_victim_cannot_serve_exits_3_with_no_run_stored(
     )
     store = tmp_path / "c.sqlite"
     argv = ["--store", str(store), "audit", str(data), "--victim", "fake:victim"]
-    assert main([*argv, "--methods", method]) == 3
-    assert "model error:" in capsys.readouterr().err
+    assert main([*argv, "--methods", method]) == 2  # as a model named unfit by its name
+    err = capsys.readouterr().err
+    assert "needs " in err and "'fake:victim'" in err, err
     assert not store.exists() or Store(store).list_runs() == []
