@@ -126,7 +126,10 @@ def test_divergence_reference_corpus_path_of_any_text_is_refused_naming_it(
         named = repr(value) if "\x00" in value else str(Path(value).expanduser())
     except RuntimeError:  # a `~user` with no home directory: named as given
         named = repr(value)
-    assert str(refused.value).startswith(f"divergence reference_corpus {named}")
+    # A name no file can have (a NUL, a `~` with no home) is refused by the option's own check;
+    # any other missing path by the one path check (user_paths), naming the option itself.
+    prefixes = (f"divergence reference_corpus {named}", f"divergence.reference_corpus {named}")
+    assert str(refused.value).startswith(prefixes), str(refused.value)
 
 
 # --- dataset inference's suspect / held-out pair ------------------------------------------------
