@@ -45,7 +45,8 @@ def document_from_bytes(data: bytes, name: str, what: str = "document") -> str:
     if b"\x00" in data:
         raise DocumentError(f"{what} {name!r} is binary (it holds NUL bytes): give a text file")
     try:
-        text = data.decode("utf-8-sig")
+        # Every leading byte-order mark, not just the first (a file saved twice with one).
+        text = data.decode("utf-8-sig").lstrip("\ufeff")
     except UnicodeDecodeError as exc:
         raise DocumentError(
             f"{what} {name!r} is not UTF-8 text (byte {exc.start} cannot be decoded); "

@@ -42,6 +42,7 @@ DOCUMENT_BYTES = st.one_of(
 
 @given(data=DOCUMENT_BYTES)
 @example(data=b"\xef\xbb\xbf")  # a byte-order mark and nothing else
+@example(data=b"\xef\xbb\xbf\xef\xbb\xbf")  # two byte-order marks (only the first was dropped)
 @example(data="\u3000\u2028".encode())  # only Unicode spaces
 @example(data=b"\xff\xfe" + "text".encode("utf-16-le"))  # UTF-16 with its BOM
 def test_document_bytes_give_text_with_words_or_a_refusal_naming_the_file(data):
