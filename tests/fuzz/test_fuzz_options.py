@@ -22,7 +22,6 @@ import importlib
 import io
 import math
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,7 @@ from memprobe_core.documents.continuation import ContinuationOptions
 from memprobe_core.errors import OptionError
 from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.option_fields import OptionField, option_named, options_of
+from tests.fuzz.stand_in import REACHED, commands_that_do_nothing, subcommands
 
 # The module, not the function ``memprobe_core.cli.main`` that the package exports by that name.
 cli_main = importlib.import_module("memprobe_core.cli.main")
@@ -201,9 +201,6 @@ def test_any_option_keeps_an_allowed_value_or_refuses_it_by_name(case):
 
 
 # --- the command line ----------------------------------------------------------------------------------
-def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return dict(sub.choices)
 
 
 def _flags_of(parser: argparse.ArgumentParser) -> set[str]:
@@ -226,7 +223,7 @@ def _least_argv(parser: argparse.ArgumentParser) -> list[str]:
     return argv
 
 
-PARSERS = _subcommands(cli_main.build_parser())
+PARSERS = subcommands(cli_main.build_parser())
 COMMANDS_OF: dict[str, list[str]] = {
     opt.info.flag: [name for name, p in PARSERS.items() if opt.info.flag in _flags_of(p)]
     for opt in FLAGGED
@@ -238,41 +235,14 @@ def test_every_flag_is_offered_by_some_command():
     assert all(COMMANDS_OF.values()), [flag for flag, found in COMMANDS_OF.items() if not found]
 
 
-# The arguments a stand-in command was reached with (a list so the stand-in can set it): main()
-# turns anything a command raises into an exit code, so the stand-in records and returns.
-_REACHED: list[argparse.Namespace] = []
-
-
-def _stand_in(args: argparse.Namespace) -> int:
-    _REACHED.append(args)
-    return 0
-
-
-@contextlib.contextmanager
-def commands_that_do_nothing(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """``memprobe`` whose commands stop at their first step: every sub-command's handler is
-    replaced, so a test sees what passed option checking and nothing touches a store or model."""
-    real = cli_main.build_parser
-
-    def build() -> argparse.ArgumentParser:
-        parser = real()
-        for sub in _subcommands(parser).values():
-            sub.set_defaults(handler=_stand_in)
-        return parser
-
-    with monkeypatch.context() as patch:
-        patch.setattr(cli_main, "build_parser", build)
-        yield
-
-
 def run_cli(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, Any]:
     """``(exit code, stderr, the parsed args when the command was reached)``; stderr is a
     StringIO, as lenient as the real one (backslashreplace) with lone surrogates."""
     err = io.StringIO()
-    _REACHED.clear()
+    REACHED.clear()
     with commands_that_do_nothing(monkeypatch), contextlib.redirect_stderr(err):
         code = cli_main.main(argv)
-    return code, err.getvalue(), _REACHED[-1] if _REACHED else None
+    return code, err.getvalue(), REACHED[-1] if REACHED else None
 
 
 def _class_accepts(opt: OptionField, given: dict[str, Any]) -> None:

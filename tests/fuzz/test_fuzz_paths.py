@@ -24,7 +24,7 @@ import os
 import re
 import socket
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +33,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memprobe_core.cli.output import INPUT_FLAGS, INPUT_FOLDERS_TOO, OUTPUT_FLAGS
+from tests.fuzz.stand_in import REACHED, commands_that_do_nothing, subcommands
 
 # The module, not the function ``memprobe_core.cli.main`` that the package exports by that name.
 cli_main = importlib.import_module("memprobe_core.cli.main")
@@ -65,11 +66,6 @@ class PathOption:
         return f"{self.command} {self.action.option_strings[0] if self.action.option_strings else self.action.dest}"
 
 
-def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return dict(sub.choices)
-
-
 def _looks_like_a_path(action: argparse.Action) -> bool:
     metavar = " ".join(action.metavar) if isinstance(action.metavar, tuple) else action.metavar
     return action.nargs != 0 and bool(
@@ -88,7 +84,7 @@ def _role(dest: str) -> str:
 
 
 PARSER = cli_main.build_parser()
-COMMANDS = _subcommands(PARSER)
+COMMANDS = subcommands(PARSER)
 (STORE,) = [a for a in PARSER._actions if a.dest == "store"]
 PATH_OPTIONS: list[PathOption] = [
     PathOption(name, action, _role(action.dest), {**INPUT_FLAGS, **OUTPUT_FLAGS}[action.dest])
@@ -245,30 +241,6 @@ BAD: dict[str, dict[str, Maker]] = {
 
 # --- running a command ---------------------------------------------------------------------------
 # The commands a stand-in handler was reached with (it returns 0).
-REACHED: list[argparse.Namespace] = []
-
-
-def _reached(args: argparse.Namespace) -> int:
-    REACHED.append(args)
-    return 0
-
-
-@contextlib.contextmanager
-def commands_that_do_nothing(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """``memprobe`` whose commands are recorded in :data:`REACHED` instead of working."""
-    real = cli_main.build_parser
-
-    def build() -> argparse.ArgumentParser:
-        parser = real()
-        for sub in _subcommands(parser).values():
-            sub.set_defaults(handler=_reached)
-        return parser
-
-    with monkeypatch.context() as patch:
-        patch.setattr(cli_main, "build_parser", build)
-        yield
-
-
 def _argv(option: PathOption, bad: str, good_file: str, store: str) -> list[str]:
     """``memprobe`` with ``bad`` given to ``option`` and every other required argument a usable
     value (a run id, a readable regular file)."""
