@@ -28,7 +28,16 @@ Variants of the dashboard (``--sides``, comma list of ``cli``, ``cli@old`` and `
 - ``cli+busy`` (not a dashboard): the CLI while another process keeps ``--busy-share`` of one
   core busy, as the browser does: on a 2-core machine this alone shows how much of the
   dashboard's slowdown is the browser sharing the cores (torch's two threads wait for each
-  other whenever one is descheduled).
+  other whenever one is descheduled). ``--busy-share 1`` keeps a whole core busy.
+- Torch's threads: a CLI side runs with ``MEMPROBE_THREADS=auto`` (threads chosen from the
+  cores free, re-chosen between batches: ``memprobe_core.models.threads``) unless it ends in
+  ``@fixedN`` or ``@Nthread`` (``MEMPROBE_THREADS=N``): e.g. ``cli+busy@fixed2`` (torch's
+  default on 2 cores) and ``cli@1thread`` (the same probe alone on one thread).
+
+The goal table compares, side by side in one run: one tab / CLI (≤ 1.10), three tabs / CLI
+(≤ 1.25), and the CLI beside a busy core with adaptive threads / alone on one thread (≤ 1.2;
+fixed at 2 threads shown for comparison). The browser's CPU is printed as a share of one core
+over the same span (click to end).
 
 Sides run in the order given, ``--repeat`` times (interleaved), each with a fresh server and
 store. CPU time is shared with other work, so read the ratios, not the seconds.
@@ -36,6 +45,8 @@ store. CPU time is shared with other work, so read the ratios, not the seconds.
     python bench/dashboard.py                                  # cli, new:1, new:3
     python bench/dashboard.py --baseline 5b45f44 --sides cli,new:3,cli@old,old:3
     python bench/dashboard.py --rounds 1 --n 4 --repeat 2
+    python bench/dashboard.py --rounds 1 --n 4 --busy-share 1 \
+        --sides cli,new:1,new:3,cli@1thread,cli+busy,cli+busy@fixed2   # the goal table
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -85,6 +97,7 @@ class Outcome:
     cpu_s: float | None = None  # CPU seconds of the process doing the probe (see _cpu_seconds)
     browser_cpu_s: float | None = None  # CPU seconds of chromium's processes over the same span
     load: float = field(default_factory=lambda: os.getloadavg()[0])
+    threads: str = ""  # MEMPROBE_THREADS of a CLI side (auto or a number)
 
 
 def _store_run(store_path: Path, run_id: int | None = None) -> dict[str, Any] | None:
@@ -112,34 +125,57 @@ def _store_run(store_path: Path, run_id: int | None = None) -> dict[str, Any] | 
     }
 
 
-def run_cli(args: argparse.Namespace, root: Path, label: str) -> Outcome:
-    """The probe from the command line of the tree at ``root``."""
+def run_cli(args: argparse.Namespace, root: Path, label: str, threads: str = "auto") -> Outcome:
+    """The probe from the command line of the tree at ``root`` (``MEMPROBE_THREADS=threads``)."""
     command = ["probe", "--corpus-id", args.snippet, "--length", str(args.length)]
     command += ["--rounds", str(args.rounds), "--n", str(args.n), "--seed", "0"]
-    with cli_run(command, root=root, label=label, timeout=args.timeout) as (store, elapsed, cpu):
+    env = {"MEMPROBE_THREADS": threads}
+    with cli_run(command, root=root, label=label, timeout=args.timeout, env=env) as (
+        store,
+        elapsed,
+        cpu,
+    ):
         run = _store_run(store)
     outcome = _outcome(label, run, elapsed)
     outcome.cpu_s = cpu
+    outcome.threads = threads
     return outcome
 
 
 @contextmanager
 def cli_run(
-    command: list[str], *, root: Path, label: str, timeout: float | None
+    command: list[str],
+    *,
+    root: Path,
+    label: str,
+    timeout: float | None,
+    env: dict[str, str] | None = None,
 ) -> Iterator[tuple[Path, float, float]]:
     """Run ``python -m memprobe_core.cli COMMAND`` from the tree at ``root`` on a private
-    store; yield (the store, wall seconds, the child's CPU seconds) while the store exists.
+    store (``env``: more environment variables); yield (the store, wall seconds, the child's
+    CPU seconds) while the store exists.
 
     Raises:
         SystemExit: the command failed (its stderr's tail in the message).
     """
     with tempfile.TemporaryDirectory(prefix="memprobe-bench-cli-") as tmp:
         store = Path(tmp) / "runs.sqlite"
-        env = {**os.environ, "MEMPROBE_STORE": str(store), "PYTHONPATH": str(root)}
+        full_env = {
+            **os.environ,
+            **(env or {}),
+            "MEMPROBE_STORE": str(store),
+            "PYTHONPATH": str(root),
+        }
         cmd = [sys.executable, "-m", "memprobe_core.cli", *command]
         t0, before = time.perf_counter(), _children_cpu()
         done = subprocess.run(
-            cmd, cwd=root, env=env, capture_output=True, text=True, check=False, timeout=timeout
+            cmd,
+            cwd=root,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
         )
         elapsed, cpu = time.perf_counter() - t0, _children_cpu() - before
         if done.returncode != 0:
@@ -272,9 +308,10 @@ def add_side_options(p: argparse.ArgumentParser, *, busy_help: str) -> None:
 def parse_side_options(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     """``p``'s arguments, ``--busy-share`` checked (a share of one core)."""
     args = p.parse_args(argv)
-    if not 0.0 < args.busy_share < 1.0:
+    if not 0.0 < args.busy_share <= 1.0:
         p.error(
-            f"--busy-share {args.busy_share}: give a share of one core between 0 and 1, e.g. 0.2"
+            f"--busy-share {args.busy_share}: give a share of one core above 0 and at most 1, "
+            "e.g. 0.2 (1: a whole core kept busy)"
         )
     return args
 
@@ -329,6 +366,7 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
                 capture_output=True,
             )
     _report(outcomes)
+    _goal_report(outcomes)
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(o) for o in outcomes], indent=2))
     return outcomes
@@ -346,6 +384,8 @@ def _busy(share: float) -> Iterator[None]:
         "    while time.perf_counter() - t < busy: pass\n"
         "    time.sleep(idle)\n"
     )
+    if share >= 1.0:  # a whole core: never sleeps
+        code = "while True:\n    pass\n"
     proc = subprocess.Popen([sys.executable, "-c", code])
     try:
         yield
@@ -365,18 +405,27 @@ def _interleaved(sides: list[str]) -> list[str]:
     return out
 
 
+CLI_SIDE = re.compile(r"cli(?P<busy>\+busy)?(?:@(?:fixed(?P<fixed>\d+)|(?P<n>\d+)threads?))?")
+
+
 def _run_side(args: argparse.Namespace, side: str, old: Path | None) -> Outcome:
-    if side == "cli+busy":
-        with _busy(args.busy_share):
-            return run_cli(args, ROOT, side)
-    if side in ("cli", "cli@old"):
-        tree = old if side == "cli@old" else ROOT
-        assert tree is not None
-        return run_cli(args, tree, side)
+    if side == "cli@old":
+        assert old is not None
+        return run_cli(args, old, side)
+    cli = CLI_SIDE.fullmatch(side)
+    if cli:
+        threads = cli["fixed"] or cli["n"] or "auto"
+        if threads != "auto" and int(threads) < 1:
+            raise SystemExit(f"side {side!r}: give at least 1 thread")
+        if cli["busy"]:
+            with _busy(args.busy_share):
+                return run_cli(args, ROOT, side, threads)
+        return run_cli(args, ROOT, side, threads)
     variant, _, tabs = side.partition(":")
     if variant not in VARIANTS or not tabs.isdigit():
         raise SystemExit(
-            f"unknown side {side!r}: use cli, cli@old or VARIANT:TABS "
+            f"unknown side {side!r}: use cli, cli@old, cli+busy, cli[+busy]@fixedN, "
+            "cli[+busy]@Nthread or VARIANT:TABS "
             f"with VARIANT one of {', '.join(VARIANTS)}"
         )
     tree = old if variant == "old" else ROOT
@@ -389,7 +438,9 @@ def _line(o: Outcome) -> str:
     objective = f"O {o.objective:.3f}" if o.objective is not None else "O -"
     cpu = f"cpu {o.cpu_s:6.1f} s" if o.cpu_s is not None else "cpu -"
     if o.browser_cpu_s is not None:
-        cpu += f"  browser cpu {o.browser_cpu_s:6.1f} s"
+        cpu += f"  browser cpu {o.browser_cpu_s:6.1f} s ({_browser_share(o):.0%} of a core)"
+    if o.threads:
+        cpu += f"  threads {o.threads}"
     # Same snippet, seed and options: the objective should match across sides (same work).
     return (
         f"{o.side:28s} probe {probe}  end-to-end {o.end_to_end_s:7.1f} s  {cpu}  "
@@ -398,16 +449,67 @@ def _line(o: Outcome) -> str:
     )
 
 
+def _browser_share(o: Outcome) -> float:
+    """Chromium's CPU seconds over the wall seconds of the same span (click to end): the share
+    of one core the browser took from the probe."""
+    return (o.browser_cpu_s or 0.0) / o.end_to_end_s if o.end_to_end_s else 0.0
+
+
+GOALS = [
+    ("one tab / CLI", "dashboard new, 1 tab(s)", "cli", 1.10),
+    ("three tabs / CLI", "dashboard new, 3 tab(s)", "cli", 1.25),
+    ("CLI+busy core, adaptive / alone on 1 thread", "cli+busy", "cli@1thread", 1.2),
+    ("CLI+busy core, fixed 2 / alone on 1 thread", "cli+busy@fixed2", "cli@1thread", None),
+]
+
+
+def goal_table(outcomes: list[Outcome]) -> list[tuple[str, float | None, float | None]]:
+    """(goal, median ratio of probe seconds, its goal) for each goal whose two sides ran."""
+
+    def median(side: str) -> float | None:
+        xs = [o.probe_s for o in outcomes if o.side == side and o.probe_s]
+        return statistics.median(xs) if xs else None
+
+    rows = []
+    for name, side, ref, goal in GOALS:
+        a, b = median(side), median(ref)
+        if a is not None or b is not None:
+            rows.append((name, a / b if a and b else None, goal))
+    return rows
+
+
+def _goal_report(outcomes: list[Outcome]) -> None:
+    rows = goal_table(outcomes)
+    if not rows:
+        return
+    print("\ngoals (median probe seconds, one run side by side)")
+    for name, ratio, goal in rows:
+        value = f"{ratio:6.2f}×" if ratio is not None else "     -"
+        verdict = (
+            "" if goal is None or ratio is None else ("  met" if ratio <= goal else "  MISSED")
+        )
+        target = f"  goal ≤ {goal:.2f}" if goal is not None else "  (comparison)"
+        print(f"  {name:46s} {value}{target}{verdict}")
+    for o in outcomes:
+        if o.browser_cpu_s is not None:
+            print(
+                f"  browser CPU, {o.side}: {o.browser_cpu_s:.1f} s over {o.end_to_end_s:.1f} s "
+                f"(click to end) = {_browser_share(o):.0%} of one core; probe {o.probe_s or 0:.1f} s"
+            )
+
+
 def _report(outcomes: list[Outcome]) -> None:
     """Each dashboard side over the CLI of the same tree: probe seconds and CPU seconds.
 
     The CLI reference is the mean of the CLI runs right before and after the side when they
     exist (``--interleave-cli``), else the median of that tree's CLI runs.
     """
-    print("\ndashboard / CLI of the same tree (goal for probe seconds: <= 1.15)")
+    print(
+        "\ndashboard / CLI of the same tree (goals for probe seconds: 1 tab <= 1.10, 3 tabs <= 1.25)"
+    )
     print(f"  {'side':28s} {'probe s':>8s} {'CPU s':>8s}")
     for i, o in enumerate(outcomes):
-        if o.side in ("cli", "cli@old"):
+        if o.side.startswith("cli"):  # CLI sides are references, or in the goal table
             continue
         name = "cli@old" if o.side.startswith("dashboard old") else "cli"
         ref = _reference(outcomes, i, name)

@@ -42,7 +42,7 @@ from memprobe_core.documents.continuation_run import (
 from memprobe_core.documents.extraction_map import front_ids, score_windows, summarise
 from memprobe_core.documents.map_run import run_map, start_map
 from memprobe_core.documents.windows import MapOptions, cut_windows
-from memprobe_core.membership.sampler import SamplingScheme
+from memprobe_core.measuring.sampler import SamplingScheme
 from memprobe_core.models import load
 from memprobe_core.snippets import nonmembers
 from memprobe_core.store import Store

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from memprobe_core.measuring.sampler import SamplingScheme
 from memprobe_core.membership import extraction_probability as xp
-from memprobe_core.membership.sampler import SamplingScheme
 from memprobe_core.models import load
 from memprobe_core.snippets.corpus import demo_corpus
 from memprobe_core.snippets.split import DataError, split

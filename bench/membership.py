@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         torch.set_num_threads(args.threads)  # a benchmark script may; library code never does
 
     from memprobe_core.attacks import AttackOptions, ModelSet, run_method
+    from memprobe_core.measuring import dc_pdd as dc
     from memprobe_core.membership import MeasureOptions
-    from memprobe_core.membership import dc_pdd as dc
     from memprobe_core.membership import samia as sm
     from memprobe_core.membership import signals as sig
     from memprobe_core.models import load

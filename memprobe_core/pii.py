@@ -31,7 +31,7 @@ is the street line only: a ZIP after it (``123 Main St, Springfield, IL 62704``)
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -266,3 +266,35 @@ def summarize(reports: Iterable[PIIReport]) -> dict[str, Any]:
     }
     recovered = totals["copied"] / totals["truth"] if totals["truth"] else None
     return {"reports": n, **totals, "recovered": recovered, "by_kind": by_kind}
+
+
+# What each part of a PII report is called where it is stated (pages, reports).
+PII_PARTS = {
+    "truth": "PII in the true suffix",
+    "copied": "copied into the output",
+    "invented": "invented by the output",
+}
+
+
+def pii_statement(pii: Mapping[str, Any] | None) -> str | None:
+    """One line stating every part of a PII report (:meth:`PIIReport.to_dict`), each with its
+    count and kinds, "none" when it has no item: ``PII in the true suffix: 1 (email 1); copied
+    into the output: none; invented by the output: none.`` ``None`` without a report."""
+    if not pii:
+        return None
+    parts = []
+    for part, name in PII_PARTS.items():
+        by_kind = {str(k): len(v) for k, v in (pii.get(part) or {}).items() if v}
+        total = sum(by_kind.values())
+        kinds = ", ".join(f"{k} {n}" for k, n in by_kind.items())
+        parts.append(f"{name}: {f'{total} ({kinds})' if total else 'none'}")
+    return "; ".join(parts) + "."
+
+
+def totals_statement(copied: int, invented: int) -> str:
+    """What every method's outputs copied and invented, from a report's PII totals, each "none"
+    when zero: ``PII copied into the outputs: none; invented by them: none.``"""
+    return (
+        f"PII copied into the outputs: {copied if copied else 'none'}; invented by them: "
+        f"{invented if invented else 'none'}."
+    )

@@ -4,7 +4,7 @@
 spans, probabilistic extraction) and every registered method's own figures
 (``MethodSpec.figures``); ``AttackResult.membership`` holds the snippet's membership signals and
 how they were scored. Both are stored as JSON and read back by key, and their keys are declared
-where they are computed (``store.frames.COMMON_VERBATIM_COLUMNS``, the methods' figures,
+where they are computed (``attacks.figures.COMMON_VERBATIM_COLUMNS``, the methods' figures,
 ``membership.options.SIGNALS``).
 
 They are ``dict[str, JsonValue]`` rather than ``TypedDict``: a method adds figures of its own to

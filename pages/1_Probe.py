@@ -21,7 +21,8 @@ st.caption(
     "the victim answers each candidate and the objective O = α·Mem − (1−α)·LCS_P picks the best."
 )
 
-models = ui.model_sidebar(("victim", "base", "attacker"))
+# The attacker loop uses no base model: the sidebar offers only the two it runs.
+models = ui.model_sidebar(("victim", "attacker"))
 st.caption(
     ui.md(
         f"Victim (answers every candidate; Mem is its output): {models['victim'].label or '(not set)'}"
@@ -106,7 +107,8 @@ if snap is not None and snap.is_final:
         st.page_link("pages/5_Runs.py", label="Runs", icon=":material/history:")
 elif snap is None:
     st.info(
-        "Choose a snippet and the models, then press Run probe. Candidates appear a round "
-        "at a time: the victim answers a round's candidates as one batch (much faster than one "
-        "by one), so they are scored together when the batch ends."
+        "Choose a snippet and the models, then press Run probe. While a round runs you watch "
+        "the attacker write its prompts and the victim write every answer, token by token, "
+        "with a running Mem; the victim answers a round's candidates as one batch (much faster "
+        "than one by one), so their final scores land together when the batch ends."
     )

@@ -10,6 +10,7 @@ from memprobe_core.config import DEFAULT_ALPHA
 from memprobe_core.runs.roles import ModelNames
 from ui_common import compare_view, presets
 from ui_common import methods as methods_ui
+from ui_common.models import role_users
 
 JOB = "compare_job"
 
@@ -22,7 +23,7 @@ st.caption(
 )
 
 use_reverse = st.sidebar.checkbox(
-    "Use a reverse LM (Reverse-LM method)",
+    f"Use a reverse LM ({role_users('reverse')})",
     key=ui.keep("model_use_reverse", False),
     help="Needs a model trained on reversed token order, e.g. "
     "afterless/reverse-pythia-160m (local path when offline).",

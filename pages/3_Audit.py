@@ -12,7 +12,7 @@ from memprobe_core.audit import ModelNames, start_audit, start_inference
 from memprobe_core.config import DEFAULT_ALPHA, DEFAULT_LENGTH
 from memprobe_core.membership.inference import DEFAULT_SIGNIFICANCE
 from memprobe_core.runs.unit import SplitTokenizer
-from ui_common import audit_summary, audit_view
+from ui_common import audit_summary, audit_view, presets
 from ui_common import methods as methods_ui
 from ui_common.snippets import LENGTH_CHOICES, PAPER_LENGTHS
 
@@ -39,6 +39,7 @@ seen = ui.job_snapshot(JOB)
 tab_run, tab_infer, tab_report = st.tabs(["New audit / resume", "Dataset inference", "Report"])
 
 with tab_run:
+    presets.audit_size_widget()
     snippets, record = audit_view.dataset()
     offered = methods_ui.offered_methods(models, {})
     c1, c2 = st.columns(2)
@@ -49,8 +50,7 @@ with tab_run:
     lengths = c2.multiselect(
         "Lengths (tokens)",
         list(LENGTH_CHOICES),
-        default=[DEFAULT_LENGTH],
-        key="audit_lengths",
+        key=ui.keep("audit_lengths", list(presets.audit_size().lengths)),
         help=f"paper: {PAPER_LENGTHS}",
     )
     note = methods_ui.unoffered_note(offered)
@@ -79,6 +79,15 @@ with tab_run:
     executor = audit_view.executor_choice()
     busy = ui.job_running(JOB) or executor is None
     ready = bool(snippets and methods and lengths)
+    if ready:  # before Start: the time it should take here (every snippet × length × method)
+        presets.estimate_caption(
+            store,
+            presets.planned_candidates(methods, widgets),
+            models["victim"].label,
+            lengths[0],
+            snippets=len(snippets),
+            lengths=lengths,
+        )
     if (
         st.button("Start audit", type="primary", disabled=busy or not ready, key="audit_start")
         and executor is not None

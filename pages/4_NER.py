@@ -23,12 +23,15 @@ st.caption(
     "confidence. 50 % means no memorization signal."
 )
 
+ner_view.size_widget()
 config: NerAuditConfig | None = None
 problem: str | None = None
 try:
     config = ner_view.read_config()
 except ValueError as exc:  # NerConfigError, PromptError, a missing upload: each says what to fix
     problem = str(exc)
+if config is not None:
+    st.caption(ui.md(ner_view.estimate_text(config)))
 if st.button("Run NER audit", type="primary", disabled=ui.job_running(JOB), key="ner_run"):
     if config is None:
         st.error(ui.md(problem or "the NER audit cannot start"))

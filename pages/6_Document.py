@@ -49,6 +49,7 @@ with tab_new:
     settings = (
         document_view.map_settings() if mode == "map" else document_view.continuation_settings()
     )
+    document_view.estimate_caption(store, source, mode, settings, models["victim"])
     busy = ui.job_running(JOB)
     start = st.button(
         "Map the document" if mode == "map" else "Ask for the document",
@@ -108,8 +109,8 @@ with tab_new:
     if shown is None:
         document_view.elsewhere_note(runs)
         st.info(
-            "Pick a document, a victim (sidebar) and a mode, then start. The built-in Apache "
-            "License 2.0 text maps in about 30 s on the embedded Gemma on a 2-core CPU."
+            "Pick a document, a victim (sidebar) and a mode, then start; the estimate above "
+            "the button is of this machine, from this victim's earlier runs in the store."
         )
 
 with tab_open:

@@ -5,7 +5,8 @@
 # first-use walkthrough, walkthrough-*.png (tests/e2e/test_browser_walkthrough.py), and the
 # Document page with the document canary's map, document-map.png and document-text.png
 # (tests/e2e/test_browser_document.py; MEMPROBE_DOCUMENT_CANARY=1 builds the canary on first
-# use: about 30 minutes on a 2-core CPU).
+# use: about 30 minutes on a 2-core CPU), and the Home page served by `memprobe dashboard` from
+# the wheel in a fresh virtualenv, dashboard-from-wheel.png (tests/e2e/test_wheel_dashboard.py).
 #
 # A plain test run (scripts/test.sh, pytest) writes screenshots to the ignored test-artifacts/
 # only. This script sets MEMPROBE_SCREENSHOTS_DIR=docs/screenshots, which those browser tests read
@@ -29,4 +30,5 @@ export MEMPROBE_SCREENSHOTS_DIR="$ROOT/docs/screenshots"
 export MEMPROBE_DOCUMENT_CANARY=1
 exec python -m pytest tests/e2e/test_browser_dashboard.py tests/e2e/test_browser_html_report.py \
   tests/e2e/test_browser_walkthrough.py tests/e2e/test_browser_document.py \
+  tests/e2e/test_wheel_dashboard.py \
   -q -rs "$@"

@@ -6,7 +6,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 PY="${PYTHON:-python3}"
 STAMP="$VENV/.memprobe-installed"
-want="$(cat "$ROOT/requirements.txt" "$ROOT/requirements-nodeps.txt" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+want="$(cat "$ROOT/requirements.txt" "$ROOT/requirements-nodeps.txt" "$ROOT/pyproject.toml" "$ROOT/setup.py" | sha256sum | cut -d' ' -f1)"
 
 if [ ! -x "$VENV/bin/python" ]; then
   echo "memprobe setup: creating $VENV" >&2

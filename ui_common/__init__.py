@@ -50,7 +50,16 @@ from ui_common.models import (
     model_sidebar,
     role_label,
 )
-from ui_common.page import FAKE_ENV, fake_default, get_store, keep, md, page_setup, session_tag
+from ui_common.page import (
+    FAKE_ENV,
+    fake_default,
+    get_store,
+    keep,
+    md,
+    page_setup,
+    session_tag,
+    sidebar_status,
+)
 from ui_common.render import (
     candidates_table,
     csv_download,
@@ -109,6 +118,7 @@ __all__ = [
     "role_label",
     "session_tag",
     "show_job",
+    "sidebar_status",
     "signals_view",
     "snippet_picker",
     "split_caption",

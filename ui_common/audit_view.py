@@ -8,18 +8,22 @@ arguments and draw what it returns.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
+from memprobe_core.attacks import registry
 from memprobe_core.attacks.events import CandidateScored
 from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.audit import resume_audit, run_audit
+from memprobe_core.audit.inference import short_numbers
 from memprobe_core.config import SELECTIONS
 from memprobe_core.errors import UsageError
 from memprobe_core.executors import Executor, make_executor
+from memprobe_core.machine_load import cpu_cores
 from memprobe_core.membership.blind import (
     RANDOM_SPLIT_METHOD,
     RANDOM_SPLIT_OK,
@@ -41,19 +45,19 @@ from memprobe_core.membership.verdict import (
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import SMALL_N_MARK, p_text
 from memprobe_core.report.stats import DEFAULT_RESAMPLES
+from memprobe_core.runs.eta import EtaModel
 from memprobe_core.snippets.corpus import DOMAINS, demo_corpus, demo_split, nonmember_summary
 from memprobe_core.snippets.loaders import LoadSpec
 from memprobe_core.snippets.nonmembers import NONMEMBER_DOMAINS
 from memprobe_core.snippets.split import DataError, Snippet
 from memprobe_core.stats import CONFIDENCE, SMALL_N
 from memprobe_core.store import Store
-from ui_common import charts, tables
-from ui_common import methods as methods_ui
+from ui_common import charts, presets, tables
 from ui_common.audit_summary import cached_report
 from ui_common.job_runner import JobFunction, Progress, ProgressSnapshot, live_run_ids
 from ui_common.jobs import start_job
 from ui_common.models import ModelChoice
-from ui_common.page import md
+from ui_common.page import keep, md
 from ui_common.render import csv_download, html_report_download, prompt_code
 from ui_common.snippets import read_upload
 
@@ -89,15 +93,20 @@ def _builtin_dataset() -> tuple[list[Snippet], dict[str, Any]]:
         st.caption(md(dropped))
     offered = list(NONMEMBER_DOMAINS if labelled else DOMAINS)
     c1, c2 = st.columns(2)
-    domains = c1.multiselect(  # one widget per choice: each keeps its own selection
-        "Domains",
-        offered,
-        default=offered,
-        key="audit_domains_labelled" if labelled else "audit_domains",
-    )
+    # One widget per choice: each keeps its own selection. Unlabelled, the run size (Quick or
+    # Paper sizes, ui_common.presets) gives the first domains and snippets per domain.
+    size = presets.audit_size()
+    if labelled:
+        domains = c1.multiselect("Domains", offered, default=offered, key="audit_domains_labelled")
+    else:
+        kept = [d for d in st.session_state.get("audit_domains", size.domains) if d in offered]
+        st.session_state["audit_domains"] = kept
+        domains = c1.multiselect("Domains", offered, key="audit_domains")
     if not labelled:  # what ticking the box would change (the widget's state goes with it)
         st.session_state[_PLAIN_DOMAINS] = list(domains)
-    limit = int(c2.number_input("Snippets per domain", 1, 10_000, 2, key="audit_limit"))
+    limit = int(
+        c2.number_input("Snippets per domain", 1, 10_000, key=keep("audit_limit", size.per_domain))
+    )
     if not domains:
         st.info("Pick at least one domain.")
         return [], {}
@@ -112,7 +121,7 @@ def _builtin_dataset() -> tuple[list[Snippet], dict[str, Any]]:
         info["nonmembers"] = made
         st.caption(
             f"{len(snippets)} snippets: {len(snippets) // 2} members from the built-in corpus, "
-            f"as many generated non-members (seed {made['seed']})."
+            f"as many generated non-members (seed {short_numbers(str(made['seed']))})."
         )
     else:
         st.caption(f"{len(snippets)} snippets from the built-in corpus.")
@@ -212,6 +221,11 @@ def audit_job(
     """The worker: run (or resume) the audit, feeding progress, ETA and workers to the page."""
 
     def job(progress: Progress, cancel: threading.Event) -> object:
+        # One unit at a time here (the local executor): the ETA model of Probe and Compare, a
+        # unit a batch, so its 2x bound holds for audits too. Ray runs units side by side and
+        # keeps the core's rate.
+        feed = eta_feed(progress, store, run_id) if executor is None else None
+
         def on_progress(p: Any) -> None:
             current = f"running {p.current}" if p.current is not None else "between units"
             progress.set(
@@ -221,6 +235,8 @@ def audit_job(
                 eta=p.eta_s,
                 message=f"{p.done}/{p.total} units, {p.errors} failed · {current}",
             )
+            if feed is not None:
+                feed(p)
             _report_workers(progress, executor)
 
         def on_event(event: object) -> None:
@@ -241,6 +257,32 @@ def audit_job(
         return summary
 
     return job
+
+
+def eta_feed(progress: Progress, store: Store, run_id: int) -> Callable[[Any], None]:
+    """An audit's progress (``AuditProgress``, one unit at a time) fed to an ETA model
+    (:class:`~memprobe_core.runs.eta.EtaModel`): the units left are the plan, by method; a unit
+    starting is a batch of one of its method, a unit ending (done or failed) its one step.
+
+    Why not the core's rate (units done ÷ elapsed × units left): methods differ by orders of
+    magnitude, and a rate measured in a slow stretch (a busy machine) held for the rest of the
+    run could read several times the time left once the load dropped."""
+    left = Counter(u["method"] for u in store.units(run_id) if u["status"] != "done")
+    progress.eta_model = EtaModel(dict(left), cores=cpu_cores()) if left else None
+    running: list[str] = []  # the method of the unit in flight
+    ended = [0]
+
+    def feed(p: Any) -> None:
+        if p.done > ended[0] and running:
+            method = running.pop()
+            progress.track(lambda eta, now: eta.step(method, now, p.done - ended[0]))
+        ended[0] = max(ended[0], p.done)
+        if p.current is not None and not running:
+            method = p.current.method
+            running.append(method)
+            progress.track(lambda eta, now: eta.round_started(method, now, 1))
+
+    return feed
 
 
 def _report_workers(progress: Progress, executor: Executor | None) -> None:
@@ -281,23 +323,42 @@ def resume_section(
     pick = st.selectbox(
         "Audit", list(labels), key="audit_resume_pick", format_func=labels.__getitem__
     )
-    st.caption(
-        "It resumes with the models chosen in the sidebar (on Ray: the models the run "
-        "recorded, loaded by each worker); the run records both. A model served from another "
-        "endpoint than the run's is refused: its snippets go only where they were sent."
-    )
+    run = store.get_run(pick)
+    recorded = run["config"].get("models") or {}
+    methods_of = run["config"].get("methods", [])
+    st.caption(md(resume_models_text(recorded, methods_of, models)))
     if st.button("Resume", disabled=busy, key="audit_resume") and executor is not None:
-        methods_of = store.get_run(pick)["config"].get("methods", [])
-        on_ray = executor.name == "ray"  # the workers load the run's models by name
-        model_set = None if on_ray else methods_ui.load_model_set(models, methods_of, {})
-        if model_set is not None or on_ray:
-            st.session_state["audit_run_id"] = pick
-            start_job(
-                job,
-                audit_job(store, pick, model_set, resume=True, executor=executor),
-                f"Audit run {pick}",
-                run_id=pick,
-            )
+        # No model set from the sidebar: the audit loads the models its run records, by name
+        # (memprobe_core.audit.run_audit's models_factory), as `memprobe resume RUN` does, so a
+        # run never finishes on another victim than it started with.
+        st.session_state["audit_run_id"] = pick
+        start_job(
+            job,
+            audit_job(store, pick, None, resume=True, executor=executor),
+            f"Audit run {pick}",
+            run_id=pick,
+        )
+
+
+def resume_models_text(
+    recorded: Mapping[str, Any], methods: Sequence[str], chosen: Mapping[str, ModelChoice]
+) -> str:
+    """What the resume section says about models: the run's own (by role, those its methods
+    use), and which of the sidebar's differ and are therefore not used."""
+    roles = [r for r in registry.roles_needed(methods) if recorded.get(r)]
+    named = ", ".join(f"{r} {recorded[r]}" for r in roles) or "its models"
+    text = (
+        f"It resumes on the models this run recorded ({named}), loaded by name whatever the "
+        "sidebar shows, so every unit of the run answers from the same victim."
+    )
+    other = [
+        f"{r} {chosen[r].label}"
+        for r in roles
+        if r in chosen and chosen[r].label and chosen[r].label != recorded[r]
+    ]
+    if other:
+        text += f" The sidebar's {', '.join(other)} {'is' if len(other) == 1 else 'are'} not used."
+    return text
 
 
 def report_tab(store: Store) -> None:
@@ -310,14 +371,15 @@ def report_tab(store: Store) -> None:
     # No status in the labels: the browser keeps the label it was given for the chosen option,
     # so a status in it could go stale; the status line below is read on every draw.
     labels = {r["id"]: f"#{r['id']} · {r['title']}" for r in audits}
-    default = st.session_state.get("audit_run_id")
-    chosen = st.selectbox(
-        "Audit",
-        ids,
-        index=ids.index(default) if default in ids else 0,
-        key="audit_report_pick",
-        format_func=labels.__getitem__,
-    )
+    # The run started (or resumed) in this tab, once, even when the picker already shows
+    # another: a newer run in the store (a CLI run) is not the one this tab just started.
+    started = st.session_state.get("audit_run_id")
+    state = st.session_state
+    if started in ids and state.get("audit_report_followed") != started:
+        state["audit_report_pick"] = state["audit_report_followed"] = started
+    elif state.get("audit_report_pick") not in ids:
+        state["audit_report_pick"] = started if started in ids else ids[0]
+    chosen = st.selectbox("Audit", ids, key="audit_report_pick", format_func=labels.__getitem__)
     st.caption(md(run_status_line(next(r for r in audits if r["id"] == chosen))))
     report_view(store, chosen)
 
@@ -526,7 +588,8 @@ def demo_inference_sets() -> tuple[list[Snippet], list[Snippet], dict[str, Any]]
     except DataError as exc:
         st.error(md(str(exc)))
         return [], [], {}
-    seed = made["seed"] if made else "?"
+    # A 20-digit seed reads as noise in a caption; the whole one is in the run's manifest.
+    seed = short_numbers(str(made["seed"])) if made else "?"
     names = {
         "suspect": f"built-in corpus ({', '.join(domains)})",
         "heldout": f"generated non-members (seed {seed})",

@@ -28,9 +28,12 @@ from memprobe_core.documents.map_report import log10_text
 
 # The report's figures and label escaping live in the core (the HTML report draws them too);
 # re-exported here for the pages.
+# The report's ROC figure is the pages' too (curves on one line drawn as a stack, named below).
 from memprobe_core.report.figures import (  # noqa: F401 - re-exported for the pages
     METRIC_LABELS,
     SMALL_N_MARK,
+    STACK_WIDTHS,
+    coinciding_curves,
     domain_bars,
     escape_label,
     roc_figure,
@@ -475,7 +478,7 @@ def extraction_curve(verbatim: Mapping[str, Any], *, points: int = 200) -> go.Fi
     (the chance is 0 for every n: the caption says so instead)."""
     import numpy as np
 
-    from memprobe_core.membership.sampler import extraction_chance
+    from memprobe_core.measuring.sampler import extraction_chance
 
     log10_p_z = verbatim.get("log10_p_z")
     if log10_p_z is None:

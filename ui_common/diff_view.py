@@ -12,26 +12,16 @@ from typing import Any
 
 import streamlit as st
 
+from memprobe_core.attacks.registry import method_label
 from memprobe_core.errors import UsageError
-from memprobe_core.release.diff import ALPHA, FIGURES, RunDiff, diff_runs
-from memprobe_core.release.render import diff_html, voided_notes
+from memprobe_core.release.diff import RunDiff, diff_runs
+from memprobe_core.release.render import DIFF_SHOWN, diff_html, diff_shown, voided_notes
 from memprobe_core.store import Store
 from ui_common import tables
 from ui_common.page import md
 from ui_common.render import csv_download, overlap_view
 
 _SHOWN_UNITS = 5
-_TIPS = {
-    "figure": "; ".join(f"{k}: {v}" for k, v in FIGURES.items()),
-    "a": "the baseline run's figure",
-    "b": "the candidate run's figure",
-    "change": "B − A (a mean of paired differences; AUROC: the difference of the two)",
-    "low": "95 % interval of the change: BCa (Mem, extraction), paired bootstrap (AUROC)",
-    "p_holm": f"paired test, Holm-adjusted over the table; significant below {ALPHA:g}",
-    "voided_a": "the validity control of the baseline run's report that voids A's figure: "
-    "inconclusive, not evidence either way (empty: none)",
-    "voided_b": "the same for the candidate run (B)",
-}
 
 
 def compare_models(store: Store, by_id: Mapping[int, Mapping[str, Any]]) -> None:
@@ -61,12 +51,8 @@ def compare_models(store: Store, by_id: Mapping[int, Mapping[str, Any]]) -> None
         st.warning(md(str(exc)))
         return
     _summary(diff)
-    tables.show(
-        diff.table,
-        tips=_TIPS,
-        labels={"voided_a": "voided by (A)", "voided_b": "voided by (B)"},
-        keep=("significant",),
-    )
+    # The HTML diff's table, labelled the same way (memprobe_core.release.render.diff_shown).
+    tables.show(diff_shown(diff), tips=DIFF_SHOWN, keep=tuple(DIFF_SHOWN))
     a, b = st.columns(2)
     with a:
         csv_download(
@@ -118,7 +104,8 @@ def _changed_units(diff: RunDiff) -> None:
     for row in diff.changed.head(_SHOWN_UNITS).itertuples(index=False):
         st.markdown(
             md(
-                f"{row.snippet_id} / {row.method} @ {row.length}: Mem {row.mem_a:.3f} → "
+                f"{row.snippet_id} / {method_label(str(row.method))} @ {row.length}: Mem "
+                f"{row.mem_a:.3f} → "
                 f"{row.mem_b:.3f}"
             )
         )

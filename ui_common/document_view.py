@@ -10,7 +10,8 @@ bidi characters shown as escapes (``show_controls``), ``md``, or HTML escaped by
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pandas as pd
@@ -18,11 +19,13 @@ import streamlit as st
 
 from memprobe_core.cli.common import command_hint
 from memprobe_core.documents.builtin import BUILT_IN_DOCUMENTS, builtin_document
-from memprobe_core.documents.continuation import ContinuationOptions
+from memprobe_core.documents.continuation import ContinuationOptions, Turn
 from memprobe_core.documents.continuation_report import (
+    PASSAGE_MIN_WORDS,
     block_texts,
     continuation_html,
     describe_continuation,
+    expected_text,
     turns_frame,
 )
 from memprobe_core.documents.continuation_run import (
@@ -30,8 +33,21 @@ from memprobe_core.documents.continuation_run import (
     read_continuation,
     run_continuation_stored,
 )
-from memprobe_core.documents.extraction_map import MapSummary
+from memprobe_core.documents.estimate import (
+    continuation_token_seconds,
+    describe_estimate,
+    document_tokens,
+    earlier_runs,
+    estimate_continuation,
+    estimate_map,
+    map_window_seconds,
+    most_tokens,
+    window_count,
+)
+from memprobe_core.documents.extraction_map import WindowScore
 from memprobe_core.documents.map_report import (
+    PART_WORDS,
+    WHOLE_WORDS,
     TextSpan,
     describe_map,
     log10_text,
@@ -40,19 +56,25 @@ from memprobe_core.documents.map_report import (
     text_spans,
     text_view_html,
     text_view_legend,
+    written_back,
+    written_back_legend,
 )
 from memprobe_core.documents.map_run import (
+    BatchScorer,
     PzSetting,
     StoredMap,
+    local_scorer,
+    map_config,
     read_map,
     run_map,
     same_document_runs,
 )
 from memprobe_core.documents.reading import MAX_DOCUMENT_BYTES, document_from_bytes
 from memprobe_core.documents.stored import MODES, DocumentRunError, run_mode
-from memprobe_core.documents.windows import MapOptions
+from memprobe_core.documents.windows import MapOptions, Window
 from memprobe_core.errors import MemprobeError
 from memprobe_core.highlight import escape_html, overlap, segments_to_html, show_controls
+from memprobe_core.machine_load import cpu_cores, free_cores
 from memprobe_core.membership.options import MeasureOptions
 from memprobe_core.option_fields import options_of
 from memprobe_core.runs.roles import ModelNames
@@ -60,8 +82,10 @@ from memprobe_core.store import RunRecord, Store
 from ui_common import tables
 from ui_common.charts import document_map_figure
 from ui_common.job_runner import JobFunction, Progress, live_run_ids
+from ui_common.models import has_gpu, is_loaded
 from ui_common.option_widgets import option_widget, widget_key
 from ui_common.page import keep, md
+from ui_common.presets import run_size_radio
 from ui_common.render import csv_download
 
 _BOX = (
@@ -141,8 +165,59 @@ def map_settings() -> tuple[MapOptions, PzSetting] | None:
     return options, pz
 
 
+# The continuation's run sizes: budgets a CPU gets through in minutes, and the paper's (the
+# CLI's defaults: 50 turns, 200,000 tokens, hours on a CPU). Quick is the page's first size
+# where torch finds no GPU (docs/options.md, "Dashboard run sizes").
+CONTINUATION_SIZES: dict[str, dict[str, int]] = {
+    "quick": {"max_turns": 3, "turn_tokens": 256, "max_tokens": 2_000},
+    "paper": {
+        name: options_field.default
+        for options_field in options_of(ContinuationOptions)
+        if (name := options_field.name) in ("max_turns", "turn_tokens", "max_tokens")
+    },
+}
+SIZE_LABELS = {
+    "quick": "Quick (CPU): 3 turns × 256 tokens, 2,000 tokens in all",
+    "paper": "Paper's budgets: 50 turns × 512 tokens, 200,000 tokens in all",
+}
+_SIZE_KEY = "doc_cont_size"
+
+
+def _size_keys() -> dict[str, str]:
+    return {
+        o.name: widget_key("doc", o)
+        for o in options_of(ContinuationOptions)
+        if o.name in CONTINUATION_SIZES["quick"]
+    }
+
+
+def _apply_size() -> None:
+    """The size radio's callback: its budgets into the option boxes (changeable after)."""
+    size = st.session_state.get(_SIZE_KEY, "quick")
+    for name, key in _size_keys().items():
+        st.session_state[key] = CONTINUATION_SIZES[size][name]
+
+
+def continuation_size(*, gpu: bool) -> str:
+    """The run-size radio; its first value is Quick without a GPU, and on the first draw its
+    budgets fill the option boxes. Returns the size chosen."""
+    sizes = list(CONTINUATION_SIZES)
+    first = _SIZE_KEY not in st.session_state
+    size = run_size_radio(
+        keep(_SIZE_KEY, "paper" if gpu else "quick", sizes),
+        SIZE_LABELS,
+        lambda _chosen: _apply_size(),
+        help_text="Fills in the budgets below (each can still be changed). A continuation "
+        "stops earlier when the victim refuses, drifts away from the document or writes THE END.",
+    )
+    if first:
+        _apply_size()
+    return str(size)
+
+
 def continuation_settings() -> ContinuationOptions | None:
     """The continuation's options from the widgets (``None``: a refusal is shown)."""
+    continuation_size(gpu=has_gpu())
     basic = ("opening_words", "heldback_words", "best_of_n", "max_turns", "turn_tokens", "context")
     values = _widgets(ContinuationOptions, basic, "doc")
     with st.expander("More continuation options"):
@@ -153,6 +228,74 @@ def continuation_settings() -> ContinuationOptions | None:
     except MemprobeError as exc:
         st.error(md(str(exc)))
         return None
+
+
+@st.cache_data(ttl=15, show_spinner=False)
+def _free_cores() -> float:
+    """Cores free of other work now (a 0.2 s measurement, kept 15 s: the page reruns often)."""
+    return free_cores()
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _earlier(path: str, victim: str, mode: str, stamp: tuple[Any, ...]) -> list[dict[str, Any]]:
+    """:func:`earlier_runs`, read again only when the store's document runs change (``stamp``:
+    their ids and ``updated`` times)."""
+    return earlier_runs(Store(path), victim=victim, mode=mode)
+
+
+def estimate_caption(
+    store: Store,
+    source: tuple[str, str] | None,
+    mode: str,
+    settings: Any,
+    choice: Any,
+) -> None:
+    """Before Run: how long the run should take on this machine, from this victim's earlier
+    runs in the store (else a rough figure), model loading and the current load included."""
+    if source is None or settings is None or not choice.name:
+        return
+    text = source[0]
+    victim = choice.label
+    stamp = tuple((r["id"], r["updated"]) for r in store.list_runs(kind="document"))
+    runs = _earlier(str(store.path), victim, mode, stamp)
+    cores, free = cpu_cores(), _free_cores()
+    loaded = is_loaded(choice, "victim")
+    if mode == "map":
+        options = settings[0]
+        tokens, exact = document_tokens(runs, text)
+        windows = window_count(tokens, options)
+        if not windows:
+            return
+        e = estimate_map(
+            map_window_seconds(runs),
+            windows=windows,
+            options=options,
+            model_loaded=loaded,
+            cores=cores,
+            free=free,
+        )
+        what = f"{'' if exact else 'about '}{windows:,} windows"
+        first = f"the first {min(windows, options.batch_windows)} windows (one batch) show"
+        source_text = f"{victim}'s {_count(e.measured_from, 'earlier window')} in this store"
+    else:
+        e = estimate_continuation(
+            continuation_token_seconds(runs),
+            options=settings,
+            model_loaded=loaded,
+            cores=cores,
+            free=free,
+        )
+        what = f"at most {most_tokens(settings):,} tokens"
+        first = "the opening answer shows"
+        source_text = f"{victim}'s {_count(e.measured_from, 'earlier turn')} in this store"
+    st.caption(
+        md(describe_estimate(e, what=what, first=first, source=source_text, cores=cores, free=free))
+    )
+
+
+def _count(n: int, thing: str) -> str:
+    """``"1 earlier turn"``, ``"3 earlier turns"``."""
+    return f"{n:,} {thing}" + ("" if n == 1 else "s")
 
 
 def load_record(choice: Any) -> dict[str, Any]:
@@ -177,6 +320,20 @@ def job(store: Store, run_id: int, mode: str, victim: Any) -> JobFunction:
     """The worker: score the map's pending windows, or ask for the continuation's turns."""
 
     def map_job(progress: Progress, cancel: threading.Event) -> StoredMap:
+        config = map_config(store, run_id)
+        total = len(store.units(run_id))
+        progress.set(
+            total=total,
+            message=f"tokenizing the document ({config['document']['tokens']:,} tokens) and "
+            "reading the run",
+        )
+        scorer = _announcing_scorer(
+            local_scorer(victim, config["document"]["text"], PzSetting(**config["pz"])),
+            progress,
+            done=total - len(store.units(run_id, status="pending")),
+            total=total,
+        )
+
         def on_progress(p: Any) -> None:
             progress.set(
                 done=p.done,
@@ -186,10 +343,17 @@ def job(store: Store, run_id: int, mode: str, victim: Any) -> JobFunction:
                 message=f"{p.done}/{p.total} windows",
             )
 
-        return run_map(store, run_id, victim, on_progress=on_progress, cancel=cancel)
+        return run_map(store, run_id, victim, on_progress=on_progress, cancel=cancel, scorer=scorer)
 
     def continue_job(progress: Progress, cancel: threading.Event) -> StoredContinuation:
         progress.show_eta = False  # turns stop on the victim's answers: no rate predicts it
+        done = len(store.units(run_id, status="done"))
+        progress.set(
+            message="asking for the opening (phase 1): the answer shows when the victim has "
+            "written it"
+            if not done
+            else f"replaying the {done} stored turn(s), then asking for the next"
+        )
 
         def on_progress(p: Any) -> None:
             state = "refused" if p.last.refused else "verbatim" if p.last.success else "no block"
@@ -205,6 +369,33 @@ def job(store: Store, run_id: int, mode: str, victim: Any) -> JobFunction:
         )
 
     return map_job if mode == "map" else continue_job
+
+
+def _announcing_scorer(
+    inner: BatchScorer, progress: Progress, *, done: int, total: int
+) -> BatchScorer:
+    """``inner``, saying before each batch which windows it scores: a batch's windows land
+    together when it ends (16 by default), so the page said only "running" for the whole
+    first batch (140 s of a 185 s map on a busy CPU)."""
+
+    def score(
+        batches: list[list[Window]],
+    ) -> Iterator[tuple[list[Window], list[WindowScore], float]]:
+        scored = inner(batches)
+        finished = done
+        for number, batch in enumerate(batches, 1):
+            began = time.strftime("%H:%M:%S")
+            progress.set(
+                message=f"scoring windows {finished + 1:,}–{finished + len(batch):,} of "
+                f"{total:,} (batch {number} of {len(batches)}, begun {began}; its windows "
+                "show together when it ends)"
+                + (" · the first batch also warms the model up" if number == 1 else "")
+            )
+            found = next(scored)
+            finished += len(found[0])
+            yield found
+
+    return score
 
 
 # --- a stored run -------------------------------------------------------------------------------
@@ -254,7 +445,8 @@ def show_run(store: Store, run_id: int, *, key: str) -> None:
 
 def show_map(stored: StoredMap, *, key: str) -> None:
     figures = _headline(stored)
-    notes = {"Median log10 p_z": _median_over(stored.summary)}
+    notes = _headline_notes(stored)
+    helps = _headline_help(stored)
     for column, (label, value) in zip(st.columns(len(figures)), figures.items(), strict=True):
         column.metric(
             label,
@@ -262,8 +454,9 @@ def show_map(stored: StoredMap, *, key: str) -> None:
             delta=notes.get(label),
             delta_color="off",
             delta_arrow="off",
-            help=_HEADLINE_HELP.get(label),
+            help=helps.get(label),
         )
+    st.html(f"<p>{written_back_legend(written_back(stored))}</p>")
     st.text(show_controls(describe_map(stored)))
     frame = map_frame(stored)
     if frame.empty:
@@ -351,28 +544,57 @@ TEXT_VIEW_CHARS = 200_000
 
 
 def _headline(stored: StoredMap) -> dict[str, str]:
-    """A map's four headline figures by label: the metrics above it and the control table's
-    columns, so the two read alike."""
+    """A map's headline figures by label: the metrics above it and the control table's
+    columns, so the two read alike. Windows written back whole and in part are counted apart,
+    in the grid's and the text view's words (:func:`written_back`): "0 / 45 written back" beside
+    25 coloured cells read as a map where nothing came back."""
     s = stored.summary
+    w = written_back(stored)
     return {
-        "Windows written back": f"{s.extractable:,} / {s.windows:,}",
-        "Document written back": f"{s.extracted_share:.1%}",
+        "Written back whole": f"{w.whole:,} / {w.windows:,}",
+        "Written back in part": f"{w.part:,} / {w.windows:,}",
+        "Document written back": f"{w.share(w.whole_tokens):.1%}",
         "Longest stretch": f"{s.longest_stretch:,} tokens",
         "Median log10 p_z": "–" if s.median_log10_p_z is None else log10_text(s.median_log10_p_z),
     }
 
 
-def _median_over(s: MapSummary) -> str:
+def _headline_notes(stored: StoredMap) -> dict[str, str]:
+    """The short lines under the headline's figures: what "whole" and "in part" mean in
+    tokens, the document's share written back in part, the windows the median is over."""
+    w = written_back(stored)
+    n = w.suffix_tokens
+    return {
+        "Written back whole": f"all {n} suffix tokens",
+        "Written back in part": f"1 to {n - 1} of {n} tokens" if n > 1 else "–",
+        "Document written back": f"+ {w.share(w.part_tokens):.1%} in part",
+        "Median log10 p_z": _median_over(stored),
+    }
+
+
+def _median_over(stored: StoredMap) -> str:
     """The windows the median p_z is over: "-8.36" over 1 of 45 windows is one window's figure,
     and read alone it looked like the whole map's."""
-    over = round((1 - s.pz_zero_share) * s.windows)
-    return f"over {over:,} of {s.windows:,} windows (p_z > 0)"
+    s = stored.summary
+    over = sum(1 for score in stored.scores if score.pz.get("log10_p_z") is not None)
+    if over == 1:
+        return "1 window's (p_z > 0)"
+    return f"over {over:,} of {s.windows:,} (p_z > 0)"
 
 
-_HEADLINE_HELP = {
-    "Median log10 p_z": "over windows with p_z > 0, under the run's sampling scheme; the text "
-    "below says how many windows have p_z = 0"
-}
+def _headline_help(stored: StoredMap) -> dict[str, str]:
+    n = stored.options.suffix_tokens
+    return {
+        "Median log10 p_z": "over windows with p_z > 0, under the run's sampling scheme (with "
+        "one such window, that window's value); the text below says how many windows have "
+        "p_z = 0",
+        "Written back whole": f"windows {WHOLE_WORDS}: greedy decoding writes all {n} tokens "
+        "of the window's suffix back",
+        "Written back in part": f"windows {PART_WORDS}: greedy decoding writes the suffix's "
+        f"first tokens back (at least one, fewer than {n}), then leaves the text",
+        "Document written back": "the document's tokens inside a whole window's suffix; below, "
+        "those greedy decoding writes back only in part (in no whole window)",
+    }
 
 
 def _summary_row(stored: StoredMap, *, opened: bool) -> dict[str, Any]:
@@ -381,7 +603,8 @@ def _summary_row(stored: StoredMap, *, opened: bool) -> dict[str, Any]:
         "victim": stored.victim + (" (opened)" if opened else ""),
         "status": stored.status,
         **_headline(stored),
-        "Median over": _median_over(stored.summary).removeprefix("over "),
+        "Document in part": _headline_notes(stored)["Document written back"].removeprefix("+ "),
+        "Median over": _median_over(stored).removeprefix("over "),
     }
 
 
@@ -476,8 +699,7 @@ def show_continuation(stored: StoredContinuation, *, key: str) -> None:
     if row["request"]:
         st.caption("Request")
         st.text(show_controls(str(row["request"])))
-    st.caption("Answer" + (" (refused)" if row["refused"] else ""))
-    st.text(show_controls(str(row["output"])))
+    _answer_view(stored, stored.turns[turn_ids.index(picked)], refused=bool(row["refused"]))
     blocks = block_texts(stored)
     st.subheader("nv-recall blocks (longest first)")
     if not blocks:
@@ -501,6 +723,38 @@ def show_continuation(stored: StoredContinuation, *, key: str) -> None:
         f"{stem}-continuation.html",
         key,
     )
+
+
+def _answer_view(stored: StoredContinuation, turn: Turn, *, refused: bool) -> None:
+    """A turn's answer beside the document's words it should reproduce (phase 1: the held-back
+    words; phase 2: the passage of its longest verbatim run), the words the two share marked
+    as the probe's overlap view marks them; every character escaped."""
+    answer = "Answer" + (" (refused)" if refused else "")
+    expected = expected_text(stored, turn)
+    if expected is None:
+        st.caption(
+            f"{answer}. No run of {PASSAGE_MIN_WORDS} or more of its words is in the document: "
+            "no passage of it to set beside the answer."
+        )
+        st.html(f'<div style="{_BOX}">{escape_html(turn.output)}</div>')
+        return
+    ov = overlap(turn.output, expected.text, None)
+    st.caption(
+        f"{answer} beside the {expected.label}; the words they share in order "
+        f"(their longest common subsequence) are marked: {ov.lcs_tokens:,} of "
+        f"{ov.suffix_tokens:,} words."
+    )
+    left, right = st.columns(2)
+    with left:
+        st.html(
+            f"<div><b>{escape_html(answer.lower())}</b></div>"
+            f'<div style="{_BOX}">{segments_to_html(ov.output_segments)}</div>'
+        )
+    with right:
+        st.html(
+            f"<div><b>{escape_html(expected.label)}</b></div>"
+            f'<div style="{_BOX}">{segments_to_html(ov.suffix_segments)}</div>'
+        )
 
 
 def _downloads(

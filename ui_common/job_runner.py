@@ -30,10 +30,11 @@ from memprobe_core.attacks.events import (
     RoundStarted,
     SearchStep,
 )
-from memprobe_core.attacks.interactive import METHOD as ATTACKER_LOOP
 from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.attacks.registry import method_label
 from memprobe_core.attacks.result import AttackResult
+from memprobe_core.machine_load import LoadSampler, cpu_cores
+from memprobe_core.models.live import LiveBatch, LiveTap, watching
 from memprobe_core.runs.eta import EtaModel
 from memprobe_core.runs.probe import run_probe
 from memprobe_core.runs.unit import Runner, UnitOutcome
@@ -147,6 +148,8 @@ class ProgressSnapshot:
         result: what the job function returned (once ``finished`` or ``cancelled``).
         error: ``"Type: message"`` when ``failed``.
         started / finished: wall-clock times (``time.time()``).
+        live: the batch the job's models are writing now, as last published
+            (:mod:`memprobe_core.models.live`; ``None`` before the first generate call).
     """
 
     state: str
@@ -164,6 +167,7 @@ class ProgressSnapshot:
     eta_rough: bool = False
     eta_overrun: bool = False
     eta_revisions: int = 0
+    live: LiveBatch | None = None
 
     @property
     def is_final(self) -> bool:
@@ -198,6 +202,11 @@ class Progress:
     _eta: float | None = None
     # A model of the remaining work (probes and comparisons); wins over the rate-based ETA.
     eta_model: EtaModel | None = None
+    # The cores other processes keep busy, read at each event and poll for the ETA model
+    # (made with ``cores``: then it follows the load; see memprobe_core.runs.eta, "Load").
+    load: LoadSampler = field(default_factory=LoadSampler, repr=False)
+    # Where the job's decoding publishes what it is writing (the job runs inside watching(live)).
+    live: LiveTap = field(default_factory=LiveTap)
     # False: no ETA at all (a job whose stages differ too much in cost for one rate, e.g. the NER
     # audit's first-use training beside its scoring; its message shows the stage's steps).
     show_eta: bool = True
@@ -229,6 +238,11 @@ class Progress:
         with self._lock:
             self.items.append(item)
 
+    def snapshot_data(self, key: str) -> Any:
+        """One ``data`` value as it is now (``None`` when unset)."""
+        with self._lock:
+            return self.data.get(key)
+
     def update_data(self, **values: Any) -> None:
         """Set free-form fields (e.g. ``best_prompt=…``)."""
         with self._lock:
@@ -249,7 +263,9 @@ class Progress:
         """Apply ``update(model, now)`` to the ETA model under the lock (no-op without one)."""
         with self._lock:
             if self.eta_model is not None:
-                update(self.eta_model, time.time())
+                now = time.time()
+                self.eta_model.observe_load(now, self.load.sample())
+                update(self.eta_model, now)
 
     def snapshot(self) -> ProgressSnapshot:
         """A deep copy of the current state, taken under the lock."""
@@ -263,7 +279,9 @@ class Progress:
             if not self.show_eta:
                 eta = None
             elif self.eta_model is not None and self.state == "running":
-                reading = self.eta_model.reading(time.time())
+                now = time.time()
+                self.eta_model.observe_load(now, self.load.sample())
+                reading = self.eta_model.reading(now)
                 eta, rough, overrun = reading.seconds, reading.rough, reading.overrun
                 revisions = reading.revisions
             elif eta is None and rate and self.total is not None and self.state == "running":
@@ -286,6 +304,8 @@ class Progress:
                 eta_rough=rough,
                 eta_overrun=overrun,
                 eta_revisions=revisions,
+                # Published batches are never changed: no copy needed.
+                live=self.live.snapshot(),
             )
 
 
@@ -385,7 +405,8 @@ class Job:
                 return
             progress.set(state="running", message="running…")
             try:
-                result = self._target(progress, self.cancel_event)
+                with watching(progress.live):  # its models publish what they write
+                    result = self._target(progress, self.cancel_event)
             finally:
                 if self._lock is not None:
                     self._lock.release()
@@ -450,7 +471,7 @@ def recorded_methods_job(
         results: dict[str, AttackResult] = {}
         errors: dict[str, str] = {}
         if plan is not None:
-            progress.eta_model = EtaModel(plan)
+            progress.eta_model = EtaModel(plan, cores=cpu_cores())
 
         def on_unit(outcome: UnitOutcome) -> None:
             progress.track(lambda eta, now: eta.finish(outcome.unit.method, now))
@@ -492,17 +513,18 @@ def _progress_events(progress: Progress, method: str, count: str) -> EventCallba
                 progress.advance()
             progress.set(message=f"{label}: round {cand.round}, candidate {cand.index} scored")
         elif isinstance(event, RoundStarted):
-            progress.track(lambda eta, now: eta.start(method, now))
+            # A round's candidates are answered as one batch: costed as a batch of n, not n
+            # candidates one by one (memprobe_core.runs.eta).
+            progress.track(lambda eta, now: eta.round_started(method, now, event.n))
             progress.update_data(round=event.round)
-            what = (
-                "initial prompt"
-                if event.round == 0 and method == ATTACKER_LOOP
-                else f"{event.n} candidate(s)"
-            )
+            # The event's own size, whatever the method (the CLI's live table says the same).
+            what = f"{event.n} candidate" + ("" if event.n == 1 else "s")
             progress.set(message=f"{label}: round {event.round}: generating and scoring {what}…")
         elif isinstance(event, SearchStep):
             # A search's steps are its work until it scores its one candidate.
             progress.track(lambda eta, now: _search_step(eta, method, event.steps, now))
+            steps = progress.snapshot_data("search_losses") or ()
+            progress.update_data(search_losses=(*steps, (event.step, event.loss, event.step_loss)))
             progress.set(
                 message=f"{label}: search step {event.step}/{event.steps}, loss {event.loss:.3f}"
             )

@@ -1,7 +1,9 @@
 """Live jobs on a page: start a worker thread, redraw its progress while it runs, cancel it.
 
 A running job is watched by a small fragment that polls its :class:`ProgressSnapshot` and
-draws only the progress bar, the state line and the Cancel button. The page's own view of the
+draws only the progress bar, the state line, the Cancel button and what the job's models are
+writing now (``ui_common.live_view``: every row of the batch growing; the poll stays fast
+while a batch is written, and only the fragment reruns for it). The page's own view of the
 job (tables, charts) is drawn by a full script run, and a full run happens only when the
 snapshot changed in a way a reader would see (a row scored, a round started, the job ended).
 When nothing changes the poll slows down (0.5 s → 2 s); a job queued behind another's model
@@ -25,6 +27,7 @@ from typing import Any, Literal
 import streamlit as st
 
 from ui_common.job_runner import Job, JobFunction, ProgressSnapshot, live_job_of_run
+from ui_common.live_view import render_live, streaming
 from ui_common.page import md, session_tag
 
 # Poll intervals (seconds) of the status fragment: fast right after a change, slow when quiet.
@@ -40,17 +43,24 @@ QUIET_POLLS = 4
 # e.g. NER training, would otherwise redraw the page back to back).
 MIN_REDRAW_S = 1.0
 
-Action = Literal["redraw", "slow_down", "none"]
+# ``data`` keys the status fragment draws itself (ui_common.live_view): a change to them needs
+# no page redraw (a search's loss per step).
+FRAGMENT_DATA = frozenset({"search_losses"})
+
+Action = Literal["redraw", "slow_down", "speed_up", "none"]
 
 
 def snapshot_version(snap: ProgressSnapshot) -> tuple[Hashable, ...]:
     """What a page draws from a snapshot, reduced to a comparable value.
 
-    The free-text ``message`` and the rate/ETA are left out: the status fragment shows them on
-    every poll, so they never need the page to be redrawn. ``data`` values count by identity
+    The free-text ``message``, the rate/ETA, the batch being written and the ``data`` keys of
+    :data:`FRAGMENT_DATA` are left out: the status fragment shows them on every poll, so they
+    never need the page to be redrawn. ``data`` values count by identity
     and size: jobs replace a value (``update_data(results=dict(...))``) when it changes.
     """
-    data = tuple(sorted((str(k), _fingerprint(v)) for k, v in snap.data.items()))
+    data = tuple(
+        sorted((str(k), _fingerprint(v)) for k, v in snap.data.items() if k not in FRAGMENT_DATA)
+    )
     return (snap.state, snap.done, snap.total, len(snap.items), data, snap.error)
 
 
@@ -87,12 +97,19 @@ class LiveView:
         if waiting:
             self.interval = WAITING_POLL_S
 
-    def poll(self, version: tuple[Hashable, ...], *, final: bool, now: float) -> Action:
+    def poll(
+        self, version: tuple[Hashable, ...], *, final: bool, now: float, streaming: bool = False
+    ) -> Action:
         """Decide what one poll does.
+
+        ``streaming``: a batch is being written (the fragment itself draws its rows, so this
+        needs no page redraw, only fast polls).
 
         Returns:
             ``"redraw"``: the page shows an older version; rerun it (the poll speeds up again).
             ``"slow_down"``: quiet for a while; ``interval`` grew and a rerun applies it.
+            ``"speed_up"``: a batch started being written while polls were slow; ``interval``
+            is fast again and a rerun applies it.
             ``"none"``: nothing to do (also while a change waits out ``MIN_REDRAW_S``).
         """
         if version != self.drawn:
@@ -100,6 +117,12 @@ class LiveView:
             if final or now - self.drawn_at >= MIN_REDRAW_S:
                 self.interval = FAST_POLL_S
                 return "redraw"
+            return "none"
+        if streaming:
+            self.quiet = 0
+            if self.interval > FAST_POLL_S:
+                self.interval = FAST_POLL_S
+                return "speed_up"
             return "none"
         self.quiet += 1
         if self.quiet >= QUIET_POLLS and self.interval < SLOW_POLL_S:
@@ -196,7 +219,18 @@ def _job_status(key: str) -> None:
         job.cancel()
         snap = job.progress.snapshot()
     render_status(snap)
-    action = live_view(key).poll(snapshot_version(snap), final=snap.is_final, now=time.monotonic())
+    _poll(key, snap)
+
+
+def _poll(key: str, snap: ProgressSnapshot) -> None:
+    """Draw what the job's models are writing now; rerun the whole page when it is out of date."""
+    render_live(None if snap.is_final else snap.live, snap.data.get("search_losses"))
+    action = live_view(key).poll(
+        snapshot_version(snap),
+        final=snap.is_final,
+        now=time.monotonic(),
+        streaming=not snap.is_final and streaming(snap.live),
+    )
     if action != "none":
         st.rerun()  # the whole page: it draws the new rows and declares the new poll interval
 
@@ -252,9 +286,7 @@ def _watched_status(run_id: int, key: str) -> None:
         return
     snap = job.progress.snapshot()
     render_status(snap)
-    action = live_view(key).poll(snapshot_version(snap), final=snap.is_final, now=time.monotonic())
-    if action != "none":
-        st.rerun()
+    _poll(key, snap)
 
 
 def job_snapshot(key: str) -> ProgressSnapshot | None:

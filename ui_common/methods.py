@@ -159,10 +159,17 @@ def _owned_label(section: str, opt: OptionField) -> str:
     """Beside other methods' options, a label that says whose it is ("Ours: rounds T"); GCG's
     already does ("GCG steps")."""
     label = opt.info.page or opt.name
-    owner = registry.section_label(section).split(" (")[0]  # "Ours (interactive)": "Ours"
+    owner = _section_owner(section)
     if not owner or label.lower().startswith(owner.lower()):
         return label
     return f"{owner}: {label[0].lower()}{label[1:]}"
+
+
+def _section_owner(section: str) -> str:
+    """The short label of the (first registered) method owning options ``section``
+    (``MethodSpec.short_label``, else its label); ``""`` for a section no method owns."""
+    spec = next((s for s in registry.specs() if s.options_key == section), None)
+    return "" if spec is None else spec.short_label or spec.label
 
 
 def _preset(prefix: str, opt: OptionField) -> Any:

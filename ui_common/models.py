@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from memprobe_core.attacks import registry
 from memprobe_core.models import dtypes, embedded, load
 from ui_common.page import fake_default, keep, md
 
@@ -42,27 +43,45 @@ DTYPE_HELP = (
 )
 
 
-# Sidebar titles of the roles (a role without one is shown title-cased).
+# Sidebar titles of the roles (a role without one is shown title-cased); the roles in
+# :data:`METHOD_ROLES` get the labels of the methods that use them from the registry.
 ROLE_LABELS: dict[str, str] = {
     "victim": "Victim",
-    "base": "Base (P-S-Base, GCG)",
+    "base": "Base",
     "attacker": "Attacker",
     "instruct": "Instruct model (victim for P-S-Inst and Ours)",
     "reverse": "Reverse LM",
 }
 ROLE_HELP: dict[str, str] = {
     "victim": "The audited model: its outputs are scored against the true suffix.",
-    "base": "The victim's pre-instruction-tuning parent (P-S-Base, GCG).",
+    "base": "The victim's pre-instruction-tuning parent.",
     "attacker": "Writes and refines the candidate prompts (the interactive method).",
     "instruct": "The instruction-tuned model audited by P-S-Inst and Ours (its outputs are "
-    "scored); P-S-Base and GCG query the base model instead.",
+    "scored); the methods of the base model query it instead.",
     "reverse": "A reverse LM (Reverse-LM method), e.g. afterless/reverse-pythia-160m.",
 }
+# Roles several methods share beside the victim: their titles and help name those methods.
+METHOD_ROLES: tuple[str, ...] = ("base",)
+
+
+def role_users(role: str) -> str:
+    """The registered methods that use ``role``'s model, by their short labels
+    (``MethodSpec.roles``; "P-S-Base, GCG" for ``base``), a plugin's among them."""
+    return ", ".join(s.short_label or s.label for s in registry.specs() if role in s.roles)
 
 
 def role_label(role: str) -> str:
-    """The sidebar title of a model role (``"instruct"`` → ``"Instruct model (victim for …)"``)."""
-    return ROLE_LABELS.get(role, role.title())
+    """The sidebar title of a model role (``"base"`` → ``"Base (P-S-Base, GCG)"``)."""
+    title = ROLE_LABELS.get(role, role.title())
+    users = role_users(role) if role in METHOD_ROLES else ""
+    return f"{title} ({users})" if users else title
+
+
+def role_help(role: str) -> str:
+    """The help of a role's model picker, naming the methods of a :data:`METHOD_ROLES` role."""
+    text = ROLE_HELP.get(role, "")
+    users = role_users(role) if role in METHOD_ROLES else ""
+    return f"{text} Used by {users}." if users else text
 
 
 @dataclass(frozen=True)
@@ -228,7 +247,7 @@ def model_sidebar(
         st.subheader("Models")
         for role in roles:
             with st.expander(role_label(role), expanded=False):
-                choices[role] = model_picker(role, help_text=ROLE_HELP.get(role, ""))
+                choices[role] = model_picker(role, help_text=role_help(role))
                 choice = choices[role]
                 using = choice.label or "(not set)"
                 if choice.has_dtype and choice.name:
@@ -242,7 +261,22 @@ def _load(name: str, backend: str | None, options_items: tuple[tuple[str, Any], 
 
     model = load(name, backend=backend, **dict(options_items))
     _freeze_loaded_objects()
+    _LOADED.add((name, backend, options_items))
     return model
+
+
+# The models this process has loaded (``_load``'s arguments): an estimate before a run counts
+# loading only for a model not loaded yet. (One evicted from the cache since is loaded again:
+# the estimate is then short by that load.)
+_LOADED: set[tuple[str, str | None, tuple[tuple[str, Any], ...]]] = set()
+
+
+def is_loaded(choice: ModelChoice, role: str) -> bool:
+    """Whether this process has loaded ``choice`` for ``role`` already (no load before a run)."""
+    if not choice.name:
+        return False
+    name, backend, options = choice.load_call(role)
+    return (name, backend, tuple(sorted(options.items()))) in _LOADED
 
 
 def _freeze_loaded_objects() -> None:

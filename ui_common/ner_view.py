@@ -8,6 +8,7 @@ draw what it returns.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
@@ -21,7 +22,8 @@ from memprobe_core.option_fields import option_named
 from ui_common import charts, tables
 from ui_common.job_runner import JobFunction, Progress, ProgressSnapshot
 from ui_common.option_widgets import option_widget, tooltip, widget_key
-from ui_common.page import md
+from ui_common.page import keep, md
+from ui_common.presets import run_size_radio
 from ui_common.render import csv_download
 
 # Summary columns in percent (one decimal, as the metric above them).
@@ -31,6 +33,89 @@ PAGE_IMPORTANCE_STEPS = 4
 OWN_PROMPTS = (
     "I met {name} yesterday.\nHave you seen {name}?\nWhat a game by {name}!\nCall {name} tomorrow."
 )
+
+
+@dataclass(frozen=True)
+class NerSize:
+    """A run size of the NER page: name pairs, template prompts and token-importance steps."""
+
+    name: str
+    label: str
+    pairs: int
+    templates: int
+    importance_steps: int
+
+    def widget_values(self) -> dict[str, int]:
+        return {
+            "ner_pairs": self.pairs,
+            "ner_templates": self.templates,
+            "ner_importance_steps": self.importance_steps,
+        }
+
+
+NER_QUICK = NerSize("quick", "Quick (CPU)", pairs=30, templates=10, importance_steps=1)
+NER_FULL = NerSize(
+    "full",
+    "Full",
+    pairs=NerAuditConfig.max_pairs,
+    templates=NerAuditConfig.templates,
+    importance_steps=PAGE_IMPORTANCE_STEPS,
+)
+NER_SIZES = {s.name: s for s in (NER_QUICK, NER_FULL)}
+
+
+def ner_size() -> NerSize:
+    """The chosen run size (Quick before any choice: the page is used on CPUs first)."""
+    return NER_SIZES.get(st.session_state.get("ner_size", ""), NER_QUICK)
+
+
+def size_widget() -> NerSize:
+    """The "Run size" radio; a choice sets pairs, template prompts and token-importance steps."""
+
+    q, f = NER_QUICK, NER_FULL
+    name = run_size_radio(
+        keep("ner_size", NER_QUICK.name, list(NER_SIZES)),
+        {n: size.label for n, size in NER_SIZES.items()},
+        lambda chosen: st.session_state.update(NER_SIZES[chosen].widget_values()),
+        help_text=(
+            f"Quick: {q.pairs} pairs × {q.templates} template prompts, {q.importance_steps} "
+            f"token-importance step. Full: {f.pairs} pairs × {f.templates} prompts, "
+            f"{f.importance_steps} steps. Each value can still be changed below."
+        ),
+    )
+    return NER_SIZES[name]
+
+
+# The NER audits this dashboard process has run: (seconds, filled prompts scored), newest last.
+_TIMINGS: list[tuple[float, int]] = []
+
+
+def scored_prompts(config: NerAuditConfig) -> int:
+    """The filled prompts an audit scores: models × prompts × pairs × 2 (each pair's two names)."""
+    own = config.prompts
+    prompts = len(own) if isinstance(own, list | tuple) else config.templates
+    return len(config.models) * prompts * config.max_pairs * 2
+
+
+def estimate_text(config: NerAuditConfig) -> str:
+    """Before Run: the time this audit should take, from the last audit run here (seconds per
+    filled prompt scored, times this one's), or what is known before any."""
+    if not _TIMINGS:
+        return (
+            "No NER audit has run in this dashboard yet, so no time is measured: the first one "
+            "measures it (its time includes training the embedded model, on first use only)."
+        )
+    seconds, scored = _TIMINGS[-1]
+    estimate = seconds / max(1, scored) * scored_prompts(config)
+    return (
+        f"Estimated time: about {_duration(estimate)} (the last NER audit here took "
+        f"{_duration(seconds)} for {scored:,} filled prompts; this one scores "
+        f"{scored_prompts(config):,}; token importance and attention scaled with them)."
+    )
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def read_config() -> NerAuditConfig:
@@ -144,8 +229,7 @@ def _analysis_widgets() -> tuple[Metric, int, bool]:
             steps_option.info.page or "",
             0,
             30,
-            PAGE_IMPORTANCE_STEPS,
-            key="ner_importance_steps",
+            key=keep("ner_importance_steps", ner_size().importance_steps),
             help=tooltip(steps_option),
         )
     )
@@ -154,9 +238,11 @@ def _analysis_widgets() -> tuple[Metric, int, bool]:
 
 
 def _option(container: Any, name: str) -> Any:
-    """The generated widget of ``NerAuditConfig``'s option ``name`` (key ``ner_<flag name>``)."""
+    """The generated widget of ``NerAuditConfig``'s option ``name`` (key ``ner_<flag name>``);
+    pairs and templates start from the run size."""
     opt = option_named(NerAuditConfig, name)
-    return option_widget(container, opt, widget_key("ner", opt))
+    key = widget_key("ner", opt)
+    return option_widget(container, opt, key, start=ner_size().widget_values().get(key))
 
 
 def job(config: NerAuditConfig) -> JobFunction:
@@ -166,13 +252,16 @@ def job(config: NerAuditConfig) -> JobFunction:
         # One rate over loading (minutes of training on first use), scoring and the analyses
         # swung the ETA between 26 and 50 minutes: none is shown, the message counts the steps.
         progress.show_eta = False
-        return run_ner_audit(
+        result = run_ner_audit(
             config,
             cancel=cancel,
             on_progress=lambda done, total, message: progress.set(
                 done=done, total=total, message=message
             ),
         )
+        if not result.cancelled and result.seconds > 0:
+            _TIMINGS.append((result.seconds, scored_prompts(config)))
+        return result
 
     return run
 

@@ -77,14 +77,33 @@ def fake_default() -> bool:
 
 
 def page_setup(title: str) -> None:
-    """Page config, persisted widget state and the sidebar's job status line (plain words)."""
+    """Page config, persisted widget state and the sidebar's job status line (plain words,
+    ticking while a job runs: :func:`sidebar_status`)."""
     _leave_legacy_navigation()
     st.set_page_config(page_title=f"memprobe · {title}", page_icon="🔎", layout="wide")
     for key in list(st.session_state.keys()):
         if isinstance(key, str) and key.startswith(_PERSIST_PREFIXES):
             st.session_state[key] = st.session_state[key]
+    sidebar_status()
+
+
+# While a job holds the models, the sidebar's status line is redrawn this often (seconds).
+STATUS_TICK_S = 2.0
+
+
+def sidebar_status() -> None:
+    """The sidebar's job status line (whether a job you start now runs at once or waits),
+    redrawn every :data:`STATUS_TICK_S` seconds while a job holds the models: a small fragment
+    of the sidebar, not a rerun of the page, so its "started 3 s ago" does not freeze while the
+    job's own fragment redraws only itself. With no job running it is drawn once (no timer)."""
+    busy = MODEL_LOCK.held_by() is not None
+    with st.sidebar:
+        st.fragment(run_every=STATUS_TICK_S if busy else None)(_status_line)()
+
+
+def _status_line() -> None:
     status = lock_status(MODEL_LOCK.held_by(), session=session_tag(), now=time.time())
-    st.sidebar.caption(md(status))
+    st.caption(md(status))
 
 
 def _leave_legacy_navigation() -> None:

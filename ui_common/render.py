@@ -13,7 +13,12 @@ import pandas as pd
 import streamlit as st
 
 from memprobe_core.attacks import registry
-from memprobe_core.chance import REFERENCE_EXPLANATION, ChanceLevel, reference_chance
+from memprobe_core.chance import (
+    REFERENCE_EXPLANATION,
+    ChanceLevel,
+    chance_reading,
+    reference_chance,
+)
 from memprobe_core.highlight import (
     Overlap,
     escape_html,
@@ -23,6 +28,7 @@ from memprobe_core.highlight import (
 )
 from memprobe_core.membership.extraction_probability import describe_extraction_probability
 from memprobe_core.membership.options import signals_frame
+from memprobe_core.pii import pii_statement
 from memprobe_core.report.build import report_for_run
 from memprobe_core.report.export import to_safe_csv
 from memprobe_core.report.html import render_html
@@ -136,13 +142,16 @@ def prompt_code(text: Any) -> None:
 
 
 def pii_view(pii: dict[str, Any] | None) -> None:
-    """PII found in the true suffix, copied into the output, and invented by it."""
-    if not pii:
+    """PII found in the true suffix, copied into the output, and invented by it: one line stating
+    all three (each "none" when it has no item), then the items, if any."""
+    statement = pii_statement(pii)
+    if statement is None:
         st.caption("No PII report for this result.")
         return
+    st.markdown(md(statement))
     rows = []
     for what in ("truth", "copied", "invented"):
-        by_kind = pii.get(what) or {}
+        by_kind = (pii or {}).get(what) or {}
         for kind, values in by_kind.items():
             for value in values:
                 rows.append(
@@ -152,10 +161,8 @@ def pii_view(pii: dict[str, Any] | None) -> None:
                         "text": str(value),
                     }
                 )
-    if not rows:
-        st.caption("No PII in the suffix or the output.")
-        return
-    tables.show(pd.DataFrame(rows))
+    if rows:
+        tables.show(pd.DataFrame(rows))
 
 
 def csv_download(label: str, frame: pd.DataFrame, file_name: str, key: str) -> None:
@@ -340,6 +347,16 @@ def measures_view(result: Any) -> None:
     signals_view(_field(result, "membership"))
 
 
+# One snippet's signal values have no reference point of their own: what they are read against.
+_MEMBER_IF = {"higher": "higher than a non-member's", "lower": "lower than a non-member's"}
+SIGNAL_REFERENCE = (
+    "No reference point here: one text's value cannot say member or not by itself (a loss of "
+    "2.3 is low for one model and high for another). It is read against the values texts the "
+    "victim never saw get on the same victim: a labelled audit (Audit page, with generated "
+    "non-members) measures them and gives each signal's AUROC (0.5: no better than chance)."
+)
+
+
 def signals_view(membership: dict[str, Any] | None) -> None:
     """The membership signals of one snippet on the victim (a table; text shown as text)."""
     frame = signals_frame(membership)
@@ -355,44 +372,57 @@ def signals_view(membership: dict[str, Any] | None) -> None:
             "Scored by the victim's server (the log-probs it returns for the snippet's tokens); "
             "Min-K%++ needs the whole next-token distribution and is not measured."
         )
-    tables.show(frame, digits={"value": 4})
+    tables.show(
+        frame.assign(**{"member if": frame["member if"].map(_MEMBER_IF).fillna("")}),
+        digits={"value": 4},
+        labels={"member if": "a member's value is"},
+        tips={"member if": SIGNAL_REFERENCE},
+    )
+    if frame["value"].notna().any():
+        st.caption(SIGNAL_REFERENCE)
 
 
-def output_chance(output: str, mem: float, split_info: dict[str, Any]) -> ChanceLevel | None:
+def output_chance(
+    output: str, mem: float, split_info: dict[str, Any], prompt: str = ""
+) -> ChanceLevel | None:
     """The chance control of one output against the run's reference suffixes (``None`` when the
-    view has no reference pool, e.g. a replayed run)."""
+    view has no reference pool, e.g. a replayed run); the words of ``prompt``, the prompt that
+    produced it, are not credited (:mod:`memprobe_core.chance`)."""
     pool, scoring = split_info.get("reference"), split_info.get("scoring")
     if not pool or scoring is None:
         return None
+    suffix = split_info.get("suffix")
+    own = None if suffix is None else (str(suffix), split_info.get("suffix_tokens"))
     return reference_chance(
-        output, mem, pool, scoring, _tokenizer_or_none(split_info.get("tokenizer"))
+        output,
+        mem,
+        pool,
+        scoring,
+        _tokenizer_or_none(split_info.get("tokenizer")),
+        prompt=prompt if own is not None else "",
+        suffix=own,
+        source=split_info.get("reference_source"),
     )
 
 
 def best_output_chance(best: Any, split_info: dict[str, Any]) -> ChanceLevel | None:
     """:func:`output_chance` of a probe's best candidate, computed once per best output in this
     browser session (the live page redraws for every scored candidate)."""
-    version = (split_info.get("run_id"), best["output"], float(best["mem"]))
+    prompt = str(best.get("prompt") or "")
+    version = (split_info.get("run_id"), best["output"], float(best["mem"]), prompt)
     return cached_figure(
-        "probe_chance", version, lambda: output_chance(best["output"], best["mem"], split_info)
+        "probe_chance",
+        version,
+        lambda: output_chance(best["output"], best["mem"], split_info, prompt),
     )
 
 
 def chance_caption(level: ChanceLevel | None, split_info: dict[str, Any]) -> None:
-    """One line: the output's chance level and whether its Mem is above it."""
+    """One line: the output's chance level and whether its Mem is above it
+    (:func:`memprobe_core.chance.chance_reading`, the report's words)."""
     if level is None:
         return
-    if level.level is None:
-        st.caption(md(f"Chance level of Mem: undefined ({level.note})."))
-        return
-    verdict = "above chance" if level.beats else "NOT distinguishable from chance"
-    st.caption(
-        md(
-            f"Chance level of Mem {level.level:.3f} (mean {level.mean:.3f}, against "
-            f"{split_info.get('reference_source', 'reference suffixes')}): this Mem is {verdict}. "
-            f"{REFERENCE_EXPLANATION}."
-        )
-    )
+    st.caption(md(f"{chance_reading(level)} {REFERENCE_EXPLANATION}."))
 
 
 def _probe_charts(frame: pd.DataFrame, split_info: dict[str, Any], before: int | None) -> None:

@@ -15,11 +15,13 @@ import pandas as pd
 import streamlit as st
 
 from memprobe_core.attacks.registry import extracts, method_label
+from memprobe_core.audit.inference import short_numbers
 from memprobe_core.config import ScoringConfig
 from memprobe_core.documents.stored import units_text
 from memprobe_core.report import build as report_build
 from memprobe_core.report.export import readable_export
 from memprobe_core.store import Store
+from memprobe_core.store.frames import results_table
 from ui_common import charts, document_view, tables
 from ui_common.page import md
 from ui_common.render import csv_download, html_report_download, probe_view
@@ -50,8 +52,10 @@ def runs_table(runs: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
 
 
 def run_label(run: Mapping[str, Any]) -> str:
-    """``#id · kind · title · status``: a run as a select box shows it."""
-    return f"#{run['id']} · {run['kind']} · {run.get('title') or 'untitled'} · {run['status']}"
+    """``#id · kind · title · status``: a run as a select box shows it (long numbers in the
+    title, e.g. a 20-digit seed of a run stored before titles were shortened, cut short)."""
+    title = short_numbers(run.get("title") or "untitled")
+    return f"#{run['id']} · {run['kind']} · {title} · {run['status']}"
 
 
 def open_run(store: Store, run_id: int) -> None:
@@ -75,6 +79,7 @@ def open_run(store: Store, run_id: int) -> None:
     if not units:
         st.info("This run has no unit of work.")
         return
+    results_section(store, run_id)
     st.subheader("Units")
     unit_rows = pd.DataFrame(
         [
@@ -92,6 +97,26 @@ def open_run(store: Store, run_id: int) -> None:
     )
     tables.show(unit_rows)
     replay(store, run_id, [u["key"] for u in units])
+
+
+def results_section(store: Store, run_id: int) -> None:
+    """The run's finished units as the Compare page shows a comparison (one table builder,
+    :func:`memprobe_core.store.frames.results_table`, over the store's results frame): scores,
+    the methods' own figures, costs and PII counts."""
+    table = results_table(store.results_frame(run_id))
+    if table.empty:
+        return
+    st.subheader("Results")
+    tables.show(shown_results(table))
+
+
+def shown_results(table: pd.DataFrame, *, drop: Sequence[str] = ()) -> pd.DataFrame:
+    """A :func:`results_table` as the pages show it (Runs, Compare): each method by its label,
+    the status only where a row is a cancelled method's partial best, ``drop`` left out."""
+    shown = table.drop(columns=["method", *drop])
+    if (shown["status"] == "finished").all():
+        shown = shown.drop(columns=["status"])
+    return shown.rename(columns={"method_label": "method"})
 
 
 def exports(store: Store, run_id: int) -> None:

@@ -43,7 +43,10 @@ __all__ = [
     "DIGITS",
     "FULL_TEXT_HINT",
     "MISSING",
+    "PAGE_WIDTH_PX",
     "column_label",
+    "column_px",
+    "fit_columns",
     "for_people",
     "full_text_caption",
     "show",
@@ -237,10 +240,16 @@ _BLANK_WHEN_EMPTY = frozenset({"flags", "error"})
 
 
 def column_label(name: str) -> str:
-    """What a table calls the field ``name``: :data:`COLUMN_LABELS`, then a membership signal
-    (``loss`` or ``signal_loss``), then a method, else the name with spaces for underscores."""
+    """What a table calls the field ``name``: :data:`COLUMN_LABELS`, then a method's figure, a
+    membership signal (``loss`` or ``signal_loss``), a method, else the name with spaces for
+    underscores."""
     if name in COLUMN_LABELS:
         return COLUMN_LABELS[name]
+    # A method registered after this module was imported (a plugin's, a test's): its figures
+    # are labelled by the registry as it is now.
+    figure = next((f for f in figures() if f.name == name), None)
+    if figure is not None:
+        return figure.label
     signal = SIGNAL_BY_NAME.get(name.removeprefix("signal_"))
     if signal is not None:
         return signal.label
@@ -425,6 +434,67 @@ def full_text_caption(column_config: Mapping[str, Any]) -> None:
         st.caption(FULL_TEXT_HINT)
 
 
+# Fitting a table to the page: the content width at 1440×900 with the sidebar open, and what a
+# column of the data grid takes per character and around its text (measured in chromium).
+PAGE_WIDTH_PX = 960
+_CHAR_PX = 7.5
+_CELL_PX = 20
+# Fields that say what a row is (kept at the left of every part of a split table).
+_ROW_KEYS = (
+    "figure",
+    "method",
+    "score",
+    "domain",
+    "length",
+    "n",
+    "kind",
+    "snippet",
+    "signal",
+    "where",
+)
+# Fields that void or qualify a row's figures (kept at the right of every part).
+_ROW_VERDICTS = ("voided by", "above chance")
+
+
+def _as_text(value: Any) -> str:
+    # A float is drawn with a few decimals (DIGITS), not repr's 17 digits.
+    if isinstance(value, float | np.floating) and math.isfinite(value):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def column_px(label: str, values: Iterable[Any]) -> int:
+    """About how many pixels the data grid gives a column: its widest text (label or value)."""
+    widest = max([len(str(label)), *(len(_as_text(v)) for v in values)])
+    return int(widest * _CHAR_PX + _CELL_PX)
+
+
+def fit_columns(shown: pd.DataFrame, width_px: int = PAGE_WIDTH_PX) -> list[list[str]]:
+    """``shown``'s columns in parts that each fit ``width_px``: the row keys (method, domain,
+    length, n …, at the left) start every part, the other columns follow in order. One part when
+    the whole table fits. A "voided by" or "above chance" column ends every part."""
+    columns = list(shown.columns)
+    keys: list[str] = []
+    for label in columns:
+        if label not in _ROW_KEYS:
+            break
+        keys.append(label)
+    # A validity control's verdict on the row goes with every part that shows its figures.
+    tail = [c for c in columns[len(keys) :] if c in _ROW_VERDICTS]
+    rest = [c for c in columns[len(keys) :] if c not in tail]
+    px = {c: column_px(c, shown[c]) for c in columns}
+    base = sum(px[c] for c in keys + tail)
+    parts: list[list[str]] = []
+    part: list[str] = []
+    for label in rest:
+        if part and base + sum(px[c] for c in part) + px[label] > width_px:
+            parts.append(part)
+            part = []
+        part.append(label)
+    parts.append(part)
+    return [keys + p + tail for p in parts]
+
+
 def show(
     frame: pd.DataFrame,
     *,
@@ -433,15 +503,31 @@ def show(
     **options: Any,
 ) -> pd.DataFrame:
     """Draw ``frame`` with ``st.dataframe`` through :func:`for_people` (``options`` are its
-    keyword arguments); returns the frame shown."""
+    keyword arguments); returns the frame shown.
+
+    A table wider than the page (:data:`PAGE_WIDTH_PX`) is drawn in parts that fit: the first
+    columns on the page, the others in an expander below ("More columns: …"), each part led by
+    the columns that say what a row is (method, domain, length, n …)."""
     shown, config = for_people(frame, **options)
+    parts = fit_columns(shown)
+    _draw(shown[parts[0]], config, key, height)
+    if len(parts) > 1:
+        more = list(dict.fromkeys(c for part in parts[1:] for c in part if c not in parts[0]))
+        with st.expander(f"More columns: {', '.join(more)}"):
+            for i, part in enumerate(parts[1:], start=1):
+                _draw(shown[part], config, None if key is None else f"{key}_more{i}", height)
+    full_text_caption(config)
+    return shown
+
+
+def _draw(
+    part: pd.DataFrame, config: Mapping[str, Any], key: str | None, height: int | None
+) -> None:
     st.dataframe(
-        shown,
+        part,
         hide_index=True,
         width="stretch",
         height=height if height is not None else "auto",
         key=key,
-        column_config=config,
+        column_config={c: config[c] for c in part.columns if c in config},
     )
-    full_text_caption(config)
-    return shown

@@ -63,6 +63,7 @@ from memprobe_core.attacks.reverse_lm import (
     propose_prefix,
     run_reverse_lm,
 )
+from memprobe_core.plugins import METHODS_GROUP, load_group
 from memprobe_core.snippets.split import SplitSnippet
 
 
@@ -89,8 +90,10 @@ def run_method(
 
 
 # The built-in methods are imported above for their entry points; this also imports any other
-# module of the package, so a new method is one file here and nothing else.
+# module of the package, so a new method is one file here and nothing else; then the methods of
+# installed plugins (the ``memprobe.methods`` entry points, memprobe_core.plugins).
 import_modules(sys.modules[__name__])
+load_group(METHODS_GROUP)
 
 
 __all__ = [

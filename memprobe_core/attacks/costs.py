@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
+from memprobe_core.machine_load import LoadSampler, cpu_cores
 from memprobe_core.models.base import Completion, Decoding, Generator, Request
 
 
@@ -20,6 +21,10 @@ class Costs:
     backward (gradient) passes, sequences and token positions run forward (a cached prefix
     counts once); ``search_seconds`` is the whole search. ``measure_seconds``: the verbatim
     metrics and membership signals measured after the method (not part of ``wall_seconds``).
+    ``victim_calls``: generation calls to the victim (a round's candidates are one call, one
+    batch); ``others_busy_cores`` / ``cores``: the cores other processes kept busy over the
+    method, of those this process may use (``memprobe_core.machine_load``; ``None`` / 0 where
+    not measured), so an estimate from this unit can be corrected for the load it ran under.
     """
 
     victim_queries: int = 0
@@ -35,6 +40,19 @@ class Costs:
     search_sequences: int = 0
     search_tokens: int = 0
     measure_seconds: float = 0.0
+    victim_calls: int = 0
+    others_busy_cores: float | None = None
+    cores: int = 0
+
+    @classmethod
+    def measured_on_the_machine(cls) -> frozenset[str]:
+        """The fields a clock or the machine's load decides (seconds, others' busy cores): two
+        runs of the same units, or a run and its resume, differ in these and only these."""
+        return frozenset(
+            f.name
+            for f in fields(cls)
+            if f.name.endswith("_seconds") or f.name == "others_busy_cores"
+        )
 
 
 @dataclass
@@ -48,6 +66,10 @@ class CostMeter:
 
     started: float = field(default_factory=time.perf_counter)
     costs: Costs = field(default_factory=Costs)
+    load: LoadSampler = field(default_factory=LoadSampler, repr=False)
+
+    def __post_init__(self) -> None:
+        self.load.sample()  # the start of the window finish() measures the machine's load over
 
     def generate(
         self,
@@ -69,6 +91,8 @@ class CostMeter:
         out = model.generate(list(requests), **decoding.kwargs(), references=references)
         seconds = time.perf_counter() - t0
         sequences = [c for row in out for c in row]
+        if role == "victim":
+            self.costs.victim_calls += 1
         self.charge(
             role,
             queries=len(sequences),
@@ -95,6 +119,10 @@ class CostMeter:
         setattr(self.costs, f"{part}_seconds", getattr(self.costs, f"{part}_seconds") + seconds)
 
     def finish(self) -> Costs:
-        """The counters with the wall time filled in."""
+        """The counters with the wall time and the machine's load over the method filled in."""
         self.costs.wall_seconds = time.perf_counter() - self.started
+        busy = self.load.sample()
+        if busy is not None:
+            self.costs.others_busy_cores = round(busy, 3)
+            self.costs.cores = cpu_cores()
         return self.costs

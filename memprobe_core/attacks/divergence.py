@@ -900,6 +900,7 @@ register(
         run=run_divergence,
         roles=("victim",),
         chat_roles=("victim",),
+        samples=True,  # sampled chat answers (Nasr et al.), not greedy
         rank=60,  # after the paper's methods (Table 1 order) and ACR, before the measuring-only ones
         options_key=METHOD,
         options_class=DivergenceOptions,
@@ -908,6 +909,7 @@ register(
         summary="repeat-a-word prompts (Nasr et al. 2023): long sampled chat answers matched "
         "against the audited dataset for verbatim spans of min_span_tokens or more",
         candidates=lambda options: options.for_method(METHOD).samples,
+        batches=lambda options: [options.for_method(METHOD).samples],  # one batched call
         figures=divergence_report.FIGURES,
         describe=divergence_report.describe_divergence,
         report_table=divergence_report.TOTALS_TABLE,

@@ -117,3 +117,92 @@ class MethodTable:
     frame_columns: Sequence[str]
     build: Callable[[Any], Any]
     notes: Sequence[str] = field(default_factory=tuple)
+
+
+# --- the results frame's fixed columns --------------------------------------------------------
+# Declared here, below the store and the chance level that fill them, so that registering a
+# method can refuse a figure that would take one of their names (two columns of one name break
+# every frame and report built from the store).
+
+# The results frame's columns before the verbatim ones (store.frames).
+UNIT_COLUMNS: list[str] = [
+    "run_id",
+    "snippet_id",
+    "domain",
+    "method",
+    "method_label",
+    "length",
+    "mem",
+    "lcs_p",
+    "dis",
+    "objective",
+    "alpha",
+    "status",
+    "prompt",
+    "output",
+    "prefix",  # the split's prefix and true suffix, so an exported row can be checked alone
+    "suffix",
+    "victim_queries",
+    "attacker_queries",
+    "generated_tokens",
+    "seconds",
+    "pii_truth",
+    "pii_copied",
+    "pii_invented",
+    "victim",
+    "base",
+    "attacker",
+    "init",
+    "reverse",
+    "rouge_variant",
+    "rouge_stemmer",
+    "rouge_tokenizer",
+    "output_window",
+    "seed",
+    "mem_init",
+    "mem_best",
+    "mem_reference",
+    "selection",
+    "compat",
+    "meta_prompts",
+    "answer_model",
+    "generation_budget",
+    "label",
+]
+
+# The common verbatim-extraction columns (``AttackResult.verbatim``), in the order shown; the
+# methods' own figures follow them (:func:`verbatim_columns`).
+COMMON_VERBATIM_COLUMNS: list[str] = [
+    "extract_k",
+    "extractable",
+    "match_tokens",
+    "span_tokens",
+    "span_chars",
+    # probabilistic extraction (membership.extraction_probability)
+    "log10_p_z",
+    "n_at_p",
+    "log10_n_at_p",
+    "discover_p",
+    "pz_scheme",
+    "pz_outside_support",
+]
+
+# Mem's chance level (memprobe_core.chance; docs/method.md §2): the results frame's last columns.
+CHANCE_COLUMNS: list[str] = [
+    "chance_n",
+    "mem_unprompted",
+    "chance_mean",
+    "mem_chance",
+    "chance_spread",
+    "mem_above_chance",
+    "beats_chance",
+    "chance_p",
+    "chance_values",
+    "chance_note",
+    "chance_source",
+]
+
+
+def fixed_columns() -> frozenset[str]:
+    """Every column of the results frame that no method's figure may be named."""
+    return frozenset((*UNIT_COLUMNS, *COMMON_VERBATIM_COLUMNS, *CHANCE_COLUMNS))

@@ -31,6 +31,7 @@ from typing import Any
 
 from memprobe_core.attacks.costs import CostMeter
 from memprobe_core.attacks.result import Cancelled, check_cancel
+from memprobe_core.models import threads
 
 logger = logging.getLogger(__name__)
 # Budget for one batch of candidate logits (B × target × vocab floats) when no batch size is set:
@@ -437,6 +438,7 @@ def gcg_search(
     try:
         for step in range(1, steps + 1):
             check_cancel(cancel)
+            threads.adapt()  # a step is a batch boundary: threads from the cores free now
             moved = _step(
                 problem,
                 tokenizer,

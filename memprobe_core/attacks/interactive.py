@@ -58,8 +58,9 @@ from memprobe_core.attacks.victim import (
     generation_record,
     victim_decoding,
 )
-from memprobe_core.metrics import dis
+from memprobe_core.metrics import dis, lcs_p
 from memprobe_core.models.base import Completion, Decoding
+from memprobe_core.models.live import writing
 from memprobe_core.snippets.split import SplitSnippet
 
 METHOD = "interactive"
@@ -124,8 +125,15 @@ class _Loop:
             chat=self.init.has_chat_template,
             meta_prompt=self.options.interactive.init_meta_prompt or self.wording.init,
         )
-        rows = self.meter.generate("attacker", self.init, [request], init_decoding(self.options))
+        with writing("attacker", score=self._prompt_scores):
+            rows = self.meter.generate(
+                "attacker", self.init, [request], init_decoding(self.options)
+            )
         return self._clean(rows[0][0])
+
+    def _prompt_scores(self, row: int, text: str) -> dict[str, float]:
+        """The live view's score of a prompt being written: how much of the suffix it gives."""
+        return {"LCS_P": lcs_p(meta.clean_prompt(text), self.split.suffix, self.options.scoring)}
 
     def propose(self, p_best: str, round_: int) -> list[str]:
         o = self.options
@@ -135,18 +143,20 @@ class _Loop:
             meta_prompt=o.interactive.refine_meta_prompt or self.wording.refine,
         )
         decoding = attacker_decoding(o, round_)
-        if o.interactive.batched:
-            rows = self.meter.generate("attacker", self.attacker, [request], decoding)
-            replies = list(rows[0])
-        else:
-            # One call per candidate with distinct seeds: same distribution, not the same samples.
-            replies = []
-            for i in range(o.interactive.n_candidates):
-                check_cancel(self.cancel)
-                seed = (o.seed + round_) * 100_003 + i
-                one = dataclasses.replace(decoding, n=1, seed=seed)
-                rows = self.meter.generate("attacker", self.attacker, [request], one)
-                replies.append(rows[0][0])
+        with writing("attacker", score=self._prompt_scores):
+            if o.interactive.batched:
+                rows = self.meter.generate("attacker", self.attacker, [request], decoding)
+                replies = list(rows[0])
+            else:
+                # One call per candidate with distinct seeds: same distribution, not the same
+                # samples.
+                replies = []
+                for i in range(o.interactive.n_candidates):
+                    check_cancel(self.cancel)
+                    seed = (o.seed + round_) * 100_003 + i
+                    one = dataclasses.replace(decoding, n=1, seed=seed)
+                    rows = self.meter.generate("attacker", self.attacker, [request], one)
+                    replies.append(rows[0][0])
         return [self._clean(c) for c in replies]
 
     # --- victim side --------------------------------------------------------------------------
@@ -355,5 +365,10 @@ register(
         candidates=lambda options: (
             1 + options.interactive.rounds * options.interactive.n_candidates
         ),
+        # Each round's candidates are answered in one call.
+        batches=lambda options: (
+            [1] + [options.interactive.n_candidates] * options.interactive.rounds
+        ),
+        short_label="Ours",
     )
 )

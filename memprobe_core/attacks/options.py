@@ -17,7 +17,7 @@ from memprobe_core.config import (
     ScoringConfig,
     Selection,
 )
-from memprobe_core.membership.options import MeasureOptions
+from memprobe_core.measuring.options import MeasureOptions
 from memprobe_core.option_fields import check_options, option, options_of
 
 Access = Literal["full", "partial"]
@@ -222,7 +222,7 @@ class AttackOptions:
             ``hf`` backend verifies the draft in one pass; identical answers, fewer passes;
             ``--no-speculative`` turns it off).
         measure: what is measured beside each result: membership signals, Min-K% k,
-            k-extractability's k (:class:`memprobe_core.membership.MeasureOptions`).
+            k-extractability's k (:class:`memprobe_core.measuring.options.MeasureOptions`).
         interactive / gcg / reverse / ps: each built-in method's own options
             (:class:`InteractiveOptions`, :class:`GCGOptions`, :class:`ReverseOptions`,
             :class:`PrefixSuffixOptions`); dicts (a stored config) are read into them.

@@ -104,6 +104,9 @@ register(
         default_in_audit=True,
         baseline_rank=2,
         summary="the true prefix as the prompt, greedy, on the base model",
+        # One answer from the victim: 10 to 12 s at length 60 on a 2-core CPU (the embedded
+        # models; docs/benchmarks.md, "Estimates"), far cheaper than the attacker loop's rate.
+        rough_rate=0.2,
     )
 )
 register(
@@ -118,5 +121,8 @@ register(
         default_in_audit=True,
         baseline_rank=1,
         summary="the true prefix as the prompt, greedy, on the instruction-tuned victim",
+        # One answer from the victim: 10 to 12 s at length 60 on a 2-core CPU (the embedded
+        # models; docs/benchmarks.md, "Estimates"), far cheaper than the attacker loop's rate.
+        rough_rate=0.2,
     )
 )

@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, is_dataclass
 from types import ModuleType
 from typing import Any
 
+from memprobe_core import plugins
 from memprobe_core.attacks.context import MethodContext
-from memprobe_core.attacks.figures import Figure, MethodTable
+from memprobe_core.attacks.figures import Figure, MethodTable, fixed_columns
 from memprobe_core.errors import UsageError
 from memprobe_core.option_fields import options_of
 from memprobe_core.records import JsonValue
@@ -57,6 +59,9 @@ class MethodSpec:
         chat_roles: roles whose model must have a chat template (``divergence``: ``victim``, whose
             prompt is a chat message); an audit refuses a model known to have none before any
             unit runs.
+        samples: the method samples the model that answers (``divergence``'s repeat-a-word
+            answers); ``False``: every answer is greedy, as docs/method.md §2 asks of the paper's
+            methods (the contract test holds each method to what it declares here).
         default_in_audit: run by an audit when no method is named.
         default_in_compare: ticked on the Compare page when offered (GCG is not: each step is a
             forward and backward pass of the base model, slow on a CPU).
@@ -65,6 +70,14 @@ class MethodSpec:
         summary: one line for help texts.
         candidates: how many candidates a run scores under given options (progress bars;
             ``None``: not known ahead, counted as one).
+        batches: the sizes of the generation calls a run makes under given options, in order
+            (the pre-run estimate costs batches, not candidates: ``divergence`` asks its
+            ``samples`` in one call); ``None``: each candidate a batch of its own.
+        short_label: the label's short form where a page names whose option it is ("Ours: rounds
+            T"); empty: the label.
+        rough_rate: seconds per batch of one per token of length before this machine has
+            measured the method (the pre-run estimate's first guess on a 2-core CPU; ``None``:
+            :data:`memprobe_core.runs.eta.ROUGH_SECONDS_PER_BATCH_TOKEN`).
         extracts: the method asks a model for the suffix (every paper method). ``False`` for a
             method that only measures (``signals``): it has no Mem, so Table 1, the paired
             gains, PII counts and the membership table's method rows leave it out, and the
@@ -102,11 +115,15 @@ class MethodSpec:
     options_class: type | None = None
     white_box_roles: tuple[str, ...] = ()
     chat_roles: tuple[str, ...] = ()
+    samples: bool = False
     default_in_audit: bool = False
     default_in_compare: bool = True
     baseline_rank: int | None = None
     summary: str = ""
     candidates: Callable[[Any], int] | None = None
+    batches: Callable[[Any], Sequence[int]] | None = None
+    short_label: str = ""
+    rough_rate: float | None = None
     extracts: bool = True
     verbatim: bool = False
     prepare: Callable[[Any, MethodContext], Any] | None = None
@@ -140,24 +157,88 @@ _REGISTRY: dict[str, MethodSpec] = {}
 
 
 def register(spec: MethodSpec) -> MethodSpec:
-    """Add a method (a second spec under a taken name is refused; the same spec again is fine)."""
+    """Add a method (the same spec again is fine: a module imported twice).
+
+    Raises:
+        ValueError: a name that is not a lowercase identifier or is taken, a label another
+            method has, an options section another class holds, or a figure name that is not a
+            lowercase identifier, is a fixed column of the results frame (``mem``, ``lcs_p``,
+            …, ``signal_*``) or another method's figure; the message names the plugin
+            (distribution and version) the spec came from.
+    """
+    source = plugins.registering_source(getattr(spec.run, "__module__", None) or "")
+    _check_spec(spec, source)
+    _REGISTRY[spec.name] = spec
+    plugins.record_source("method", spec.name, source)
+    return spec
+
+
+def _check_spec(spec: MethodSpec, source: str) -> None:
+    """Refuse what would break a list, a frame or a report later (a figure named ``mem`` made
+    the results frame's columns ambiguous and pandas fail in unrelated reports)."""
+
+    def refuse(why: str) -> ValueError:
+        return ValueError(f"method {spec.name!r} from {source}: {why}")
+
+    if not _IDENTIFIER.fullmatch(spec.name):
+        raise refuse("name it with a lowercase identifier (a-z, 0-9, _), e.g. 'my_method'")
     taken = _REGISTRY.get(spec.name)
     if taken is not None and taken != spec:
-        raise ValueError(f"method {spec.name!r} is registered already (label {taken.label!r})")
-    for other in _REGISTRY.values():
+        raise refuse(
+            f"registered already (label {taken.label!r}, from "
+            f"{plugins.source_of('method', spec.name)}); rename it"
+        )
+    others = [s for s in _REGISTRY.values() if s.name != spec.name]
+    clash = next((o for o in others if o.label == spec.label), None)
+    if clash is not None:
+        raise refuse(f"label {spec.label!r} is method {clash.name!r}'s; give it another label")
+    for other in others:
         shares_section = spec.options_key is not None and other.options_key == spec.options_key
-        if shares_section and other.name != spec.name and other.options_class != spec.options_class:
-            raise ValueError(
-                f"method {spec.name!r}: options section {spec.options_key!r} already holds "
+        if shares_section and other.options_class != spec.options_class:
+            raise refuse(
+                f"options section {spec.options_key!r} already holds "
                 f"{other.name!r}'s {other.options_class}"
             )
-    _REGISTRY[spec.name] = spec
-    return spec
+    _check_figures(spec, others, refuse)
+
+
+def _check_figures(
+    spec: MethodSpec, others: list[MethodSpec], refuse: Callable[[str], ValueError]
+) -> None:
+    """Each figure a lowercase identifier, named once, taking no fixed column of the results
+    frame, no signal's column and no other method's figure (they all share one frame)."""
+    fixed = fixed_columns()
+    owner = {f.name: o.name for o in others for f in o.figures}
+    seen: set[str] = set()
+    for figure in spec.figures:
+        name = figure.name
+        if not _IDENTIFIER.fullmatch(name):
+            raise refuse(f"figure {name!r}: name it with a lowercase identifier (a-z, 0-9, _)")
+        if name in fixed or name.startswith("signal_"):
+            raise refuse(
+                f"figure {name!r} is a column the results frame already has; prefix it with "
+                f"the method's name, e.g. {spec.name + '_' + name!r}"
+            )
+        if name in owner:
+            raise refuse(f"figure {name!r} is method {owner[name]!r}'s figure; rename it")
+        if name in seen:
+            raise refuse(f"figure {name!r} is declared twice")
+        seen.add(name)
+
+
+# Method and figure names: the store's keys, CLI choices and frame columns.
+_IDENTIFIER = re.compile(r"[a-z][a-z0-9_]*")
 
 
 def unregister(name: str) -> None:
     """Remove a method (tests that register a toy method clean up with this)."""
     _REGISTRY.pop(name, None)
+
+
+def method_source(name: str) -> str:
+    """Where method ``name`` came from: ``"memprobe (built-in)"`` or a plugin's
+    ``"distribution version"`` (``memprobe plugins``)."""
+    return plugins.source_of("method", name)
 
 
 def specs() -> list[MethodSpec]:
@@ -226,6 +307,15 @@ def expected_candidates(name: str, options: Any) -> int:
     """How many candidates a run of method ``name`` will score under ``options`` (for progress)."""
     spec = get_method(name)
     return spec.candidates(options) if spec.candidates is not None else 1
+
+
+def expected_batches(name: str, options: Any) -> list[int]:
+    """The sizes of the generation calls a run of ``name`` makes under ``options``
+    (``MethodSpec.batches``; without it, each expected candidate a batch of one)."""
+    spec = get_method(name)
+    if spec.batches is not None:
+        return [int(n) for n in spec.batches(options)]
+    return [1] * max(1, expected_candidates(name, options))
 
 
 def default_compare_methods() -> list[str]:

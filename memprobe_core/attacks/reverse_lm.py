@@ -222,6 +222,7 @@ register(
         label="Reverse-LM",
         run=run_reverse_lm,
         roles=("reverse", "victim"),
+        white_box_roles=("reverse",),  # its token ids are flipped: weights and a tokenizer
         rank=30,
         options_key="reverse",
         options_class=ReverseOptions,

@@ -1,5 +1,5 @@
-"""The victim's side of every method: its requests, greedy budget and decoding, its answers
-and the window of them that is scored."""
+"""The victim's side of every method: its requests, budget and decoding (greedy, as the paper,
+unless a method samples), its answers and the window of them that is scored."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import Any
 
 from memprobe_core.attacks.costs import CostMeter
 from memprobe_core.attacks.options import AttackOptions
-from memprobe_core.metrics import window_text
+from memprobe_core.metrics import lcs_p, mem, window_text
 from memprobe_core.models.base import Decoding, Generator, Request
+from memprobe_core.models.live import RowScorer, writing
 from memprobe_core.snippets.split import SplitSnippet
 
 
@@ -30,10 +31,15 @@ def victim_budget(split: SplitSnippet, options: AttackOptions) -> int:
     return max(1, split.suffix_tokens)
 
 
-def victim_decoding(split: SplitSnippet, options: AttackOptions) -> Decoding:
-    """How the victim (or the base model answering for it) decodes in every method: greedy, as
-    the paper, with :func:`victim_budget` new tokens."""
-    return Decoding(max_new_tokens=victim_budget(split, options))
+def victim_decoding(split: SplitSnippet, options: AttackOptions, **sampling: Any) -> Decoding:
+    """How the victim (or the base model answering for it) decodes: :func:`victim_budget` new
+    tokens, greedy as the paper unless ``sampling`` gives other ``Decoding`` fields.
+
+    A sampling method asks, e.g., ``victim_decoding(split, options, temperature=1.0, top_k=40,
+    n=4, seed=options.seed)``: four samples of each request, the budget and window as every
+    method's.
+    """
+    return Decoding(max_new_tokens=victim_budget(split, options), **sampling)
 
 
 @dataclass(frozen=True)
@@ -74,35 +80,67 @@ def answer_requests(
     options: AttackOptions,
     *,
     role: str = "victim",
+    decoding: Decoding | None = None,
 ) -> list[VictimAnswer]:
-    """Greedy answers of ``model`` (the victim, or the base model for P-S-Base), windowed.
+    """Answers of ``model`` (the victim, or the base model for P-S-Base), windowed.
 
-    The budget is :func:`victim_budget`; the window (``options.scoring.output_window``) is cut
-    from the generated ids when the backend returns them (see ``metrics.window_text``). With
-    ``options.speculative`` the true suffix goes along as each request's reference: a backend
-    that can drafts from it, with the same answers (docs/method.md §9).
+    ``decoding`` defaults to :func:`victim_decoding` (greedy, one answer per request); with
+    ``decoding.n`` samples the answers come ``n`` per request, request by request. The window
+    (``options.scoring.output_window``) is cut from the generated ids when the backend returns
+    them (see ``metrics.window_text``). With ``options.speculative`` a greedy call sends the
+    true suffix as each request's reference: a backend that can drafts from it, with the same
+    answers (docs/method.md §9); sampling has no greedy choices to draft.
     """
     if not requests:
         return []
-    references = [split.suffix] * len(requests) if options.speculative else None
-    rows = meter.generate(
-        role, model, list(requests), victim_decoding(split, options), references=references
-    )
+    decoding = decoding or victim_decoding(split, options)
+    drafts = options.speculative and not decoding.do_sample
+    references = [split.suffix] * len(requests) if drafts else None
+    labels = [request_text(r) for r in requests]
+    with writing(role, labels, running_scores(split, options, labels, copies=decoding.n)):
+        rows = meter.generate(role, model, list(requests), decoding, references=references)
     tokenizer = scoring_tokenizer(split, model)
     out = []
     for row in rows:
-        completion = row[0]
-        # A whitespace split counts words, not model tokens: the ids do not apply then.
-        ids = completion.token_ids if tokenizer is not None else None
-        scored, source = window_text(
-            completion.text,
-            split.suffix_tokens,
-            options.scoring.output_window,
-            tokenizer=tokenizer,
-            token_ids=ids,
-        )
-        out.append(VictimAnswer(completion.text, scored, source))
+        for completion in row[: decoding.n]:
+            # A whitespace split counts words, not model tokens: the ids do not apply then.
+            ids = completion.token_ids if tokenizer is not None else None
+            scored, source = window_text(
+                completion.text,
+                split.suffix_tokens,
+                options.scoring.output_window,
+                tokenizer=tokenizer,
+                token_ids=ids,
+            )
+            out.append(VictimAnswer(completion.text, scored, source))
     return out
+
+
+def request_text(request: Request) -> str:
+    """What a request asks, as a reader sees it: the text, or a chat's last message."""
+    return request if isinstance(request, str) else str(request[-1]["content"])
+
+
+def running_scores(
+    split: SplitSnippet, options: AttackOptions, prompts: Sequence[str], *, copies: int = 1
+) -> RowScorer:
+    """Scores of an answer being written, for the live view (``memprobe_core.models.live``):
+    Mem of the text so far, before the output window cuts it (a preview: the candidate's own
+    Mem follows when the batch ends), and LCS_P of the row's prompt (computed once). Rows come
+    ``copies`` per prompt (the ``n`` samples of a request together)."""
+    given: dict[int, float] = {}
+
+    def scorer(row: int, text: str) -> dict[str, float]:
+        prompt = row // copies
+        if prompt not in given:
+            given[prompt] = (
+                lcs_p(prompts[prompt], split.suffix, options.scoring)
+                if prompt < len(prompts)
+                else 0.0
+            )
+        return {"Mem": mem(text, split.suffix, options.scoring), "LCS_P": given[prompt]}
+
+    return scorer
 
 
 def scoring_tokenizer(split: SplitSnippet, victim: Generator) -> Any:

@@ -12,6 +12,7 @@ audit.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -55,6 +56,18 @@ class SharedTexts(UsageError):
             f"{overlap.example('suspect', 'held-out')}); the held-out set must hold texts the "
             "model cannot have seen: remove them from one of the two"
         )
+
+
+# A number this long in a run's title (a 64-bit seed has up to 20 digits) is cut to its first
+# digits: the title is for finding the run; the whole number stays in the run's manifest.
+_LONG_NUMBER = re.compile(r"\d{10,}")
+SHORT_DIGITS = 6
+
+
+def short_numbers(title: str) -> str:
+    """``title`` with each run of 10 or more digits cut to its first :data:`SHORT_DIGITS` and
+    "…": ``seed 8678137284779500208`` → ``seed 867813…``."""
+    return _LONG_NUMBER.sub(lambda m: m[0][:SHORT_DIGITS] + "…", title)
 
 
 def inference_snippets(suspect: Sequence[Snippet], heldout: Sequence[Snippet]) -> list[Snippet]:
@@ -125,7 +138,7 @@ def start_inference(
         lengths,
         options,
         models,
-        title=title or f"infer {sources[0]} vs {sources[1]}",
+        title=title or short_numbers(f"infer {sources[0]} vs {sources[1]}"),
         split_tokenizer=split_tokenizer,
         prefix_ratio=prefix_ratio,
         dataset=dataset,

@@ -22,7 +22,8 @@ from memprobe_core.config import DEFAULT_LENGTH
 from memprobe_core.errors import OptionError, UsageError
 from memprobe_core.executors import EXECUTORS, Executor, make_executor
 from memprobe_core.executors.ray import INSTALL_HINT, RayOptions
-from memprobe_core.membership import canaries, dc_pdd
+from memprobe_core.measuring import dc_pdd
+from memprobe_core.membership import canaries
 from memprobe_core.models.measure_cache import tokenizer_name
 from memprobe_core.report.build import report_for_run, report_to_dict
 from memprobe_core.report.text import render_text

@@ -25,9 +25,11 @@ from memprobe_core.cli import (
     audit,
     common,
     corpus,
+    dashboard,
     documents,
     infer,
     ner,
+    plugins,
     probe,
     release,
     report,
@@ -90,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     documents.add_document_parser(sub)
     corpus.add_parser(sub)
     ner.add_parser(sub)
+    dashboard.add_parser(sub)
+    plugins.add_parser(sub)
     return parser
 
 
@@ -225,8 +229,24 @@ def _run(args: argparse.Namespace) -> int:
     handler.setLevel(logging.INFO if args.verbose else logging.WARNING)
     if args.verbose:
         package_log.setLevel(logging.INFO)
+    else:
+        _quiet_library_bars()
     with _sigterm_as_interrupt():
         return int(args.handler(args))
+
+
+def _quiet_library_bars() -> None:
+    """No progress bars of the hub and transformers on stderr ("Loading weights: 100%|███|"):
+    the command shows its own progress, and a bar per model load buries it. ``--verbose`` keeps
+    them; so does ``HF_HUB_DISABLE_PROGRESS_BARS=0`` set by the user."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read when the hub is imported
+    if os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] != "1":
+        return
+    # Already imported (the command's modules may import them): switch them off directly.
+    if "huggingface_hub" in sys.modules:
+        sys.modules["huggingface_hub"].utils.disable_progress_bars()
+    if "transformers" in sys.modules:
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
 
 
 def _internal_error(exc: BaseException, *, verbose: bool, command: str | None) -> int:

@@ -17,7 +17,9 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -34,6 +36,7 @@ from memprobe_core.attacks.registry import method_label
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.documents.stored import units_text
 from memprobe_core.highlight import BIDI_CONTROLS, show_controls
+from memprobe_core.models.live import LiveBatch, LiveTap
 from memprobe_core.report import leakage
 from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import RunRecord
@@ -109,12 +112,47 @@ def short(text: str, width: int = 70) -> str:
 
 
 class LiveTable:
-    """Prints each method event as a row: the terminal's live round table."""
+    """Prints each method event as a row: the terminal's live round table.
 
-    def __init__(self, out: TextIO) -> None:
+    On a terminal, with a ``tap`` (:mod:`memprobe_core.models.live`), a block under the table
+    also shows the batch being written, redrawn every ``refresh_s`` seconds by a thread of its
+    own: each row's last words, its tokens and running scores. The block is erased before a
+    scored row is printed and when the table closes, so the scrollback keeps only the rows. Not
+    on a terminal (a pipe, a log file) nothing but the rows is printed. Use it as a context
+    manager so the thread stops.
+    """
+
+    def __init__(self, out: TextIO, tap: LiveTap | None = None, *, refresh_s: float = 0.5) -> None:
         self.out = out
+        self._tap = tap if getattr(out, "isatty", lambda: False)() else None
+        self._refresh_s = refresh_s
+        self._lock = threading.Lock()  # the rows (job thread) and the block (refresher) share out
+        self._block_lines = 0
+        self._drawn_seq: int | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> LiveTable:
+        if self._tap is not None:
+            self._thread = threading.Thread(target=self._refresh, name="memprobe-live", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            self._erase()
+            self.out.flush()
 
     def __call__(self, event: AttackEvent) -> None:
+        with self._lock:
+            self._erase()
+            self._row(event)
+            self.out.flush()
+
+    def _row(self, event: AttackEvent) -> None:
         out = self.out
         if isinstance(event, RoundStarted):
             echo(f"round {event.round} — {event.n} candidate(s)", out)
@@ -139,7 +177,52 @@ class LiveTable:
                 f"{short(event.best_prompt)}",
                 out,
             )
-        self.out.flush()
+
+    # --- the block of text being written (terminal only) ---------------------------------------
+    def _refresh(self) -> None:
+        while not self._stop.wait(self._refresh_s):
+            self.draw()
+
+    def draw(self) -> None:
+        """Redraw the block from the tap's current batch (nothing when none is being written)."""
+        assert self._tap is not None
+        batch = self._tap.snapshot()
+        with self._lock:
+            if batch is None or batch.closed:
+                self._erase()
+            elif batch.seq != self._drawn_seq:
+                self._erase()
+                size = shutil.get_terminal_size()
+                lines = writing_lines(batch, width=size.columns, height=max(3, size.lines // 2))
+                for line in lines:
+                    self.out.write(line + "\n")
+                self._block_lines, self._drawn_seq = len(lines), batch.seq
+            self.out.flush()
+
+    def _erase(self) -> None:
+        if self._block_lines:
+            # Up to the block's first line, then clear to the end of the screen.
+            self.out.write(f"\x1b[{self._block_lines}F\x1b[J")
+            self._block_lines, self._drawn_seq = 0, None
+
+
+def writing_lines(batch: LiveBatch, *, width: int, height: int) -> list[str]:
+    """The block's lines (terminal-safe, each at most ``width`` columns): a headline, then one
+    line per row ("#  tokens  scores  …last words"), at most ``height`` lines in all."""
+    ended = f", {batch.rows_done} ended" if batch.rows_done else ""
+    head = f"  … {batch.role} writing {len(batch.rows)} row(s){ended}, up to {batch.max_new_tokens} tokens each"
+    lines = [terminal_safe(head)[:width]]
+    shown = batch.rows[: max(0, height - 2)]
+    for index, row in enumerate(shown):
+        scores = " ".join(f"{k} {v:.3f}" for k, v in batch.scores(index).items())
+        lead = f"  {index:>3} {row.tokens:>4} tok {scores} "
+        room = max(10, width - len(lead) - 1)
+        tail = terminal_safe(" ".join(row.text.split()))
+        tail = tail if len(tail) <= room else "…" + tail[-(room - 1) :]
+        lines.append((lead + tail)[:width])
+    if len(shown) < len(batch.rows):
+        lines.append(f"  … and {len(batch.rows) - len(shown)} more row(s)"[:width])
+    return lines
 
 
 class ProgressBar:

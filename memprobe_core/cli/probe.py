@@ -13,6 +13,7 @@ from memprobe_core.cli.errors import EXIT_INTERRUPTED, EXIT_OK
 from memprobe_core.cli.output import LiveTable, echo, print_result, terminal_json, terminal_safe
 from memprobe_core.config import DEFAULT_LENGTH
 from memprobe_core.errors import UsageError
+from memprobe_core.models.live import LiveTap, watching
 from memprobe_core.runs.probe import run_probe, start_probe
 from memprobe_core.runs.roles import load_models
 from memprobe_core.snippets.corpus import demo_corpus
@@ -72,9 +73,10 @@ def run(args: argparse.Namespace) -> int:
         split_spec=spec,
         title=f"{args.method} on {snippet.id}",
     )
-    live = LiveTable(sys.stderr if args.json else sys.stdout)
+    tap = LiveTap()  # on a terminal the table also shows each answer being written
     try:
-        (outcome,) = run_probe(store, run_id, models, on_event=lambda unit: live)
+        with watching(tap), LiveTable(sys.stderr if args.json else sys.stdout, tap) as live:
+            (outcome,) = run_probe(store, run_id, models, on_event=lambda unit: live)
     except KeyboardInterrupt:
         echo(f"interrupted; candidates so far are in run {run_id}", sys.stderr)
         return EXIT_INTERRUPTED

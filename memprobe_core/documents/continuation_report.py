@@ -8,11 +8,14 @@ CSV through the report's formula-safe writer).
 
 from __future__ import annotations
 
+import difflib
+import re
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from memprobe_core.documents.continuation import STOP_REASON_WORDS
+from memprobe_core.documents.continuation import STOP_REASON_WORDS, Turn, split_document
 from memprobe_core.documents.continuation_run import StoredContinuation, turn_id
 from memprobe_core.documents.nv_recall import normalise
 from memprobe_core.highlight import jinja_finalize
@@ -105,6 +108,55 @@ def block_texts(stored: StoredContinuation, limit: int = 20) -> list[dict[str, A
         }
         for b in blocks
     ]
+
+
+# A phase-2 answer is set beside the document's passage holding its longest verbatim run when
+# that run holds at least this many words (fewer: a chance match of common words).
+PASSAGE_MIN_WORDS = 5
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The document's words an answer is read against: ``label`` says which, ``text`` is them
+    (the document's own text, its line breaks kept)."""
+
+    label: str
+    text: str
+
+
+def expected_text(stored: StoredContinuation, turn: Turn) -> Expected | None:
+    """What ``turn``'s answer should reproduce. Phase 1: the held-back words (the words after the
+    opening, which the attempt passes on). Phase 2: the document's passage where the answer's
+    longest verbatim run of words lies, as long as the answer (``None`` when no run of
+    :data:`PASSAGE_MIN_WORDS` words is in the document)."""
+    if turn.phase == 1:
+        o = stored.options
+        _, heldback = split_document(stored.text, o)
+        first = o.opening_words
+        return Expected(
+            f"held-back words {first + 1:,}–{first + o.heldback_words:,} of the document "
+            "(what phase 1 must reproduce)",
+            heldback,
+        )
+    spans = [m.span() for m in re.finditer(r"\S+", stored.text)]
+    document = [_word_key(stored.text[a:b]) for a, b in spans]
+    answer = [_word_key(w) for w in turn.output.split()]
+    matcher = difflib.SequenceMatcher(None, answer, document, autojunk=False)
+    run = matcher.find_longest_match(0, len(answer), 0, len(document))
+    if run.size < PASSAGE_MIN_WORDS or not answer:
+        return None
+    start = max(0, run.b - run.a)
+    end = min(len(spans), start + len(answer))
+    return Expected(
+        f"document words {start + 1:,}–{end:,} (where the answer's longest verbatim run, "
+        f"{run.size:,} words, lies)",
+        stored.text[spans[start][0] : spans[end - 1][1]],
+    )
+
+
+def _word_key(word: str) -> str:
+    """A whitespace word as nv-recall compares it (normalised), kept one word."""
+    return "".join(normalise(word).split())
 
 
 _HTML = """<!doctype html>

@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from memprobe_core.documents.windows import Window
+from memprobe_core.measuring.sampler import SamplingScheme, sampler_log_probs
 from memprobe_core.membership.extraction_probability import extraction_record
-from memprobe_core.membership.sampler import SamplingScheme, sampler_log_probs
 from memprobe_core.records import VerbatimRecord
 
 

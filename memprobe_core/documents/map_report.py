@@ -75,6 +75,108 @@ _TEXT_TITLE = {
 }
 
 
+# The same words for a window's state in the grid's legend, the headline, the text view and the
+# reports (one source: "written back" alone read as "any of it" beside a grid of coloured cells,
+# while the count was of windows written back whole).
+WHOLE_WORDS = _TEXT_TITLE["extracted"]
+PART_WORDS = _TEXT_TITLE["written"]
+NONE_WORDS = _TEXT_TITLE["asked"]
+
+
+@dataclass(frozen=True)
+class WrittenBack:
+    """How much of a map greedy decoding writes back, window by window and token by token.
+
+    Attributes:
+        windows: windows scored. whole: windows whose whole suffix is written back
+            (extractable). part: windows whose suffix is written back only in part (its first
+            tokens, at least one). none: windows of which not one suffix token is written back.
+        whole_tokens: document tokens inside a whole window's suffix. part_tokens: document
+            tokens inside the part some other window writes back, and in no whole window's
+            suffix (the text view's two coloured states). document_tokens: the document's.
+        suffix_tokens: tokens a window's suffix holds (what "whole" means).
+    """
+
+    windows: int
+    whole: int
+    part: int
+    none: int
+    whole_tokens: int
+    part_tokens: int
+    document_tokens: int
+    suffix_tokens: int
+
+    def share(self, tokens: int) -> float:
+        return tokens / self.document_tokens if self.document_tokens else 0.0
+
+
+def written_back(stored: StoredMap) -> WrittenBack:
+    """The map's windows and tokens written back whole, in part and not at all."""
+    whole_tokens: set[int] = set()
+    part_tokens: set[int] = set()
+    whole = part = 0
+    for s in stored.scores:
+        if s.extractable:
+            whole += 1
+            whole_tokens.update(range(s.suffix_start, s.suffix_start + s.suffix_tokens))
+        elif s.match_tokens > 0:
+            part += 1
+            part_tokens.update(range(s.suffix_start, s.suffix_start + s.match_tokens))
+    n = len(stored.scores)
+    return WrittenBack(
+        windows=n,
+        whole=whole,
+        part=part,
+        none=n - whole - part,
+        whole_tokens=len(whole_tokens),
+        part_tokens=len(part_tokens - whole_tokens),
+        document_tokens=stored.document_tokens,
+        suffix_tokens=stored.options.suffix_tokens,
+    )
+
+
+def written_back_line(w: WrittenBack) -> str:
+    """One line in the legend's words: how many windows are in each state."""
+    return (
+        f"of {w.windows:,} windows ({w.suffix_tokens} suffix tokens each): {w.whole:,} "
+        f"{WHOLE_WORDS}; {w.part:,} {PART_WORDS}; {w.none:,} {NONE_WORDS}"
+    )
+
+
+def written_back_legend(w: WrittenBack) -> Markup:
+    """The counts of :func:`written_back_line` as HTML, each beside the grid's colour for it
+    (the whole suffix: the darkest; in part: the shades between; nothing: grey)."""
+    swatch = '<span style="background:{};padding:0 8px;margin:0 4px 0 10px">&nbsp;</span>'
+    parts = [escape_html(f"Of {w.windows:,} windows ({w.suffix_tokens} suffix tokens each):")]
+    for count, words, colour in (
+        (w.whole, WHOLE_WORDS, _SCALE[-1]),
+        (w.part, PART_WORDS, _SCALE[2]),
+        (w.none, NONE_WORDS, _SCALE[0]),
+    ):
+        parts.append(swatch.format(colour) + escape_html(f"{count:,} {words}"))
+    return Markup("".join(parts))
+
+
+def pz_line(stored: StoredMap) -> str:
+    """The map's p_z in one line: the median over the windows with p_z > 0 and their 10th–90th
+    percentile range, or the one window's value when only one has p_z > 0 (a range over one
+    window read as a spread that is not there)."""
+    s = stored.summary
+    scheme = stored.pz.scheme.label()
+    if s.log10_p_z_quantiles is None:
+        return f"p_z ({scheme}): 0 for every window (a suffix token the scheme never draws)"
+    over = sum(1 for score in stored.scores if score.pz.get("log10_p_z") is not None)
+    zero = f"{s.windows - over:,} of {s.windows:,} windows have p_z = 0"
+    low, mid, high = s.log10_p_z_quantiles
+    if over == 1:
+        return f"log10 p_z ({scheme}) of the one window with p_z > 0: {log10_text(mid)}; {zero}"
+    return (
+        f"log10 p_z ({scheme}) over the {over:,} windows with p_z > 0: median "
+        f"{log10_text(mid)} (10th–90th percentile {log10_text(low)} … {log10_text(high)}); "
+        f"{zero}"
+    )
+
+
 @dataclass(frozen=True)
 class TextSpan:
     """A stretch of the document's characters in one state, from one window's suffix (``None``
@@ -165,6 +267,10 @@ def map_json(stored: StoredMap) -> dict[str, Any]:
         "pz_scheme": stored.pz.scheme.label(),
         "discover_p": stored.pz.discover_p,
         "summary": stored.summary.to_dict(),
+        # The paper's setting (docs/method.md §21): one pass over the whole document.
+        "extraction_bits": (stored.rank_cost or {}).get("extraction_bits"),
+        "greedy_extractable_rate": (stored.rank_cost or {}).get("greedy_extractable_rate"),
+        "rank_cost": stored.rank_cost,
     }
 
 
@@ -178,31 +284,41 @@ def describe_map(stored: StoredMap) -> str:
     """A few lines for people."""
     s = stored.summary
     o = stored.options
+    w = written_back(stored)
     lines = [
         f"extraction map of {stored.name} on {stored.victim} (run {stored.run_id}, "
         f"{stored.status}): {s.windows:,} of {stored.windows_total:,} windows of "
         f"{o.prefix_tokens} + {o.suffix_tokens} tokens, stride {o.stride}",
-        f"extractable windows: {s.extractable:,} ({s.extractable_share:.1%}); document tokens "
-        f"written back greedily: {s.extracted_tokens:,} of {s.document_tokens:,} "
-        f"({s.extracted_share:.1%}); longest extracted stretch {s.longest_stretch:,} tokens",
+        written_back_line(w),
+        f"document tokens written back greedily: {w.whole_tokens:,} of {w.document_tokens:,} "
+        f"({w.share(w.whole_tokens):.1%}) in whole windows (extractable), {w.part_tokens:,} "
+        f"more ({w.share(w.part_tokens):.1%}) in part; longest extracted stretch "
+        f"{s.longest_stretch:,} tokens",
         f"mean share of a window's suffix reproduced from its start: {s.mean_match_share:.1%}",
+        pz_line(stored),
     ]
+    if stored.rank_cost:
+        lines.append(rank_cost_line(stored.rank_cost))
     if stored.endpoint:
         lines.insert(1, f"sent to {describe_endpoint(stored.endpoint)}")
-    scheme = stored.pz.scheme.label()
-    if s.log10_p_z_quantiles is None:
-        lines.append(f"p_z ({scheme}): 0 for every window (a suffix token the scheme never draws)")
-    else:
-        low, mid, high = s.log10_p_z_quantiles
-        lines.append(
-            f"log10 p_z ({scheme}) over the {1 - s.pz_zero_share:.0%} of windows with p_z > 0: "
-            f"median {log10_text(mid)} (10th–90th percentile {log10_text(low)} … "
-            f"{log10_text(high)}); "
-            f"{s.pz_zero_share:.0%} of windows have p_z = 0"
-        )
     if stored.errors:
         lines.append(f"{stored.errors} window(s) failed; `memprobe runs {stored.run_id}` shows why")
     return "\n".join(lines)
+
+
+def rank_cost_line(cost: dict[str, Any]) -> str:
+    """The document's rank-based extraction cost in one line (docs/method.md §21)."""
+    bits = cost.get("extraction_bits")
+    if cost.get("extraction_windows") is None:
+        return "rank-based extraction cost: no token ranked"
+    start, end = cost["extraction_worst_window"]
+    shown = "∞" if bits is None else f"{bits:.1f}"
+    return (
+        f"rank-based extraction cost (l = {cost['extraction_window_tokens']}, m = "
+        f"{cost['rank_cap']}): b = {shown} bits (no decoding needs fewer than 2^b tries; the "
+        f"easiest window is tokens {start}-{end}); greedy-extractable rate "
+        f"{cost['greedy_extractable_rate']:.1%} of {cost['extraction_windows']:,} windows"
+    )
 
 
 _HTML = """<!doctype html>
@@ -294,7 +410,14 @@ def map_html(
             else []
         )
     ]
-    legend = [("none", _SCALE[0]), ("some", _SCALE[2]), ("most", _SCALE[4]), ("all", _SCALE[-1])]
+    # The page's words (WrittenBack): the strip's shades between grey and the darkest are the
+    # windows written back in part, less or more.
+    legend = [
+        (NONE_WORDS, _SCALE[0]),
+        (f"{PART_WORDS}: less", _SCALE[2]),
+        (f"{PART_WORDS}: more", _SCALE[4]),
+        (WHOLE_WORDS, _SCALE[-1]),
+    ]
     spans = text_spans(stored) if spans is None else spans
     o = stored.options
     return env.from_string(_HTML).render(

@@ -29,6 +29,7 @@ from memprobe_core.documents.extraction_map import (
     score_windows,
     summarise,
 )
+from memprobe_core.documents.rank_cost import document_rank_cost
 from memprobe_core.documents.stored import (
     KIND,
     DocumentBusyError,
@@ -40,7 +41,7 @@ from memprobe_core.documents.stored import (
     victim_record,
 )
 from memprobe_core.documents.windows import MapOptions, Window, cut_windows, window_index
-from memprobe_core.membership.sampler import SamplingScheme
+from memprobe_core.measuring.sampler import SamplingScheme
 from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import RunRecord, Store, UnitKey
 from memprobe_core.store.owner import claim_or_refuse
@@ -205,6 +206,9 @@ class StoredMap:
     # Where the victim is served (backend, model, servers; docs/options.md, "Where a run is
     # sent").
     endpoint: dict[str, str] = field(default_factory=dict)
+    # The whole document's rank-based extraction cost (docs/method.md §21), made once every
+    # window is scored (None before, or for a run recorded before memprobe made it).
+    rank_cost: dict[str, Any] | None = None
 
     @property
     def summary(self) -> MapSummary:
@@ -251,6 +255,7 @@ def read_map(store: Store, run_id: int) -> StoredMap:
         errors=sum(1 for u in units if u["status"] == "error"),
         token_starts=tuple(doc["token_starts"]) if doc.get("token_starts") else None,
         endpoint=recorded_endpoint(run),
+        rank_cost=config.get("rank_cost"),
     )
 
 
@@ -372,8 +377,20 @@ def run_map(
     except KeyboardInterrupt:
         store.set_run_status(run_id, "interrupted")
         raise
+    _record_rank_cost(store, run_id, victim, ids)
     store.set_run_status(run_id, "finished")
     return read_map(store, run_id)
+
+
+def _record_rank_cost(store: Store, run_id: int, victim: Any, ids: list[int]) -> None:
+    """The document's rank-based extraction cost, in the paper's setting (one pass over the
+    whole text where it fits; docs/method.md §21), kept in the run's config once."""
+    config = map_config(store, run_id)
+    if "rank_cost" in config:
+        return
+    front = front_ids(victim.tokenizer, config["document"]["text"])
+    config["rank_cost"] = document_rank_cost(victim.torch_model, ids, front)
+    store.update_run(run_id, config=config)
 
 
 def _window(window_id_: str, options: MapOptions) -> Window:

@@ -29,7 +29,12 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memprobe_core.membership.sampler import (
+from memprobe_core.measuring.inextractability import (
+    DEFAULT_RANK_CAP,
+    extraction_cost,
+    token_ranks,
+)
+from memprobe_core.measuring.sampler import (
     SamplingScheme,
     log10_sum,
     power_of_ten,
@@ -138,19 +143,49 @@ def logits_taker(
     pass of its own."""
 
     def take(row: Sequence[int], logits: Any) -> None:
+        import torch
+
         own, start = suffix_row(victim.tokenizer, piece)
         if list(row) != own or not 0 < start < len(own):
             return
         log_probs = sampler_suffix_log_probs(logits, own, start, scheme)
-        _HANDED_OVER.put(_pass_key(victim, piece, scheme), {"log_probs": log_probs})
+        targets = torch.tensor(own[start:], dtype=torch.long, device=logits.device)
+        ranked = rank_cost_record(logits[start - 1 : len(own) - 1], targets)
+        _HANDED_OVER.put(
+            _pass_key(victim, piece, scheme), {"log_probs": log_probs, "rank_cost": ranked}
+        )
 
     return take
 
 
+def rank_cost_record(logits: Any, targets: Any) -> VerbatimRecord:
+    """The rank-based extraction cost of the suffix (docs/method.md §21: ``extraction_bits``,
+    its worst window, the greedy-extractable rate; l = 50, m = 20) from the logits p_z's pass
+    already has: ranks and the model's own probabilities, no pass of its own."""
+    cost = extraction_cost(*token_ranks(logits, targets, DEFAULT_RANK_CAP))
+    return cost.to_record() if cost is not None else {}
+
+
+# A black-box victim's server returns each token's log-prob, never its rank.
+_NO_RANKS: VerbatimRecord = {
+    "extraction_bits": None,
+    "extraction_not_measured": "the victim's server returns each token's log-prob, not its rank",
+}
+
+
 def suffix_log_probs(victim: Generator, piece: SplitSnippet, scheme: SamplingScheme) -> list[float]:
+    """The sampler's log-probability of each suffix token (:func:`suffix_scores`'s first part)."""
+    return suffix_scores(victim, piece, scheme)[0]
+
+
+def suffix_scores(
+    victim: Generator, piece: SplitSnippet, scheme: SamplingScheme
+) -> tuple[list[float], VerbatimRecord]:
     """The sampler's log-probability of each suffix token given the prefix and the suffix so far,
     from ONE forward pass of a white-box victim (the split's own ids, the signals' BOS rule), or
-    from a black-box victim server's log-probs for the plain scheme.
+    from a black-box victim server's log-probs for the plain scheme; and the suffix's
+    rank-based extraction cost from the same logits (:func:`rank_cost_record`; a black-box
+    victim: not measured).
 
     Raises:
         ValueError: a black-box victim and a scheme that needs the whole next-token distribution
@@ -166,19 +201,22 @@ def suffix_log_probs(victim: Generator, piece: SplitSnippet, scheme: SamplingSch
         )
     scored = victim.text_logprobs([piece.text])[0]
     boundary = len(piece.prefix)
-    return [lp for start, lp in zip(scored.offsets, scored.log_probs) if start >= boundary]
+    found = [lp for start, lp in zip(scored.offsets, scored.log_probs) if start >= boundary]
+    return found, dict(_NO_RANKS)
 
 
-def _white_box_log_probs(victim: Any, piece: SplitSnippet, scheme: SamplingScheme) -> list[float]:
+def _white_box_log_probs(
+    victim: Any, piece: SplitSnippet, scheme: SamplingScheme
+) -> tuple[list[float], VerbatimRecord]:
     import torch
 
     handed = _HANDED_OVER.get(_pass_key(victim, piece, scheme))
     if handed is not None:
-        return list(handed["log_probs"])
+        return list(handed["log_probs"]), dict(handed["rank_cost"])
     row, start = suffix_row(victim.tokenizer, piece)
     n_suffix = len(row) - start
     if n_suffix <= 0 or start == 0:
-        return []
+        return [], {}
     inputs = torch.tensor([row[:-1]], dtype=torch.long, device=victim.device)
     with torch.inference_mode():
         # Only the positions that predict a suffix token go through the vocabulary projection.
@@ -186,7 +224,8 @@ def _white_box_log_probs(victim: Any, piece: SplitSnippet, scheme: SamplingSchem
             input_ids=inputs, use_cache=False, logits_to_keep=n_suffix
         ).logits[0, -n_suffix:]
     targets = torch.tensor(row[start:], dtype=torch.long, device=logits.device)
-    return [float(v) for v in sampler_log_probs(logits, targets, scheme).cpu()]
+    log_probs = [float(v) for v in sampler_log_probs(logits, targets, scheme).cpu()]
+    return log_probs, rank_cost_record(logits, targets)
 
 
 def measure_extraction_probability(
@@ -219,9 +258,9 @@ def _measure(
             "log-probs",
         }
     try:
-        log_probs = suffix_log_probs(victim, piece, scheme)
+        log_probs, rank_cost = suffix_scores(victim, piece, scheme)
     except Exception as exc:  # recorded: the unit's result stands without p_z
         message = redact_secrets(f"{type(exc).__name__}: {exc}")
         log.warning("p_z of %s not measured: %s", piece.snippet.id, message)
         return {"pz_scheme": scheme.label(), "pz_not_measured": message}
-    return extraction_record(log_probs, scheme, discover_p)
+    return {**extraction_record(log_probs, scheme, discover_p), **rank_cost}

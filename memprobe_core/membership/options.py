@@ -1,4 +1,5 @@
-"""What is measured beside every extraction result, and the one list of membership signals.
+"""The one list of membership signals, and how a result's are shown (what is measured beside
+every result, ``MeasureOptions``, is :mod:`memprobe_core.measuring.options`).
 
 Every unit (one snippet, method and length) gets, besides Mem:
 
@@ -7,377 +8,46 @@ Every unit (one snippet, method and length) gets, besides Mem:
 - **membership signals** of the snippet on the victim (:mod:`memprobe_core.membership.signals`):
   how the model scores the text itself, computed from one batched forward pass.
 
-:data:`SIGNALS` is the single place that names each signal, says which way points to "member"
-and how it is shown; reports, CSV columns and pages read it from here (docs/method.md §8).
+:data:`SIGNALS` lists every registered signal (:mod:`memprobe_core.membership.signals_registry`:
+memprobe's own, docs/method.md §8, and plugins', docs/adding-a-signal.md), saying which way
+points to "member" and how each is shown; reports, CSV columns and pages read it from here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
-from memprobe_core.membership.dc_pdd import DEFAULT_DC_PDD_CAP, TokenFrequencies
-from memprobe_core.membership.pac import (
-    DEFAULT_PAC_HIGH_PERCENT,
-    DEFAULT_PAC_LOW_PERCENT,
-    DEFAULT_PAC_SWAP_RATE,
-    MAX_PAC_AUGMENTATIONS,
+# MeasureOptions lives below the methods (memprobe_core.measuring); re-exported here, where the
+# membership package has always offered it.
+from memprobe_core.measuring.options import (
+    DEFAULT_EXTRACT_K,
+    DEFAULT_MIN_K_PERCENT,
+    MAX_RECALL_SHOTS,
+    MAX_SAMIA_SAMPLES,
+    MeasureOptions,
 )
-from memprobe_core.membership.sampler import (
-    DEFAULT_DISCOVER_P,
-    DEFAULT_TEMPERATURE,
-    DEFAULT_TOP_K,
-    DEFAULT_TOP_P,
-    SamplingScheme,
-)
-from memprobe_core.option_fields import check_options, option
+from memprobe_core.membership.signals_registry import SignalList, SignalsByName, SignalSpec
 from memprobe_core.records import MembershipRecord
 
-DEFAULT_MIN_K_PERCENT = 20.0  # Shi et al. 2024 report k = 20 as their default
-DEFAULT_EXTRACT_K = 50  # Carlini et al. 2023 ("Quantifying Memorization") use 50-token suffixes
-# Labelled texts per class that ReCaLL / Con-ReCall put in front of every text. Off by default:
-# the texts used are left out of the evaluated set, and each shot lengthens every forward pass.
-MAX_RECALL_SHOTS = 32
-# Continuations SaMIA samples per snippet and length. Off by default: each sample is a decode of
-# len(suffix) tokens; its paper and reference code use 10.
-MAX_SAMIA_SAMPLES = 64
+__all__ = [
+    "DEFAULT_EXTRACT_K",
+    "DEFAULT_MIN_K_PERCENT",
+    "MAX_RECALL_SHOTS",
+    "MAX_SAMIA_SAMPLES",
+    "SIGNALS",
+    "SIGNAL_BY_NAME",
+    "MeasureOptions",
+    "SignalSpec",
+    "signals_frame",
+]
 
-
-@dataclass(frozen=True)
-class SignalSpec:
-    """One membership signal.
-
-    Attributes:
-        name: key in ``AttackResult.membership`` (the CSV column is ``signal_<name>``).
-        label: what tables and charts call it.
-        higher_is_member: True when a larger value points to a member; evaluation scores
-            ``value`` (True) or ``-value`` (False), so AUROC > 0.5 always means "separates
-            members the expected way".
-        needs_reference: only computed when a reference model is given.
-        description: one line for the manual and tooltips.
-        needs_prefixes: only computed in a labelled audit with ``recall_shots`` (ReCaLL and
-            Con-ReCall put labelled texts in front of each text).
-        needs_samples: only computed with ``samia_samples`` (SaMIA samples continuations).
-        needs_option: only computed when its own option turns it on (DC-PDD: a reference
-            corpus's token frequencies; PAC: ``pac_augmentations``).
-        needs_weights: only computed for a victim scored from its weights (Min-K%++ needs the
-            mean and spread of the whole next-token distribution; a server gives the log-probs
-            of the text's own tokens only).
-    """
-
-    name: str
-    label: str
-    higher_is_member: bool
-    needs_reference: bool
-    description: str
-    needs_prefixes: bool = False
-    needs_samples: bool = False
-    needs_option: bool = False
-    needs_weights: bool = False
-
-    @property
-    def column(self) -> str:
-        return f"signal_{self.name}"
-
-
-SIGNALS: tuple[SignalSpec, ...] = (
-    SignalSpec("loss", "Loss", False, False, "mean negative log-likelihood of the whole text"),
-    SignalSpec("ppl", "Perplexity", False, False, "exp(loss)"),
-    SignalSpec(
-        "suffix_loss", "Suffix loss", False, False, "mean NLL of the suffix given the prefix"
-    ),
-    SignalSpec(
-        "zlib", "zlib ratio", False, False, "loss / zlib-compressed bits (Carlini et al. 2021)"
-    ),
-    SignalSpec("lowercase", "Lowercase ratio", False, False, "loss(x) / loss(lower(x))"),
-    SignalSpec("min_k", "Min-K%", True, False, "mean of the lowest k % token log-probs"),
-    SignalSpec(
-        "min_k_pp",
-        "Min-K%++",
-        True,
-        False,
-        "Min-K% of calibrated log-probs (Zhang et al. 2024)",
-        needs_weights=True,
-    ),
-    SignalSpec(
-        "ref_ratio",
-        "Reference ratio",
-        False,
-        True,
-        "victim NLL − reference NLL, per UTF-8 byte (tokenizers may differ)",
-    ),
-    SignalSpec(
-        "recall",
-        "ReCaLL",
-        True,
-        False,
-        "LL(x | non-member prefix) / LL(x) (Xie et al. 2024)",
-        needs_prefixes=True,
-    ),
-    SignalSpec(
-        "con_recall",
-        "Con-ReCall",
-        True,
-        False,
-        "(LL(x | non-member prefix) − LL(x | member prefix)) / LL(x) (Wang et al. 2024)",
-        needs_prefixes=True,
-    ),
-    SignalSpec(
-        "dc_pdd",
-        "DC-PDD",
-        True,
-        False,
-        "mean over first occurrences of min(p_t · log 1/f_t, a), f_t the token's frequency in "
-        "a reference corpus (Zhang et al. 2024)",
-        needs_option=True,
-    ),
-    SignalSpec(
-        "pac",
-        "PAC",
-        False,
-        False,
-        "polarized distance of the token log-probs minus its mean over word-swapped copies "
-        "(Ye et al. 2024)",
-        needs_option=True,
-    ),
-    SignalSpec(
-        "samia",
-        "SaMIA",
-        True,
-        False,
-        "mean ROUGE-1 recall of sampled continuations of the prefix against the suffix "
-        "(Kaneko et al. 2024)",
-        needs_samples=True,
-    ),
-    SignalSpec(
-        "samia_zlib",
-        "SaMIA*zlib",
-        True,
-        False,
-        "mean of each sample's ROUGE-1 recall × its zlib-compressed bytes (Kaneko et al. 2024)",
-        needs_samples=True,
-    ),
-)
-SIGNAL_BY_NAME: dict[str, SignalSpec] = {s.name: s for s in SIGNALS}
-
-
-@dataclass(frozen=True)
-class MeasureOptions:
-    """What is measured beside each result (recorded in the run's config).
-
-    Attributes:
-        signals: compute membership signals (white-box victims; skipped for black-box ones).
-        min_k_percent: k of Min-K% and Min-K%++, in percent of the text's tokens (0 < k ≤ 100).
-        extract_k: k of k-extractability: the first k suffix tokens must come out exactly.
-        recall_shots: labelled texts of each class put in front of every text for ReCaLL and
-            Con-ReCall (0: those two are not measured). An audit picks them
-            (:func:`memprobe_core.membership.recall.with_recall_prefixes`) and fills the three
-            fields below; the report leaves those texts out of the membership table.
-        recall_prefix_ids: the snippet ids of the texts picked (members, then non-members).
-        recall_member_prefix / recall_nonmember_prefix: their texts, in the order used.
-        samia_samples: continuations of the prefix SaMIA samples from the victim per snippet
-            and length (0: SaMIA is not measured; its paper uses 10), in one generate call
-            seeded with the run's seed (:mod:`memprobe_core.membership.samia`).
-        dc_pdd_frequencies: DC-PDD's token counts of a reference corpus under the victim's
-            tokenizer (``None``: DC-PDD is not measured); counted once when an audit starts
-            (:mod:`memprobe_core.membership.dc_pdd`), from ``--dc-pdd-corpus`` or the audit's
-            own non-members.
-        dc_pdd_cap: ``a``, DC-PDD's upper bound of each token's score (> 0).
-        pac_augmentations: word-swapped copies of each text PAC compares it with (0: PAC is
-            not measured; its paper uses 5); they go through the victim in the signals' one
-            forward call (:mod:`memprobe_core.membership.pac`).
-        pac_swap_rate: swaps per copy, as a share of the text's words (0 < r ≤ 1).
-        pac_low_percent / pac_high_percent: the lowest / highest k % of the token log-probs
-            whose means the polarized distance subtracts (0 < k ≤ 100).
-        pz: measure probabilistic extraction: ``log10_p_z``, the log10 probability that one
-            sample of the victim under the scheme below writes the true suffix after the prefix,
-            and ``n_at_p``, the samples needed to see it with probability ``discover_p``
-            (:mod:`memprobe_core.membership.extraction_probability`; one forward pass per
-            snippet and length).
-        pz_temperature / pz_top_k / pz_top_p: that sampling scheme (default: temperature 1,
-            top-k 40, no top-p, as Hayes et al.; temperature 0 is greedy: p_z is 0 or 1;
-            ``top_k`` 0 and ``top_p`` 1 turn those off).
-        discover_p: the chance of extraction ``n_at_p`` is sized for (0 < p < 1).
-    """
-
-    signals: bool = option(
-        True,
-        help="membership signals of each snippet: one extra forward pass of a white-box victim "
-        "per snippet and length, or two log-prob requests to a black-box victim's server",
-        switch_help="skip the membership signals (per snippet and length: one extra forward "
-        "pass of a white-box victim, or two log-prob requests to a black-box victim's server; "
-        "default: computed)",
-        flag="--no-signals",
-    )
-    min_k_percent: float = option(
-        DEFAULT_MIN_K_PERCENT,
-        help="k of the Min-K% and Min-K%++ signals, in percent of the text's tokens",
-        low=0,
-        low_open=True,
-        high=100,
-        example="20",
-        flag="--min-k-percent",
-        metavar="K",
-    )
-    extract_k: int = option(
-        DEFAULT_EXTRACT_K,
-        help="k of k-extractability: the output's first k tokens must equal the suffix's",
-        low=1,
-        example="50",
-        flag="--extract-k",
-        metavar="K",
-    )
-    recall_shots: int = option(
-        0,
-        help="labelled audits: put the first N members and the first N non-members in front of "
-        "every text to measure ReCaLL and Con-ReCall; those 2N texts are left out of the "
-        "membership table (0: off)",
-        low=0,
-        high=MAX_RECALL_SHOTS,
-        flag="--recall-shots",
-        metavar="N",
-        page="ReCaLL shots",
-        needs_labels=True,
-        commands=("audit",),
-    )
-    recall_prefix_ids: tuple[str, ...] = ()
-    recall_member_prefix: tuple[str, ...] = ()
-    recall_nonmember_prefix: tuple[str, ...] = ()
-    samia_samples: int = option(
-        0,
-        help="measure SaMIA: sample N continuations of each prefix from the victim (temperature "
-        "1, seeded with the run's seed) and score them by ROUGE-1 recall against the true "
-        "suffix; needs no log-probs (its paper uses 10; 0: off)",
-        low=0,
-        high=MAX_SAMIA_SAMPLES,
-        example="10",
-        flag="--samia-samples",
-        metavar="N",
-        page="SaMIA samples",
-    )
-    dc_pdd_frequencies: TokenFrequencies | None = None
-    dc_pdd_cap: float = option(
-        DEFAULT_DC_PDD_CAP,
-        help="DC-PDD: upper bound a of each token's score",
-        low=0,
-        low_open=True,
-        example="0.01",
-        flag="--dc-pdd-cap",
-        metavar="A",
-        commands=("audit",),
-    )
-    pac_augmentations: int = option(
-        0,
-        help="measure PAC: compare each text's polarized distance with N copies of it with words "
-        "swapped; the copies join the signals' forward call (N more rows) or the server's "
-        "log-prob requests (N more texts) (its paper uses 5; 0: off)",
-        low=0,
-        high=MAX_PAC_AUGMENTATIONS,
-        example="5",
-        flag="--pac-augmentations",
-        metavar="N",
-        page="PAC copies",
-    )
-    pac_swap_rate: float = option(
-        DEFAULT_PAC_SWAP_RATE,
-        help="PAC: swaps per copy as a share of the text's words",
-        low=0,
-        low_open=True,
-        high=1,
-        example="0.3",
-        flag="--pac-swap-rate",
-        metavar="R",
-    )
-    pac_low_percent: float = option(
-        DEFAULT_PAC_LOW_PERCENT,
-        help="PAC: the lowest k % of the token log-probs whose mean the polarized distance "
-        "subtracts",
-        low=0,
-        low_open=True,
-        high=100,
-        example="30",
-    )
-    pac_high_percent: float = option(
-        DEFAULT_PAC_HIGH_PERCENT,
-        help="PAC: the highest k % of the token log-probs whose mean it takes",
-        low=0,
-        low_open=True,
-        high=100,
-        example="5",
-    )
-    pz: bool = option(
-        True,
-        help="probabilistic extraction: log10 p_z of the true suffix under the sampling scheme "
-        "below and the samples n needed at discover_p (one forward pass per snippet and "
-        "length)",
-        switch_help="skip probabilistic extraction (log10 p_z of the true suffix and the samples "
-        "n needed at --discover-p; default: measured)",
-        flag="--no-pz",
-    )
-    pz_temperature: float = option(
-        DEFAULT_TEMPERATURE,
-        help="the sampling scheme p_z is measured under: temperature (0: greedy, p_z is 0 or 1)",
-        low=0,
-        flag="--pz-temperature",
-        metavar="T",
-        page="p_z temperature",
-    )
-    pz_top_k: int = option(
-        DEFAULT_TOP_K,
-        help="... and top-k (0: off; Hayes et al.: 40)",
-        low=0,
-        high=1_000_000,
-        flag="--pz-top-k",
-        metavar="K",
-        page="p_z top-k",
-    )
-    pz_top_p: float = option(
-        DEFAULT_TOP_P,
-        help="... and top-p (1: off)",
-        low=0,
-        low_open=True,
-        high=1,
-        flag="--pz-top-p",
-        page="p_z top-p",
-        metavar="P",
-    )
-    discover_p: float = option(
-        DEFAULT_DISCOVER_P,
-        help="the chance of extraction n_at_p is sized for: the fewest samples that write the "
-        "suffix at least once with this probability",
-        low=0,
-        low_open=True,
-        high=1,
-        high_open=True,
-        example="0.5",
-        flag="--discover-p",
-        metavar="P",
-        page="Extraction chance p",
-    )
-
-    @property
-    def pz_scheme(self) -> SamplingScheme:
-        """The sampler whose probability of the suffix ``p_z`` is (checked when built)."""
-        return SamplingScheme(self.pz_temperature, self.pz_top_k, self.pz_top_p)
-
-    def __post_init__(self) -> None:
-        check_options(self)
-        self.pz_scheme  # noqa: B018  (built to check the three pz_* options together)
-        for name in ("recall_prefix_ids", "recall_member_prefix", "recall_nonmember_prefix"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))  # lists from a stored config
-        if isinstance(self.dc_pdd_frequencies, dict):  # from a stored config
-            object.__setattr__(
-                self, "dc_pdd_frequencies", TokenFrequencies.from_dict(self.dc_pdd_frequencies)
-            )
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> MeasureOptions:
-        """Options from a stored config (keys it does not know are ignored; missing: defaults)."""
-        data = data or {}
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+# Every registered signal, memprobe's own (membership.builtin_signals) then plugins', read from
+# the registry at each use (membership.signals_registry; docs/adding-a-signal.md).
+SIGNALS: Sequence[SignalSpec] = SignalList()
+SIGNAL_BY_NAME: Mapping[str, SignalSpec] = SignalsByName()
 
 
 def signals_frame(membership: MembershipRecord | None) -> pd.DataFrame:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from memprobe_core.membership.token_stats import TokenStats, token_stats
+from memprobe_core.models import threads
 from memprobe_core.models.base import Generator, LogprobsUnavailable
 from memprobe_core.models.measure_cache import from_weights, tokenizer_name
 from memprobe_core.snippets.split import SplitSnippet, leading_special_ids
@@ -71,6 +72,7 @@ def forward_rows(model: Any, rows: Sequence[Sequence[int]], *, pad_id: int, devi
     """
     import torch
 
+    threads.adapt()  # each call is one batch: torch's threads from the cores free now
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), int(pad_id), dtype=torch.long)  # (B, T)
     mask = torch.zeros((len(rows), width), dtype=torch.long)  # (B, T)

@@ -36,9 +36,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from memprobe_core.membership.dc_pdd import count_tokens, dc_pdd_score
+from memprobe_core.measuring.dc_pdd import count_tokens, dc_pdd_score
+from memprobe_core.measuring.pac import augment, pac_score
 from memprobe_core.membership.options import MeasureOptions
-from memprobe_core.membership.pac import augment, pac_score
 from memprobe_core.membership.recall import (
     conditioned_row,
     is_prefix_text,
@@ -56,6 +56,7 @@ from memprobe_core.membership.scoring_pass import (
     victim_ids,
     victim_pass,
 )
+from memprobe_core.membership.signals_registry import SignalInput, compute_registered
 from memprobe_core.membership.token_stats import signals_from_stats
 from memprobe_core.models.base import Generator, LogprobsUnavailable
 from memprobe_core.models.measure_cache import (
@@ -206,6 +207,12 @@ def _measure(
         min_k_percent=options.min_k_percent,
         lower_log_probs=lower,
         reference_nll=ref_nll,
+    )
+    # Plugins' signals, from the same statistics: no model pass of their own.
+    out.update(
+        compute_registered(
+            SignalInput(stats, piece.text, suffix_start, options, lower or None, ref_nll)
+        )
     )
     if options.recall_nonmember_prefix and not is_prefix_text(options, piece.snippet.id):
         with torch.inference_mode():

@@ -2,7 +2,9 @@
 
 A request is plain text (sent as is) or a chat (a list of ``{"role", "content"}`` messages, put
 through the model's chat template by the backend). ``generate`` returns, for each request, ``n``
-completions in order. Greedy decoding is ``temperature == 0``.
+completions in order. Greedy decoding is ``temperature == 0``; sampling (``temperature > 0``)
+may be narrowed to the ``top_k`` most likely tokens and to the nucleus of mass ``top_p``. Every
+backend honours both or refuses the call with a ``ModelError`` naming itself and the option.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ class Decoding:
         top_p: nucleus sampling mass (used when sampling).
         n: completions per request.
         seed: makes sampling reproducible on the same machine.
+        top_k: sample only among the ``top_k`` most likely tokens of each step (0: off; used
+            when sampling, applied after the temperature and before top-p, as transformers
+            does; ``top_k=1`` samples the greedy answer).
     """
 
     max_new_tokens: int
@@ -45,6 +50,7 @@ class Decoding:
     top_p: float = 1.0
     n: int = 1
     seed: int | None = None
+    top_k: int = 0
 
     @property
     def do_sample(self) -> bool:
@@ -57,17 +63,25 @@ class Decoding:
             "max_new_tokens": self.max_new_tokens,
             "temperature": self.temperature,
             "top_p": self.top_p,
+            "top_k": self.top_k,
             "seed": self.seed,
         }
 
     def manifest(self) -> dict[str, Any]:
-        """What a result's manifest records (the call's seed is the run's, recorded once)."""
-        return {
+        """What a result's manifest records (the call's seed is the run's, recorded once).
+
+        ``top_k`` is recorded only when set, so the manifests of runs without it stay as they
+        were before it existed.
+        """
+        recorded: dict[str, Any] = {
             "temperature": self.temperature,
             "top_p": self.top_p,
             "do_sample": self.do_sample,
             "max_new_tokens": self.max_new_tokens,
         }
+        if self.top_k:
+            recorded["top_k"] = self.top_k
+        return recorded
 
 
 @dataclass(frozen=True)
@@ -140,6 +154,10 @@ class Generator(ABC):
 
     def __init__(self) -> None:
         self.stats = GenerationStats()
+        if self.runs_torch_here:  # a bad MEMPROBE_THREADS stops at load, not inside a unit
+            from memprobe_core.models import threads
+
+            threads.thread_mode()
 
     # --- capabilities -------------------------------------------------------------------------
     @property
@@ -156,6 +174,15 @@ class Generator(ABC):
     def white_box(self) -> bool:
         """Whether weights and gradients are reachable (needed by GCG)."""
         return False
+
+    @property
+    def runs_torch_here(self) -> bool:
+        """Whether ``_generate`` runs torch in this process, so ``generate`` re-chooses torch's
+        threads from the free cores before each batch (:mod:`memprobe_core.models.threads`).
+        White-box backends do (their weights are reachable here); endpoints and vLLM do not and
+        must never touch this process's torch threads. A backend that runs torch here without
+        being white-box overrides this."""
+        return self.white_box
 
     @property
     def scores_text(self) -> bool:
@@ -188,6 +215,7 @@ class Generator(ABC):
         top_p: float = 1.0,
         seed: int | None = None,
         references: Sequence[str] | None = None,
+        top_k: int = 0,
     ) -> list[list[Completion]]:
         """Generate ``n`` completions for each request.
 
@@ -198,6 +226,7 @@ class Generator(ABC):
             temperature: 0 for greedy decoding, > 0 to sample.
             top_p: nucleus sampling mass (used when sampling).
             seed: makes sampling reproducible on the same machine.
+            top_k: sample among the ``top_k`` most likely tokens of each step (0: off).
             references: per request, the text it is expected to be answered with (an audit's
                 true suffix). A backend may draft greedy tokens from it and verify them
                 (``hf``: ``hf_speculative``); it never changes what is generated.
@@ -215,6 +244,11 @@ class Generator(ABC):
             raise ValueError(f"temperature={temperature} is negative; use 0 for greedy")
         if not 0 < top_p <= 1:
             raise ValueError(f"top_p={top_p} must be in (0, 1]")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+            raise ValueError(
+                f"top_k={top_k!r}: give a whole number of most likely tokens to sample from, "
+                "or 0 to turn top-k off"
+            )
         for i, request in enumerate(requests):
             _check_request(request, i)
         if references is not None and len(references) != len(requests):
@@ -225,9 +259,18 @@ class Generator(ABC):
             return []
         import time
 
+        if self.runs_torch_here:  # a batch boundary: threads from the cores free now
+            from memprobe_core.models import threads
+
+            threads.adapt()
         started = time.perf_counter()
         decoding = Decoding(
-            max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, n=n, seed=seed
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            n=n,
+            seed=seed,
+            top_k=top_k,
         )
         out = self._generate(
             list(requests), decoding, list(references) if references is not None else None

@@ -16,7 +16,9 @@ Names and modes (``load("fake:<mode>")``):
 - ``fake:script``: answers the caller scripts (``memprobe_core.models.scripted``).
 
 Tokens are whitespace words (``WhitespaceTokenizer``). Nothing here is a language model: outputs
-only make sense for the mechanics they test.
+only make sense for the mechanics they test. Sampling has no ranked tokens to cut, so ``top_k``
+and ``top_p`` narrow nothing, except that ``top_k=1`` (only the most likely token) gives the
+greedy answer, as it does on a real model.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from memprobe_core.models.base import (
     Request,
     chat_as_text,
 )
+from memprobe_core.models.live import open_batch
 from memprobe_core.models.scripted import load_scripted
 from memprobe_core.snippets.corpus import demo_corpus
 from memprobe_core.snippets.split import WhitespaceTokenizer
@@ -74,6 +77,10 @@ _TEMPLATES = (
     "{x}",
 )
 _NORMAL = re.compile(r"[^\w]+")
+
+
+def _joiner(words: list[str]) -> Any:
+    return lambda ids: " ".join(words[i] for i in ids)
 
 
 def _norm(word: str) -> str:
@@ -149,20 +156,45 @@ class FakeGenerator(Generator):
         decoding: Decoding,
         references: list[str] | None = None,  # no drafting here: not used
     ) -> list[list[Completion]]:
+        out = self._answers(requests, decoding)
         if self.latency_s:
-            time.sleep(self.latency_s)  # one wait per call, as a batched GPU forward pass
+            # One wait per call, as a batched GPU forward pass; a watched call spends it word by
+            # word, so the dashboard's live view can be tested without a real model.
+            self._wait(out, decoding.max_new_tokens)
+        return out
+
+    def _wait(self, out: list[list[Completion]], max_new_tokens: int) -> None:
+        rows = [c.text.split() for row in out for c in row]
+        words = sorted({w for row in rows for w in row})
+        number = {w: i for i, w in enumerate(words)}
+        watch = open_batch(len(out), len(out[0]) if out else 1, max_new_tokens, _joiner(words))
+        if watch is None:
+            time.sleep(self.latency_s)
+            return
+        steps = max((len(r) for r in rows), default=0) or 1
+        step = watch.chunk(range(len(rows)))
+        for k in range(1, steps + 1):
+            time.sleep(self.latency_s / steps)
+            step([[number[w] for w in row[:k]] for row in rows])
+        watch.close(
+            [(i, c.text, c.num_tokens) for i, c in enumerate(c for row in out for c in row)]
+        )
+
+    def _answers(self, requests: list[Request], decoding: Decoding) -> list[list[Completion]]:
         out = []
         for index, request in enumerate(requests):
             text = request if isinstance(request, str) else chat_as_text(request)
             row = []
+            # top_k=1 keeps only the most likely token at each step: the greedy answer.
+            sampled = decoding.do_sample and decoding.top_k != 1
             for k in range(decoding.n):
-                if not decoding.do_sample:
+                if not sampled:
                     rng = random.Random(_digest("greedy", text))
                 elif decoding.seed is None:
                     rng = random.Random()
                 else:
                     rng = random.Random(_digest(decoding.seed, index, k, text))
-                words = self._answer(request, text, rng, sampled=decoding.do_sample)
+                words = self._answer(request, text, rng, sampled=sampled)
                 row.append(self._completion(words, decoding.max_new_tokens))
             out.append(row)
         return out

@@ -42,6 +42,7 @@ from memprobe_core.models.hf_decode import (
 )
 from memprobe_core.models.hf_greedy_head import screening_applies
 from memprobe_core.models.hf_speculative import DraftPolicy, DraftStats, decode_drafted
+from memprobe_core.models.live import TokenWatch, open_batch
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +272,15 @@ class HFGenerator(Generator):
         # back by job index.
         order = sorted(range(len(jobs)), key=lambda j: len(prompts[jobs[j]]))
         results: list[Completion | None] = [None] * len(jobs)
-        plan = _Plan(decoding.max_new_tokens, decoding.temperature, decoding.top_p, decoding.seed)
+        plan = _Plan(
+            decoding.max_new_tokens,
+            decoding.temperature,
+            decoding.top_p,
+            decoding.seed,
+            top_k=decoding.top_k,
+        )
+        # Job j is copy j % copies of request j // copies: the watch's row j (memprobe_core.models.live).
+        watch = open_batch(len(prompts), copies, decoding.max_new_tokens, self._decode_text)
         with (
             self._lock,
             torch.inference_mode(),
@@ -282,8 +291,11 @@ class HFGenerator(Generator):
             while start < len(order):
                 chunk = order[start : start + batch]
                 chunk_drafts = [drafts[jobs[j]] for j in chunk] if drafts is not None else None
+                step = watch.chunk(chunk, self.stop_token_ids) if watch is not None else None
                 try:
-                    rows = self._run_batch([prompts[jobs[j]] for j in chunk], plan, chunk_drafts)
+                    rows = self._run_batch(
+                        [prompts[jobs[j]] for j in chunk], plan, chunk_drafts, step
+                    )
                 except torch.OutOfMemoryError as exc:
                     if batch == 1:
                         raise ModelError(
@@ -299,6 +311,8 @@ class HFGenerator(Generator):
                 for j, completion in zip(chunk, rows):
                     results[j] = completion
                 start += len(chunk)
+        if watch is not None:
+            _close_watch(watch, results)
         out: list[list[Completion]] = []
         for i in range(len(requests)):
             mine = [c for j, c in zip(jobs, results) if j == i and c is not None]
@@ -326,16 +340,23 @@ class HFGenerator(Generator):
         return self.screened_head and self._uses_own_loop and screening_applies(self._model)
 
     def _run_batch(
-        self, prompts: list[list[int]], plan: _Plan, drafts: list[list[int]] | None = None
+        self,
+        prompts: list[list[int]],
+        plan: _Plan,
+        drafts: list[list[int]] | None = None,
+        step: Any = None,
     ) -> list[Completion]:
         """Generate for one batch of prompt rows (equal rows share one prefill in the own loop;
-        greedy rows with ``drafts`` draft from them)."""
+        greedy rows with ``drafts`` draft from them). ``step``: called with the rows' token ids
+        after every decoding step (a :class:`~memprobe_core.models.live.TokenWatch` chunk; the
+        ``model.generate`` path does not stream)."""
         import torch
 
         spec = BatchDecoding(
             max_new_tokens=plan.max_new_tokens,
             temperature=plan.temperature,
             top_p=plan.top_p,
+            top_k=plan.top_k,
             stop_ids=self.stop_token_ids,
             pad_id=self._tokenizer.pad_token_id,
             bucket_min_saved=BUCKET_MIN_SAVED if self.prefill_buckets else sys.maxsize,
@@ -346,7 +367,7 @@ class HFGenerator(Generator):
             return [self._completion(row) for row in rows]
         if drafts is not None and plan.greedy:
             rows = decode_drafted(
-                self._model, prompts, drafts, spec, self.draft_policy, self.draft_stats
+                self._model, prompts, drafts, spec, self.draft_policy, self.draft_stats, watch=step
             )
             return [self._completion(row) for row in rows]
         generator = None
@@ -355,7 +376,11 @@ class HFGenerator(Generator):
             seed = plan.seed if plan.batches == 0 else hash((plan.seed, plan.batches)) & (2**63 - 1)
             generator = torch.Generator(device=self.device).manual_seed(seed)
         plan.batches += 1
-        return [self._completion(row) for row in decode(self._model, prompts, spec, generator)]
+        decoded = decode(self._model, prompts, spec, generator, watch=step)
+        return [self._completion(row) for row in decoded]
+
+    def _decode_text(self, ids: list[int]) -> str:
+        return str(self._tokenizer.decode(ids, skip_special_tokens=True))
 
     def _completion(self, row: Decoded) -> Completion:
         # num_tokens counts the stop token (the model did generate it); text and ids leave it out.
@@ -368,6 +393,11 @@ class HFGenerator(Generator):
         )
 
 
+def _close_watch(watch: TokenWatch, results: Sequence[Completion | None]) -> None:
+    """Publish the call's final rows exactly as returned (text without the stop token)."""
+    watch.close([(j, c.text, c.num_tokens) for j, c in enumerate(results) if c is not None])
+
+
 @dataclass
 class _Plan:
     """The settings of one ``generate`` call, plus a counter of batches run (for per-batch seeds)."""
@@ -377,6 +407,7 @@ class _Plan:
     top_p: float
     seed: int | None
     batches: int = 0
+    top_k: int = 0
 
     @property
     def greedy(self) -> bool:

@@ -18,7 +18,7 @@ The model calls are the ones ``generate`` makes (left padding, position ids from
 mask, ``logits_to_keep=1``, no mask when nothing is padded), so greedy outputs are the same (a
 bucketed prefill computes fewer padded positions beside the real ones: the same tokens, logits
 equal to float rounding);
-sampling applies transformers' own temperature and top-p warpers and draws by inverse CDF
+sampling applies transformers' own temperature, top-k and top-p warpers and draws by inverse CDF
 (``draw``: the same distribution as ``torch.multinomial``, a tenth of its cost) from a
 ``torch.Generator`` seeded per call.
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +58,7 @@ class BatchDecoding:
         screened_head: greedy passes screen the vocabulary projection in bfloat16 and decide
             in float32 where :mod:`hf_greedy_head` applies (the same choices; ``False`` only
             for comparisons).
+        top_k: sample among the k most likely tokens of each step (0: off).
     """
 
     max_new_tokens: int
@@ -66,6 +68,7 @@ class BatchDecoding:
     pad_id: int
     bucket_min_saved: int = BUCKET_MIN_SAVED
     screened_head: bool = True
+    top_k: int = 0
 
     @property
     def greedy(self) -> bool:
@@ -89,7 +92,12 @@ def supports_own_loop(model: Any) -> bool:
 
 
 def decode(
-    model: Any, prompts: list[list[int]], spec: BatchDecoding, generator: Any = None
+    model: Any,
+    prompts: list[list[int]],
+    spec: BatchDecoding,
+    generator: Any = None,
+    *,
+    watch: Callable[[list[list[int]]], None] | None = None,
 ) -> list[Decoded]:
     """Generate for every prompt row (rows may repeat a prompt: it is prefilled once).
 
@@ -98,6 +106,8 @@ def decode(
         prompts: token ids per row (the n samples of one request are n equal rows).
         spec: decoding settings.
         generator: ``torch.Generator`` for sampling (``None``: torch's global generator).
+        watch: called with every row's ids so far after each step (it must not keep them
+            beyond the call, nor change them: ``memprobe_core.models.live``).
 
     Returns:
         One ``Decoded`` per row, in row order.
@@ -114,7 +124,7 @@ def decode(
         state.rows = torch.arange(
             len(prompts), device=device
         )  # from here on, one id per output row
-    return _loop(model, state, spec, generator, len(prompts))
+    return _loop(model, state, spec, generator, len(prompts), watch)
 
 
 class _State:
@@ -278,7 +288,12 @@ def _call_kwargs(model: Any, ids: Any, mask: Any, positions: Any, cache: Any) ->
 
 
 def _loop(
-    model: Any, state: _State, spec: BatchDecoding, generator: Any, n_rows: int
+    model: Any,
+    state: _State,
+    spec: BatchDecoding,
+    generator: Any,
+    n_rows: int,
+    watch: Callable[[list[list[int]]], None] | None = None,
 ) -> list[Decoded]:
     import torch
 
@@ -296,6 +311,8 @@ def _loop(
                 out[row].append(token)
                 stopped[row] = end
         done[state.rows] |= ended
+        if watch is not None:
+            watch(out)
         if step == spec.max_new_tokens - 1 or bool(done.all()):
             break
         if bool(ended.any()):  # rows that stopped leave the batch: cache, mask, positions, logits
@@ -336,11 +353,15 @@ def _picker(spec: BatchDecoding, generator: Any) -> Any:
     from transformers.generation.logits_process import (
         LogitsProcessorList,
         TemperatureLogitsWarper,
+        TopKLogitsWarper,
         TopPLogitsWarper,
     )
 
-    # The warpers generate would apply for these settings, in its order (temperature, then top-p).
+    # The warpers generate would apply for these settings, in its order (temperature, top-k,
+    # top-p).
     warpers = LogitsProcessorList([TemperatureLogitsWarper(spec.temperature)])
+    if spec.top_k > 0:
+        warpers.append(TopKLogitsWarper(spec.top_k))
     if spec.top_p < 1.0:
         warpers.append(TopPLogitsWarper(spec.top_p))
 
@@ -445,7 +466,7 @@ def generation_config(model: Any, spec: BatchDecoding, *, compile_: bool = False
         temperature=1.0 if greedy else spec.temperature,
         top_p=1.0 if greedy else spec.top_p,
         # 0 turns top-k off when sampling; greedy gets the library default so it does not warn.
-        top_k=50 if greedy else 0,
+        top_k=50 if greedy else spec.top_k,
         num_beams=1,
         repetition_penalty=1.0,
         no_repeat_ngram_size=0,

@@ -29,7 +29,7 @@ the tokens, so a run is reproducible.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,6 +181,8 @@ def decode_drafted(
     spec: BatchDecoding,
     policy: DraftPolicy | None = None,
     stats: DraftStats | None = None,
+    *,
+    watch: Callable[[list[list[int]]], None] | None = None,
 ) -> list[Decoded]:
     """Greedy decoding of every prompt row, drafting from its reference.
 
@@ -193,6 +195,7 @@ def decode_drafted(
             verifies with the vocabulary projection screened where ``hf_greedy_head`` applies).
         policy: drafting costs (default ``DraftPolicy()``).
         stats: filled with what was drafted and accepted.
+        watch: called with every row's ids so far after each pass (``hf_decode.decode``'s).
 
     Returns:
         One ``Decoded`` per row: the tokens, and stop flags, of greedy decoding.
@@ -224,6 +227,8 @@ def decode_drafted(
     active = [row for row, on in enumerate(going) if on]
     batch.keep([i for i, on in enumerate(going) if on])
     pending = [pending[row] for row in active]
+    if watch is not None:
+        watch(out)
     while active:
         # A row may draft what fits its budget: the pass also yields one token of the model's.
         limits = [spec.max_new_tokens - len(out[row]) - 1 for row in active]
@@ -255,6 +260,8 @@ def decode_drafted(
         batch.keep(keep)
         active = [active[i] for i in keep]
         pending = next_pending
+        if watch is not None:
+            watch(out)
     return [Decoded(tuple(ids), s) for ids, s in zip(out, stopped)]
 
 

@@ -48,6 +48,7 @@ class ScriptedCall:
         requests: the requests as given (texts or chats), in order.
         n, max_new_tokens, temperature, top_p, seed: the call's decoding settings.
         references: the texts the caller expects per request (``generate(references=…)``).
+        top_k: the call's top-k (0: off); a script function that samples reads it here.
     """
 
     requests: list[Request]
@@ -57,6 +58,7 @@ class ScriptedCall:
     top_p: float
     seed: int | None
     references: list[str] | None = None
+    top_k: int = 0
 
 
 @dataclass(frozen=True, eq=False)
@@ -168,6 +170,7 @@ class ScriptedGenerator(Generator):
             decoding.top_p,
             decoding.seed,
             references,
+            top_k=decoding.top_k,
         )
         self.calls.append(call)
         rng = random.Random(decoding.seed)

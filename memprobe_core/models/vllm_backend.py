@@ -105,12 +105,17 @@ class VLLMGenerator(Generator):
 
         greedy = not decoding.do_sample
         # Greedy samples are all equal: ask for one and copy it.
+        sampling: dict[str, Any] = {}
+        if decoding.top_k and not greedy:
+            # Only when set: vLLM's own default is "off", spelled -1 or 0 depending on its version.
+            sampling["top_k"] = decoding.top_k
         params = SamplingParams(
             n=1 if greedy else decoding.n,
             temperature=decoding.temperature,
             top_p=1.0 if greedy else decoding.top_p,
             max_tokens=decoding.max_new_tokens,
             seed=decoding.seed,
+            **sampling,
         )
         texts = [(i, r) for i, r in enumerate(requests) if isinstance(r, str)]
         chats = [(i, r) for i, r in enumerate(requests) if not isinstance(r, str)]

@@ -6,13 +6,40 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pandas as pd
+
+from memprobe_core.attacks.registry import method_label
 from memprobe_core.highlight import escape_html, overlap, segments_to_html
+from memprobe_core.membership.options import SIGNAL_BY_NAME
 from memprobe_core.release.diff import ALPHA, DIFF_COLUMNS, FIGURES, RunDiff
 from memprobe_core.release.gate import GateResult
 from memprobe_core.report.build import json_records
 from memprobe_core.report.formatting import p_text
 
 DIFF_SCHEMA = "memprobe-diff/2"
+# What a person reads for each figure of the diff (the keys stay in the JSON and the CSV).
+FIGURE_LABELS = {
+    "mean_mem": "mean Mem",
+    "extraction_rate": "extraction rate",
+    "median_log10_p_z": "median log10 p_z",
+    "auroc": "AUROC",
+}
+# The columns of the diff as people read it (page and HTML): label -> what it holds.
+DIFF_SHOWN: dict[str, str] = {
+    "figure": "the measured figure (" + "; ".join(f"{k}: {v}" for k, v in FIGURES.items()) + ")",
+    "where": "the method (Mem, extraction) or the membership signal (AUROC), @ snippet length",
+    "n": "paired units: finished in both runs",
+    "A": "the baseline run's figure (A)",
+    "B": "the candidate run's figure (B)",
+    "change B − A [95 % CI]": "a mean of paired differences (AUROC: the difference of the two), "
+    "with its 95 % interval: BCa (Mem, extraction), paired bootstrap (AUROC)",
+    "test": "the paired test: wilcoxon / sign (Mem, p_z), mcnemar (extracted or not), bootstrap "
+    "(AUROC)",
+    "p (Holm-adjusted)": f"the test's p-value, Holm-adjusted over the table; 'significant' below "
+    f"{ALPHA:g}",
+    "voided by": "the validity control of a run's report that voids the figure (A, B or both): "
+    "inconclusive, not evidence either way (–: none)",
+}
 _SHOWN_OUTPUT_CHARS = 160  # per output in the text view; the HTML and JSON show them whole
 
 
@@ -82,43 +109,74 @@ def diff_json(diff: RunDiff) -> dict[str, Any]:
     }
 
 
+def figure_label(figure: str) -> str:
+    """A diff figure's name as people read it (``mean_mem`` → ``mean Mem``)."""
+    return FIGURE_LABELS.get(figure, figure.replace("_", " "))
+
+
+def where_label(row: Any) -> str:
+    """The method or signal of a diff row, by its label, and the length: ``P-S-Base @ 40``,
+    ``Perplexity @ 40``."""
+    if row.figure == "auroc":
+        spec = SIGNAL_BY_NAME.get(str(row.signal))
+        return f"{spec.label if spec is not None else row.signal} @ {row.length}"
+    return f"{method_label(str(row.method))} @ {row.length}"
+
+
+def _voided_by(row: Any) -> str:
+    """``A and B: blind baseline …``, ``A: …``, ``A: …; B: …`` or ``–``."""
+    a, b = row.voided_a or "", row.voided_b or ""
+    if a and a == b:
+        return f"A and B: {a}"
+    return "; ".join(f"{side}: {why}" for side, why in (("A", a), ("B", b)) if why) or "–"
+
+
+def diff_shown(diff: RunDiff) -> pd.DataFrame:
+    """The diff's figures as people read them, the same on the Runs page and in the HTML diff:
+    the columns of :data:`DIFF_SHOWN`, every value text (``–`` for a missing one)."""
+    rows = [
+        dict(
+            zip(
+                DIFF_SHOWN,
+                (
+                    figure_label(str(r.figure)),
+                    where_label(r),
+                    str(r.n),
+                    _num(r.a),
+                    _num(r.b),
+                    _change(r.change, r.low, r.high),
+                    str(r.test),
+                    p_text(r.p_holm) + (", significant" if r.significant else ""),
+                    _voided_by(r),
+                ),
+            )
+        )
+        for r in diff.table.itertuples(index=False)
+    ]
+    return pd.DataFrame(rows, columns=list(DIFF_SHOWN))
+
+
 def diff_html(diff: RunDiff) -> str:
     """One self-contained page: the figures table and the changed units side by side, the text
     each output shares with the true suffix highlighted."""
     runs = diff.runs
     title = f"memprobe diff: run {runs.run_b} against run {runs.run_a}"
-    table = diff.table.assign(
-        change_ci=[_change(r.change, r.low, r.high) for r in diff.table.itertuples(index=False)]
-    )
+    shown = diff_shown(diff)
     head = "".join(
-        f"<th>{escape_html(c)}</th>"
-        for c in ("figure", "where", "n", "A", "B", "change [95 % CI]", "test", "p Holm", "voided")
+        f'<th title="{escape_html(DIFF_SHOWN[c])}">{escape_html(c)}</th>' for c in shown.columns
     )
     body = "".join(
-        "<tr{}>{}</tr>".format(
-            _row_class(row),
-            "".join(
-                f"<td>{_escaped(v)}</td>"
-                for v in (
-                    row.figure,
-                    _where(row),
-                    row.n,
-                    _num(row.a),
-                    _num(row.b),
-                    row.change_ci,
-                    row.test,
-                    p_text(row.p_holm),
-                    _voided_sides(row),
-                )
-            ),
+        "<tr{}>{}</tr>".format(_row_class(row), "".join(f"<td>{_escaped(v)}</td>" for v in values))
+        for row, values in zip(
+            diff.table.itertuples(index=False), shown.itertuples(index=False, name=None)
         )
-        for row in table.itertuples(index=False)
     )
     voided = "".join(f"<li>{_escaped(line)}</li>" for line in voided_notes(diff))
     voided = f"<ul class=voided>{voided}</ul>" if voided else ""
     units = "".join(_changed_html(row) for row in diff.changed.itertuples(index=False))
     explained = "".join(
-        f"<li><b>{escape_html(k)}</b>: {escape_html(v)}</li>" for k, v in FIGURES.items()
+        f"<li><b>{escape_html(figure_label(k))}</b>: {escape_html(v)}</li>"
+        for k, v in FIGURES.items()
     )
     note = f"<p>{_escaped(runs.note())}</p>" if runs.note() else ""
     return f"""<!doctype html>
@@ -183,7 +241,8 @@ def _changed_html(row: Any) -> str:
     ]
     suffix = _escaped(row.suffix or "")
     heading = (
-        f"{row.snippet_id} / {row.method} @ {row.length}: Mem {_num(row.mem_a)} → {_num(row.mem_b)}"
+        f"{row.snippet_id} / {method_label(str(row.method))} @ {row.length}: Mem "
+        f"{_num(row.mem_a)} → {_num(row.mem_b)}"
     )
     return (
         f"<h3>{_escaped(heading)}</h3><div class=pair><div><b>true suffix</b><br>{suffix}</div>"

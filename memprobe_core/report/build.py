@@ -46,7 +46,14 @@ from memprobe_core.attacks.registry import (
     method_tables,
     table1_figures,
 )
-from memprobe_core.chance import CHANCE_EXPLANATION, CHANCE_RULE, undefined_reasons
+from memprobe_core.chance import (
+    CHANCE_EXPLANATION,
+    CHANCE_RULE,
+    REFERENCE_EXPLANATION,
+    chance_reading,
+    from_columns,
+    undefined_reasons,
+)
 from memprobe_core.config import SEED_RANGE
 from memprobe_core.errors import UsageError
 from memprobe_core.membership.blind import RANDOM_SPLIT_COLUMNS, BlindBaseline, validity_controls
@@ -545,6 +552,7 @@ def build_report(
             info["chance"] = CHANCE_EXPLANATION
             info["chance_rule"] = CHANCE_RULE
             info["chance_undefined"] = undefined_reasons(_extracting(results)["chance_note"])
+            info.update(_chance_readings(_extracting(results)))
     evaluated = _without_labels(results, left_out)
     membership, roc = membership_table(evaluated, resamples=resamples, seed=seed, fpr_rule=rule)
     info.update(membership_meta(evaluated, membership, rule))
@@ -580,6 +588,24 @@ def build_report(
         dataset_inference=inferred,
         method_tables=method_frames(results),
     )
+
+
+def _chance_readings(extracting: pd.DataFrame) -> dict[str, Any]:
+    """A run of one snippet (a probe, a comparison): its chance distribution is the built-in
+    corpus's (``chance_source``), and each unit's reading is said in the words the Probe and
+    Compare pages use (:func:`memprobe_core.chance.chance_reading`)."""
+    if extracting.empty or extracting["snippet_id"].nunique() != 1:
+        return {}
+    info: dict[str, Any] = {}
+    sources = extracting.get("chance_source")
+    if sources is not None and sources.notna().any():
+        info["chance"] = REFERENCE_EXPLANATION
+    info["chance_readings"] = [
+        f"{method_label(str(row['method']))} @ {int(row['length'])}: "
+        f"{chance_reading(from_columns(row))}"
+        for _, row in extracting.iterrows()
+    ]
+    return info
 
 
 def _extracting(results: pd.DataFrame) -> pd.DataFrame:

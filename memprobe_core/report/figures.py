@@ -158,6 +158,22 @@ def _auroc_by_score(membership: pd.DataFrame | None, length: Any) -> dict[str, f
     return {str(s): float(a) for s, a in zip(rows["score"], rows["auroc"]) if pd.notna(a)}
 
 
+# Widths of curves drawn on one line, the first drawn widest: each later (narrower) curve lies on
+# top of the earlier ones, so every colour shows as a band of the stack instead of the last
+# curve hiding the others (six curves at AUROC 1.000 read as one).
+STACK_WIDTHS: tuple[float, ...] = (12, 9.5, 7.5, 5.5, 3.8, 2.4, 1.4)
+
+
+def coinciding_curves(roc: pd.DataFrame, length: Any) -> list[list[str]]:
+    """The scores whose ROC curves at ``length`` are the same line (the same set of points),
+    in groups of two or more, each in drawing order; labels as given (not escaped)."""
+    groups: dict[tuple[tuple[float, float], ...], list[str]] = {}
+    for _score, curve in roc[roc["length"] == length].groupby("score", sort=False):
+        points = tuple(sorted(set(zip(curve["fpr"].round(9), curve["tpr"].round(9)))))
+        groups.setdefault(points, []).append(str(curve["score_label"].iloc[0]))
+    return [labels for labels in groups.values() if len(labels) > 1]
+
+
 def roc_figure(
     roc: pd.DataFrame,
     length: Any,
@@ -209,4 +225,47 @@ def roc_figure(
         margin=_MARGIN,
         legend={"font": {"size": 11}},
     )
+    return _stack_coinciding(fig, roc, length, log_axes=log_axes)
+
+
+def _stack_coinciding(
+    fig: go.Figure, roc: pd.DataFrame, length: Any, *, log_axes: bool
+) -> go.Figure:
+    """Curves that fall on one line made visible: drawn as a stack of widths, widest first (each
+    colour a band), and named below the chart ("on one line: …"), labels escaped."""
+    groups = coinciding_curves(roc, length)
+    if not groups:
+        return fig
+    # The report's figure draws one trace per score in this same order, the chance line last.
+    labels = [
+        str(curve["score_label"].iloc[0])
+        for _score, curve in roc[roc["length"] == length].groupby("score", sort=False)
+    ]
+    for group in groups:
+        for rank, label in enumerate(group):
+            trace = fig.data[labels.index(label)]
+            trace.line.width = STACK_WIDTHS[min(rank, len(STACK_WIDTHS) - 1)]
+    lines = [
+        f"On one line ({len(group)} curves, drawn widest first): "
+        + ", ".join(escape_label(label) for label in group)
+        for group in groups
+    ]
+    fig.add_annotation(
+        text="<br>".join(lines),
+        xref="paper",
+        yref="paper",
+        x=0,
+        y=0,
+        yshift=-48,  # below the axis title
+        xanchor="left",
+        yanchor="top",
+        showarrow=False,
+        align="left",
+        font={"size": 11},
+    )
+    extra = 16 * len(lines) + 50
+    fig.update_layout(height=fig.layout.height + extra, margin={"b": extra})
+    if not log_axes:  # a perfect curve runs along the frame: a margin keeps its bands whole
+        fig.update_xaxes(range=[-0.03, 1.03])
+        fig.update_yaxes(range=[-0.03, 1.03])
     return fig

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from memprobe_core.membership.sampler import power_of_ten  # noqa: F401  (the report's too)
+from memprobe_core.measuring.sampler import power_of_ten  # noqa: F401  (the report's too)
 
 SMALL_N_MARK = "†"
 # A value that is missing (not measured, undefined): never "None" or "nan".

@@ -44,6 +44,7 @@ from memprobe_core.membership.verdict import (
     membership_verdict,
     with_voided_by,
 )
+from memprobe_core.pii import totals_statement
 from memprobe_core.report import figures
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import n_mark, num, p_text, power_of_ten, signed_ci, with_ci
@@ -517,6 +518,14 @@ def validity_section(report: Report) -> Section:
     return section
 
 
+PII_COUNTS = ("copied", "invented")
+
+
+def _pii_totals(pii: pd.DataFrame) -> str:
+    """The PII table's totals stated, each "none" when zero (memprobe_core.pii)."""
+    return totals_statement(*(int(pd.to_numeric(pii[c]).sum()) for c in PII_COUNTS))
+
+
 def pii_section(report: Report) -> Section:
     columns = {
         "Method": lambda r: r["method_label"],
@@ -528,7 +537,10 @@ def pii_section(report: Report) -> Section:
             "–" if pd.isna(r["copied_share"]) else f"{100 * r['copied_share']:.1f}"
         ),
     }
-    notes = ["PII items in the true suffixes, copied into the outputs, and invented by them."]
+    notes = [
+        "PII items in the true suffixes, copied into the outputs, and invented by them.",
+        "All methods: " + _pii_totals(report.pii),
+    ]
     return Section("pii", "PII", notes=notes, tables=[_table(report.pii, columns)])
 
 

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from memprobe_core.chance import ABOVE_CHANCE, NOT_ABOVE_CHANCE
 from memprobe_core.membership.blind import BlindBaseline
 from memprobe_core.membership.inference import DatasetInference
 from memprobe_core.membership.verdict import inference_verdict, membership_verdict
@@ -96,6 +97,9 @@ def _chance(row: Any) -> str:
     if pd.isna(units) or int(units) == 0 or pd.isna(share):
         return "its chance level is undefined (see Table 1's note)"
     beating = round(float(share) * int(units))
+    if int(units) == 1:  # one unit: the Probe and Compare pages' words
+        verdict = ABOVE_CHANCE if beating else NOT_ABOVE_CHANCE
+        return f"this Mem is {verdict} (chance level {float(row['mem_chance']):.3f})"
     return (
         f"{beating} of {_plural(int(units), 'unit')} beat Mem's chance level "
         f"(mean level {float(row['mem_chance']):.3f})"

@@ -32,6 +32,7 @@ from memprobe_core.membership.verdict import (
     membership_verdict,
     with_voided_by,
 )
+from memprobe_core.pii import totals_statement
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import (
     SMALL_N_MARK,
@@ -198,6 +199,8 @@ def _pii_lines(p: pd.DataFrame) -> list[str]:
     return [
         "\nPII (items in the true suffixes / copied into outputs / invented)",
         table.to_string(index=False),
+        "All methods: "
+        + totals_statement(*(int(pd.to_numeric(p[c]).sum()) for c in ("copied", "invented"))),
     ]
 
 

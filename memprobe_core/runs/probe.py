@@ -13,14 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import pandas as pd
-
 from memprobe_core.attacks import run_method
 from memprobe_core.attacks.events import EventCallback
 from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.attacks.options import AttackOptions
-from memprobe_core.attacks.registry import method_label, method_order
-from memprobe_core.attacks.result import AttackResult
 from memprobe_core.config import DEFAULT_PREFIX_RATIO
 from memprobe_core.runs.unit import DEFAULT_SPLIT, Runner, SplitSpec, UnitOutcome, run_unit
 from memprobe_core.snippets.split import Snippet
@@ -171,48 +167,3 @@ def _probe_status(outcomes: list[UnitOutcome], cancel: threading.Event | None) -
     if outcomes and all(o.status == "error" for o in outcomes):
         return "failed"
     return "finished"
-
-
-COMPARISON_COLUMNS: list[str] = [
-    "method",
-    "label",
-    "mem",
-    "lcs_p",
-    "dis",
-    "objective",
-    "extractable",
-    "span_tokens",
-    "victim_queries",
-    "attacker_queries",
-    "generated_tokens",
-    "seconds",
-    "pii_copied",
-    "pii_invented",
-]
-
-
-def comparison_table(results: dict[str, AttackResult]) -> pd.DataFrame:
-    """One row per method of a comparison, in Table 1's method order: scores, costs, PII counts."""
-    rows = []
-    for method in method_order(results):
-        r = results[method]
-        counts = r.pii.get("counts") or {}
-        rows.append(
-            {
-                "method": method,
-                "label": method_label(method),
-                "mem": r.mem,
-                "lcs_p": r.lcs_p,
-                "dis": r.dis,
-                "objective": r.objective,
-                "extractable": r.verbatim.get("extractable"),
-                "span_tokens": r.verbatim.get("span_tokens"),
-                "victim_queries": r.costs.victim_queries,
-                "attacker_queries": r.costs.attacker_queries,
-                "generated_tokens": r.costs.generated_tokens,
-                "seconds": round(r.costs.wall_seconds, 2),
-                "pii_copied": counts.get("copied", 0),
-                "pii_invented": counts.get("invented", 0),
-            }
-        )
-    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)

@@ -13,74 +13,20 @@ from typing import Any
 
 import pandas as pd
 
-from memprobe_core.attacks.registry import extracts, figure_columns, method_label
-from memprobe_core.chance import CHANCE_COLUMNS, chance_rows
+from memprobe_core.attacks.figures import CHANCE_COLUMNS, COMMON_VERBATIM_COLUMNS
+from memprobe_core.attacks.figures import UNIT_COLUMNS as _UNIT_COLUMNS
+from memprobe_core.attacks.registry import (
+    extracts,
+    figure_columns,
+    figures,
+    method_label,
+    method_rank,
+)
+from memprobe_core.chance import chance_rows
 from memprobe_core.membership.options import SIGNALS
 from memprobe_core.store.records import CandidateRecord, UnitRecord
 
-# The common verbatim-extraction columns (``AttackResult.verbatim``), in the order shown; the
-# methods' own figures follow them (:func:`verbatim_columns`).
-COMMON_VERBATIM_COLUMNS: list[str] = [
-    "extract_k",
-    "extractable",
-    "match_tokens",
-    "span_tokens",
-    "span_chars",
-    # probabilistic extraction (membership.extraction_probability)
-    "log10_p_z",
-    "n_at_p",
-    "log10_n_at_p",
-    "discover_p",
-    "pz_scheme",
-    "pz_outside_support",
-]
 SIGNAL_COLUMNS: list[str] = [s.column for s in SIGNALS]
-
-# The columns before the verbatim ones.
-_UNIT_COLUMNS: list[str] = [
-    "run_id",
-    "snippet_id",
-    "domain",
-    "method",
-    "method_label",
-    "length",
-    "mem",
-    "lcs_p",
-    "dis",
-    "objective",
-    "alpha",
-    "status",
-    "prompt",
-    "output",
-    "prefix",  # the split's prefix and true suffix, so an exported row can be checked alone
-    "suffix",
-    "victim_queries",
-    "attacker_queries",
-    "generated_tokens",
-    "seconds",
-    "pii_truth",
-    "pii_copied",
-    "pii_invented",
-    "victim",
-    "base",
-    "attacker",
-    "init",
-    "reverse",
-    "rouge_variant",
-    "rouge_stemmer",
-    "rouge_tokenizer",
-    "output_window",
-    "seed",
-    "mem_init",
-    "mem_best",
-    "mem_reference",
-    "selection",
-    "compat",
-    "meta_prompts",
-    "answer_model",
-    "generation_budget",
-    "label",
-]
 
 
 def verbatim_columns() -> list[str]:
@@ -93,13 +39,63 @@ def verbatim_columns() -> list[str]:
 def result_columns() -> list[str]:
     """The results frame's columns: the unit's, the verbatim ones, the membership signals and
     Mem's chance level (memprobe_core.chance; docs/method.md §2)."""
-    return [*_UNIT_COLUMNS, *verbatim_columns(), *SIGNAL_COLUMNS, *CHANCE_COLUMNS]
+    signals = [s.column for s in SIGNALS]  # read at each call: a signal registered later too
+    return [*_UNIT_COLUMNS, *verbatim_columns(), *signals, *CHANCE_COLUMNS]
 
 
 # The columns as registered when the package is imported (every module of attacks registers on
 # import): for code that needs a constant, e.g. a test's empty frame.
 VERBATIM_COLUMNS: list[str] = verbatim_columns()
 RESULT_COLUMNS: list[str] = result_columns()
+
+
+# What a results table shows people (the Compare page's table, the Runs page's results): what a
+# row is, its scores, the methods' own figures (:func:`shown_columns`), then its costs and PII.
+_SHOWN_HEAD: list[str] = [
+    "snippet_id",
+    "length",
+    "method",
+    "method_label",
+    "status",
+    "mem",
+    "lcs_p",
+    "dis",
+    "objective",
+    "extractable",
+    "span_tokens",
+]
+SHOWN_COST_COLUMNS: list[str] = [
+    "seconds",
+    "victim_queries",
+    "attacker_queries",
+    "generated_tokens",
+]
+_SHOWN_TAIL: list[str] = [*SHOWN_COST_COLUMNS, "pii_copied", "pii_invented"]
+
+
+def shown_columns() -> list[str]:
+    """The columns of :func:`results_table`: every registered method's own figures among them,
+    read from the registry on each call (a method registered after import has its columns)."""
+    return [*_SHOWN_HEAD, *figure_columns(), *_SHOWN_TAIL]
+
+
+def results_table(results: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a results frame (:func:`results_frame`) as the pages show them: in report
+    order (snippet, length, then the registry's method rank), :func:`shown_columns` only.
+
+    The one table builder of the dashboard: the Compare page shows its comparison with it and
+    the Runs page any run, both from the store's frame, so a method's figure shows on both as
+    soon as it is in the frame (and so in the CSV and JSON report)."""
+    if results.empty:
+        return pd.DataFrame(columns=shown_columns())
+    order = results["method"].map(method_rank)
+    ranked = results.assign(_rank=order).sort_values(
+        ["snippet_id", "length", "_rank"], kind="stable"
+    )
+    table = ranked.reindex(columns=shown_columns()).reset_index(drop=True)
+    # A count stays a count where other methods leave it empty (not 13.0 beside a NaN).
+    counts = [f.name for f in figures() if f.column and f.kind == "int"]
+    return table.astype(dict.fromkeys(counts, "Int64"))
 
 
 CANDIDATE_COLUMNS: list[str] = [
@@ -243,7 +239,8 @@ def result_row(
         "dis": extraction(result.get("dis")),
         "objective": extraction(result.get("objective")),
         "alpha": result.get("alpha"),
-        "status": "finished",
+        # A unit the user cancelled keeps its partial best, shown only where asked for.
+        "status": "cancelled" if result.get("status") == "cancelled" else "finished",
         "prompt": result.get("prompt", ""),
         "output": result.get("output", ""),
         "prefix": (manifest.get("split") or {}).get("prefix"),

@@ -513,25 +513,32 @@ class Store(StoreFile):
         return on_event
 
     # --- frames (built by memprobe_core.store.frames) -----------------------------------------
-    def results_frame(self, run_id: int) -> pd.DataFrame:
+    def results_frame(self, run_id: int, *, cancelled: bool = False) -> pd.DataFrame:
         """One row per finished unit; see :func:`memprobe_core.store.frames.results_frame`.
+
+        ``cancelled``: the partial bests of units the user cancelled too (status ``cancelled``;
+        the Compare page shows them, a report never counts them).
 
         Kept per run until the run changes (its ``updated`` time): the chance level of Mem scores
         every output against its group's other suffixes (about 5 s for 1,000 units of one domain
         and length), and a dashboard page asks for the same frame on every redraw.
         """
         run = self.get_run(run_id)
-        memo: dict[int, tuple[float, pd.DataFrame]] = self.__dict__.setdefault("_results_memo", {})
-        kept = memo.get(run_id)
+        memo: dict[tuple[int, bool], tuple[float, pd.DataFrame]] = self.__dict__.setdefault(
+            "_results_memo", {}
+        )
+        kept = memo.get((run_id, cancelled))
         if kept is not None and kept[0] == run["updated"]:
             return kept[1].copy()
         units = self.units(run_id, status="done")
+        if cancelled:
+            units += self.units(run_id, status="cancelled")
         frame = store_frames.results_frame(
             units, run["config"], self.labels(run_id), self._scored_outputs(run_id, units)
         )
         if len(memo) >= _RESULTS_MEMO_RUNS:
             memo.pop(next(iter(memo)))
-        memo[run_id] = (run["updated"], frame)
+        memo[(run_id, cancelled)] = (run["updated"], frame)
         return frame.copy()
 
     def unit_timings(self, methods: Iterable[str], *, limit: int = 200) -> list[dict[str, Any]]:

@@ -114,3 +114,64 @@ def test_a_queued_job_is_polled_slowly_and_fast_again_once_it_starts(held_job, m
     _poll(at)
     assert at.session_state["renders"] == 2
     assert at.session_state["job__live_view"].interval == jobs.FAST_POLL_S
+
+
+def _publish(job: Job, texts: list[str], *, labels: list[str] | None = None, closed=False):
+    """Publish a victim batch of ``texts`` on the job's tap, as its decode loop would."""
+    from memprobe_core.models.live import LiveBatch, LiveRow
+
+    rows = tuple(
+        LiveRow((labels or [""] * len(texts))[i], text, len(text.split()), closed)
+        for i, text in enumerate(texts)
+    )
+    batch = LiveBatch("victim", rows, 60, 0.0, 1.0, 0, closed=closed)
+    job.progress.live.publish(batch)
+
+
+def test_rows_being_written_are_drawn_by_the_poll_alone(held_job, monkeypatch) -> None:
+    at = _app(held_job, monkeypatch)
+    _publish(held_job, ["The quick", XSS_TEXT], labels=["first prompt", "second prompt"])
+    _poll(at)
+    assert at.session_state["renders"] == 1  # the page was not redrawn for the rows
+    table = at.dataframe[0].value
+    assert list(table["written so far"]) == ["The quick", XSS_TEXT]  # a cell: text, not HTML
+    assert list(table["prompt"]) == ["first prompt", "second prompt"]
+    assert any("Victim writing 2 answers" in c.value for c in at.caption)
+    _publish(held_job, ["The quick brown fox", XSS_TEXT + " more"])
+    _poll(at)
+    assert at.dataframe[0].value["written so far"][0] == "The quick brown fox"
+    assert at.session_state["renders"] == 1
+
+
+def test_polls_stay_fast_while_a_batch_is_written_and_stop_showing_it_when_it_ends(
+    held_job, monkeypatch
+) -> None:
+    at = _app(held_job, monkeypatch)
+    for _ in range(jobs.QUIET_POLLS + 1):  # quiet: the poll slows down
+        _poll(at)
+    assert at.session_state["job__live_view"].interval == jobs.SLOW_POLL_S
+    _publish(held_job, ["Once upon"])
+    _poll(at)  # a batch is being written: fast again (one rerun declares it)
+    assert at.session_state["job__live_view"].interval == jobs.FAST_POLL_S
+    renders = at.session_state["renders"]
+    for _ in range(3 * jobs.QUIET_POLLS):
+        _publish(held_job, ["Once upon a time"])
+        _poll(at)
+    assert at.session_state["job__live_view"].interval == jobs.FAST_POLL_S
+    assert at.session_state["renders"] == renders
+    _publish(held_job, ["Once upon a time there"], closed=True)
+    _poll(at)
+    assert not at.dataframe  # the batch ended: its candidates' scores come as rows of the page
+
+
+XSS_TEXT = "<img src=x onerror=alert(1)>"
+
+
+def test_a_search_shows_its_loss_per_step_without_redrawing_the_page(held_job, monkeypatch):
+    at = _app(held_job, monkeypatch)
+    held_job.progress.update_data(search_losses=((1, 3.0, 3.0), (2, 2.5, 2.7)))
+    _poll(at)
+    assert at.session_state["renders"] == 1
+    shown = [c.value.replace("\\", "") for c in at.caption]  # md() escapes markdown
+    assert "Search: step 2, best loss 2.500" in shown, shown
+    assert at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")

@@ -26,17 +26,35 @@ def _run(
     return run_until(at, lambda a: "state: finished" in texts(a), timeout=timeout)
 
 
-def test_ner_widgets_and_defaults() -> None:
+def test_ner_widgets_and_defaults(monkeypatch) -> None:
+    from ui_common import ner_view
+
+    monkeypatch.setattr(ner_view, "_TIMINGS", [])  # no audit has run in this process
     at = open_page(PAGE)
     assert at.multiselect(key="ner_models").value == [EMBEDDED]
-    assert at.number_input(key="ner_pairs").value == 100
+    assert at.radio(key="ner_size").value == "quick"  # the quick size first: CPUs come first
+    assert at.number_input(key="ner_pairs").value == 30
+    assert at.number_input(key="ner_templates").value == 10
+    assert at.number_input(key="ner_importance_steps").value == 1
     assert at.button(key="ner_run").label == "Run NER audit"
     assert "Pick models" in texts(at)
+    assert "No NER audit has run in this dashboard yet, so no time is measured" in texts(at)
+    at.radio(key="ner_size").set_value("full").run()
+    assert at.number_input(key="ner_pairs").value == NerAuditConfig.max_pairs == 100
+    assert at.number_input(key="ner_templates").value == NerAuditConfig.templates
+    assert at.number_input(key="ner_importance_steps").value == 4
 
 
-def test_ner_run_shows_the_core_numbers_heatmaps_tau_and_exports() -> None:
+def test_ner_run_shows_the_core_numbers_heatmaps_tau_and_exports(monkeypatch) -> None:
+    from ui_common import ner_view
+
+    monkeypatch.setattr(ner_view, "_TIMINGS", [])
     with registered_tiny_models("tiny-a", "tiny-b") as names:
         at = _run(open_page(PAGE), names)
+        # The next audit's time, from this one: 2 models × 8 prompts × 20 pairs × 2 names.
+        at.run()
+        assert "(the last NER audit here took " in texts(at)
+        assert "for 640 filled prompts; this one scores 640;" in texts(at)
         # The same audit run directly: the page must show the core's numbers, not its own.
         expected = run_ner_audit(
             NerAuditConfig(

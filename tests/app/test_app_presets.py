@@ -34,12 +34,17 @@ def test_probe_estimates_the_time_from_earlier_runs_on_this_victim() -> None:
     from tests.app.conftest import run_until, saved, texts
 
     at = open_page("pages/1_Probe.py")
-    assert "No time estimate yet: Ours (interactive) has not run on this victim" in texts(at)
+    before = texts(at)
+    assert "No time measured yet: Ours (interactive) has not run on this victim here." in before
+    assert "Rough guess for a 2-core CPU: about" in before  # no GPU on the test machine
     at.number_input(key="probe_length").set_value(40)
     at.button(key="probe_run").click()
     run_until(at, saved)
     at.run()
-    assert "Estimated time on this machine: under a second" in texts(at)  # the fake backend
+    after = texts(at)
+    assert "Estimated time on this machine: " in after
+    assert "(from 1 earlier unit of these methods on this victim" in after  # one: singular
+    assert "corrected for the load (" in after  # the unit recorded the load it ran under
 
 
 def test_the_snippet_length_and_run_size_carry_between_probe_and_compare() -> None:

@@ -6,6 +6,7 @@ import os
 import re
 
 from memprobe_core.release.diff import diff_runs
+from memprobe_core.release.render import DIFF_SHOWN
 from memprobe_core.store import Store
 from tests.app.conftest import open_page, texts
 from tests.unit.release.conftest import add_run, texts_by_label
@@ -28,13 +29,12 @@ def test_the_tab_shows_the_cores_paired_figures_and_the_changed_units() -> None:
         candidate,
     )
     expected = diff_runs(Store(_path()), base, candidate)
-    shown = next(
-        d.value
-        for d in at.dataframe
-        if "p Holm" in " ".join(map(str, d.value.columns))
-        or "p_holm" in " ".join(map(str, d.value.columns))
-    )
+    # The HTML diff's labels, no raw keys; a part on the page, the rest under "More columns".
+    parts = [d.value for d in at.dataframe if "change B − A [95 % CI]" in d.value.columns]
+    parts += [d.value for d in at.dataframe if "p (Holm-adjusted)" in d.value.columns]
+    shown = parts[0]
     assert len(shown) == len(expected.table)
+    assert set(c for p in parts for c in p.columns) == set(DIFF_SHOWN)
     page = texts(at)
     significant = int(expected.table["significant"].sum())
     assert f"{significant} of {len(expected.table)} changes significant" in page
@@ -44,7 +44,7 @@ def test_the_tab_shows_the_cores_paired_figures_and_the_changed_units() -> None:
     assert "Units whose Mem changed most" in [h.value for h in at.subheader]
     top = expected.changed.iloc[0]
     assert (
-        f"{top['snippet_id']} / ps_base @ 40: Mem {top['mem_a']:.3f} → {top['mem_b']:.3f}" in page
+        f"{top['snippet_id']} / P-S-Base @ 40: Mem {top['mem_a']:.3f} → {top['mem_b']:.3f}" in page
     )
 
 
@@ -71,7 +71,6 @@ def test_figures_a_validity_control_voids_are_marked_on_the_page() -> None:
             f"voided {side}: run {run}'s report voids the AUROC of loss @ 40 (blind baseline "
             "separates the sets)" in re.sub(r"\\(.)", r"\1", warning)
         )
-    shown = next(d.value for d in at.dataframe if "voided by (A)" in d.value.columns)
-    row = shown[shown["voided by (A)"] != "–"]
-    assert list(row["voided by (A)"]) == ["blind baseline separates the sets"]
-    assert list(row["voided by (B)"]) == ["blind baseline separates the sets"]
+    shown = next(d.value for d in at.dataframe if "voided by" in d.value.columns)
+    row = shown[shown["voided by"] != "–"]
+    assert list(row["voided by"]) == ["A and B: blind baseline separates the sets"]

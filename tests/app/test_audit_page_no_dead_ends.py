@@ -144,11 +144,19 @@ def test_the_report_picker_shows_the_true_status_when_the_job_ends_mid_draw(
 
 
 def test_a_resumed_audit_ends_with_the_same_box() -> None:
-    from memprobe_core.audit import start_audit
+    from memprobe_core.attacks.options import AttackOptions
+    from memprobe_core.audit import ModelNames, start_audit
     from memprobe_core.snippets.corpus import demo_corpus
 
     store = Store(os.environ["MEMPROBE_STORE"])
-    run_id = start_audit(store, demo_corpus(domains="legal", limit_per_domain=2), ["ps_inst"], [50])
+    run_id = start_audit(  # on the fake models: a resume loads the models its run records
+        store,
+        demo_corpus(domains="legal", limit_per_domain=2),
+        ["ps_inst"],
+        [50],
+        AttackOptions(),
+        ModelNames(victim="fake", base="fake", attacker="fake"),
+    )
     store.set_run_status(run_id, "interrupted")
     at = open_page(PAGE)
     (picker,) = [s for s in at.selectbox if s.key == "audit_resume_pick"]

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from memprobe_core.attacks.result import AttackResult, Candidate
 from memprobe_core.snippets.split import Snippet
@@ -47,7 +48,7 @@ PAGES = {
 def shot(page, name: str, *, readme: bool = False) -> None:  # noqa: F811
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=True, timeout=90_000)
     if readme:  # into docs/screenshots/ only from scripts/screenshots.sh
         publish_screenshot(path)
 
@@ -74,6 +75,16 @@ def progress_counts(page) -> tuple[int, int] | None:  # noqa: F811
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
+def writing_tokens(page) -> tuple[str, int] | None:  # noqa: F811
+    """(who, longest row's tokens) from the live panel's headline ("Victim writing 4 answers ·
+    12 of 20 tokens · …"), or None when no batch is being written."""
+    for caption in page.get_by_test_id("stCaptionContainer").all_inner_texts():
+        match = re.search(r"(\w[\w ]*?) writing \d+ \w+ · (\d+) of \d+ tokens", caption)
+        if match:
+            return match.group(1), int(match.group(2))
+    return None
+
+
 def no_exception(page) -> None:  # noqa: F811
     assert page.get_by_test_id("stException").count() == 0, page.get_by_test_id(
         "stException"
@@ -96,8 +107,18 @@ def test_probe_runs_live_on_the_embedded_models(real_server, page) -> None:  # n
     page.get_by_role("button", name="Run probe").click()
 
     seen_partial = False
+    writing: dict[str, set[int]] = {}  # who writes -> the token counts seen in the live panel
     deadline = time.monotonic() + EMBEDDED_LIMIT_S - 120
     while time.monotonic() < deadline:
+        tokens = writing_tokens(page)
+        if tokens is not None and tokens[1] not in writing.setdefault(tokens[0], set()):
+            writing[tokens[0]].add(tokens[1])
+            # A sequence of one round: prompts, then answers, growing token by token. The
+            # picture is a by-product: a page busy redrawing may not hold still long enough.
+            try:
+                shot(page, f"probe-writing-{tokens[0].lower()}-{len(writing[tokens[0]])}")
+            except PlaywrightTimeout:
+                pass
         counts = progress_counts(page)
         if counts and 0 < counts[0] < counts[1] and page.get_by_test_id("stDataFrame").count():
             if not seen_partial:
@@ -106,11 +127,18 @@ def test_probe_runs_live_on_the_embedded_models(real_server, page) -> None:  # n
             seen_partial = True
         if page.get_by_text("is saved").count():
             break
-        page.wait_for_timeout(1000)
+        page.wait_for_timeout(
+            400 if tokens is not None else 1000
+        )  # look closer while a batch is written
     else:
         pytest.fail(f"probe did not finish; see {real_server.log}")
     no_exception(page)
     assert seen_partial, "no candidate was shown before the run ended"
+    # Both models' rows were seen live; the victim's (30 tokens, the slower model) were seen growing.
+    # The attacker's 24-token prompts can be written between two polls on a fast machine (CI saw
+    # only its first frame once), so its token-by-token growth is tested in
+    # tests/unit/models/test_live.py, where the reader is not a browser a second away.
+    assert writing.get("Attacker") and len(writing.get("Victim", ())) >= 2, writing
     assert page.get_by_text("Best prompt so far").count() == 1
     assert page.get_by_text("true suffix", exact=True).count() == 1
     shot(page, "probe-finished")

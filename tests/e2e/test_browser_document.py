@@ -75,7 +75,7 @@ def test_the_document_page_draws_the_map_and_shows_a_clicked_window(fake_server,
     page.locator("h1").first.wait_for(timeout=60_000)
     wait_idle(page)
     page.get_by_role("tab", name="Open a document run").click()
-    page.get_by_text("Windows written back").first.wait_for(timeout=60_000)
+    page.get_by_text("Written back whole").first.wait_for(timeout=60_000)
     wait_idle(page)
     assert page.get_by_test_id("stException").count() == 0
     assert page.locator("img[src='x']").count() == 0  # the markup is text

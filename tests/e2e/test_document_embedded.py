@@ -19,7 +19,7 @@ from memprobe_core.documents.builtin import builtin_document
 from memprobe_core.documents.extraction_map import front_ids, score_windows
 from memprobe_core.documents.map_run import read_map
 from memprobe_core.documents.windows import MapOptions, cut_windows
-from memprobe_core.membership.sampler import SamplingScheme
+from memprobe_core.measuring.sampler import SamplingScheme
 from memprobe_core.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 
 from memprobe_core.attacks import AttackOptions, ModelSet
+from memprobe_core.measuring.sampler import SamplingScheme, sampler_log_probs
 from memprobe_core.membership import extraction_probability as xp
 from memprobe_core.membership.options import MeasureOptions
-from memprobe_core.membership.sampler import SamplingScheme, sampler_log_probs
 from memprobe_core.runs.unit import run_unit
 from memprobe_core.snippets.split import Snippet, split
 from memprobe_core.store import Store, UnitKey

@@ -19,12 +19,13 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import FrameType
+from types import FrameType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -32,6 +33,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memprobe_core
+from memprobe_core.cli import dashboard as dashboard_cli
 from memprobe_core.cli import main
 from memprobe_core.cli import release as release_cli
 from memprobe_core.cli.errors import CONTRACT
@@ -77,6 +79,27 @@ def _commands() -> list[str]:
     parser = build_parser()
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     return sorted(sub.choices)
+
+
+class _StoppedServer:
+    """A dashboard server that has already stopped, cleanly (no Streamlit process started)."""
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        self.command = command
+
+    def wait(self, timeout: float | None = None) -> int:
+        return 0
+
+    def poll(self) -> int:
+        return 0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_dashboard_server() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        stand_in = SimpleNamespace(Popen=_StoppedServer, TimeoutExpired=subprocess.TimeoutExpired)
+        patch.setattr(dashboard_cli, "subprocess", stand_in)
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +148,10 @@ def _argv(command: str, d: Path) -> list[str]:
         "corpus": ["corpus", "--export", str(d / "corpus.jsonl")],
         "ner": ["ner", "--model", str(d / "ner"), "--in-names", str(d / "in.txt")]
         + ["--out-names", str(d / "out.txt"), "--device", "cpu", "--pairs", "2"],
+        "plugins": ["plugins", "--json"],
+        # The server is a stand-in that stops at once (module fixture below): the faults land in
+        # memprobe's own path around it (the folder, the flags, the environment, the stop).
+        "dashboard": ["dashboard", "--port", "8599"],
     }
     return ["--store", str(d / "runs.sqlite"), *table[command]]
 

@@ -24,7 +24,7 @@ from memprobe_core.attacks.divergence import DivergenceOptions, check_reference_
 from memprobe_core.audit import SharedTexts, TooFewTexts, inference_snippets
 from memprobe_core.cli import main
 from memprobe_core.errors import MemprobeError, UsageError
-from memprobe_core.membership import dc_pdd
+from memprobe_core.measuring import dc_pdd
 from memprobe_core.membership.inference import MIN_TEXTS
 from memprobe_core.snippets.loaders import LoadSpec, load_snippets
 from memprobe_core.snippets.overlap import normal_form

@@ -1,7 +1,8 @@
 """A real OpenAI-compatible HTTP server on 127.0.0.1 serving one of our Generators (tests only).
 
 Speaks ``POST /v1/completions`` and ``POST /v1/chat/completions`` with the fields the ``openai``
-backend sends (model, prompt/messages, n, max_tokens, temperature, top_p, seed), and can be told
+backend sends (model, prompt/messages, n, max_tokens, temperature, top_p, seed, and vLLM's extra
+``top_k``, unless told to reject it as OpenAI's own API does), and can be told
 to misbehave: require a key, fail with scripted statuses first, ignore ``n``, stall, echo the
 key it was sent, answer a raw or a huge body, or die after some answers (``kill``).
 """
@@ -37,6 +38,7 @@ class _Server(ThreadingHTTPServer):
         self.trickle_s: float = behaviour.get("trickle_s", 0.0)
         self.echo: str = behaviour.get("echo", "vllm")
         self.logprob_at: dict[int, float] = behaviour.get("logprob_at", {})
+        self.reject_top_k: bool = behaviour.get("reject_top_k", False)
         self.hits: list[dict[str, Any]] = []
         self.answered = 0  # 200 answers written in full (counted as the body goes out)
         self.bytes_sent = 0  # body bytes of huge_body answers written before the client left
@@ -183,6 +185,9 @@ class _Handler(BaseHTTPRequestHandler):
         if not chat and payload.get("echo"):
             self._answer_echo(payload)
             return
+        if server.reject_top_k and "top_k" in payload:  # OpenAI's own words for a foreign field
+            self._send(400, {"error": {"message": "Unrecognized request argument supplied: top_k"}})
+            return
         request = payload["messages"] if chat else payload["prompt"]
         n = 1 if server.ignore_n else int(payload.get("n", 1))
         rows = server.generator.generate(
@@ -192,6 +197,7 @@ class _Handler(BaseHTTPRequestHandler):
             temperature=float(payload.get("temperature", 1.0)),
             top_p=float(payload.get("top_p", 1.0)),
             seed=payload.get("seed"),
+            top_k=int(payload.get("top_k", 0)),
         )[0]
         choices = []
         for i, c in enumerate(rows):
@@ -282,7 +288,8 @@ def serve(
             generator is white-box: ``"vllm"`` with BOS, offsets and usage, ``"bare"``
             without offsets or usage, ``"ignore"`` the generated token only, ``"reject"`` 400),
             ``logprob_at`` (``{position: value}`` put into every echoed prompt's log-probs,
-            e.g. ``-inf``, which ``json.dumps`` writes as ``-Infinity``).
+            e.g. ``-inf``, which ``json.dumps`` writes as ``-Infinity``), ``reject_top_k`` (a 400
+            for a request carrying ``top_k``, as OpenAI's own API answers a field outside it).
     """
     server = _Server(generator, model_name, **behaviour)
     server.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"  # type: ignore[attr-defined]

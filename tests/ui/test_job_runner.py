@@ -294,3 +294,31 @@ def test_a_job_queued_behind_another_says_so_as_it_starts() -> None:
     free = Job(lambda p, c: None, name="Probe run 5", lock=lock).start()
     free.join(5)
     assert free.progress.snapshot().state == "finished"
+
+
+def test_a_search_step_adds_its_losses_for_the_live_panel() -> None:
+    from memprobe_core.attacks.events import SearchStep
+    from ui_common.job_runner import Progress, _progress_events
+
+    progress = Progress()
+    on_event = _progress_events(progress, "gcg", "units")
+    on_event(SearchStep(step=1, steps=3, loss=2.5, step_loss=2.5, best_prompt="a"))
+    on_event(SearchStep(step=2, steps=3, loss=2.1, step_loss=2.1, best_prompt="b"))
+    assert progress.snapshot().data["search_losses"] == ((1, 2.5, 2.5), (2, 2.1, 2.1))
+
+
+def test_a_round_started_is_costed_as_one_batch_of_its_candidates(monkeypatch) -> None:
+    from memprobe_core.attacks.events import RoundStarted
+    from memprobe_core.runs.eta import EtaModel
+    from ui_common.job_runner import Progress, _progress_events
+
+    calls = []
+    monkeypatch.setattr(
+        EtaModel, "round_started", lambda self, method, now, n: calls.append((method, n))
+    )
+    progress = Progress()
+    progress.eta_model = EtaModel({"interactive": 5})
+    on_event = _progress_events(progress, "interactive", "candidates")
+    on_event(RoundStarted(round=0, n=1))
+    on_event(RoundStarted(round=1, n=4))
+    assert calls == [("interactive", 1), ("interactive", 4)]

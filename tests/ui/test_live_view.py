@@ -26,6 +26,12 @@ def test_version_ignores_what_the_status_line_shows_on_every_poll() -> None:
     before = _version(progress)
     progress.set(message="waiting for another job (running for 3 s)", rate=0.5, eta=12.0)
     assert _version(progress) == before
+    # drawn by the status fragment itself: a search's losses, the batch being written
+    progress.update_data(search_losses=((1, 2.5, 2.5),))
+    from memprobe_core.models.live import LiveBatch
+
+    progress.live.publish(LiveBatch("victim", (), 10, 0.0, 0.0, 0))
+    assert _version(progress) == before
 
 
 @pytest.mark.parametrize(
@@ -106,3 +112,22 @@ def test_a_queued_job_is_polled_slowly_until_it_starts() -> None:
     assert view.interval == FAST_POLL_S
     view.drew(("running", 0), now=100.5)  # the redraw of a running job keeps the fast poll
     assert view.interval == FAST_POLL_S
+
+
+def test_a_batch_being_written_keeps_the_poll_fast_without_redrawing() -> None:
+    view = LiveView()
+    view.drew(("v",), now=0.0)
+    for tick in range(1, 3 * QUIET_POLLS):
+        assert view.poll(("v",), final=False, now=float(tick), streaming=True) == "none"
+    assert view.interval == FAST_POLL_S
+
+
+def test_a_batch_starting_after_a_quiet_spell_speeds_the_poll_up_once() -> None:
+    view = LiveView()
+    view.drew(("v",), now=0.0)
+    for tick in range(1, QUIET_POLLS + 1):
+        view.poll(("v",), final=False, now=float(tick))
+    assert view.interval > FAST_POLL_S
+    assert view.poll(("v",), final=False, now=10.0, streaming=True) == "speed_up"
+    assert view.interval == FAST_POLL_S
+    assert view.poll(("v",), final=False, now=10.5, streaming=True) == "none"

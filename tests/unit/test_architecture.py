@@ -1,13 +1,19 @@
 """The package structure holds: no import cycle between memprobe's modules, every import pointing
 down the declared layers (:data:`LAYERS`; every import counted: function-level and type-checking
-ones too), and the core never imports Streamlit."""
+ones too), the core never imports Streamlit, and never a plugin's module by name: plugin modules
+(loaded through the ``memprobe.methods`` / ``memprobe.signals`` entry points) sit above every
+layer, so they may import any of memprobe, and memprobe reaches them only through
+``memprobe_core.plugins``."""
 
 from __future__ import annotations
 
 import ast
+from importlib import metadata
 from pathlib import Path
 
 import networkx as nx
+
+from memprobe_core.plugins import GROUPS
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "memprobe_core"
@@ -19,7 +25,7 @@ UI = ROOT / "ui_common"
 LAYERS: tuple[tuple[str, ...], ...] = (
     # Facts every layer reads: errors, the bounded parsing of outside JSON and TOML, paths, the
     # scoring config, redaction, PII patterns, the shared statistical conventions, the option
-    # declarations, and the root package (version, logger name).
+    # declarations, the machine's load, and the root package (version, logger name).
     (
         "memprobe_core",
         "memprobe_core.errors",
@@ -32,6 +38,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "memprobe_core.secrets",
         "memprobe_core.pii",
         "memprobe_core.stats",
+        "memprobe_core.machine_load",
+        # plugins: finds and imports entry points by name, importing no memprobe module itself.
+        "memprobe_core.plugins",
     ),
     # Whole documents' pure parts: reading a file, nv-recall (and its block finder), token
     # windows, Best-of-N.
@@ -48,15 +57,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("memprobe_core.models",),
     # What is measured beside each result: ``MeasureOptions`` is part of every run's options
     # (``AttackOptions.measure``), so it and the pure scores whose parameters it holds (DC-PDD,
-    # PAC, the sampler) sit below the methods; the rest of membership is above them (importing
-    # them runs membership's ``__init__``, which must import only ``.options``: the cycle test
-    # counts that ``__init__`` and would see more).
-    (
-        "memprobe_core.membership.options",
-        "memprobe_core.membership.dc_pdd",
-        "memprobe_core.membership.pac",
-        "memprobe_core.membership.sampler",
-    ),
+    # PAC, the sampler) sit below the methods, in a package of their own: ``membership`` reads
+    # the methods' results and is above them, whole (no module of it handed to a lower layer).
+    ("memprobe_core.measuring",),
     # Continuation extraction of a whole document queries a victim (``models.base``), as a method
     # does; the rest of ``documents`` (nv-recall, the Best-of-N perturbations) is pure text.
     ("memprobe_core.attacks", "memprobe_core.documents.continuation"),
@@ -138,9 +141,27 @@ def _graph(*packages: Path, parents: bool = True) -> nx.DiGraph:
     return graph
 
 
-def _layer(module: str, layers: tuple[tuple[str, ...], ...] = LAYERS) -> int | None:
+def _plugin_packages() -> set[str]:
+    """Top-level packages of the modules installed plugins declare under memprobe's entry-point
+    groups (memprobe's own built-ins, ``memprobe_core`` modules, left out)."""
+    return {
+        ep.module.split(".")[0]
+        for group in GROUPS
+        for ep in metadata.entry_points(group=group)
+        if ep.module.split(".")[0] not in _PACKAGES
+    }
+
+
+def _layer(
+    module: str,
+    layers: tuple[tuple[str, ...], ...] = LAYERS,
+    plugins: frozenset[str] = frozenset(),
+) -> int | None:
     """The index in ``layers`` of ``module``'s longest entry (``None``: no entry names it). The
-    root package's entry is the root module alone, not everything under it."""
+    root package's entry is the root module alone, not everything under it. A module of one of
+    the ``plugins`` packages is above every layer (``len(layers)``)."""
+    if module.split(".")[0] in plugins:
+        return len(layers)
     best: tuple[int, int] | None = None  # (entry length, layer)
     for index, entries in enumerate(layers):
         for entry in entries:
@@ -150,11 +171,15 @@ def _layer(module: str, layers: tuple[tuple[str, ...], ...] = LAYERS) -> int | N
     return None if best is None else best[1]
 
 
-def _upward_imports(graph: nx.DiGraph, layers: tuple[tuple[str, ...], ...] = LAYERS) -> list[str]:
+def _upward_imports(
+    graph: nx.DiGraph,
+    layers: tuple[tuple[str, ...], ...] = LAYERS,
+    plugins: frozenset[str] = frozenset(),
+) -> list[str]:
     """Each import of a higher layer, as ``"importer (layer i) -> imported (layer j)"``."""
     found = []
     for importer, imported in sorted(graph.edges):
-        low, high = _layer(importer, layers), _layer(imported, layers)
+        low, high = _layer(importer, layers, plugins), _layer(imported, layers, plugins)
         if low is not None and high is not None and high > low:
             found.append(f"{importer} (layer {low}) -> {imported} (layer {high})")
     return found
@@ -212,6 +237,73 @@ def test_the_layer_check_sees_hidden_upward_imports(tmp_path: Path) -> None:
         )
         assert _upward_imports(graph, layers) == [
             "memprobe_core.low (layer 0) -> memprobe_core.high (layer 1)"
+        ], how
+
+
+def _plugin_imports(path: Path, name: str, plugins: frozenset[str]) -> set[str]:
+    """The modules of ``plugins`` packages that ``path`` names anywhere in its body: imported,
+    or given to ``importlib.import_module`` / ``__import__`` as a literal string."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            targets = [node.module]
+        elif isinstance(node, ast.Call) and node.args:
+            func, first = node.func, node.args[0]
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if called in ("import_module", "__import__") and isinstance(first, ast.Constant):
+                targets = [str(first.value)]
+        found.update(t for t in targets if t.split(".")[0] in plugins)
+    return found
+
+
+def _plugin_graph(plugins: frozenset[str], *packages: Path) -> nx.DiGraph:
+    graph = nx.DiGraph()
+    for name, path in _modules(*packages).items():
+        graph.add_edges_from((name, target) for target in _plugin_imports(path, name, plugins))
+    return graph
+
+
+def test_the_core_never_imports_a_plugin_module_by_name() -> None:
+    """Plugins are found through their entry points (``memprobe_core.plugins``) only: any other
+    import of one would tie memprobe to a package it does not ship."""
+    plugins = frozenset(_plugin_packages())
+    upward = _upward_imports(_plugin_graph(plugins, CORE, UI), plugins=plugins)
+    assert upward == [], "imports of a plugin module:\n" + "\n".join(upward)
+
+
+def test_plugin_packages_are_the_entry_points_outside_memprobe(monkeypatch) -> None:
+    declared = {
+        "memprobe.methods": [
+            metadata.EntryPoint("gcg", "memprobe_core.attacks.gcg", "memprobe.methods"),
+            metadata.EntryPoint("echo", "memprobe_echo.method", "memprobe.methods"),
+        ],
+        "memprobe.signals": [
+            metadata.EntryPoint("ttr", "memprobe_ttr.signal", "memprobe.signals"),
+        ],
+    }
+    monkeypatch.setattr(metadata, "entry_points", lambda group: declared.get(group, []))
+    assert _plugin_packages() == {"memprobe_echo", "memprobe_ttr"}
+
+
+def test_the_plugin_check_sees_an_import_of_a_plugin_module(tmp_path: Path) -> None:
+    """A plugin's module imported, or imported by a literal name, is above every layer; the
+    plugin itself may import memprobe (any layer)."""
+    plugins = frozenset({"memprobe_echo"})
+    hidden = {
+        "imported": "def f():\n    from memprobe_echo.method import run\n",
+        "by name": "import importlib\nimportlib.import_module('memprobe_echo.method')\n",
+    }
+    low = "memprobe_core.attacks.low"  # a module of a real layer
+    for how, source in hidden.items():
+        (tmp_path / "low.py").write_text(source)
+        graph = nx.DiGraph()
+        graph.add_edges_from((low, t) for t in _plugin_imports(tmp_path / "low.py", low, plugins))
+        graph.add_edge("memprobe_echo.method", "memprobe_core.attacks.registry")  # allowed
+        assert _upward_imports(graph, plugins=plugins) == [
+            f"{low} (layer {_layer(low)}) -> memprobe_echo.method (layer {len(LAYERS)})"
         ], how
 
 

@@ -4,6 +4,7 @@ the other snippets' suffixes of its domain and length, from stored units, no mod
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from memprobe_core.attacks.result import AttackResult, Candidate
 from memprobe_core.chance import (
     CHANCE_COLUMNS,
     CHANCE_MIN_OTHERS,
+    FUNCTION_WORDS,
     NOT_EXTRACTING,
     NOT_SCORED_TEXT,
     chance_level,
@@ -46,6 +48,14 @@ UNRELATED = (
     "help them with the work of the day"
 )
 OWN = 3  # the unit whose output is UNRELATED: its Mem is above the others' mean, not their max
+
+
+def content(text: str) -> str:
+    """``text`` less English function words (the control does not credit them); the texts here
+    are lowercase words without punctuation, so this is the control's own filtering."""
+    return " ".join(w for w in text.split() if w not in FUNCTION_WORDS)
+
+
 SCORING = {"variant": "recall", "stemmer": True, "tokenizer": "rouge", "output_window": "first"}
 
 
@@ -86,15 +96,19 @@ def test_unrelated_text_has_a_chance_level_well_above_0_and_does_not_beat_it() -
     level = chance_levels(units)[OWN]
     mem = units[OWN]["mem"]
     assert mem == pytest.approx(0.263, abs=1e-3)  # the "Mem 0.28 that won" kind of score
-    others = [rouge_l(UNRELATED, s) for i, s in enumerate(SUFFIXES) if i != OWN]
+    whole = [rouge_l(UNRELATED, s) for i, s in enumerate(SUFFIXES) if i != OWN]
+    assert max(whole) > 0.25  # scored whole, function words alone reach far from 0 …
+    # … the control does not credit them: the same output less them, against every suffix.
+    others = [rouge_l(content(UNRELATED), s) for i, s in enumerate(SUFFIXES) if i != OWN]
     assert list(level.values) == others  # in the other snippets' id order
+    assert level.mem_unprompted == rouge_l(content(UNRELATED), SUFFIXES[OWN]) == 0.0
     assert level.n == len(SUFFIXES) - 1
-    assert level.level == max(others) > 0.25  # far from 0: function words alone
+    assert level.level == max(others)
+    assert level.spread == pytest.approx(statistics.pstdev(others))
     assert level.mean == pytest.approx(sum(others) / len(others))
-    assert mem > level.mean  # a chance *mean* would have let it through …
-    assert level.beats is False  # … the upper level does not
-    assert level.mem_above == pytest.approx(mem - level.mean)
-    assert level.p_value == pytest.approx((1 + sum(v >= mem for v in others)) / len(SUFFIXES))
+    assert level.beats is False
+    assert level.mem_above == pytest.approx(0.0 - level.mean)
+    assert level.p_value == pytest.approx((1 + sum(v >= 0.0 for v in others)) / len(SUFFIXES))
     assert level.note is None
 
 
@@ -111,7 +125,7 @@ def test_fewer_than_the_minimum_of_other_suffixes_leaves_it_undefined() -> None:
     assert CHANCE_MIN_OTHERS == 5
     few = chance_levels(run_units(n=CHANCE_MIN_OTHERS))[OWN]  # 4 other suffixes
     assert few.n == CHANCE_MIN_OTHERS - 1
-    assert (few.level, few.mean, few.beats, few.mem_above, few.p_value) == (None,) * 5
+    assert (few.level, few.mean, few.beats, few.mem_above, few.p_value, few.spread) == (None,) * 6
     assert few.note is not None and "fewer than 5 other snippets" in few.note
     enough = chance_levels(run_units(n=CHANCE_MIN_OTHERS + 1))[OWN]
     assert enough.n == CHANCE_MIN_OTHERS and enough.level is not None and enough.note is None
@@ -173,7 +187,9 @@ def test_the_units_own_rouge_settings_are_used() -> None:
         u["mem"] = rouge_l(u["output"], suffix, variant="precision")
     level = chance_levels(units)[OWN]
     expected = [
-        rouge_l(UNRELATED, s, variant="precision") for i, s in enumerate(SUFFIXES) if i != OWN
+        rouge_l(content(UNRELATED), s, variant="precision")
+        for i, s in enumerate(SUFFIXES)
+        if i != OWN
     ]
     assert sorted(level.values) == sorted(expected)
 
@@ -185,9 +201,12 @@ def test_the_level_is_the_upper_95_percent_order_statistic(k: int, rank: int) ->
     assert rank == min(k, math.ceil(0.95 * (k + 1)))
 
 
-def test_beats_chance_is_strictly_above_the_level() -> None:
-    assert chance_level(0.3, [0.1, 0.2, 0.3, 0.1, 0.2]).beats is False
-    assert chance_level(0.31, [0.1, 0.2, 0.3, 0.1, 0.2]).beats is True
+def test_beats_chance_is_strictly_above_the_level_plus_its_spread() -> None:
+    values = [0.1, 0.2, 0.3, 0.1, 0.2]
+    spread = statistics.pstdev(values)  # 0.0748
+    assert chance_level(0.3, values).beats is False
+    assert chance_level(0.3 + spread * 0.99, values).beats is False  # above the level alone
+    assert chance_level(0.3 + spread * 1.01, values).beats is True
 
 
 def test_past_the_cap_a_seeded_sample_of_other_suffixes_is_scored() -> None:
@@ -258,10 +277,12 @@ def test_the_results_frame_carries_the_chance_columns_from_the_store(tmp_path) -
     own = frame.set_index("snippet_id").loc[f"s{OWN}"]
     assert own["chance_note"] is None and bool(own["beats_chance"])
     assert own["chance_n"] == len(SUFFIXES) - 1 and len(own["chance_values"]) == len(SUFFIXES) - 1
-    assert own["mem_above_chance"] == pytest.approx(own["mem"] - own["chance_mean"])
-    # The unrelated outputs: a level well above 0, and the same figures as from the units.
-    rest = frame[frame["snippet_id"] != f"s{OWN}"]
-    assert (rest["mem_chance"].astype(float) > 0.2).all()
+    assert own["mem_above_chance"] == pytest.approx(own["mem_unprompted"] - own["chance_mean"])
+    # The unrelated outputs: not above chance, but for s5, whose suffix alone shares a word
+    # ("work") with them: with 6 other suffixes the rank test's bound is 1/7 (docs/method.md).
+    rest = frame[frame["snippet_id"] != f"s{OWN}"].set_index("snippet_id", drop=False)
+    assert not rest.drop(index="s5")["beats_chance"].astype(bool).any()
+    assert rest.loc["s5", "chance_p"] == pytest.approx(1 / len(SUFFIXES))
     assert rest.loc[rest["snippet_id"] == f"s{OWN - 1}", "beats_chance"].item() is False
 
 
@@ -293,6 +314,11 @@ def test_a_probe_gets_its_chance_level_from_the_built_in_snippets_of_its_domain(
     assert stray.level is not None and stray.level > 0.1  # function words alone score
     assert stray.beats is False
     copied = reference_chance(piece.suffix, 1.0, pool, scoring)
+    assert copied.beats is True
+    own = (piece.suffix, piece.suffix_tokens)
+    stray = reference_chance(unrelated, own_mem, pool, scoring, prompt=piece.prefix, suffix=own)
+    assert stray.beats is False
+    copied = reference_chance(piece.suffix, 1.0, pool, scoring, prompt=piece.prefix, suffix=own)
     assert copied.beats is True
 
 

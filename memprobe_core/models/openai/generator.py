@@ -2,7 +2,10 @@
 
 Chats go to ``/chat/completions``, plain texts to ``/completions`` (or as a one-message chat
 with ``text_as_chat=True``). ``n`` samples are asked for in one request; a server that returns
-fewer is asked again for the rest. Requests run in a thread pool of ``max_concurrency`` per
+fewer is asked again for the rest. ``top_k`` is not part of the OpenAI API: it is sent as the extra
+field ``top_k`` that vLLM, SGLang and llama.cpp servers read, only when sampling with it set; a
+call with it to OpenAI's own API is refused before anything is sent, and a server that rejects
+it gets an error saying so. Requests run in a thread pool of ``max_concurrency`` per
 server; each one goes to the server with the fewest requests in flight. A server that refuses
 connections or fails past its retries is set aside for ``cooloff_s`` and the request moves on to
 another; the request fails only once every server has failed it.
@@ -158,6 +161,8 @@ class OpenAIGenerator(Generator):
         decoding: Decoding,
         references: list[str] | None = None,  # no drafting here: not used
     ) -> list[list[Completion]]:
+        self._check_top_k(decoding)
+
         def one(request: Request) -> list[Completion]:
             return self._complete(request, decoding)
 
@@ -188,6 +193,7 @@ class OpenAIGenerator(Generator):
                 "max_tokens": decoding.max_new_tokens,
                 "temperature": decoding.temperature,
                 "top_p": decoding.top_p,
+                **_top_k_field(decoding),
             }
             if decoding.seed is not None:
                 payload["seed"] = decoding.seed + attempt
@@ -195,10 +201,38 @@ class OpenAIGenerator(Generator):
                 payload["messages"] = messages
             else:
                 payload["prompt"] = request
-            got = self._ask(chat, payload, decoding.max_new_tokens)
+            got = self._ask_with_top_k(chat, payload, decoding.max_new_tokens)
             out.extend(got[:want])
             attempt += 1
         return out
+
+    def _check_top_k(self, decoding: Decoding) -> None:
+        """Refuse top-k for OpenAI's own API, which rejects fields outside its spec."""
+        if not _top_k_field(decoding):
+            return
+        hosts = [urlsplit(u).hostname or "" for u in self.base_urls]
+        if any(h == "api.openai.com" for h in hosts):
+            raise ModelError(
+                f"the openai backend cannot send top_k={decoding.top_k} to api.openai.com: "
+                "top-k is not part of the OpenAI API; use top_k=0 there, or a server that "
+                "reads the extra field top_k (vLLM, SGLang, llama.cpp)"
+            )
+
+    def _ask_with_top_k(
+        self, chat: bool, payload: dict[str, Any], max_new_tokens: int
+    ) -> list[Completion]:
+        """``_ask``; a request with ``top_k`` that the server rejects says top_k may be why."""
+        try:
+            return self._ask(chat, payload, max_new_tokens)
+        except ServerDown:
+            raise
+        except ModelError as exc:
+            if "top_k" not in payload:
+                raise
+            raise ModelError(
+                f"{exc}. The request carried top_k={payload['top_k']}, which is not part of the "
+                "OpenAI API: if this server does not read it, use top_k=0 with it"
+            ) from exc
 
     def _ask(self, chat: bool, payload: dict[str, Any], max_new_tokens: int) -> list[Completion]:
         """One generation request to the fleet, parsed into completions."""
@@ -316,6 +350,12 @@ class OpenAIGenerator(Generator):
 
     def _where(self, server: Server) -> str:
         return f"endpoint {_display_url(server.url)} (model {self.model_id!r})"
+
+
+def _top_k_field(decoding: Decoding) -> dict[str, int]:
+    """The extra ``top_k`` field of a request: only when sampling with top-k set, so a request
+    without it is plain OpenAI API."""
+    return {"top_k": decoding.top_k} if decoding.do_sample and decoding.top_k else {}
 
 
 def parse_base_urls(base_url: str | list[str] | tuple[str, ...]) -> list[str]:

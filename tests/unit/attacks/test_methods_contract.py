@@ -69,8 +69,6 @@ OPTIONS = AttackOptions(
         "divergence": DivergenceOptions(samples=2, max_new_tokens=24, min_span_tokens=4),
     },
 )
-# Methods that sample their victim by design (the rest answer greedily).
-SAMPLING = {"divergence"}
 # The methods that ask a model for the suffix; ``signals`` has its own contract below.
 EXTRACTING = [s.name for s in registry.specs() if s.extracts]
 MANIFEST_KEYS = {"models", "scoring", "alpha", "alpha_source", "seed", "split", "versions"}
@@ -91,16 +89,18 @@ def tiny():
 
 
 def models_for(method: str, tiny) -> ModelSet:
-    if method == "gcg":  # white box: a real (tiny) transformers model
-        return ModelSet(victim=tiny, base=tiny)
-    if method == "acr":  # its search runs on the victim's own weights
-        return ModelSet(victim=tiny)
-    if method == "divergence":  # a chat victim (the repeat-a-word request is a chat message)
-        return ModelSet(victim=load("fake", chat_template=True))
-    if method == "reverse_lm":  # the reverse model needs weights and a tokenizer too
-        return ModelSet(victim=tiny, reverse=tiny)
-    fake = load("fake")
-    return ModelSet(victim=fake, base=fake, attacker=fake, init=fake)
+    """The models a method declares it needs (``MethodSpec``: roles, white-box and chat roles).
+
+    A method with a white-box role gets the tiny transformers model in every role (its roles
+    then share one tokenizer, as GCG's base and victim must); a chat role gets the fake model
+    with a chat template; every other role the fake model.
+    """
+    spec = registry.get_method(method)
+    roles = ("victim", *spec.roles)
+    if spec.white_box_roles:
+        return ModelSet(**{role: tiny for role in roles})
+    fake, chat = load("fake"), load("fake", chat_template=True)
+    return ModelSet(**{role: chat if role in spec.chat_roles else fake for role in roles})
 
 
 def run(method: str, tiny, cancel: threading.Event | None = None):
@@ -149,7 +149,7 @@ def test_result_is_complete_and_consistent(method, tiny):
     # Whoever answers for the victim decodes greedily; the keys stored results always had.
     decoding = result.manifest["decoding"]
     answering = next(decoding[k] for k in ("victim", "model", "base") if k in decoding)
-    if method in SAMPLING:
+    if registry.get_method(method).samples:  # it says it samples; the rest are greedy
         assert answering["do_sample"] is True and answering["temperature"] > 0
         return
     assert answering == {

@@ -10,35 +10,28 @@ from memprobe_core.attacks import registry
 from memprobe_core.attacks.options import AttackOptions, GCGOptions, ReverseOptions
 from memprobe_core.errors import UsageError
 
+# The paper's methods, in its Table 1 order (a fact of the paper, not of the registry).
+PAPER = ["ps_base", "ps_inst", "reverse_lm", "gcg", "interactive"]
 
-def test_built_in_methods_in_table_1_order_with_their_labels() -> None:
-    assert registry.method_names() == [
-        "ps_base",
-        "ps_inst",
-        "reverse_lm",
-        "gcg",
-        "interactive",
-        "acr",
-        "divergence",
-        "verbatim",
-        "signals",
-    ]
-    assert [registry.method_label(m) for m in registry.method_names()] == [
-        "P-S-Base",
-        "P-S-Inst",
-        "Reverse-LM",
-        "GCG",
-        "Ours (interactive)",
-        "ACR",
-        "Divergence",
-        "Verbatim only",
-        "Signals only",
-    ]
-    assert [registry.extracts(m) for m in registry.method_names()] == [True] * 7 + [False] * 2
+
+def test_methods_are_listed_in_report_order_each_with_its_declared_label() -> None:
+    specs = registry.specs()
+    assert registry.method_names() == [s.name for s in specs]
+    assert [(s.rank, s.name) for s in specs] == sorted((s.rank, s.name) for s in specs)
+    assert [m for m in registry.method_names() if m in PAPER] == PAPER
+    assert [registry.method_label(s.name) for s in specs] == [s.label for s in specs]
+    assert [registry.extracts(s.name) for s in specs] == [s.extracts for s in specs]
+    assert not registry.extracts("signals") and not registry.extracts("verbatim")
     assert registry.extracts("old_method")  # stored by another version: an extraction
-    assert registry.default_audit_methods() == ["ps_base", "ps_inst", "interactive"]
+
+
+def test_defaults_and_baselines_follow_the_declarations() -> None:
+    audit = registry.default_audit_methods()
+    assert audit == [s.name for s in registry.specs() if s.default_in_audit]
+    assert {"ps_base", "ps_inst", "interactive"} <= set(audit)
+    assert "gcg" not in registry.default_compare_methods()  # slow on a CPU: not ticked
     # Paired gains are reported over P-S-Inst first, then P-S-Base.
-    assert registry.baseline_methods() == ("ps_inst", "ps_base")
+    assert registry.baseline_methods()[:2] == ("ps_inst", "ps_base")
 
 
 def test_order_puts_unregistered_names_last_and_drops_repeats() -> None:
@@ -50,33 +43,43 @@ def test_order_puts_unregistered_names_last_and_drops_repeats() -> None:
     assert registry.method_label("old_method") == "old_method"
 
 
-def test_offered_methods_follow_the_roles_and_the_white_box_rule() -> None:
-    everything = ("victim", "base", "attacker", "reverse")
-    assert registry.offered_methods(everything, white_box=("base", "victim")) == (
-        registry.method_names()
-    )
-    # An endpoint as the victim: no teacher-forced verbatim pass.
-    assert "verbatim" not in registry.offered_methods(everything, white_box=("base",))
-    # An endpoint as the base model: no gradients, so no GCG.
-    assert "gcg" not in registry.offered_methods(everything, white_box=())
-    # No reverse model: no Reverse-LM; no attacker: no interactive (its init model is the attacker).
-    # A victim without weights: no ACR (its search runs on the victim).
-    assert registry.offered_methods(("victim", "base"), white_box=("base",), chat=()) == [
-        "ps_base",
-        "ps_inst",
-        "gcg",
-        "signals",
-    ]
-    # Divergence asks a chat victim; not knowing whether it has a template offers it (it then
-    # refuses a victim without one, naming it).
-    assert "divergence" in registry.offered_methods(("victim",), white_box=(), chat=("victim",))
-    assert "divergence" in registry.offered_methods(("victim",), white_box=())
-    assert "divergence" not in registry.offered_methods(("victim",), white_box=(), chat=())
-    assert "acr" in registry.offered_methods(("victim",), white_box=("victim",))
+def test_every_method_is_offered_with_every_model_in_hand() -> None:
+    roles = registry.ROLES
+    assert registry.offered_methods(roles, white_box=roles, chat=roles) == registry.method_names()
+    assert registry.offered_methods(roles, white_box=roles) == registry.method_names()
+
+
+@pytest.mark.parametrize("method", registry.method_names())
+def test_a_method_is_not_offered_without_a_model_it_declares(method: str) -> None:
+    spec = registry.get_method(method)
+    roles = registry.ROLES
+    for role in set(spec.roles) - {"init"}:  # init counts as present when the attacker is
+        have = [r for r in roles if r != role]
+        assert method not in registry.offered_methods(have, white_box=roles, chat=roles), role
+    for role in spec.white_box_roles:
+        open_box = [r for r in roles if r != role]
+        assert method not in registry.offered_methods(roles, white_box=open_box, chat=roles), role
+    for role in spec.chat_roles:
+        chatting = [r for r in roles if r != role]
+        assert method not in registry.offered_methods(roles, white_box=roles, chat=chatting), role
+        # Not knowing whether it has a template offers it (the run then refuses one without).
+        assert method in registry.offered_methods(roles, white_box=roles, chat=None)
     # Compare compares extractions: the measuring-only methods are left out there.
-    assert registry.offered_methods(everything, ("base", "victim"), extracting_only=True) == [
-        m for m in registry.method_names() if m not in ("signals", "verbatim")
-    ]
+    extracting = registry.offered_methods(roles, roles, extracting_only=True)
+    assert (method in extracting) == spec.extracts
+
+
+def test_the_built_in_methods_declare_the_models_they_need() -> None:
+    # An endpoint as the base model: no gradients, so no GCG; as the victim: no teacher-forced
+    # verbatim pass and no ACR (its search runs on the victim); no reverse weights: no Reverse-LM.
+    assert registry.get_method("gcg").white_box_roles == ("base",)
+    assert registry.get_method("verbatim").white_box_roles == ("victim",)
+    assert registry.get_method("acr").white_box_roles == ("victim",)
+    assert registry.get_method("reverse_lm").white_box_roles == ("reverse",)
+    # Divergence asks a chat victim and samples it; the paper's methods answer greedily.
+    assert registry.get_method("divergence").chat_roles == ("victim",)
+    assert registry.get_method("divergence").samples
+    assert not [m for m in PAPER if registry.get_method(m).samples]
 
 
 def test_roles_needed_in_load_order() -> None:

@@ -1061,7 +1061,7 @@ def _load(tmp: Path, **spec: object) -> object:
 
 
 def _scheme(**given: object) -> object:
-    from memprobe_core.membership.sampler import SamplingScheme
+    from memprobe_core.measuring.sampler import SamplingScheme
 
     return SamplingScheme(**given)  # type: ignore[arg-type]
 
@@ -1153,8 +1153,8 @@ def _dev_split(dev_fraction: float) -> object:
 
 def _p_z(**scheme: object) -> object:
     """p_z of a black-box victim whose server scores text (each token's own log-prob only)."""
+    from memprobe_core.measuring.sampler import SamplingScheme
     from memprobe_core.membership.extraction_probability import suffix_log_probs
-    from memprobe_core.membership.sampler import SamplingScheme
     from memprobe_core.models.base import TextLogprobs
     from tests.helpers.scripted_models import make_split, parrot
 
@@ -1190,7 +1190,7 @@ LIBRARY_CASES: dict[tuple[str, str, tuple[str, ...]], list[LibraryCase]] = {
             "leave it out",
         )
     ],
-    ("memprobe_core/membership/sampler.py", "SamplingScheme.__post_init__", ("pz_temperature",)): [
+    ("memprobe_core/measuring/sampler.py", "SamplingScheme.__post_init__", ("pz_temperature",)): [
         LibraryCase(
             lambda t: _scheme(temperature=-1.0),
             lambda t: _scheme(temperature=1.0),
@@ -1198,12 +1198,12 @@ LIBRARY_CASES: dict[tuple[str, str, tuple[str, ...]], list[LibraryCase]] = {
             "e.g. 1",
         )
     ],
-    ("memprobe_core/membership/sampler.py", "SamplingScheme.__post_init__", ("pz_top_k",)): [
+    ("memprobe_core/measuring/sampler.py", "SamplingScheme.__post_init__", ("pz_top_k",)): [
         LibraryCase(
             lambda t: _scheme(top_k=-1), lambda t: _scheme(top_k=40), "pz_top_k=-1", "e.g. 40"
         )
     ],
-    ("memprobe_core/membership/sampler.py", "SamplingScheme.__post_init__", ("pz_top_p",)): [
+    ("memprobe_core/measuring/sampler.py", "SamplingScheme.__post_init__", ("pz_top_p",)): [
         LibraryCase(
             lambda t: _scheme(top_p=0.0), lambda t: _scheme(top_p=0.95), "pz_top_p=0.0", "e.g. 0.95"
         )
@@ -1294,7 +1294,7 @@ LIBRARY_CASES: dict[tuple[str, str, tuple[str, ...]], list[LibraryCase]] = {
     ],
     (
         "memprobe_core/membership/extraction_probability.py",
-        "suffix_log_probs",
+        "suffix_scores",
         ("--pz-temperature", "--pz-top-k", "--pz-top-p"),
     ): [
         LibraryCase(
@@ -1358,6 +1358,9 @@ NOT_COVERED: dict[tuple[str, str, tuple[str, ...]], str] = {
     "cluster (`ray start --head`, a daemon of several processes) on the machine",
     ("memprobe_core/models/embedded.py", "_require_package", ("--no-deps",)): "its remedy "
     "installs a package (`pip install …`), which a test cannot do, nor uninstall one to provoke it",
+    ("memprobe_core/cli/dashboard.py", "run", ("--port",)): "its remedy starts a dashboard "
+    "server, which runs until stopped: tests/e2e/test_wheel_dashboard.py provokes the message on "
+    "a taken port and serves on a free one",
 }
 
 
@@ -1450,6 +1453,12 @@ LIBRARY_ONLY: dict[tuple[str, str], str] = {
     ("memprobe_core/membership/token_stats.py", "calibrated"): "a library call's argument",
     ("memprobe_core/models/base.py", "Generator.generate"): "a backend's generate() arguments",
     ("memprobe_core/models/hf.py", "HFGenerator.__init__"): "the CLI passes a valid batch size",
+    ("memprobe_core/models/openai/generator.py", "OpenAIGenerator._check_top_k"): (
+        "a method's decoding: no flag sets top-k"
+    ),
+    ("memprobe_core/models/openai/generator.py", "OpenAIGenerator._ask_with_top_k"): (
+        "a method's decoding: no flag sets top-k"
+    ),
     ("memprobe_core/models/scripted.py", "load_scripted"): "a scripted model's file (tests)",
     ("memprobe_core/models/vllm_backend.py", "speculative_config"): "set from the CLI's value",
     ("memprobe_core/ner/importance.py", "iterative_importance"): "a library call's argument",

@@ -13,9 +13,9 @@ from memprobe_core.documents import canary
 from memprobe_core.documents import extraction_map as xm
 from memprobe_core.documents.windows import MapOptions, cut_windows
 from memprobe_core.errors import OptionError
+from memprobe_core.measuring.sampler import SamplingScheme
 from memprobe_core.membership import canaries
 from memprobe_core.membership.canaries import _rate_factor, fine_tune
-from memprobe_core.membership.sampler import SamplingScheme
 from memprobe_core.snippets import nonmembers
 from tests.helpers.tiny_models import tiny_causal_lm
 

@@ -25,8 +25,8 @@ from memprobe_core.documents.reading import DocumentError
 from memprobe_core.documents.windows import MapOptions, cut_windows, window_id, window_index
 from memprobe_core.errors import OptionError
 from memprobe_core.highlight import show_controls
+from memprobe_core.measuring.sampler import SamplingScheme
 from memprobe_core.membership import extraction_probability as xp
-from memprobe_core.membership.sampler import SamplingScheme
 from memprobe_core.store import Store
 from tests.helpers.tiny_models import tiny_hf_generator
 from tests.unit.membership.test_extraction_probability import piece_of_ids

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from memprobe_core.attacks.costs import Costs
 from memprobe_core.attacks.options import AttackOptions, InteractiveOptions
 from memprobe_core.audit import ModelNames, run_audit, start_audit
 from memprobe_core.cli.main import main
@@ -47,7 +48,9 @@ def comparable(store: Store, run_id: int) -> list[dict]:
             if k not in ("run_id", "started", "finished", "seconds", "attempts")
         }
         costs = row.get("costs") or {}
-        row["costs"] = {k: v for k, v in costs.items() if not k.endswith("seconds")}
+        # Clock and machine measurements differ between any two runs.
+        measured = Costs.measured_on_the_machine()
+        row["costs"] = {k: v for k, v in costs.items() if k not in measured}
         row["candidates"] = [
             {k: v for k, v in c.items() if k not in ("id", "run_id", "created")}
             for c in store.candidates(run_id, unit["key"])

@@ -16,8 +16,8 @@ import torch
 from memprobe_core import models as models_pkg
 from memprobe_core.cli.main import main
 from memprobe_core.errors import OptionError, UsageError
+from memprobe_core.measuring import dc_pdd as dc
 from memprobe_core.membership import MeasureOptions
-from memprobe_core.membership import dc_pdd as dc
 from memprobe_core.membership import signals as sig
 from memprobe_core.models import measure_cache as mc
 from memprobe_core.models.openai import OpenAIGenerator

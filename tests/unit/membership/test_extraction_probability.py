@@ -9,9 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from memprobe_core.membership import MeasureOptions, sampler
+from memprobe_core.measuring import sampler
+from memprobe_core.measuring.sampler import SamplingScheme
+from memprobe_core.membership import MeasureOptions
 from memprobe_core.membership import extraction_probability as xp
-from memprobe_core.membership.sampler import SamplingScheme
 from memprobe_core.models.measure_cache import tokenizer_name
 from memprobe_core.snippets.split import Snippet, SplitSnippet, split
 from tests.helpers.tiny_models import tiny_hf_generator

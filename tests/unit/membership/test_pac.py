@@ -17,7 +17,8 @@ import torch
 from memprobe_core import models as models_pkg
 from memprobe_core.cli.main import main
 from memprobe_core.errors import OptionError
-from memprobe_core.membership import MeasureOptions, pac
+from memprobe_core.measuring import pac
+from memprobe_core.membership import MeasureOptions
 from memprobe_core.membership import signals as sig
 from memprobe_core.models.openai import OpenAIGenerator
 from memprobe_core.snippets.split import Snippet, split

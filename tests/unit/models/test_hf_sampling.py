@@ -34,9 +34,8 @@ def test_same_distribution_as_torch_multinomial_through_the_picker():
     """Temperature and top-p (transformers' warpers), then the draw: frequencies as multinomial's."""
     spec = BatchDecoding(max_new_tokens=1, temperature=0.7, top_p=0.9, stop_ids=(), pad_id=0)
     logits = torch.log(PROBS.float().clamp_min(1e-12))
-    ours = _counts(
-        lambda p: _picker(spec, torch.Generator().manual_seed(1))(logits.expand(400, -1))
-    )
+    pick = _picker(spec, torch.Generator().manual_seed(1))  # one stream: 20,000 distinct draws
+    ours = _counts(lambda p: pick(logits.expand(400, -1)))
     generator = torch.Generator().manual_seed(2)
     scaled = torch.softmax(logits / 0.7, dim=-1)
     nucleus = torch.cumsum(scaled, 0) - scaled < 0.9  # higher-ranked mass below top_p: kept
@@ -50,6 +49,20 @@ def test_same_distribution_as_torch_multinomial_through_the_picker():
     table = torch.stack([ours[drawable], theirs[drawable]]).double()
     expected = table.sum(0, keepdim=True) / 2
     assert chisquare(table.flatten(), expected.expand_as(table).flatten()).pvalue > 1e-3
+
+
+def test_top_k_through_the_picker_samples_the_k_most_likely_renormalised():
+    """Top-k (transformers' warper) then the draw: only the 3 most likely come out, in the
+    proportions of their own probabilities."""
+    spec = BatchDecoding(
+        max_new_tokens=1, temperature=1.0, top_p=1.0, stop_ids=(), pad_id=0, top_k=3
+    )
+    logits = torch.log(PROBS.float().clamp_min(1e-12))
+    pick = _picker(spec, torch.Generator().manual_seed(3))  # one stream: 20,000 distinct draws
+    counts = _counts(lambda p: pick(logits.expand(400, -1)))
+    assert counts[3:].sum() == 0
+    kept = PROBS[:3] / PROBS[:3].sum()
+    assert chisquare(counts[:3].double(), kept * counts.sum()).pvalue > 1e-3
 
 
 def test_seeded_draws_repeat():

@@ -88,6 +88,13 @@ def test_seeded_sampling_reproducible_and_seed_sensitive(model):
     assert len({x.text for x in a[0]}) > 1, "n samples of one request should differ"
 
 
+def test_top_k_of_one_samples_the_greedy_answer(model):
+    """Every backend honours top_k: keeping only the most likely token leaves nothing to draw."""
+    greedy = model.generate([TEXT, CHAT], max_new_tokens=8)
+    sampled = model.generate([TEXT, CHAT], n=3, max_new_tokens=8, temperature=1.0, top_k=1, seed=4)
+    assert [[c.text for c in row] for row in sampled] == [[row[0].text] * 3 for row in greedy]
+
+
 def test_max_new_tokens_respected(model):
     out = model.generate([TEXT, CHAT], n=2, max_new_tokens=5, temperature=1.0, seed=1)
     for row in out:
@@ -118,6 +125,9 @@ def test_empty_request_list(model):
         ({"temperature": -0.5}, ValueError),
         ({"top_p": 0.0}, ValueError),
         ({"top_p": 1.5}, ValueError),
+        ({"top_k": -1}, ValueError),
+        ({"top_k": 2.5}, ValueError),
+        ({"top_k": True}, ValueError),
     ],
 )
 def test_bad_arguments(model, kwargs, error):

@@ -105,11 +105,11 @@ def test_cuda_oom_halves_the_batch(monkeypatch):
     real = small._run_batch
     sizes: list[int] = []
 
-    def flaky(prompts, config, drafts=None):
+    def flaky(prompts, config, drafts=None, step=None):
         sizes.append(len(prompts))
         if len(prompts) > 2:
             raise torch.OutOfMemoryError("simulated CUDA OOM")
-        return real(prompts, config, drafts)
+        return real(prompts, config, drafts, step)
 
     monkeypatch.setattr(small, "_run_batch", flaky)
     out = small.generate([SHORT, LONG], n=4, max_new_tokens=3, temperature=1.0, seed=0)
@@ -121,7 +121,7 @@ def test_cuda_oom_halves_the_batch(monkeypatch):
 def test_oom_on_one_sequence_is_a_model_error(monkeypatch):
     small = tiny_hf_generator(max_batch_size=1)
 
-    def always(prompts, config, drafts=None):
+    def always(prompts, config, drafts=None, step=None):
         raise torch.OutOfMemoryError("simulated")
 
     monkeypatch.setattr(small, "_run_batch", always)

@@ -93,6 +93,15 @@ def test_n_sampled_candidates_are_one_engine_call(fake_vllm):
     assert len(fake_vllm["calls"]) == 1 and fake_vllm["calls"][0][1]["n"] == 24
 
 
+def test_top_k_reaches_the_engine_only_when_sampling_with_it(fake_vllm):
+    gen = load_vllm("vllm:some/model", LoadOptions())
+    gen.generate(["p"], n=2, temperature=1.0, top_k=40, seed=0)
+    gen.generate(["p"], n=2, temperature=1.0, seed=0)
+    gen.generate(["p"], top_k=40)  # greedy: nothing to narrow
+    # Left out otherwise: vLLM's own "off" is -1 or 0 depending on its version.
+    assert [kwargs.get("top_k") for _, kwargs in fake_vllm["calls"]] == [40, None, None]
+
+
 def test_ngram_speculative_decoding_is_off_unless_asked(fake_vllm):
     load_vllm("vllm:some/model", LoadOptions())
     assert "speculative_config" not in fake_vllm["engines"][0]

@@ -220,36 +220,6 @@ def test_run_creation_is_atomic(store):
     assert store.list_runs() == []  # no half-made run left behind
 
 
-def test_comparison_table_lists_methods_in_table_1_order_with_costs_and_pii():
-    from memprobe_core.attacks.costs import Costs
-    from memprobe_core.runs.probe import comparison_table
-
-    def result(method, mem):
-        return AttackResult(
-            method=method,
-            snippet_id="s",
-            domain="legal",
-            length=30,
-            prompt="p",
-            output="o",
-            mem=mem,
-            lcs_p=0.1,
-            objective=mem - 0.1,
-            alpha=0.5,
-            costs=Costs(victim_queries=2, wall_seconds=1.234),
-            pii={"counts": {"truth": 2, "copied": 1, "invented": 3}},
-        )
-
-    table = comparison_table(
-        {"interactive": result("interactive", 0.6), "ps_base": result("ps_base", 0.2)}
-    )
-    assert list(table["method"]) == ["ps_base", "interactive"]
-    assert list(table["label"]) == ["P-S-Base", "Ours (interactive)"]
-    assert table.iloc[1][
-        ["mem", "victim_queries", "seconds", "pii_copied", "pii_invented"]
-    ].tolist() == [0.6, 2, 1.23, 1, 3]
-
-
 def test_a_failing_store_stops_the_unit_instead_of_recording_an_error(store, monkeypatch):
     import sqlite3
 
