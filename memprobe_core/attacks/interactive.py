@@ -35,6 +35,7 @@ from memprobe_core.attacks.events import (
     RoundStarted,
     emit,
 )
+from memprobe_core.attacks.figures import Figure, Table1Entry
 from memprobe_core.attacks.manifest import build_manifest
 from memprobe_core.attacks.model_set import ModelSet, require
 from memprobe_core.attacks.options import AttackOptions, InteractiveOptions
@@ -57,6 +58,12 @@ from memprobe_core.attacks.victim import (
     answer_victim,
     generation_record,
     victim_decoding,
+)
+from memprobe_core.measuring.many_prompts import (
+    ELICITING_PROMPTS,
+    ELICITING_THRESHOLD_KEY,
+    describe_eliciting,
+    eliciting_record,
 )
 from memprobe_core.metrics import dis, lcs_p
 from memprobe_core.models.base import Completion, Decoding
@@ -298,6 +305,8 @@ def run_interactive(
         mem_init=init.mem if init is not None else None,
         mem_reference=reference_mem(loop.trace),
     )
+    # Many-prompt robustness over every prompt the loop wrote (docs/method.md §23).
+    result.verbatim.update(eliciting_record(loop.trace))
     emit(on_event, Finished(result=result))
     return result
 
@@ -350,6 +359,27 @@ def _manifest(
     )
 
 
+# Many-prompt robustness (docs/method.md §23): the loop writes many prompts a unit, and counts
+# the distinct ones whose answer elicits the suffix.
+FIGURES: tuple[Figure, ...] = (
+    Figure(
+        ELICITING_PROMPTS,
+        "eliciting prompts",
+        "int",
+        "distinct prompts of the unit whose answer elicits the suffix (Mem − LCS_P ≥ threshold)",
+        table1=Table1Entry(
+            "mean", text="elicit", html="eliciting prompts (mean per unit)", digits=1
+        ),
+    ),
+    Figure(
+        ELICITING_THRESHOLD_KEY,
+        "eliciting threshold",
+        "float",
+        "the threshold on Mem − LCS_P an eliciting prompt reaches",
+    ),
+)
+
+
 register(
     MethodSpec(
         name=METHOD,
@@ -370,5 +400,7 @@ register(
             [1] + [options.interactive.n_candidates] * options.interactive.rounds
         ),
         short_label="Ours",
+        figures=FIGURES,
+        describe=describe_eliciting,
     )
 )
