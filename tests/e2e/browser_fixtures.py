@@ -253,6 +253,37 @@ def wait_idle(page, timeout_s: float = 120.0, quiet_s: float = 1.0) -> None:  # 
     raise AssertionError("the page kept running")
 
 
+def download(page, button, server: Server | None = None, timeout_s: float = 60.0):  # type: ignore[no-untyped-def]
+    """Click a download ``button`` once the page is quiet and return Playwright's Download.
+
+    A report button's file is built on the click (Streamlit's deferred download): the click
+    names the file the last run registered, so a click that lands while a late rerun replaces
+    the button (a chart's selection event arriving seconds later on a loaded CI runner) asks for
+    a file that is gone and nothing downloads. A person clicks again, and so does this helper,
+    once, after the page is quiet again; the first miss is kept with the server log's tail
+    in ``test-artifacts/lost-downloads.log`` so it is seen, not hidden. A second miss fails.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    wait_idle(page, quiet_s=2.0)
+    button.wait_for(timeout=30_000)
+    try:
+        with page.expect_download(timeout=timeout_s * 1000) as info:
+            button.click()
+        return info.value
+    except PlaywrightTimeout:
+        ARTIFACTS.mkdir(exist_ok=True)
+        tail = server.log.read_text(encoding="utf-8", errors="replace")[-4000:] if server else ""
+        with (ARTIFACTS / "lost-downloads.log").open("a", encoding="utf-8") as out:
+            out.write(
+                f"--- {time.strftime('%H:%M:%S')} {page.url}: no download after a click\n{tail}\n"
+            )
+    wait_idle(page, quiet_s=2.0)
+    with page.expect_download(timeout=timeout_s * 1000) as info:
+        button.click()
+    return info.value
+
+
 def start_probe(page, url: str, *, length: int, rounds: int, n: int) -> None:  # type: ignore[no-untyped-def]
     """Open the Probe page in ``page``, set length / rounds / candidates, press Run probe.
 

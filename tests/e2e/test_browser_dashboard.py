@@ -30,6 +30,7 @@ from tests.e2e.browser_fixtures import (  # noqa: F401 - fixtures used by name
     serve,
     wait_idle,
 )
+from tests.e2e.browser_fixtures import download as click_download
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -197,10 +198,7 @@ def test_runs_page_downloads_safe_csv(fake_server, page) -> None:  # noqa: F811
     open_page(page, fake_server, "Runs")
     no_exception(page)
     button = page.get_by_role("button", name="Raw candidates CSV")
-    button.wait_for(timeout=30_000)
-    with page.expect_download(timeout=30_000) as info:
-        button.click()
-    download = info.value
+    download = click_download(page, button)
     text = Path(download.path()).read_text(encoding="utf-8")
     rows = list(csv.DictReader(io.StringIO(text)))
     assert [r["prompt"] for r in rows][1:] == ["second prompt", XSS]

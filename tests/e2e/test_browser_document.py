@@ -21,6 +21,7 @@ from memprobe_core.store import Store
 from tests.e2e.browser_fixtures import (  # noqa: F401 - fixtures used by name
     ARTIFACTS,
     browser_context,
+    download,
     fake_server,
     page,
     publish_screenshot,
@@ -94,9 +95,8 @@ def test_the_document_page_draws_the_map_and_shows_a_clicked_window(fake_server,
     assert page.get_by_text("true suffix", exact=True).count() >= 1
     # The control: the same document's map on the other victim, in the table below the map.
     assert page.get_by_text("The same document on other victims").count() == 1
-    with page.expect_download(timeout=30_000) as info:
-        page.get_by_role("button", name="HTML report").first.click()
-    html = Path(info.value.path()).read_text(encoding="utf-8")
+    report = download(page, page.get_by_role("button", name="HTML report").first, fake_server)
+    html = Path(report.path()).read_text(encoding="utf-8")
     assert f"run {run_id}" in html and XSS not in html
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "document-map.png"

@@ -25,6 +25,7 @@ from tests.e2e.browser_fixtures import (  # noqa: F401 - fixtures used by name
     publish_screenshot,
     wait_idle,
 )
+from tests.e2e.browser_fixtures import download as click_download
 from tests.helpers.labelled_run import PWN, SCRIPT, labelled_run, with_membership
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -127,10 +128,7 @@ def test_runs_page_download_opens_offline(fake_server, page, tmp_path) -> None: 
     page.get_by_test_id("stSidebar").wait_for(timeout=60_000)
     wait_idle(page)
     button = page.get_by_role("button", name="Download HTML report")
-    button.wait_for(timeout=30_000)
-    with page.expect_download(timeout=60_000) as info:
-        button.click()
-    download = info.value
+    download = click_download(page, button)
     assert download.suggested_filename == f"memprobe-run{run_id}-report.html"
     path = tmp_path / download.suggested_filename
     download.save_as(str(path))

@@ -15,6 +15,7 @@ from tests.e2e.browser_fixtures import (  # noqa: F401 - fixtures used by name
     page,
     wait_idle,
 )
+from tests.e2e.browser_fixtures import download as click_download
 from tests.unit.release.conftest import add_run
 from tests.unit.release.test_diff import BASE, CANDIDATE
 
@@ -37,9 +38,8 @@ def test_compare_two_models_draws_the_paired_diff(fake_server, page) -> None:  #
     assert XSS in text and "24 paired units" in text  # the markup is text, not an image
     assert page.locator("img[src='x']").count() == 0
     page.get_by_text("Units whose Mem changed most").wait_for(timeout=30_000)
-    with page.expect_download(timeout=30_000) as info:
-        page.get_by_role("button", name="Download the diff (HTML)").click()
-    html = Path(info.value.path()).read_text(encoding="utf-8")
+    diff_file = click_download(page, page.get_by_role("button", name="Download the diff (HTML)"))
+    html = Path(diff_file.path()).read_text(encoding="utf-8")
     assert "&lt;img src=x onerror=alert(1)&gt;" in html and XSS not in html
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "runs-compare-models.png"), full_page=True)

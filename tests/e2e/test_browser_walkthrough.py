@@ -27,6 +27,7 @@ from tests.e2e.browser_fixtures import (  # noqa: F401 - fixtures used by name
     publish_screenshot,
     wait_idle,
 )
+from tests.e2e.browser_fixtures import download as click_download
 from tests.helpers.labelled_run import labelled_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -124,9 +125,7 @@ def test_first_use_from_home_to_the_runs_export(fake_server, page) -> None:  # n
     page.get_by_role("option").filter(has_text="compare").first.click()
     wait_idle(page)
     button = page.get_by_role("button", name="Results CSV")
-    button.wait_for(timeout=30_000)
-    with page.expect_download(timeout=30_000) as info:
-        button.click()
-    rows = list(csv.DictReader(io.StringIO(Path(info.value.path()).read_text("utf-8"))))
+    csv_file = click_download(page, button)
+    rows = list(csv.DictReader(io.StringIO(Path(csv_file.path()).read_text("utf-8"))))
     assert rows and {"prompt", "output", "prefix", "suffix"} <= set(rows[0])
     assert all(r["suffix"] for r in rows)
