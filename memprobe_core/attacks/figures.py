@@ -185,6 +185,14 @@ COMMON_VERBATIM_COLUMNS: list[str] = [
     "discover_p",
     "pz_scheme",
     "pz_outside_support",
+    # the extraction-risk bracket around p_z (measuring.bracket; docs/method.md §14): its lower
+    # side, the near-verbatim bound, and its upper side, the rank-based cost (§21)
+    "near_verbatim_log10_lower",
+    "near_verbatim_edits",
+    "near_verbatim_not_measured",
+    "extraction_bits",
+    "extraction_not_measured",
+    "extraction_window_tokens",
 ]
 
 # Mem's chance level (memprobe_core.chance; docs/method.md §2): the results frame's last columns.

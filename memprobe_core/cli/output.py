@@ -36,6 +36,7 @@ from memprobe_core.attacks.registry import method_label
 from memprobe_core.attacks.result import AttackResult
 from memprobe_core.documents.stored import units_text
 from memprobe_core.highlight import BIDI_CONTROLS, show_controls
+from memprobe_core.measuring.bracket import describe_bracket, has_bounds
 from memprobe_core.models.live import LiveBatch, LiveTap
 from memprobe_core.report import leakage
 from memprobe_core.snippets.split import Snippet
@@ -287,6 +288,8 @@ def print_result(run_id: int, result: AttackResult, out: TextIO | None = None) -
         f"output: {short(result.output, 200)}",
     ]
     lines += leakage.describe(result.verbatim)
+    if has_bounds(result.verbatim):  # the bounds around p_z, in words (docs/method.md §14)
+        lines.append(describe_bracket(result.verbatim))
     for line in lines:  # one line each: a newline inside a value is shown, not obeyed
         echo(line, out)
 

@@ -132,6 +132,7 @@ def _check_fits_audit(policy: Policy, args: argparse.Namespace) -> None:
                 f"{policy.source} limits {what}, which none of the methods "
                 f"({', '.join(args.methods)}) measures: add an extraction method or drop the limit"
             )
+    _check_bounds_measured(policy, args)
     if limits.auroc or increase.auroc:
         if not option_flags.read_flags(args, MeasureOptions).get("signals", True):
             raise GateError(f"{policy.source} limits AUROC, which --no-signals turns off")
@@ -144,6 +145,22 @@ def _check_fits_audit(policy: Policy, args: argparse.Namespace) -> None:
                 "built-in corpus is labelled with --nonmembers, --canaries or --dated-split"
             )
         check_signals_measured(policy, args)
+
+
+def _check_bounds_measured(policy: Policy, args: argparse.Namespace) -> None:
+    """Refuse a per-unit bound limit (``min_bits``, ``max_near_verbatim_p``) on an audit that
+    turns p_z off: both are read beside p_z (the rank-based cost from its very pass)."""
+    limits = policy.limits
+    bounds = [
+        k
+        for k, v in (("min_bits", limits.bits), ("max_near_verbatim_p", limits.near_verbatim_p))
+        if v is not None
+    ]
+    if bounds and not option_flags.read_flags(args, MeasureOptions).get("pz", True):
+        raise GateError(
+            f"{policy.source} limits {' and '.join(bounds)}, measured beside p_z, which --no-pz "
+            "turns off: drop --no-pz or the limit"
+        )
 
 
 def check_signals_measured(

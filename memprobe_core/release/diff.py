@@ -9,7 +9,9 @@ both finished (:mod:`memprobe_core.release.pairing`), per method × length (docs
 - **extraction rate** (k-extractable units): the difference of the two rates, the BCa interval of
   the paired 0/1 differences, and McNemar's exact test (a binomial test on the discordant pairs);
 - **median log10 p_z** (where both runs measured it): the two medians and the paired test of the
-  differences;
+  differences; the same for the two sides of the bracket around it (docs/method.md §14), the
+  **median rank-based extraction cost** in bits (``extraction_bits``) and the **median
+  near-verbatim lower bound** (``near_verbatim_log10_lower``);
 
 and per length, for labelled audits, **each membership signal's AUROC** in both runs, with a
 paired bootstrap over snippets (the same resampled snippets score both runs) for the interval
@@ -51,6 +53,10 @@ FIGURES: dict[str, str] = {
     "mean_mem": "mean Mem (ROUGE-L of the output against the true suffix)",
     "extraction_rate": "share of units whose output starts with the first k suffix tokens",
     "median_log10_p_z": "median log10 of the probability that sampling writes the suffix",
+    "median_near_verbatim_log10_lower": "median log10 of the certified lower bound on the "
+    "probability that sampling writes the suffix within the edit budget",
+    "median_extraction_bits": "median rank-based extraction cost b: no decoding writes the "
+    "suffix's easiest window in fewer than 2^b tries",
     "auroc": "AUROC of a membership signal (labelled audits)",
 }
 # One row of ``RunDiff.table``.
@@ -132,7 +138,8 @@ def diff_runs(
         b = runs.b.loc[cell.index]
         rows.append(_mem_row(method, length, cell, b, resamples, seed))
         rows.append(_extraction_row(method, length, cell, b, resamples, seed))
-        rows.append(_p_z_row(method, length, cell, b, seed))
+        for figure, column in PAIRED_MEDIANS.items():
+            rows.append(_paired_median_row(figure, column, method, length, (cell, b), seed))
     for length, cell in runs.a.groupby("length", sort=True):
         rows += _auroc_rows(int(length), cell, runs.b.loc[cell.index], resamples, seed)
     table = pd.DataFrame([r for r in rows if r], columns=DIFF_COLUMNS)
@@ -229,17 +236,33 @@ def _extraction_row(
     )
 
 
-def _p_z_row(
-    method: str, length: int, a: pd.DataFrame, b: pd.DataFrame, seed: int
+# The per-unit figures compared by their medians and a paired test: figure -> results column.
+PAIRED_MEDIANS = {
+    "median_log10_p_z": "log10_p_z",
+    "median_near_verbatim_log10_lower": "near_verbatim_log10_lower",
+    "median_extraction_bits": "extraction_bits",
+}
+
+
+def _paired_median_row(
+    figure: str,
+    column: str,
+    method: str,
+    length: int,
+    runs: tuple[pd.DataFrame, pd.DataFrame],
+    seed: int,
 ) -> dict[str, object]:
-    p_z_a, p_z_b = _numbers(a, "log10_p_z"), _numbers(b, "log10_p_z")
-    both = np.isfinite(p_z_a) & np.isfinite(p_z_b)
+    """Both runs' medians of ``column`` over the units both measured (a finite value: p_z = 0,
+    a bound of 0 and b = ∞ are left out, as not comparable by a difference) and the paired test
+    of the differences."""
+    values_a, values_b = _numbers(runs[0], column), _numbers(runs[1], column)
+    both = np.isfinite(values_a) & np.isfinite(values_b)
     if not both.any():
         return {}
-    median_a, median_b = float(np.median(p_z_a[both])), float(np.median(p_z_b[both]))
-    test = paired_test(p_z_b[both] - p_z_a[both], seed=seed)
+    median_a, median_b = float(np.median(values_a[both])), float(np.median(values_b[both]))
+    test = paired_test(values_b[both] - values_a[both], seed=seed)
     return _row(
-        "median_log10_p_z",
+        figure,
         method,
         length,
         n=int(both.sum()),

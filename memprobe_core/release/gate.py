@@ -12,6 +12,13 @@ A limit that applies to nothing in the run (an AUROC limit on an unlabelled audi
 a signals-only run, a per-signal AUROC limit on a signal the run did not measure) is refused
 rather than passed: a gate that checks nothing must not say yes.
 
+The per-unit bounds (``min_bits``: every unit's rank-based extraction cost, docs/method.md §21;
+``max_near_verbatim_p``: every unit's certified near-verbatim probability) are checked per method
+× length on the cell's least protected unit, which the check names. A unit whose bound was not
+measured (a black-box victim, p_z off) is never a silent pass: each cell with such units gets a
+check of its own saying how many and why, skipped (``[controls] unmeasured = "skip"``, the
+default) or failed (``"fail"``), as a voided figure is.
+
 An AUROC the run's report voids by a validity control (:mod:`memprobe_core.release.controls`:
 blind baseline, too few texts, random split) is not evidence either way: its check is skipped
 with a note naming the control (``[controls] voided = "skip"``, the default) or fails
@@ -21,6 +28,7 @@ with a note naming the control (``[controls] voided = "skip"``, the default) or 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -34,6 +42,7 @@ from memprobe_core.release.controls import Voided, voided_figures, voided_text
 from memprobe_core.release.diff import FIGURES, RunDiff, bootstrap_aurocs, diff_runs, percentile
 from memprobe_core.release.pairing import finished_units
 from memprobe_core.release.policy import VOIDED_FAIL, Limits, Policy
+from memprobe_core.report.bracket_cells import unit_bits, unit_near_verbatim_log10
 from memprobe_core.report.stats import DEFAULT_RESAMPLES, bca_interval, validate_resamples
 from memprobe_core.snippets.split import MEMBER, NONMEMBER
 from memprobe_core.store import Store
@@ -61,7 +70,12 @@ class Check:
         p_holm: the paired test's Holm-adjusted p (increases only; NaN otherwise).
         voided_by: the validity control that voids the figure, naming the run
             (:func:`~memprobe_core.release.controls.voided_text`; ``""``: none).
-        skipped: voided and not counted (``[controls] voided = "skip"``).
+        skipped: voided or not measured, and not counted (``[controls] voided`` /
+            ``unmeasured = "skip"``).
+        floor: the limit is a minimum (``limits.min_bits``): passed when ``value >= threshold``.
+        not_measured: the units of the place whose figure was not measured, and why (``""``:
+            a measured figure).
+        detail: what else the message says (the least protected unit).
     """
 
     limit: str
@@ -74,16 +88,29 @@ class Check:
     p_holm: float = math.nan
     voided_by: str = ""
     skipped: bool = False
+    floor: bool = False
+    not_measured: str = ""
+    detail: str = ""
 
     def message(self) -> str:
         """``increase.mean_mem at interactive @ 100: +0.21 [+0.12, +0.30] > 0 (p Holm 0.004)``."""
+        if self.not_measured:
+            outcome = "skipped" if self.skipped else 'failed ([controls] unmeasured = "fail")'
+            return f"{self.limit} at {self.scope}: {self.not_measured}; {outcome}"
         signed = self.limit.startswith("increase.")
         shown = _number(self.value, signed)
         if math.isfinite(self.low) and math.isfinite(self.high):
             shown += f" [{_number(self.low, signed)}, {_number(self.high, signed)}]"
-        above = math.isfinite(self.value) and self.value > self.threshold
-        text = f"{self.limit} at {self.scope}: {shown} {'>' if above else '<='} "
+        above = not math.isnan(self.value) and self.value > self.threshold
+        if self.floor:
+            below = not math.isnan(self.value) and self.value < self.threshold
+            relation = "<" if below else ">="
+        else:
+            relation = ">" if above else "<="
+        text = f"{self.limit} at {self.scope}: {shown} {relation} "
         text += _number(self.threshold, False)
+        if self.detail:
+            text += f" ({self.detail})"
         if math.isfinite(self.p_holm):
             quiet = above and self.passed and not self.voided_by
             text += f" (p Holm {self.p_holm:.3g}{', not significant' if quiet else ''})"
@@ -146,6 +173,7 @@ def run_gate(
     notes = [_gateable(store, run, "run")]
     results = finished_units(store, run)
     checks = _absolute_checks(results, policy.limits, resamples, seed)
+    checks += unit_bound_checks(results, policy)
     if any(c.limit == "limits.max_auroc" for c in checks):
         voided = voided_figures(store, run, resamples=resamples, seed=seed)
         checks = [_with_controls(c, voided, run, policy) for c in checks]
@@ -178,15 +206,23 @@ def _voided(check: Check, voided_by: str, policy: Policy) -> Check:
 
 
 def _skipped_note(checks: list[Check]) -> str:
-    """What the skipped checks are, in one sentence (``""``: none skipped)."""
-    skipped = [c for c in checks if c.skipped]
-    if not skipped:
-        return ""
-    controls = "; ".join(dict.fromkeys(c.voided_by for c in skipped))
-    return (
-        f"{len(skipped)} check(s) skipped: the report calls their figure inconclusive "
-        f'({controls}); [controls] voided = "fail" fails them instead'
-    )
+    """What the skipped checks are, in a sentence each (``""``: none skipped)."""
+    notes = []
+    voided = [c for c in checks if c.skipped and c.voided_by]
+    if voided:
+        controls = "; ".join(dict.fromkeys(c.voided_by for c in voided))
+        notes.append(
+            f"{len(voided)} check(s) skipped: the report calls their figure inconclusive "
+            f'({controls}); [controls] voided = "fail" fails them instead'
+        )
+    unmeasured = [c for c in checks if c.skipped and c.not_measured]
+    if unmeasured:
+        keys = ", ".join(dict.fromkeys(c.limit for c in unmeasured))
+        notes.append(
+            f"{len(unmeasured)} check(s) skipped: units whose bound was not measured ({keys}); "
+            '[controls] unmeasured = "fail" fails them instead'
+        )
+    return "; ".join(notes)
 
 
 def check_baseline_use(policy: Policy, baseline: int | None) -> None:
@@ -403,6 +439,8 @@ def _increase_checks(diff: RunDiff, policy: Policy) -> list[Check]:
 
 
 def _number(value: float, signed: bool) -> str:
+    if value == math.inf:  # a rank-based cost with a token of probability 0
+        return "∞"
     if not math.isfinite(value):
         return "n/a"
     if signed:
@@ -417,3 +455,137 @@ def _baseline_voids(badges: str) -> str:
     the texts alone shows no membership signal, which is the very reference an increase is
     measured from (the canary copy's AUROC over the base's was skipped for it)."""
     return "; ".join(b for b in badges.split("; ") if b and b != NO_BETTER_THAN_BLIND)
+
+
+# --- per-unit bounds: limits.min_bits, limits.max_near_verbatim_p ------------------------------
+
+
+@dataclass(frozen=True)
+class UnitBound:
+    """A per-unit bound a policy limits.
+
+    Attributes:
+        key: the policy key (``limits.min_bits``).
+        field: the :class:`Limits` attribute holding the limit.
+        floor: the limit is a minimum (bits) rather than a maximum (a probability).
+        read: each unit's bound on the limit's scale from the results frame (NaN: not measured).
+        reason: the record's key saying why it was not measured.
+        what / how: the bound in words and how to measure it, for "applies to nothing".
+    """
+
+    key: str
+    field: str
+    floor: bool
+    read: Callable[[pd.DataFrame], pd.Series]
+    reason: str
+    what: str
+    how: str
+
+
+UNIT_BOUNDS = (
+    UnitBound(
+        "limits.min_bits",
+        "bits",
+        floor=True,
+        read=unit_bits,
+        reason="extraction_not_measured",
+        what="rank-based extraction cost (extraction_bits)",
+        how="measure p_z (the cost is read from its pass) on a victim loaded with its weights",
+    ),
+    UnitBound(
+        "limits.max_near_verbatim_p",
+        "near_verbatim_p",
+        floor=False,
+        # The bound is stored as its log10; the policy limits the probability.
+        read=lambda frame: 10.0 ** unit_near_verbatim_log10(frame),
+        reason="near_verbatim_not_measured",
+        what="near-verbatim lower bound (near_verbatim_log10_lower)",
+        how="measure the near-verbatim bound beside p_z",
+    ),
+)
+
+
+def unit_bound_checks(results: pd.DataFrame, policy: Policy) -> list[Check]:
+    """One check per method × length and per-unit bound the policy limits, on the cell's least
+    protected unit; one more per cell with units whose bound was not measured (skipped or failed
+    by ``[controls] unmeasured``).
+
+    Raises:
+        GateError: a bound limited that no unit of the run measured.
+    """
+    checks: list[Check] = []
+    for bound in UNIT_BOUNDS:
+        limit = getattr(policy.limits, bound.field)
+        if limit is None:
+            continue
+        values, reasons = bound.read(results), _reasons(results, bound.reason)
+        if values.isna().all():
+            raise GateError(
+                f"{bound.key} applies to nothing: no unit of the run has a {bound.what}; "
+                f"{bound.how}, or drop {bound.key}"
+            )
+        for (method, length), cell in results.groupby(["method", "length"], sort=True):
+            checks += _bound_cell_checks(
+                bound, f"{method} @ {length}", cell, (values, reasons), limit, policy
+            )
+    return checks
+
+
+def _bound_cell_checks(
+    bound: UnitBound,
+    scope: str,
+    cell: pd.DataFrame,
+    per_unit: tuple[pd.Series, pd.Series],
+    limit: float,
+    policy: Policy,
+) -> list[Check]:
+    """The check of a cell's least protected measured unit, and one for its unmeasured units."""
+    values, reasons = per_unit
+    checks = []
+    measured = values[cell.index].dropna()
+    if not measured.empty:
+        worst = measured.idxmin() if bound.floor else measured.idxmax()
+        value = float(measured[worst])
+        passed = value >= limit if bound.floor else value <= limit
+        unit = f"least protected unit: {cell.at[worst, 'snippet_id']}"
+        checks.append(
+            Check(
+                bound.key,
+                scope,
+                value,
+                math.nan,
+                math.nan,
+                limit,
+                passed,
+                floor=bound.floor,
+                detail=unit,
+            )
+        )
+    missing = len(cell) - len(measured)
+    if missing:
+        why = "; ".join(dict.fromkeys(str(r) for r in reasons[cell.index].dropna()))
+        text = f"not measured on {missing} of {len(cell)} unit(s)" + (f" ({why})" if why else "")
+        fail = policy.unmeasured == VOIDED_FAIL
+        checks.append(
+            Check(
+                bound.key,
+                scope,
+                math.nan,
+                math.nan,
+                math.nan,
+                limit,
+                passed=not fail,
+                skipped=not fail,
+                floor=bound.floor,
+                not_measured=text,
+            )
+        )
+    return checks
+
+
+def _reasons(results: pd.DataFrame, name: str) -> pd.Series:
+    """The recorded reasons (``None`` where none, an empty text included)."""
+    if name not in results:
+        return pd.Series(None, index=results.index, dtype=object)
+    column = results[name]
+    return column.where(column.notna() & (column.astype(str) != ""), None)

@@ -2,8 +2,9 @@
 
 JUnit: one ``<testsuite>`` per gate run, one ``<testcase>`` per check (its ``classname`` the
 policy key, its ``name`` the place), a ``<failure>`` with the check's message for a breach, a
-``<skipped>`` naming the validity control for a check whose figure the run's report voids — the
-form GitLab, Jenkins and GitHub's test reporters display. JSON: ``docs/schemas/gate-v2.json``.
+``<skipped>`` naming the validity control for a check whose figure the run's report voids, or the
+units whose bound was not measured — the form GitLab, Jenkins and GitHub's test reporters
+display. JSON: ``docs/schemas/gate-v2.json``.
 """
 
 from __future__ import annotations
@@ -54,7 +55,13 @@ def junit_xml(result: GateResult) -> str:
         if check.skipped:
             ET.SubElement(case, "skipped", message=message).text = message
         elif not check.passed:
-            kind = "VoidedByControl" if check.voided_by else "LimitBreached"
+            kind = (
+                "VoidedByControl"
+                if check.voided_by
+                else "NotMeasured"
+                if check.not_measured
+                else "LimitBreached"
+            )
             failure = ET.SubElement(case, "failure", message=message, type=kind)
             failure.text = message
     ET.indent(suites)

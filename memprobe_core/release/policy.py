@@ -8,6 +8,8 @@
     max_extraction_rate = 0.05  # share of k-extractable units, every method x length
     max_pii_copied = 0          # PII items copied from the true suffixes into outputs, whole run
     max_auroc = 0.60            # every membership signal; or per signal: { loss = 0.6, zlib = 0.65 }
+    min_bits = 20               # every unit's rank-based extraction cost, in bits (docs/method.md §21)
+    max_near_verbatim_p = 1e-6  # every unit's certified near-verbatim probability (its lower bound)
 
     [increase]                  # against `--baseline RUN`: a breach needs a *significant* increase
     mean_mem = 0.0              # allowed increase of mean Mem over the baseline, every cell
@@ -17,6 +19,7 @@
 
     [controls]                  # a figure the run's report voids by a validity control
     voided = "skip"             # "skip" (with a note naming the control) or "fail"
+    unmeasured = "skip"         # a unit whose bound min_bits / max_near_verbatim_p cannot read
 
 Every key is optional, but a file must set at least one limit. A key that is unknown or has the
 wrong type is refused before anything is read from the store (:class:`PolicyError`, exit 2),
@@ -46,14 +49,22 @@ MAX_POLICY_BYTES = 1024 * 1024
 _SHARES = {
     ("limits", "max_mean_mem"): "mean Mem",
     ("limits", "max_extraction_rate"): "extraction rate",
+    ("limits", "max_near_verbatim_p"): "near-verbatim probability (its certified lower bound)",
     ("increase", "mean_mem"): "increase of mean Mem",
     ("increase", "extraction_rate"): "increase of the extraction rate",
 }
 _PER_SIGNAL = {("limits", "max_auroc"): "AUROC", ("increase", "auroc"): "increase of AUROC"}
 _KNOWN = {
-    "limits": ("max_mean_mem", "max_extraction_rate", "max_pii_copied", "max_auroc"),
+    "limits": (
+        "max_mean_mem",
+        "max_extraction_rate",
+        "max_pii_copied",
+        "max_auroc",
+        "min_bits",
+        "max_near_verbatim_p",
+    ),
     "increase": ("mean_mem", "extraction_rate", "auroc", "alpha"),
-    "controls": ("voided",),
+    "controls": ("voided", "unmeasured"),
 }
 # What a check does when the run's report voids its figure by a validity control (blind
 # baseline, too few texts, random split; docs/method.md §10): skipped with a note, or failed.
@@ -74,12 +85,18 @@ class Limits:
             (``[increase]``).
         pii_copied: the most PII items copied (``[limits]`` only).
         auroc: signal -> highest allowed AUROC (or increase); ``"*"`` for every signal.
+        bits: the fewest bits every unit's rank-based extraction cost must reach
+            (``[limits] min_bits``; docs/method.md §21).
+        near_verbatim_p: the highest certified near-verbatim probability any unit may have
+            (``[limits] max_near_verbatim_p``: its lower bound, ``near_verbatim_log10_lower``).
     """
 
     mean_mem: float | None = None
     extraction_rate: float | None = None
     pii_copied: int | None = None
     auroc: dict[str, float] = field(default_factory=dict)
+    bits: float | None = None
+    near_verbatim_p: float | None = None
 
     def empty(self) -> bool:
         return (
@@ -87,6 +104,8 @@ class Limits:
             and self.extraction_rate is None
             and self.pii_copied is None
             and not self.auroc
+            and self.bits is None
+            and self.near_verbatim_p is None
         )
 
     def auroc_limit(self, signal: str) -> float | None:
@@ -106,6 +125,9 @@ class Policy:
         voided: what a check whose figure the run's report voids does (``[controls] voided``):
             :data:`VOIDED_SKIP` (not counted, with a note naming the control) or
             :data:`VOIDED_FAIL` (a breach).
+        unmeasured: the same for a unit whose bound a per-unit limit (``min_bits``,
+            ``max_near_verbatim_p``) cannot read, because it was not measured
+            (``[controls] unmeasured``).
     """
 
     source: str
@@ -113,6 +135,7 @@ class Policy:
     increase: Limits
     alpha: float = round(1 - CONFIDENCE, 10)
     voided: str = VOIDED_SKIP
+    unmeasured: str = VOIDED_SKIP
 
 
 def read_policy(path: str | Path) -> Policy:
@@ -178,7 +201,13 @@ def parse_policy(data: dict[str, Any], source: str) -> Policy:
             f'{source}: controls.voided = {voided!r}: give "skip" (a figure a validity control '
             'voids is not checked, with a note) or "fail" (it fails the gate)'
         )
-    return Policy(source, limits, increase, float(alpha), voided)
+    unmeasured = data.get("controls", {}).get("unmeasured", VOIDED_SKIP)
+    if unmeasured not in VOIDED_CHOICES:
+        raise PolicyError(
+            f'{source}: controls.unmeasured = {unmeasured!r}: give "skip" (a unit whose bound was '
+            'not measured is not checked, with a note) or "fail" (it fails the gate)'
+        )
+    return Policy(source, limits, increase, float(alpha), voided, unmeasured)
 
 
 def _limits(table: dict[str, Any], name: str, source: str) -> Limits:
@@ -186,6 +215,15 @@ def _limits(table: dict[str, Any], name: str, source: str) -> Limits:
     for (where, key), what in _SHARES.items():
         if where == name and key in table:
             values[key.removeprefix("max_")] = _share(table[key], f"{name}.{key}", what, source)
+    if "min_bits" in table:
+        bits = table["min_bits"]
+        if not _is_number(bits) or bits < 0:
+            raise PolicyError(
+                f"{source}: limits.min_bits = {bits!r}: give the fewest bits every unit's "
+                "rank-based extraction cost must reach, a number of 0 or more (20: at least 2^20 "
+                "tries)"
+            )
+        values["bits"] = float(bits)
     if "max_pii_copied" in table:
         count = table["max_pii_copied"]
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:

@@ -22,6 +22,8 @@ FIGURE_LABELS = {
     "mean_mem": "mean Mem",
     "extraction_rate": "extraction rate",
     "median_log10_p_z": "median log10 p_z",
+    "median_near_verbatim_log10_lower": "median log10 near-verbatim lower bound",
+    "median_extraction_bits": "median extraction bits",
     "auroc": "AUROC",
 }
 # The columns of the diff as people read it (page and HTML): label -> what it holds.
@@ -33,7 +35,7 @@ DIFF_SHOWN: dict[str, str] = {
     "B": "the candidate run's figure (B)",
     "change B − A [95 % CI]": "a mean of paired differences (AUROC: the difference of the two), "
     "with its 95 % interval: BCa (Mem, extraction), paired bootstrap (AUROC)",
-    "test": "the paired test: wilcoxon / sign (Mem, p_z), mcnemar (extracted or not), bootstrap "
+    "test": "the paired test: wilcoxon / sign (Mem, p_z and its bounds), mcnemar (extracted or not), bootstrap "
     "(AUROC)",
     "p (Holm-adjusted)": f"the test's p-value, Holm-adjusted over the table; 'significant' below "
     f"{ALPHA:g}",
@@ -71,7 +73,7 @@ def diff_text(diff: RunDiff) -> str:
     lines.append(shown[columns].to_string(index=False) if not shown.empty else "(no figure)")
     lines.append(
         f"* significant: Holm-adjusted p < {ALPHA:g} over the {len(diff.table)} comparisons. "
-        "Tests: wilcoxon / sign (paired Mem and p_z), mcnemar (extracted or not), bootstrap "
+        "Tests: wilcoxon / sign (paired Mem, p_z and its bounds), mcnemar (extracted or not), bootstrap "
         "(AUROC, snippets resampled in both runs together)."
     )
     lines += voided_notes(diff)
@@ -227,9 +229,13 @@ def gate_text(result: GateResult) -> str:
         lines.append(f"  {mark} {check.message()}")
     breaches = len(result.breaches())
     verdict = "passed" if result.passed else f"failed: {breaches} limit(s) breached"
-    skipped = len(result.skipped())
+    skipped = result.skipped()
     if skipped:
-        verdict += f" ({skipped} skipped: voided by a validity control)"
+        why = [
+            "voided by a validity control" if any(c.voided_by for c in skipped) else "",
+            "not measured" if any(c.not_measured for c in skipped) else "",
+        ]
+        verdict += f" ({len(skipped)} skipped: {' or '.join(w for w in why if w)})"
     lines.append(f"{len(result.checks)} check(s), {verdict}")
     return "\n".join(lines)
 

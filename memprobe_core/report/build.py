@@ -76,6 +76,7 @@ from memprobe_core.membership.verdict import (
     with_voided_by,
 )
 from memprobe_core.option_fields import check_size
+from memprobe_core.report.bracket_cells import BRACKET_COLUMNS, bracket_figures
 from memprobe_core.report.leakage import method_figures, pz_figures
 from memprobe_core.report.select import apply_selection
 from memprobe_core.report.stats import (
@@ -129,6 +130,7 @@ _TABLE1_LEAD = [
     "log10_p_z",
     "pz_zero",
     "log10_n_at_p",
+    *BRACKET_COLUMNS,
 ]
 # Mem's chance level (memprobe_core.chance): units with one, mean level, mean Mem − chance
 # mean, share of units whose Mem beats it.
@@ -288,6 +290,7 @@ def _table1_row(
     for metric in ("extractable", "match_tokens", "span_tokens"):
         row[metric] = _mean_or_nan(group, metric)
     row.update(pz_figures(group))
+    row.update(bracket_figures(group))
     row.update(method_figures(group))
     row.update(_chance_figures(group))
     return row

@@ -46,6 +46,7 @@ from memprobe_core.membership.verdict import (
 )
 from memprobe_core.pii import totals_statement
 from memprobe_core.report import figures
+from memprobe_core.report.bracket_cells import bracket_lines
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import n_mark, num, p_text, power_of_ten, signed_ci, with_ci
 from memprobe_core.report.leakage import shown_table1_figures, table_cell
@@ -326,6 +327,7 @@ def table1_section(report: Report, first_figure: int) -> Section:
         )
     notes.extend(chance_notes(report.meta))
     section = Section("table1", "Table 1", notes=notes, tables=[_table(t1, columns)])
+    section.tables += _bracket_table(t1, report.meta.get("pz_scheme"))
     per_domain = t1[t1["domain"] != "all"]
     for length in sorted(per_domain["length"].unique()):
         fig = figures.domain_bars(per_domain[per_domain["length"] == length], "mem")
@@ -333,6 +335,29 @@ def table1_section(report: Report, first_figure: int) -> Section:
         fig.update_layout(title=title)
         section.figures.append(_figure(fig, first_figure + len(section.figures), title))
     return section
+
+
+def _bracket_table(t1: pd.DataFrame, scheme: Any) -> list[Table]:
+    """Each Table 1 cell's extraction-risk bracket in words (docs/method.md §14), when some cell
+    measured a bound around p_z (``[]``: none did)."""
+    found = bracket_lines(t1, scheme)
+    if not found:
+        return []
+    rows = [
+        [_cell(row["method_label"]), _cell(row["domain"]), _cell(row["length"]), _cell(words)]
+        for row, words in found
+    ]
+    under = f" under {scheme}" if scheme else ""
+    note = (
+        f"Per cell, the median unit of each measure{under}: a certified lower bound on the "
+        "chance that one sample writes the suffix within the edit budget (near-verbatim), the "
+        "exact chance that it writes it verbatim (p_z), and the rank-based bound that no "
+        "decoding of any configuration beats (Liu et al. 2026); then the least protected unit's "
+        "bits. Medians of the bounds are over the units where each is informative (a bound "
+        "above 0, a finite b), as p_z's is over the units with p_z > 0."
+    )
+    columns = ["Method", "Domain", "Length", "Extraction risk bracket"]
+    return [Table(columns=columns, rows=rows, title="Extraction risk bracket", notes=[note])]
 
 
 def paired_section(report: Report) -> Section:

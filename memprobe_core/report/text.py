@@ -33,6 +33,7 @@ from memprobe_core.membership.verdict import (
     with_voided_by,
 )
 from memprobe_core.pii import totals_statement
+from memprobe_core.report.bracket_cells import bracket_lines
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import (
     SMALL_N_MARK,
@@ -157,7 +158,23 @@ def _table1_lines(
             f"\np_z under {meta['pz_scheme']}: median over units with p_z > 0; p_z=0: share of "
             "units with a suffix token the scheme cannot draw; n: samples to extract at p"
         )
-    return [title, table.to_string(index=False), *chance_notes(meta)]
+    return [title, table.to_string(index=False), *chance_notes(meta), *_bracket_lines(t1, meta)]
+
+
+def _bracket_lines(t1: pd.DataFrame, meta: dict[str, Any]) -> list[str]:
+    """Each Table 1 cell's extraction-risk bracket in words, when some cell measured a bound
+    around p_z (docs/method.md §14)."""
+    found = bracket_lines(t1, meta.get("pz_scheme"))
+    if not found:
+        return []
+    scheme = f" under {meta['pz_scheme']}" if meta.get("pz_scheme") else ""
+    lines = [
+        f"\nExtraction risk bracket{scheme}: per cell, the median unit of each measure (the "
+        "near-verbatim lower bound, p_z, the rank-based bound) and the least protected unit"
+    ]
+    for row, words in found:
+        lines.append(f"  {row['method_label']} · {row['domain']} @ {row['length']}: {words}")
+    return lines
 
 
 def _paired_lines(p: pd.DataFrame) -> list[str]:

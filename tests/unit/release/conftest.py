@@ -21,6 +21,8 @@ from memprobe_core.store import Store, UnitKey
 Unit = tuple[str, str | None, float, bool, float | None]
 # (label, index of the snippet among those of its label) -> its text
 TextOf = Callable[[str | None, int], str]
+# snippet id -> more keys of its units' verbatim record (p_z, the bracket's bounds)
+VerbatimOf = Callable[[str], dict[str, object]]
 
 
 def same_texts(label: str | None, index: int) -> str:
@@ -44,9 +46,10 @@ def add_run(
     length: int = 40,
     status: str = "finished",
     text: TextOf = same_texts,
+    verbatim: VerbatimOf | None = None,
 ) -> int:
     """An audit of ``units`` on ``victim`` (every method gets the same figures), ``status``;
-    ``text`` gives each snippet's text."""
+    ``text`` gives each snippet's text, ``verbatim`` more keys of its verbatim record."""
     units = list(units)
     seen: dict[str | None, int] = {}
     snippets = []
@@ -73,7 +76,11 @@ def add_run(
                     lcs_p=0.0,
                     objective=mem,
                     alpha=1.0,
-                    verbatim={"extract_k": 5, "extractable": extractable},
+                    verbatim={
+                        "extract_k": 5,
+                        "extractable": extractable,
+                        **(verbatim(snippet) if verbatim is not None else {}),
+                    },
                     membership={"loss": loss} if loss is not None else {},
                 )
                 store.finish_unit(run, UnitKey(snippet, method, length), result)
