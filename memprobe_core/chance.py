@@ -460,6 +460,20 @@ def from_columns(row: Mapping[str, Any]) -> ChanceLevel:
     )
 
 
+def unit_chance(frame: Any, snippet_id: str, method: str, length: int) -> ChanceLevel | None:
+    """One unit's chance control as its run's results frame keeps it (``store.results_frame``,
+    read by :func:`from_columns`): what the reports read, and what a page shows for a stored
+    unit, so the two give one verdict (``None``: the frame has no such unit)."""
+    if frame is None or frame.empty or "mem_chance" not in frame:
+        return None
+    rows = frame[
+        (frame["snippet_id"].astype(str) == str(snippet_id))
+        & (frame["method"].astype(str) == str(method))
+        & (frame["length"].astype(int) == int(length))
+    ]
+    return None if rows.empty else from_columns(rows.iloc[0])
+
+
 def chance_reading(level: ChanceLevel) -> str:
     """One unit's chance control in one sentence, the same on the pages and in the reports:
     the Mem compared (of the words the prompt did not give), the level, and the verdict

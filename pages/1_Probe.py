@@ -11,6 +11,7 @@ from memprobe_core.runs.roles import ModelNames
 from ui_common import charts, presets
 from ui_common import methods as methods_ui
 from ui_common.job_runner import ProgressSnapshot
+from ui_common.render import stored_unit_chance
 
 JOB = "probe_job"
 
@@ -51,12 +52,10 @@ def render(snap: ProgressSnapshot) -> None:
     frame = charts.candidate_rows(snap.items)
     # Live: the charts show the finished rounds (rebuilt per round, the table per candidate).
     before = None if snap.is_final else snap.data.get("round")
-    ui.probe_view(
-        frame,
-        split_info,
-        snap.data.get("results", {}).get(METHOD),
-        charts_before_round=before,
-    )
+    result = snap.data.get("results", {}).get(METHOD)
+    # Finished: the chance verdict its report gives (the stored unit's), not a second reckoning.
+    stored = stored_unit_chance(store, split_info.get("run_id"), result) if snap.is_final else None
+    ui.probe_view(frame, split_info, result, charts_before_round=before, stored_chance=stored)
 
 
 def start() -> None:

@@ -18,6 +18,7 @@ from memprobe_core.chance import (
     ChanceLevel,
     chance_reading,
     reference_chance,
+    unit_chance,
 )
 from memprobe_core.highlight import (
     Overlap,
@@ -26,6 +27,7 @@ from memprobe_core.highlight import (
     segments_to_html,
     show_controls,
 )
+from memprobe_core.measuring.prior_aware import describe_prior_aware
 from memprobe_core.membership.extraction_probability import describe_extraction_probability
 from memprobe_core.membership.options import signals_frame
 from memprobe_core.pii import pii_statement
@@ -222,6 +224,7 @@ def probe_view(
     result: Any = None,
     *,
     charts_before_round: int | None = None,
+    stored_chance: ChanceLevel | None = None,
 ) -> None:
     """A probe's candidates (live or replayed): table, scatter, best by round, best prompt, overlap.
 
@@ -233,6 +236,8 @@ def probe_view(
         charts_before_round: live runs: chart only the rounds before this one (the finished
             ones), so the charts are rebuilt once per round while the table grows per candidate.
             ``None`` charts every row.
+        stored_chance: the unit's stored chance control (:func:`memprobe_core.chance.unit_chance`,
+            what its report reads), shown while the best candidate is the unit's result.
     """
 
     candidates_table(frame)
@@ -248,7 +253,9 @@ def probe_view(
         f"LCS_P {best['lcs_p']:.3f}, O {best['objective']:.3f}"
     )
     prompt_code(best["prompt"])
-    chance_caption(best_output_chance(best, split_info), split_info)
+    chance_caption(probe_chance(best, result, split_info, stored_chance), split_info)
+    if result is not None and any(k.startswith("pam_") for k in _field(result, "verbatim") or {}):
+        st.caption(md(describe_prior_aware(_field(result, "verbatim"))))
     if split_info.get("suffix") is not None:
         st.subheader("Victim output against the true suffix")
         overlap_view(
@@ -415,6 +422,36 @@ def best_output_chance(best: Any, split_info: dict[str, Any]) -> ChanceLevel | N
         version,
         lambda: output_chance(best["output"], best["mem"], split_info, prompt),
     )
+
+
+def stored_unit_chance(store: Any, run_id: int | None, result: Any) -> ChanceLevel | None:
+    """The stored chance control of a probe's unit (its run's results frame, as the report reads
+    it; ``None`` without a store, a run or a finished result)."""
+    if store is None or run_id is None or result is None:
+        return None
+    return unit_chance(
+        store.results_frame(run_id),
+        str(_field(result, "snippet_id")),
+        str(_field(result, "method")),
+        int(_field(result, "length")),
+    )
+
+
+def probe_chance(
+    best: Any, result: Any, split_info: dict[str, Any], stored: ChanceLevel | None
+) -> ChanceLevel | None:
+    """The chance control shown beside a probe's best prompt: the unit's stored one when the
+    best shown is the unit's result (the report reads the same fields: one verdict for one run),
+    else the same rule applied on the page to the output shown (a round still running, an
+    earlier round of a replay)."""
+    if (
+        stored is not None
+        and result is not None
+        and _field(result, "output") == best["output"]
+        and _field(result, "prompt") == best["prompt"]
+    ):
+        return stored
+    return best_output_chance(best, split_info)
 
 
 def chance_caption(level: ChanceLevel | None, split_info: dict[str, Any]) -> None:

@@ -24,7 +24,7 @@ from memprobe_core.store import Store
 from memprobe_core.store.frames import results_table
 from ui_common import charts, document_view, tables
 from ui_common.page import md
-from ui_common.render import csv_download, html_report_download, probe_view
+from ui_common.render import csv_download, html_report_download, probe_view, stored_unit_chance
 
 
 def _when(ts: float) -> str:
@@ -204,7 +204,7 @@ def replay(store: Store, run_id: int, keys: list[Any]) -> None:
         **(manifest.get("split") or {}),
         "scoring": ScoringConfig(**scoring) if scoring else None,
     }
-    probe_view(shown, split_info, result)
+    probe_view(shown, split_info, result, stored_chance=stored_unit_chance(store, run_id, result))
     if split_info.get("suffix") is None:
         st.caption(
             "The overlap view needs the unit's split: it is kept with every "
