@@ -136,13 +136,15 @@ def method_option_widgets(
         scoring = _widgets_of(f"{prefix}_scoring", ScoringConfig, advanced=False)
         options["scoring"] = {k: v for k, v in scoring.items() if v is not None}
         if advanced:
-            extra = [("", AttackOptions), *built_in.items()]
-            cols = iter(st.columns(3) * 2)
-            for key, cls in extra:
-                for opt in page_options(cls, advanced=True):
-                    if opt.info.advanced:
-                        value = option_widget(next(cols), opt, widget_key(prefix, opt))
-                        (options[key] if key else options)[opt.name] = value
+            # MeasureOptions' advanced ones (the prior-aware check) ride with every unit.
+            options["measure"] = {}
+            extra = [("", AttackOptions), *built_in.items(), ("measure", MeasureOptions)]
+            shown = [(k, o) for k, c in extra for o in page_options(c, advanced=True)]
+            shown = [(key, opt) for key, opt in shown if opt.info.advanced]
+            cols = iter(st.columns(3) * (1 + len(shown) // 3))
+            for key, opt in shown:
+                value = option_widget(next(cols), opt, widget_key(prefix, opt))
+                (options[key] if key else options)[opt.name] = value
     return {k: v for k, v in options.items() if v != {}}
 
 

@@ -16,6 +16,7 @@ import pandas as pd
 
 from memprobe_core.attacks.figures import Figure, TableColumn
 from memprobe_core.attacks.registry import describe_result, table1_figures, table1_groups
+from memprobe_core.measuring.prior_aware import describe_prior_aware
 from memprobe_core.membership.extraction_probability import describe_extraction_probability
 from memprobe_core.records import VerbatimRecord
 
@@ -92,4 +93,6 @@ def describe(verbatim: VerbatimRecord | None) -> list[str]:
     lines = describe_result(verbatim)
     if "pz_scheme" in verbatim:
         lines.append(describe_extraction_probability(verbatim))
+    if any(key.startswith("pam_") for key in verbatim):  # measured with --pam
+        lines.append(describe_prior_aware(verbatim))
     return lines
