@@ -33,6 +33,7 @@ from ui_common.render import (
     pz_view,
     signals_view,
     split_caption,
+    stored_unit_chance,
     verbatim_caption,
 )
 from ui_common.runs_view import shown_results
@@ -61,7 +62,7 @@ def render(snap: ProgressSnapshot) -> None:
     chances = cached_figure(
         "cmp_chances",
         (split_info.get("run_id"), tuple(results)),
-        lambda: method_chances(results, split_info),
+        lambda: method_chances(results, split_info, get_store()),
     )
     table["chance level"] = table["method"].map(lambda m: _level(chances.get(m)))
     table["above chance"] = table["method"].map(lambda m: _beats(chances.get(m)))
@@ -169,7 +170,16 @@ def _beats(chance: ChanceLevel | None) -> str:
     return "yes" if chance.beats else "no"
 
 
-def method_chances(results: Mapping[str, Any], split_info: dict[str, Any]) -> dict[str, Any]:
-    """Each method's chance control of its output; the words its own prompt handed the victim
-    are not credited (the prompt goes along, as on the Probe page)."""
-    return {m: output_chance(r.output, r.mem, split_info, r.prompt) for m, r in results.items()}
+def method_chances(
+    results: Mapping[str, Any], split_info: dict[str, Any], store: Any = None
+) -> dict[str, Any]:
+    """Each method's chance control of its output: its stored unit's (the fields the run's
+    report reads, so the page and the report give one verdict), else reckoned here by the same
+    rule (not stored yet, or cancelled); the words its own prompt handed the victim are not
+    credited (the prompt goes along, as on the Probe page)."""
+    run_id = split_info.get("run_id")
+    return {
+        m: stored_unit_chance(store, run_id, r)
+        or output_chance(r.output, r.mem, split_info, r.prompt)
+        for m, r in results.items()
+    }

@@ -114,3 +114,14 @@ def test_an_output_that_is_not_the_units_result_is_reckoned_on_the_page(tmp_path
     earlier = pd.Series({"prompt": PROMPT, "output": piece.suffix, "mem": 1.0})  # a live round
     shown = probe_chance(earlier, result, {**_page_info(), "run_id": run_id}, stored)
     assert shown is not stored and shown is not None and shown.level is not None
+
+
+def test_the_compare_page_reads_a_stored_methods_chance_as_its_report_does(tmp_path) -> None:
+    from ui_common.compare_view import method_chances
+
+    with Store(tmp_path / "runs.sqlite") as store:
+        run_id, result = _probe(store, ABSENT)
+        report = html.unescape(html_report_for_run(store, run_id))
+        shown = method_chances({"interactive": result}, {**_page_info(), "run_id": run_id}, store)
+    level = shown["interactive"]
+    assert level.verdict is None and f"Ours (interactive) @ 60: {chance_reading(level)}" in report
