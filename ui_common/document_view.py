@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 import pandas as pd
 import streamlit as st
@@ -48,7 +48,13 @@ from memprobe_core.documents.extraction_map import WindowScore
 from memprobe_core.documents.map_report import (
     PART_WORDS,
     WHOLE_WORDS,
+    CostSpan,
     TextSpan,
+    cost_headline,
+    cost_spans,
+    cost_view_html,
+    cost_view_legend,
+    cost_window_tokens,
     describe_map,
     log10_text,
     map_frame,
@@ -467,7 +473,7 @@ def show_map(stored: StoredMap, *, key: str) -> None:
     with grid_tab:
         _window_grid(stored, frame, key=key)
     with text_tab:
-        _text_view(stored, spans)
+        _text_view(stored, spans, key=key)
     stem = f"memprobe-run{stored.run_id}"
     _downloads(
         "Windows CSV",
@@ -556,6 +562,7 @@ def _headline(stored: StoredMap) -> dict[str, str]:
         "Document written back": f"{w.share(w.whole_tokens):.1%}",
         "Longest stretch": f"{s.longest_stretch:,} tokens",
         "Median log10 p_z": "–" if s.median_log10_p_z is None else log10_text(s.median_log10_p_z),
+        "Extraction cost b": cost_headline(stored.rank_cost)[0],
     }
 
 
@@ -569,6 +576,7 @@ def _headline_notes(stored: StoredMap) -> dict[str, str]:
         "Written back in part": f"1 to {n - 1} of {n} tokens" if n > 1 else "–",
         "Document written back": f"+ {w.share(w.part_tokens):.1%} in part",
         "Median log10 p_z": _median_over(stored),
+        "Extraction cost b": cost_headline(stored.rank_cost)[1],
     }
 
 
@@ -594,6 +602,10 @@ def _headline_help(stored: StoredMap) -> dict[str, str]:
         f"first tokens back (at least one, fewer than {n}), then leaves the text",
         "Document written back": "the document's tokens inside a whole window's suffix; below, "
         "those greedy decoding writes back only in part (in no whole window)",
+        "Extraction cost b": "the rank-based bound of Liu, Evans & Xiong 2026 (docs/method.md "
+        "§21), from one teacher-forced pass over the whole document: its cheapest window of l "
+        "tokens needs at least 2^b expected tries of any decoding (sampling, beam, any "
+        "temperature); the Document text tab colours each token by it",
     }
 
 
@@ -608,7 +620,13 @@ def _summary_row(stored: StoredMap, *, opened: bool) -> dict[str, Any]:
     }
 
 
-def _text_view(stored: StoredMap, spans: list[TextSpan] | None) -> None:
+# The text tab's two colourings: the map's (what greedy decoding writes back, window by window)
+# and the paper's own view (each token's cheapest window by the rank-based bound, §21).
+COLOUR_BY_MAP = "What greedy decoding writes back (the map)"
+COLOUR_BY_COST = "Extraction cost b (the cheapest window holding each token)"
+
+
+def _text_view(stored: StoredMap, spans: list[TextSpan] | None, *, key: str) -> None:
     if spans is None:
         st.info(
             "This run has no token offsets (its tokenizer gives none, or the run is older than "
@@ -616,20 +634,63 @@ def _text_view(stored: StoredMap, spans: list[TextSpan] | None) -> None:
             "every window."
         )
         return
-    shown: list[TextSpan] = []
+    colour_by = st.radio(
+        "Colour the text by",
+        [COLOUR_BY_MAP, COLOUR_BY_COST],
+        horizontal=True,
+        key=f"{key}_colour_by",
+        help="b (Liu, Evans & Xiong 2026; docs/method.md §21): from the one teacher-forced "
+        "pass over the whole document made when the map finished, each token's smallest b over "
+        "the windows of l tokens that hold it; no decoding extracts that window in fewer than "
+        "2^b expected tries",
+    )
+    if colour_by == COLOUR_BY_COST:
+        _cost_view(stored)
+        return
+    shown = _first_chars(spans)
+    st.html(f"<p>{text_view_legend()}</p>")
+    _shown_caption(stored, shown)
+    st.html(f'<div style="{_BOX};max-height:36em;overflow:auto">{text_view_html(shown)}</div>')
+
+
+def _cost_view(stored: StoredMap) -> None:
+    """The text coloured by each token's minimum b, or why it cannot be."""
+    costs = cost_spans(stored)
+    if costs is None:
+        st.info(
+            "No per-token extraction cost is stored for this run: it is made once every window "
+            "is scored, and runs recorded before memprobe kept it have none (map the document "
+            "again to get it)."
+        )
+        return
+    shown = _first_chars(costs)
+    st.html(f"<p>{cost_view_legend(cost_window_tokens(stored))}</p>")
+    _shown_caption(stored, shown)
+    st.html(f'<div style="{_BOX};max-height:36em;overflow:auto">{cost_view_html(shown)}</div>')
+
+
+_Span = TypeVar("_Span", TextSpan, CostSpan)
+
+
+def _first_chars(spans: Sequence[_Span]) -> list[_Span]:
+    """The spans up to :data:`TEXT_VIEW_CHARS` characters (the page's limit)."""
+    shown: list[_Span] = []
     chars = 0
     for span in spans:
         if chars >= TEXT_VIEW_CHARS:
             break
         shown.append(span)
         chars += len(span.text)
-    st.html(f"<p>{text_view_legend()}</p>")
+    return shown
+
+
+def _shown_caption(stored: StoredMap, shown: Sequence[TextSpan | CostSpan]) -> None:
+    chars = sum(len(span.text) for span in shown)
     if chars < len(stored.text):
         st.caption(
             f"The first {chars:,} of {len(stored.text):,} characters; the HTML report below "
             "colours the whole document."
         )
-    st.html(f'<div style="{_BOX};max-height:36em;overflow:auto">{text_view_html(shown)}</div>')
 
 
 def _clicked_window(event: Any) -> int | None:

@@ -8,6 +8,7 @@ Every text from the document or the model is escaped where it is shown (in HTML 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from memprobe_core.documents.map_run import StoredMap
+from memprobe_core.documents.rank_cost import document_token_bits
 from memprobe_core.highlight import escape_html, jinja_finalize
 from memprobe_core.models.endpoints import describe_endpoint
 
@@ -205,12 +207,7 @@ def text_spans(stored: StoredMap) -> list[TextSpan] | None:
             if token < len(level) and state > level[token]:
                 level[token], owner[token] = state, s.index
     text = stored.text
-    # A token runs from its start to the next token's start, so the spans tile the text;
-    # the running maximum keeps a tokenizer's overlapping offsets from cutting backwards.
-    bounds = [0]
-    for start in starts[1:]:
-        bounds.append(max(bounds[-1], min(start, len(text))))
-    bounds.append(len(text))
+    bounds = token_bounds(starts, text)
     spans: list[TextSpan] = []
     first = 0
     for token in range(1, len(starts) + 1):
@@ -220,6 +217,17 @@ def text_spans(stored: StoredMap) -> list[TextSpan] | None:
                 spans.append(TextSpan(chunk, TEXT_STATES[level[first]], owner[first]))
             first = token
     return spans
+
+
+def token_bounds(starts: Sequence[int], text: str) -> list[int]:
+    """Where each token's characters begin, then the text's end: a token runs from its start to
+    the next token's, so the pieces tile the text; the running maximum keeps a tokenizer's
+    overlapping offsets from cutting backwards."""
+    bounds = [0]
+    for start in starts[1:]:
+        bounds.append(max(bounds[-1], min(start, len(text))))
+    bounds.append(len(text))
+    return bounds
 
 
 def text_view_html(spans: list[TextSpan]) -> Markup:
@@ -270,7 +278,10 @@ def map_json(stored: StoredMap) -> dict[str, Any]:
         # The paper's setting (docs/method.md §21): one pass over the whole document.
         "extraction_bits": (stored.rank_cost or {}).get("extraction_bits"),
         "greedy_extractable_rate": (stored.rank_cost or {}).get("greedy_extractable_rate"),
-        "rank_cost": stored.rank_cost,
+        # Without the per-token factors (one number a token; the HTML report and the page
+        # colour the text by them): the JSON stays the size of its figures.
+        "rank_cost": {k: v for k, v in (stored.rank_cost or {}).items() if k != "token_log2_bounds"}
+        or None,
     }
 
 
@@ -321,6 +332,133 @@ def rank_cost_line(cost: dict[str, Any]) -> str:
     )
 
 
+# --- the text by extraction cost (docs/method.md §21) --------------------------------------------
+
+# Bands of a token's b (the cheapest window of l tokens holding it), riskiest first: its upper
+# bound in bits and its words. b is a lower bound on the expected tries of ANY decoding, so each
+# band says how few tries no decoding can go below.
+COST_BANDS: tuple[tuple[float, str], ...] = (
+    (1.0, "b under 1 bit: a decoding may need as few as one or two tries (0: greedy writes it)"),
+    (10.0, "b 1 to 10 bits: no decoding needs fewer than 2 tries; some may need under 2^10"),
+    (20.0, "b 10 to 20 bits: no decoding needs fewer than 2^10 (about a thousand) tries"),
+    (40.0, "b 20 to 40 bits: no decoding needs fewer than 2^20 (about a million) tries"),
+    (math.inf, "b 40 bits or more: no decoding needs fewer than 2^40 (about 10^12) tries"),
+)
+_COST_COLOURS = (_SCALE[-1], _SCALE[4], _SCALE[2], _SCALE[1], "")
+_COST_TEXT = ("#fff", "#fff", "", "", "")
+UNRANKED_WORDS = "not ranked (nothing before it predicts it)"
+
+
+@dataclass(frozen=True)
+class CostSpan:
+    """A stretch of the document's characters whose tokens share one min b (rounded to 0.1
+    bit; ``math.inf`` for tokens nothing ranks)."""
+
+    text: str
+    bits: float
+
+    @property
+    def band(self) -> int | None:
+        """Its :data:`COST_BANDS` index (``None``: not ranked)."""
+        if not math.isfinite(self.bits):
+            return None
+        return next(i for i, (high, _) in enumerate(COST_BANDS) if self.bits < high)
+
+
+def cost_spans(stored: StoredMap) -> list[CostSpan] | None:
+    """The document's text cut where its tokens' minimum b changes (each token: the cheapest
+    window of l tokens covering it, from the run's stored rank-cost pass). ``None`` when the run
+    has no token offsets or no per-token record (made before memprobe kept one, or before the
+    map finished)."""
+    starts = stored.token_starts
+    if starts is None or not stored.rank_cost:
+        return None
+    per_token = document_token_bits(stored.rank_cost, len(starts))
+    if per_token is None:
+        return None
+    shown = [round(b, 1) if math.isfinite(b) else math.inf for b in per_token]
+    bounds = token_bounds(starts, stored.text)
+    spans: list[CostSpan] = []
+    first = 0
+    for token in range(1, len(starts) + 1):
+        if token == len(starts) or shown[token] != shown[first]:
+            chunk = stored.text[bounds[first] : bounds[token]]
+            if chunk:
+                spans.append(CostSpan(chunk, shown[first]))
+            first = token
+    return spans
+
+
+def cost_title(bits: float) -> str:
+    """A span's hover text: its b in words."""
+    if not math.isfinite(bits):
+        return UNRANKED_WORDS
+    return (
+        f"b = {bits:.1f} bits: the cheapest window of the document holding this text needs at "
+        f"least 2^{bits:.1f} expected tries of any decoding"
+    )
+
+
+def cost_view_html(spans: list[CostSpan]) -> Markup:
+    """The text by extraction cost as HTML: every character escaped, each span coloured by its
+    b's band (darkest: cheapest to extract), its b in words in the hover title; no script."""
+    parts = []
+    for span in spans:
+        band = span.band
+        style = "color:#777" if band is None else _cost_style(band)
+        parts.append(
+            f'<span style="{style}" title="{escape_html(cost_title(span.bits))}">'
+            f"{escape_html(span.text)}</span>"
+        )
+    return Markup(
+        '<div style="white-space:pre-wrap;font-family:ui-monospace,monospace;line-height:1.5">'
+        + "".join(parts)
+        + "</div>"
+    )
+
+
+def _cost_style(band: int) -> str:
+    colour, text = _COST_COLOURS[band], _COST_TEXT[band]
+    return ";".join(
+        part for part in (colour and f"background:{colour}", text and f"color:{text}") if part
+    )
+
+
+def cost_view_legend(window_tokens: int) -> Markup:
+    """The extraction-cost view's colours in words, as HTML."""
+    lead = escape_html(
+        f"Each token coloured by the smallest b over the windows of {window_tokens} tokens "
+        "that hold it:"
+    )
+    keys = [
+        f'<span style="{_cost_style(i) or "color:inherit"};padding:2px 6px">'
+        f"{escape_html(words)}</span>"
+        for i, (_, words) in enumerate(COST_BANDS)
+    ]
+    keys.append(f'<span style="color:#777;padding:2px 6px">{escape_html(UNRANKED_WORDS)}</span>')
+    return Markup(lead + " " + " ".join(keys))
+
+
+def cost_window_tokens(stored: StoredMap) -> int:
+    """``l`` of the run's rank-cost pass (the option; a text shorter than it is one window)."""
+    cost = stored.rank_cost or {}
+    return int(cost.get("window_tokens") or cost.get("extraction_window_tokens") or 0)
+
+
+def cost_headline(cost: dict[str, Any] | None) -> tuple[str, str]:
+    """The document's b as a headline figure and its words: rounded down to 0.1 bit (b bounds
+    the tries from below: a figure rounded up would claim more protection than measured)."""
+    if not cost:
+        return "–", "not measured yet: made once every window is scored"
+    if cost.get("extraction_windows") is None:
+        return "–", "no token ranked"
+    bits = cost.get("extraction_bits")
+    if bits is None:
+        return "∞", "every window holds a token of probability 0: no decoding writes one"
+    shown = math.floor(float(bits) * 10) / 10
+    return f"{shown:.1f} bits", f"no decoding needs fewer than 2^{shown:.1f} tries"
+
+
 _HTML = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
@@ -349,6 +487,9 @@ decoding writes back from the window's prefix (hover for the window's figures).<
 <div class="doc">{{ text_view }}</div>
 {% else %}<p>This run has no token offsets (its tokenizer gives none), so the document is not
 shown coloured; the strip above and the tables below hold its windows.</p>{% endif %}
+{% if cost_view %}<h2>The document by extraction cost</h2>
+<p>{{ cost_legend }}</p>
+<div class="doc">{{ cost_view }}</div>{% endif %}
 <h2>Windows written back in full ({{ extractable|length }})</h2>
 {% if extractable %}<table><tr><th>window</th><th>tokens</th><th>true suffix</th><th>greedy output</th></tr>
 {% for row in extractable %}<tr><td>{{ row.window }}</td><td>{{ row.start }}–{{ row.end }}</td>
@@ -419,6 +560,7 @@ def map_html(
         (WHOLE_WORDS, _SCALE[-1]),
     ]
     spans = text_spans(stored) if spans is None else spans
+    costs = cost_spans(stored)
     o = stored.options
     return env.from_string(_HTML).render(
         name=stored.name,
@@ -436,6 +578,8 @@ def map_html(
         partial=partial,
         text_view=text_view_html(spans) if spans else "",
         text_legend=text_view_legend(),
+        cost_view=cost_view_html(costs) if costs else "",
+        cost_legend=cost_view_legend(cost_window_tokens(stored)),
     )
 
 

@@ -41,6 +41,7 @@ from memprobe_core.documents.stored import (
     victim_record,
 )
 from memprobe_core.documents.windows import MapOptions, Window, cut_windows, window_index
+from memprobe_core.measuring.inextractability import InextractabilityOptions
 from memprobe_core.measuring.sampler import SamplingScheme
 from memprobe_core.snippets.split import Snippet
 from memprobe_core.store import RunRecord, Store, UnitKey
@@ -124,10 +125,12 @@ def start_map(
     pz: PzSetting | None = None,
     title: str = "",
     models: dict[str, Any] | None = None,
+    cost: InextractabilityOptions | None = None,
 ) -> int:
     """Record a new extraction map of ``text`` on ``victim`` and return its run id (nothing is
     scored yet). The run records the victim's endpoint and, given ``models`` (a
-    ``ModelNames`` dict), how to load it again.
+    ``ModelNames`` dict), how to load it again; ``cost``: l and m of the document's rank-based
+    extraction cost (default: the paper's).
 
     Raises:
         MissingModelError: the victim has no weights.
@@ -161,6 +164,7 @@ def start_map(
         "victim": victim_name,
         "map": asdict(options),
         "pz": asdict(pz),
+        "inextractability": asdict(cost or InextractabilityOptions()),
         **victim_record(victim, models),
     }
     units = (UnitKey(w.id, MAP_METHOD, options.window_tokens) for w in windows)
@@ -389,7 +393,9 @@ def _record_rank_cost(store: Store, run_id: int, victim: Any, ids: list[int]) ->
     if "rank_cost" in config:
         return
     front = front_ids(victim.tokenizer, config["document"]["text"])
-    config["rank_cost"] = document_rank_cost(victim.torch_model, ids, front)
+    # A run recorded before l and m were options: the paper's, as it was measured then.
+    options = InextractabilityOptions(**config.get("inextractability", {}))
+    config["rank_cost"] = document_rank_cost(victim.torch_model, ids, front, options=options)
     store.update_run(run_id, config=config)
 
 

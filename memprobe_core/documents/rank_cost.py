@@ -15,6 +15,7 @@ victim's context when smaller), which bounds its memory on a long-context model.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +23,8 @@ from memprobe_core.documents.extraction_map import _project, _projection_matches
 from memprobe_core.measuring.inextractability import (
     InextractabilityOptions,
     extraction_cost,
+    token_log2_bounds,
+    token_min_bits,
     token_ranks,
 )
 
@@ -29,6 +32,9 @@ from memprobe_core.measuring.inextractability import (
 PROJECTION_CHUNK = 256
 # The longest pass (attention memory grows with its square).
 MAX_PASS_TOKENS = 2048
+# Decimals each token's log2 factor is kept with: a window of l = 50 tokens sums to within
+# 50 · 5e-5 = 0.0025 bits of the unrounded pass, and the record stays small (one number a token).
+FACTOR_DECIMALS = 4
 
 
 def model_context(model: Any) -> int:
@@ -101,11 +107,34 @@ def document_rank_cost(
         "context_tokens": context,
         "passes": len(planned),
         "rank_cap": options.rank_cap,
+        "window_tokens": options.window_tokens,
+        # The pass's own output, kept so a view derives each token's min b from it.
+        "token_log2_bounds": stored_factors(token_log2_bounds(ranks, log_probs, options.rank_cap)),
     }
     if cost is not None:
         record.update(cost.to_record())
         record["extraction_worst_window"] = [cost.worst_start + first, cost.worst_end + first]
     return record
+
+
+def stored_factors(factors: Sequence[float]) -> list[float | None]:
+    """Each token's log2 factor rounded for the run's JSON config (``None``: a probability 0,
+    ``−inf``, which JSON cannot hold)."""
+    return [round(f, FACTOR_DECIMALS) if math.isfinite(f) else None for f in factors]
+
+
+def document_token_bits(record: dict[str, Any], document_tokens: int) -> list[float] | None:
+    """Each document token's minimum ``b`` over the windows of ``l`` tokens covering it, from a
+    stored rank-cost record (:func:`document_rank_cost`); ``math.inf`` for a token nothing ranks
+    (the first one without a front token). ``None`` for a record made before memprobe kept the
+    per-token factors."""
+    factors = record.get("token_log2_bounds")
+    if factors is None:
+        return None
+    first = int(record.get("first_ranked_token", 0))
+    window = int(record.get("window_tokens") or record.get("extraction_window_tokens") or 1)
+    bits = [math.inf] * first + token_min_bits(factors, window)
+    return (bits + [math.inf] * document_tokens)[:document_tokens]
 
 
 def _reader(model: Any, row: Any, n: int) -> Any:

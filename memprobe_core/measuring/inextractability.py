@@ -19,12 +19,13 @@ already make (:func:`token_ranks`), never a pass of their own.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memprobe_core.option_fields import check_options, option
+from memprobe_core.option_fields import check_options, option, option_named
 
 # The reference code's defaults (Emory-AIMS/Inextractability, README "Parameters").
 DEFAULT_WINDOW_TOKENS = 50
@@ -56,6 +57,13 @@ class InextractabilityOptions:
         check_options(self)
 
 
+def declared_as(name: str, **more: Any) -> Any:
+    """:class:`InextractabilityOptions`' option ``name`` declared again in another option class
+    (its default, help and range, one home for them), with ``more`` (its flag, label)."""
+    found = option_named(InextractabilityOptions, name)
+    return option(found.default, **{**dataclasses.asdict(found.info), **more})
+
+
 @dataclass(frozen=True)
 class ExtractionCost:
     """The rank-based extraction cost of one scored token sequence.
@@ -68,6 +76,7 @@ class ExtractionCost:
         window_tokens: the window length used (``l``, or the whole sequence when shorter).
         windows: windows scored (``n − window_tokens + 1``).
         greedy_extractable: windows whose every token is the argmax (rank 1).
+        rank_cap: the rank cap used (``m``).
     """
 
     bits: float
@@ -76,6 +85,7 @@ class ExtractionCost:
     window_tokens: int
     windows: int
     greedy_extractable: int
+    rank_cap: int = DEFAULT_RANK_CAP
 
     @property
     def greedy_extractable_rate(self) -> float:
@@ -87,6 +97,7 @@ class ExtractionCost:
             "extraction_bits": self.bits if math.isfinite(self.bits) else None,
             "extraction_worst_window": [self.worst_start, self.worst_end],
             "extraction_window_tokens": self.window_tokens,
+            "extraction_rank_cap": self.rank_cap,
             "extraction_windows": self.windows,
             "greedy_extractable_windows": self.greedy_extractable,
             "greedy_extractable_rate": self.greedy_extractable_rate,
@@ -152,7 +163,30 @@ def extraction_cost(
         window_tokens=window,
         windows=len(sums),
         greedy_extractable=greedy_extractable_windows(ranks, window),
+        rank_cap=options.rank_cap,
     )
+
+
+def token_min_bits(factors: Sequence[float | None], window_tokens: int) -> list[float]:
+    """Each token's smallest ``b`` over the windows of ``l`` tokens that cover it (the paper's
+    per-token view): ``b`` of a window is ``−Σ factors`` over it (:func:`token_log2_bounds`; a
+    ``None`` factor is a probability 0, ``−inf``); a text shorter than ``l`` is one window.
+
+    Each window's ``b`` is spread to its tokens by a running minimum: a token ``t`` is covered
+    by the windows starting in ``[t − l + 1, t]``, so the minimum over those starts is a sliding
+    minimum of the window sums (``O(n·l)`` numpy, no Python loop over windows).
+    """
+    import numpy as np
+
+    if not factors:
+        return []
+    values = [-math.inf if f is None else f for f in factors]
+    window = min(window_tokens, len(values))
+    bits = -window_log2_p(values, window)  # one per window start
+    # Pad ∞ on both sides so every token sees exactly l candidate starts, real or not.
+    padded = np.concatenate([np.full(window - 1, math.inf), bits, np.full(window - 1, math.inf)])
+    covering = np.lib.stride_tricks.sliding_window_view(padded, window)[: len(values)]
+    return [float(b) for b in covering.min(axis=1)]
 
 
 def token_ranks(

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memprobe_core.measuring.inextractability import (
-    DEFAULT_RANK_CAP,
+    InextractabilityOptions,
     extraction_cost,
     token_ranks,
 )
@@ -108,9 +108,11 @@ def clear_cache() -> None:
     _HANDED_OVER.clear()
 
 
-def _pass_key(victim: Generator, piece: SplitSnippet, scheme: SamplingScheme) -> tuple[Any, ...]:
+def _pass_key(
+    victim: Generator, piece: SplitSnippet, scheme: SamplingScheme, cost: InextractabilityOptions
+) -> tuple[Any, ...]:
     key: tuple[Any, ...] = (model_key(victim), piece.text, piece.prefix)
-    return key + (piece.prefix_ids, piece.suffix_ids, scheme)
+    return key + (piece.prefix_ids, piece.suffix_ids, scheme, cost)
 
 
 def suffix_row(tokenizer: Any, piece: SplitSnippet) -> tuple[list[int], int]:
@@ -135,12 +137,16 @@ def sampler_suffix_log_probs(
 
 
 def logits_taker(
-    victim: Generator, piece: SplitSnippet, scheme: SamplingScheme
+    victim: Generator,
+    piece: SplitSnippet,
+    scheme: SamplingScheme,
+    cost: InextractabilityOptions | None = None,
 ) -> Callable[[Sequence[int], Any], None]:
     """A consumer for another pass's ``(row, logits)`` (the membership signals',
     ``compute_signals(on_logits=…)``): when the row is the one p_z feeds, the suffix log-probs
     are computed from those logits and kept for :func:`suffix_log_probs`, which then needs no
-    pass of its own."""
+    pass of its own. ``cost``: ``l`` and ``m`` of the extraction cost (default: the paper's)."""
+    cost = cost or InextractabilityOptions()
 
     def take(row: Sequence[int], logits: Any) -> None:
         import torch
@@ -150,19 +156,23 @@ def logits_taker(
             return
         log_probs = sampler_suffix_log_probs(logits, own, start, scheme)
         targets = torch.tensor(own[start:], dtype=torch.long, device=logits.device)
-        ranked = rank_cost_record(logits[start - 1 : len(own) - 1], targets)
+        ranked = rank_cost_record(logits[start - 1 : len(own) - 1], targets, cost)
         _HANDED_OVER.put(
-            _pass_key(victim, piece, scheme), {"log_probs": log_probs, "rank_cost": ranked}
+            _pass_key(victim, piece, scheme, cost), {"log_probs": log_probs, "rank_cost": ranked}
         )
 
     return take
 
 
-def rank_cost_record(logits: Any, targets: Any) -> VerbatimRecord:
+def rank_cost_record(
+    logits: Any, targets: Any, options: InextractabilityOptions | None = None
+) -> VerbatimRecord:
     """The rank-based extraction cost of the suffix (docs/method.md §21: ``extraction_bits``,
-    its worst window, the greedy-extractable rate; l = 50, m = 20) from the logits p_z's pass
-    already has: ranks and the model's own probabilities, no pass of its own."""
-    cost = extraction_cost(*token_ranks(logits, targets, DEFAULT_RANK_CAP))
+    its worst window, the greedy-extractable rate, under ``options``' l and m, the paper's 50
+    and 20 by default) from the logits p_z's pass already has: ranks and the model's own
+    probabilities, no pass of its own."""
+    options = options or InextractabilityOptions()
+    cost = extraction_cost(*token_ranks(logits, targets, options.rank_cap), options)
     return cost.to_record() if cost is not None else {}
 
 
@@ -179,7 +189,10 @@ def suffix_log_probs(victim: Generator, piece: SplitSnippet, scheme: SamplingSch
 
 
 def suffix_scores(
-    victim: Generator, piece: SplitSnippet, scheme: SamplingScheme
+    victim: Generator,
+    piece: SplitSnippet,
+    scheme: SamplingScheme,
+    cost: InextractabilityOptions | None = None,
 ) -> tuple[list[float], VerbatimRecord]:
     """The sampler's log-probability of each suffix token given the prefix and the suffix so far,
     from ONE forward pass of a white-box victim (the split's own ids, the signals' BOS rule), or
@@ -192,7 +205,7 @@ def suffix_scores(
             (its server returns each token's log-prob only).
     """
     if from_weights(victim):
-        return _white_box_log_probs(victim, piece, scheme)
+        return _white_box_log_probs(victim, piece, scheme, cost or InextractabilityOptions())
     if not scheme.plain:
         raise ValueError(
             f"the victim's server returns each token's log-prob, not the whole distribution that "
@@ -206,11 +219,11 @@ def suffix_scores(
 
 
 def _white_box_log_probs(
-    victim: Any, piece: SplitSnippet, scheme: SamplingScheme
+    victim: Any, piece: SplitSnippet, scheme: SamplingScheme, cost: InextractabilityOptions
 ) -> tuple[list[float], VerbatimRecord]:
     import torch
 
-    handed = _HANDED_OVER.get(_pass_key(victim, piece, scheme))
+    handed = _HANDED_OVER.get(_pass_key(victim, piece, scheme, cost))
     if handed is not None:
         return list(handed["log_probs"]), dict(handed["rank_cost"])
     row, start = suffix_row(victim.tokenizer, piece)
@@ -225,31 +238,41 @@ def _white_box_log_probs(
         ).logits[0, -n_suffix:]
     targets = torch.tensor(row[start:], dtype=torch.long, device=logits.device)
     log_probs = [float(v) for v in sampler_log_probs(logits, targets, scheme).cpu()]
-    return log_probs, rank_cost_record(logits, targets)
+    return log_probs, rank_cost_record(logits, targets, cost)
 
 
 def measure_extraction_probability(
-    victim: Generator, piece: SplitSnippet, scheme: SamplingScheme, discover_p: float
+    victim: Generator,
+    piece: SplitSnippet,
+    scheme: SamplingScheme,
+    discover_p: float,
+    cost: InextractabilityOptions | None = None,
 ) -> VerbatimRecord:
-    """The ``verbatim`` keys of probabilistic extraction for ``piece`` on ``victim``.
+    """The ``verbatim`` keys of probabilistic extraction for ``piece`` on ``victim``, with the
+    suffix's rank-based extraction cost under ``cost``'s l and m (default: the paper's).
 
     Not measurable (a black-box victim whose server scores no text, or a scheme it cannot give)
     or failed (e.g. out of memory): ``{"pz_scheme", "pz_not_measured"}`` with why, logged; a side
     measurement never costs the unit its result.
     """
     key: tuple[Any, ...] = (model_key(victim), piece.text, piece.prefix)
-    key += (piece.prefix_ids, piece.suffix_ids, scheme, float(discover_p))
+    cost = cost or InextractabilityOptions()
+    key += (piece.prefix_ids, piece.suffix_ids, scheme, float(discover_p), cost)
     cached = _CACHE.get(key)
     if cached is not None:
         return cached
-    record = _measure(victim, piece, scheme, discover_p)
+    record = _measure(victim, piece, scheme, discover_p, cost)
     if "pz_not_measured" not in record:
         _CACHE.put(key, record)
     return record
 
 
 def _measure(
-    victim: Generator, piece: SplitSnippet, scheme: SamplingScheme, discover_p: float
+    victim: Generator,
+    piece: SplitSnippet,
+    scheme: SamplingScheme,
+    discover_p: float,
+    cost: InextractabilityOptions,
 ) -> VerbatimRecord:
     if not scorable(victim):
         return {
@@ -258,7 +281,7 @@ def _measure(
             "log-probs",
         }
     try:
-        log_probs, rank_cost = suffix_scores(victim, piece, scheme)
+        log_probs, rank_cost = suffix_scores(victim, piece, scheme, cost)
     except Exception as exc:  # recorded: the unit's result stands without p_z
         message = redact_secrets(f"{type(exc).__name__}: {exc}")
         log.warning("p_z of %s not measured: %s", piece.snippet.id, message)
