@@ -98,7 +98,8 @@ class Check:
             outcome = "skipped" if self.skipped else 'failed ([controls] unmeasured = "fail")'
             return f"{self.limit} at {self.scope}: {self.not_measured}; {outcome}"
         signed = self.limit.startswith("increase.")
-        shown = _number(self.value, signed)
+        # Bits to 4 digits: 74.96 must not read as the 75 a limit of 75 would pass.
+        shown = _number(self.value, signed, digits=4 if self.floor else 3)
         if math.isfinite(self.low) and math.isfinite(self.high):
             shown += f" [{_number(self.low, signed)}, {_number(self.high, signed)}]"
         above = not math.isnan(self.value) and self.value > self.threshold
@@ -438,14 +439,14 @@ def _increase_checks(diff: RunDiff, policy: Policy) -> list[Check]:
     return checks
 
 
-def _number(value: float, signed: bool) -> str:
+def _number(value: float, signed: bool, digits: int = 3) -> str:
     if value == math.inf:  # a rank-based cost with a token of probability 0
         return "∞"
     if not math.isfinite(value):
         return "n/a"
     if signed:
         return f"{value:+.3f}"
-    return str(int(value)) if float(value).is_integer() else f"{value:.3g}"
+    return str(int(value)) if float(value).is_integer() else f"{value:.{digits}g}"
 
 
 def _baseline_voids(badges: str) -> str:
