@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from memprobe_core.errors import UsageError
+from memprobe_core.measuring.bracket import bits_text
 from memprobe_core.membership.evaluate import signal_scores
 from memprobe_core.membership.options import SIGNAL_BY_NAME
 from memprobe_core.membership.verdict import NO_BETTER_THAN_BLIND
@@ -98,8 +99,10 @@ class Check:
             outcome = "skipped" if self.skipped else 'failed ([controls] unmeasured = "fail")'
             return f"{self.limit} at {self.scope}: {self.not_measured}; {outcome}"
         signed = self.limit.startswith("increase.")
-        # Bits to 4 digits: 74.96 must not read as the 75 a limit of 75 would pass.
-        shown = _number(self.value, signed, digits=4 if self.floor else 3)
+        # Bits rounded down, as the bracket says them: 74.99 must not read as the 75 that a
+        # limit of 75 would pass.
+        floored = self.floor and math.isfinite(self.value)
+        shown = bits_text(self.value) if floored else _number(self.value, signed)
         if math.isfinite(self.low) and math.isfinite(self.high):
             shown += f" [{_number(self.low, signed)}, {_number(self.high, signed)}]"
         above = not math.isnan(self.value) and self.value > self.threshold
@@ -439,14 +442,14 @@ def _increase_checks(diff: RunDiff, policy: Policy) -> list[Check]:
     return checks
 
 
-def _number(value: float, signed: bool, digits: int = 3) -> str:
+def _number(value: float, signed: bool) -> str:
     if value == math.inf:  # a rank-based cost with a token of probability 0
         return "∞"
     if not math.isfinite(value):
         return "n/a"
     if signed:
         return f"{value:+.3f}"
-    return str(int(value)) if float(value).is_integer() else f"{value:.{digits}g}"
+    return str(int(value)) if float(value).is_integer() else f"{value:.3g}"
 
 
 def _baseline_voids(badges: str) -> str:

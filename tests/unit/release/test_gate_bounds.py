@@ -224,10 +224,10 @@ def test_an_audit_that_turns_p_z_off_cannot_gate_a_bound(tmp_path, capsys) -> No
 
 def test_bits_just_under_the_limit_do_not_read_as_the_limit(store_path, tmp_path) -> None:
     run = add_run(
-        store_path, "v", BASE[:2], verbatim=lambda s: {**bounds(s), "extraction_bits": 74.96}
+        store_path, "v", BASE[:2], verbatim=lambda s: {**bounds(s), "extraction_bits": 74.99}
     )
     policy = read_policy(_policy(tmp_path, "[limits]\nmin_bits = 75\n"))
     (check,) = run_gate(Store(store_path), run, policy, resamples=200).checks
     assert not check.passed and check.message().startswith(
-        "limits.min_bits at ps_base @ 40: 74.96 < 75"
+        "limits.min_bits at ps_base @ 40: 74.9 < 75"
     )
