@@ -423,6 +423,9 @@ def report_view(store: Store, run_id: int) -> None:
         "a Wilcoxon signed-rank (or exact sign) test, Holm-adjusted across the report."
     )
     tables.show(report.table1, key=f"audit_table1_{run_id}")
+    unranked = extraction_cost_note(report.table1)
+    if unranked:
+        st.caption(unranked)
     csv_download(
         "Table 1 CSV", report.table1, f"memprobe-audit{run_id}-table1.csv", key=f"audit_dl_{run_id}"
     )
@@ -444,6 +447,24 @@ def _membership_and_rest(report: Report) -> None:
         if isinstance(frame, pd.DataFrame) and not frame.empty:
             st.subheader(title)
             tables.show(frame)
+
+
+def extraction_cost_note(table1: pd.DataFrame) -> str | None:
+    """Why Table 1's extraction cost is a dash in rows whose p_z was measured: no unit of theirs
+    had ranks, which only a black-box victim's server withholds (docs/method.md §21); ``None``
+    when every such row has b (or the run is from before b)."""
+    if "extraction_bits_units" not in table1 or "pz_zero" not in table1:
+        return None
+    units = pd.to_numeric(table1["extraction_bits_units"], errors="coerce").fillna(0)
+    with_pz = pd.to_numeric(table1["pz_zero"], errors="coerce").notna()
+    missing = int(((units == 0) & with_pz).sum())
+    if not missing:
+        return None
+    return (
+        f"Extraction cost (bits): – in {missing} of {int(with_pz.sum())} rows with p_z: not "
+        "measured, because the victim's server returns each token's log-prob, not its rank (a "
+        "black-box victim); load the victim's weights to measure it."
+    )
 
 
 def _domain_charts(report: Report) -> None:

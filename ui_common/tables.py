@@ -84,6 +84,12 @@ COLUMN_LABELS: dict[str, str] = {
     "log10_p_z": "log10 p_z",
     "pz_zero": "share with p_z = 0",
     "log10_n_at_p": "log10 samples for p",
+    # the rank-based extraction cost (§21): a unit's b, a Table 1 cell's median and least
+    "extraction_bits": "extraction cost (bits)",
+    "extraction_bits_min": "extraction cost (bits), least protected unit",
+    "extraction_bits_units": "units with an extraction cost",
+    "extraction_not_measured": "extraction cost not measured",
+    "extraction_window_tokens": "extraction cost window (tokens)",
     # each method's own figures (MethodSpec.figures)
     **{figure.name: figure.label for figure in figures()},
     # Mem's chance level
@@ -152,6 +158,13 @@ _CHANCE_HELP = (
     "other suffixes of its domain and length (95th percentile); empty with too few of them."
 )
 
+_BITS_HELP = (
+    "b of (l, b)-inextractability (Liu, Evans & Xiong 2026; docs/method.md §21): no decoding "
+    "needs fewer than 2^b expected tries to write the suffix's cheapest window of l tokens "
+    "(b = 12: no decoding needs fewer than 2^12 tries). Table 1: the median over the cell's "
+    "units. – where not measured: a black-box victim's server returns log-probs, not ranks."
+)
+
 # Field name -> the column's tooltip.
 COLUMN_HELP: dict[str, str] = {
     "mem": "ROUGE-L recall of the true suffix by the victim's output (0-1): how much came back.",
@@ -177,6 +190,9 @@ COLUMN_HELP: dict[str, str] = {
     "chance level": _CHANCE_HELP,
     "above chance": "Whether Mem beats its chance level (undefined without one).",
     "voided_by": "The validity control that voids this row's figures, if any.",
+    "extraction_bits": _BITS_HELP,
+    "extraction_bits_min": _BITS_HELP + " Here: the least b over the cell's units, the snippet "
+    "that is cheapest to extract.",
     "length": "Snippet length in victim tokens (prefix and suffix together).",
     "attempts": "How many times the unit was started (a failed unit is tried again).",
 }
@@ -211,6 +227,8 @@ _COUNTS = frozenset(
         "losses",
         "chance_units",
         "chance_n",
+        "extraction_bits_units",
+        "extraction_window_tokens",
         "units_done",
         "units_error",
         "units_total",
@@ -230,6 +248,8 @@ DIGITS: dict[str, int] = {
     "match_tokens": 1,
     "log10_p_z": 2,
     "log10_n_at_p": 2,
+    "extraction_bits": 1,
+    "extraction_bits_min": 1,
 }
 # Fields whose values are method names (shown by their labels).
 _METHOD_VALUES = ("method", "baseline")
