@@ -94,6 +94,20 @@ def sampler_log_probs(logits: Any, targets: Any, scheme: SamplingScheme) -> Any:
     return log_q.gather(-1, targets.long().unsqueeze(-1)).squeeze(-1)
 
 
+def sampler_log_distribution(logits: Any, scheme: SamplingScheme) -> Any:
+    """The sampler's whole next-token distribution, natural log, one row per position: the
+    rows :func:`sampler_log_probs` picks its targets from (greedy: 0 at the argmax, ``-inf``
+    elsewhere)."""
+    import torch
+
+    scores = logits.double()
+    if scheme.greedy:
+        top = scores.argmax(dim=-1, keepdim=True)
+        log_q = torch.full_like(scores, -math.inf)
+        return log_q.scatter(-1, top, 0.0)
+    return torch.log_softmax(_warped(scores, scheme), dim=-1)
+
+
 def _warped(scores: Any, scheme: SamplingScheme) -> Any:
     """``scores`` through transformers' warpers, in the order ``generate`` builds them
     (temperature, top-k, top-p); each row is one position (the warpers work row by row)."""
