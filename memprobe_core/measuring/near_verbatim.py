@@ -54,6 +54,15 @@ def check_edits(edits: Any) -> None:
         )
 
 
+def check_beam_width(beam_width: Any) -> None:
+    """Refuse a beam width that is not a whole number from 1 to ``MAX_BEAM_WIDTH``."""
+    whole = isinstance(beam_width, int) and not isinstance(beam_width, bool)
+    if not whole or not 1 <= beam_width <= MAX_BEAM_WIDTH:
+        raise OptionError(
+            "near_verbatim_beams", beam_width, f"give a whole number from 1 to {MAX_BEAM_WIDTH}"
+        )
+
+
 def edit_budget(edits: float, suffix_tokens: int) -> int:
     """The budget ``d`` in tokens: ``⌊edits · L⌋`` for a share below 1, else ``edits`` itself."""
     check_edits(edits)
@@ -113,10 +122,7 @@ def near_verbatim_bound(
 
     if not prefix_ids or not suffix_ids:
         raise ValueError("the near-verbatim bound needs at least one prefix and one suffix token")
-    if not 1 <= beam_width <= MAX_BEAM_WIDTH:
-        raise OptionError(
-            "near_verbatim_beams", beam_width, f"give a whole number from 1 to {MAX_BEAM_WIDTH}"
-        )
+    check_beam_width(beam_width)
     length = len(suffix_ids)
     budget = edit_budget(edits, length)
     device = next(model.parameters()).device

@@ -1066,6 +1066,18 @@ def _scheme(**given: object) -> object:
     return SamplingScheme(**given)  # type: ignore[arg-type]
 
 
+def _near_verbatim_budget(edits: object) -> object:
+    from memprobe_core.measuring.near_verbatim import edit_budget
+
+    return edit_budget(edits, 50)  # type: ignore[arg-type]
+
+
+def _near_verbatim_beams(beams: object) -> object:
+    from memprobe_core.measuring.near_verbatim import check_beam_width
+
+    return check_beam_width(beams)  # type: ignore[func-returns-value]
+
+
 def _ray(**given: object) -> object:
     from memprobe_core.executors.ray import RayOptions
 
@@ -1206,6 +1218,22 @@ LIBRARY_CASES: dict[tuple[str, str, tuple[str, ...]], list[LibraryCase]] = {
     ("memprobe_core/measuring/sampler.py", "SamplingScheme.__post_init__", ("pz_top_p",)): [
         LibraryCase(
             lambda t: _scheme(top_p=0.0), lambda t: _scheme(top_p=0.95), "pz_top_p=0.0", "e.g. 0.95"
+        )
+    ],
+    ("memprobe_core/measuring/near_verbatim.py", "check_edits", ("near_verbatim_edits",)): [
+        LibraryCase(
+            lambda t: _near_verbatim_budget(1.5),
+            lambda t: _near_verbatim_budget(2),
+            "near_verbatim_edits=1.5",
+            "e.g. 5",
+        )
+    ],
+    ("memprobe_core/measuring/near_verbatim.py", "check_beam_width", ("near_verbatim_beams",)): [
+        LibraryCase(
+            lambda t: _near_verbatim_beams(0),
+            lambda t: _near_verbatim_beams(20),
+            "near_verbatim_beams=0",
+            "from 1 to",
         )
     ],
     ("memprobe_core/executors/ray.py", "RayOptions.__post_init__", ("max_attempts",)): [

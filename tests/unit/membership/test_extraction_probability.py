@@ -299,7 +299,10 @@ def test_p_z_rides_in_the_signals_pass_with_the_value_of_its_own(victim, scheme)
     xp.clear_cache()
     signals.clear_cache()
     options = MeasureOptions(
-        pz_temperature=scheme.temperature, pz_top_k=scheme.top_k, pz_top_p=scheme.top_p
+        pz_temperature=scheme.temperature,
+        pz_top_k=scheme.top_k,
+        pz_top_p=scheme.top_p,
+        near_verbatim=False,  # its beam search makes passes of its own (§22)
     )
     calls: list[int] = []
     original = victim.torch_model.forward

@@ -10,6 +10,7 @@ from memprobe_core.attacks.events import CandidateScored, RoundFinished, RoundSt
 from memprobe_core.attacks.model_set import ModelSet
 from memprobe_core.attacks.options import AttackOptions, InteractiveOptions
 from memprobe_core.attacks.result import AttackResult, Candidate
+from memprobe_core.membership.near_verbatim import NO_WEIGHTS as NEAR_VERBATIM_NO_WEIGHTS
 from memprobe_core.models import load
 from memprobe_core.runs.probe import RunConfig, run_probe, start_probe
 from memprobe_core.runs.unit import SplitSpec, run_unit
@@ -283,6 +284,9 @@ def test_every_finished_unit_stores_its_verbatim_metrics(store):
         "pz_scheme": "temperature 1, top-k 40",
         "pz_not_measured": "the victim exposes no weights and its server returns no prompt "
         "log-probs",
+        # The near-verbatim search needs the weights too (docs/method.md §22).
+        "near_verbatim_log10_lower": None,
+        "near_verbatim_not_measured": NEAR_VERBATIM_NO_WEIGHTS,
     }
     # A black-box victim has no signals: recorded as not measured, not as zeros.
     assert store.result(run_id, UNIT).membership == {}
