@@ -126,7 +126,14 @@ examples:
   memprobe document --resume 12"""
 
 # The p_z options the map shares with audits (declared once, in MeasureOptions).
-PZ_OPTIONS = ("pz_temperature", "pz_top_k", "pz_top_p", "discover_p")
+PZ_OPTIONS = (
+    "pz_temperature",
+    "pz_top_k",
+    "pz_top_p",
+    "discover_p",
+    "extraction_window_tokens",
+    "extraction_rank_cap",
+)
 
 
 def add_document_parser(sub: argparse._SubParsersAction) -> None:
@@ -174,7 +181,9 @@ def add_document_parser(sub: argparse._SubParsersAction) -> None:
         "goes to the recorded endpoint (--base-url and --backend with --resume are refused)",
     )
     option_flags.add_flags(parser.add_argument_group("map: windows"), MapOptions)
-    pz = parser.add_argument_group("map: probabilistic extraction (docs/method.md §14)")
+    pz = parser.add_argument_group(
+        "map: probabilistic extraction and extraction cost (docs/method.md §14, §21)"
+    )
     for name in PZ_OPTIONS:
         option_flags.add_flag_of(pz, MeasureOptions, name)
     option_flags.add_flags(parser.add_argument_group("continue"), ContinuationOptions)
@@ -403,6 +412,7 @@ def _start(args: argparse.Namespace, store: Any, executor: Any) -> Stored:
             pz=pz,
             title=args.title,
             models=recorded,
+            cost=measure.inextractability,
         )
     else:
         options = ContinuationOptions(**option_flags.read_flags(args, ContinuationOptions))

@@ -13,11 +13,23 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from memprobe_core.measuring.dc_pdd import DEFAULT_DC_PDD_CAP, TokenFrequencies
+from memprobe_core.measuring.inextractability import InextractabilityOptions, declared_as
+from memprobe_core.measuring.near_verbatim import (
+    DEFAULT_BEAM_WIDTH,
+    DEFAULT_EDITS,
+    MAX_BEAM_WIDTH,
+    check_edits,
+)
 from memprobe_core.measuring.pac import (
     DEFAULT_PAC_HIGH_PERCENT,
     DEFAULT_PAC_LOW_PERCENT,
     DEFAULT_PAC_SWAP_RATE,
     MAX_PAC_AUGMENTATIONS,
+)
+from memprobe_core.measuring.prior_aware import (
+    DEFAULT_PAM_PREFIXES,
+    MAX_PAM_PREFIXES,
+    PAM_MIN_PREFIXES,
 )
 from memprobe_core.measuring.sampler import (
     DEFAULT_DISCOVER_P,
@@ -74,7 +86,14 @@ class MeasureOptions:
         pz_temperature / pz_top_k / pz_top_p: that sampling scheme (default: temperature 1,
             top-k 40, no top-p, as Hayes et al.; temperature 0 is greedy: p_z is 0 or 1;
             ``top_k`` 0 and ``top_p`` 1 turn those off).
+        near_verbatim: measure the near-verbatim lower bound under the p_z scheme
+            (:mod:`memprobe_core.membership.near_verbatim`; a beam search of a white-box victim).
+        near_verbatim_edits: its edit budget, a share of the suffix below 1 or whole tokens.
+        near_verbatim_beams: its beam width.
         discover_p: the chance of extraction ``n_at_p`` is sized for (0 < p < 1).
+        extraction_window_tokens / extraction_rank_cap: ``l`` and ``m`` of the rank-based
+            extraction cost measured from p_z's pass (``extraction_bits``; docs/method.md §21,
+            :class:`InextractabilityOptions`, whose declarations these repeat).
     """
 
     signals: bool = option(
@@ -218,6 +237,37 @@ class MeasureOptions:
         page="p_z top-p",
         metavar="P",
     )
+    near_verbatim: bool = option(
+        True,
+        help="near-verbatim lower bound: log10 of a certified lower bound on the chance that one "
+        "sample under the p_z scheme writes a suffix within the edit budget, by beam search (a "
+        "white-box victim: one pass of the prefix, then one batched pass of at most B tokens per "
+        "suffix token, so at most the cost of B samples of the suffix; beside p_z, so off "
+        "with it)",
+        switch_help="skip the near-verbatim lower bound (its beam search costs at most what "
+        "--near-verbatim-beams samples of the suffix cost; default: measured)",
+        flag="--no-near-verbatim",
+    )
+    near_verbatim_edits: float = option(
+        DEFAULT_EDITS,
+        help="the near-verbatim edit budget, Levenshtein over token ids: a share of the suffix's "
+        "L tokens below 1 (⌊share·L⌋ edits; 0: verbatim, the bound equals p_z) or a whole "
+        "number of tokens from 1",
+        low=0,
+        example="0.1",
+        flag="--near-verbatim-edits",
+        metavar="E",
+    )
+    near_verbatim_beams: int = option(
+        DEFAULT_BEAM_WIDTH,
+        help="the near-verbatim search's beam width B: partial suffixes kept per token (a "
+        "wider beam searches more of them and costs more)",
+        low=1,
+        high=MAX_BEAM_WIDTH,
+        example="20",
+        flag="--near-verbatim-beams",
+        metavar="B",
+    )
     discover_p: float = option(
         DEFAULT_DISCOVER_P,
         help="the chance of extraction n_at_p is sized for: the fewest samples that write the "
@@ -231,6 +281,36 @@ class MeasureOptions:
         metavar="P",
         page="Extraction chance p",
     )
+    pam: bool = option(
+        False,
+        help="the prior-aware check: is the suffix tied to its own prefix (memorised) or about "
+        "as likely after unrelated prefixes of its domain (common, not memorised)? K more "
+        "teacher-forced rows per snippet and length of a white-box victim",
+        flag="--pam",
+        page="Prior-aware check",
+        advanced=True,
+    )
+    pam_prefixes: int = option(
+        DEFAULT_PAM_PREFIXES,
+        help="the prior-aware check: K, the unrelated prefixes (built-in snippets of the "
+        "snippet's domain) the suffix is also scored after",
+        low=PAM_MIN_PREFIXES,
+        high=MAX_PAM_PREFIXES,
+        example="19",
+        flag="--pam-prefixes",
+        metavar="K",
+        page="Prior-aware prefixes K",
+        advanced=True,
+    )
+    extraction_window_tokens: int = declared_as(
+        "window_tokens", flag="--extraction-window", metavar="L"
+    )
+    extraction_rank_cap: int = declared_as("rank_cap", flag="--extraction-rank-cap", metavar="M")
+
+    @property
+    def inextractability(self) -> InextractabilityOptions:
+        """``l`` and ``m`` of the rank-based extraction cost measured beside p_z."""
+        return InextractabilityOptions(self.extraction_window_tokens, self.extraction_rank_cap)
 
     @property
     def pz_scheme(self) -> SamplingScheme:
@@ -240,6 +320,7 @@ class MeasureOptions:
     def __post_init__(self) -> None:
         check_options(self)
         self.pz_scheme  # noqa: B018  (built to check the three pz_* options together)
+        check_edits(self.near_verbatim_edits)  # a share below 1 or whole tokens
         for name in ("recall_prefix_ids", "recall_member_prefix", "recall_nonmember_prefix"):
             object.__setattr__(self, name, tuple(getattr(self, name)))  # lists from a stored config
         if isinstance(self.dc_pdd_frequencies, dict):  # from a stored config

@@ -19,7 +19,9 @@ from memprobe_core.membership.extraction_probability import (
     logits_taker,
     measure_extraction_probability,
 )
+from memprobe_core.membership.near_verbatim import measure_near_verbatim
 from memprobe_core.membership.options import SIGNALS, MeasureOptions
+from memprobe_core.membership.prior_aware import measure_prior_aware
 from memprobe_core.membership.samia import NOT_MEASURED as SAMIA_NOT_MEASURED
 from memprobe_core.membership.samia import measure_samia
 from memprobe_core.membership.signals import compute_signals
@@ -42,7 +44,8 @@ def measure_result(
     """Fill ``result.verbatim`` and ``result.membership`` (in place; returned for chaining).
 
     ``result.verbatim`` also gets probabilistic extraction (``log10_p_z``, ``n_at_p``, …) when
-    ``options.pz``: for every method, the methods that only measure included.
+    ``options.pz``: for every method, the methods that only measure included; and the
+    prior-aware check (``pam_*``) when ``options.pam``.
 
     With ``options.samia_samples``, SaMIA's samples of the victim (seeded with ``seed``, the
     run's) join the membership signals; it needs no log-probs, so a black-box victim whose
@@ -70,7 +73,8 @@ def measure_result(
             **result.verbatim,
         }
     # The signals first: their pass (white-box) also gives p_z's log-probs, the same row.
-    take = logits_taker(models.victim, piece, options.pz_scheme) if options.pz else None
+    cost = options.inextractability
+    take = logits_taker(models.victim, piece, options.pz_scheme, cost) if options.pz else None
     try:
         result.membership = compute_signals(
             models.victim, piece, options, models.reference, on_logits=take
@@ -84,7 +88,9 @@ def measure_result(
         scheme = options.pz_scheme
         result.verbatim = {
             **result.verbatim,
-            **measure_extraction_probability(models.victim, piece, scheme, options.discover_p),
+            **measure_extraction_probability(
+                models.victim, piece, scheme, options.discover_p, cost
+            ),
         }
         result.manifest = {
             **result.manifest,
@@ -94,9 +100,20 @@ def measure_result(
                 "top_k": scheme.top_k,
                 "top_p": scheme.top_p,
                 "discover_p": options.discover_p,
+                "extraction_window_tokens": cost.window_tokens,
+                "extraction_rank_cap": cost.rank_cap,
                 "given": "the true prefix (the split's tokens), teacher-forced",
             },
         }
+    if options.pz and options.near_verbatim:
+        # Of the snippet's suffix under p_z's scheme (so off with p_z), the same for every
+        # method of a unit.
+        near = measure_near_verbatim(models.victim, piece, options)
+        result.verbatim = {**result.verbatim, **near}
+    if options.pam:
+        # Of the snippet's suffix, the same for every method of a unit (cached per victim).
+        prior = measure_prior_aware(models.victim, piece, options.pam_prefixes)
+        result.verbatim = {**result.verbatim, **prior}
     samia = measure_samia(models.victim, piece, options, seed=seed)  # {} when off
     if samia:
         result.membership = {**result.membership, **samia}

@@ -72,6 +72,12 @@ def test_no_near_verbatim_skips_it(tmp_path, tiny_models, capsys):
     assert not any(key.startswith("near_verbatim") for key in verbatim)
 
 
+def test_no_pz_skips_it_too(tmp_path, tiny_models, capsys):
+    """The bound sits beside p_z, under its scheme: --no-pz turns both off."""
+    verbatim = _probe(tmp_path, capsys, "--no-pz")
+    assert not any(key.startswith(("near_verbatim", "log10_p_z")) for key in verbatim)
+
+
 def test_a_budget_that_is_neither_a_share_nor_whole_tokens_is_a_usage_error(
     tmp_path, tiny_models, capsys
 ):
