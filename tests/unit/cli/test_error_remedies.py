@@ -773,6 +773,16 @@ CASES: dict[tuple[str, str, tuple[str, ...]], list[Case]] = {
             "--no-signals",
         ),
     ],
+    ("memprobe_core/cli/release.py", "_check_bounds_measured", ("--no-pz",)): [
+        Case(  # the remedy "drop --no-pz" gets past the check to the run
+            lambda t: _audit(
+                t, str(_rows(t)), "--no-pz", "--policy", str(_policy(t, "min_bits = 10")), *LATE
+            ),
+            lambda t: _audit(t, str(_rows(t)), "--policy", str(_policy(t, "min_bits = 10")), *LATE),
+            "measured beside p_z, which --no-pz turns off",
+            "drop --no-pz",
+        ),
+    ],
     # --- method options and signals ---------------------------------------------------------
     (
         "memprobe_core/attacks/acr.py",
