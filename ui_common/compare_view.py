@@ -17,8 +17,6 @@ import streamlit as st
 from memprobe_core.attacks import registry
 from memprobe_core.attacks.registry import method_label
 from memprobe_core.chance import ChanceLevel
-from memprobe_core.highlight import show_controls
-from memprobe_core.measuring.bracket import describe_bracket, has_bounds
 from memprobe_core.store.frames import SHOWN_COST_COLUMNS, results_table
 from ui_common import charts, tables
 from ui_common.job_runner import ProgressSnapshot
@@ -80,11 +78,7 @@ def render(snap: ProgressSnapshot) -> None:
     # p_z is of the true suffix given the prefix: the snippet's, the same under every method.
     st.subheader("Probabilistic extraction of the suffix")
     verbatim = next(iter(results.values())).verbatim
-    pz_view(verbatim, key="cmp_pz")
-    if has_bounds(verbatim):
-        # The bounds around p_z in words (docs/method.md §14, §21); a server's reason for a side
-        # not measured is its text: shown as plain text.
-        st.text(show_controls(describe_bracket(verbatim)))
+    pz_view(verbatim, key="cmp_pz")  # with the bracket around p_z in words
     # Built once per finished method: the page is redrawn for every candidate of the one in flight.
     version = (split_info.get("run_id"), tuple(results))
     left, right = st.columns(2)

@@ -27,6 +27,7 @@ from memprobe_core.highlight import (
     segments_to_html,
     show_controls,
 )
+from memprobe_core.measuring.bracket import describe_bracket, has_bounds
 from memprobe_core.measuring.prior_aware import describe_prior_aware
 from memprobe_core.membership.extraction_probability import describe_extraction_probability
 from memprobe_core.membership.options import signals_frame
@@ -326,13 +327,21 @@ def pz_caption(verbatim: dict[str, Any] | None) -> str:
 
 
 def pz_view(verbatim: dict[str, Any] | None, *, key: str = "pz") -> None:
-    """The caption and the (n, p) curve of a result's probabilistic extraction (the caption's
-    text is ours and the scheme's label; the server's reason is shown as plain text)."""
+    """The caption, the bracket around p_z in words and the (n, p) curve of a result's
+    probabilistic extraction (the caption's text is ours and the scheme's label; the server's
+    reason is shown as plain text)."""
     caption = pz_caption(verbatim)
-    if verbatim and "pz_not_measured" in verbatim:
+    measured = not (verbatim and "pz_not_measured" in verbatim)
+    if measured:
+        st.markdown(caption)
+    else:
         st.text(show_controls(caption))
+    if verbatim and has_bounds(verbatim):
+        # The bounds around p_z in words (docs/method.md §14, §21, §22), wherever p_z is shown;
+        # a server's reason for a side not measured is its text: shown as plain text.
+        st.text(show_controls(describe_bracket(verbatim)))
+    if not measured:
         return
-    st.markdown(caption)
     fig = charts.extraction_curve(verbatim or {})
     if fig is not None:
         st.plotly_chart(fig, width="stretch", key=key)
