@@ -8,28 +8,8 @@ import json
 
 import pytest
 
-import memprobe_core.models as models_pkg
 from memprobe_core.cli import main
-from tests.helpers.tiny_models import tiny_hf_generator
-
-TEXT = " ".join(["the licence of this work is granted to any person who asks for a copy"] * 12)
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    return tiny_hf_generator(seed=7, adds_bos=True)
-
-
-@pytest.fixture
-def tiny_models(monkeypatch, tiny):
-    """``models.load('tiny')`` gives the tiny random Llama; other names are unknown."""
-
-    def load(name, *, backend=None, **options):
-        if name != "tiny":
-            raise models_pkg.ModelError(f"model {name!r} is unknown")
-        return tiny
-
-    monkeypatch.setattr(models_pkg, "load", load, raising=False)
+from tests.unit.cli.tiny_victim import TEXT
 
 
 def test_probe_json_gives_extraction_bits_beside_log10_p_z(tmp_path, tiny_models, capsys):

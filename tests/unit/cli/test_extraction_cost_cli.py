@@ -18,7 +18,7 @@ from memprobe_core.membership import extraction_probability as xp
 from memprobe_core.membership.measure import measure_result
 from memprobe_core.snippets.split import Snippet, split
 from memprobe_core.store import Store
-from tests.unit.cli.test_extraction_bits_cli import TEXT, tiny, tiny_models  # noqa: F401
+from tests.unit.cli.tiny_victim import TEXT
 from tests.unit.membership.test_extraction_bits import stepwise_bits
 from tests.unit.membership.test_extraction_probability import TEXT as SNIPPET
 from tests.unit.membership.test_extraction_probability import context_and_suffix
@@ -29,8 +29,8 @@ SMALL = ["--prefix-tokens", "8", "--suffix-tokens", "8", "--stride", "8"]
 
 def test_document_measures_b_under_the_given_l_and_m_and_records_them(
     tmp_path,
-    tiny,  # noqa: F811
-    tiny_models,  # noqa: F811
+    tiny,
+    tiny_models,
     capsys,
 ):
     path = tmp_path / "book.txt"
@@ -56,7 +56,7 @@ def test_document_measures_b_under_the_given_l_and_m_and_records_them(
 
 def test_probe_measures_a_snippets_b_under_the_given_l_and_m(
     tmp_path,
-    tiny_models,  # noqa: F811
+    tiny_models,
     capsys,
 ):
     store = ["--store", str(tmp_path / "runs.sqlite")]
@@ -91,7 +91,7 @@ def test_every_command_that_measures_b_offers_l_and_m(command, capsys):
 
 
 @pytest.fixture
-def victim(tiny):  # noqa: F811
+def victim(tiny):
     xp.clear_cache()
     yield tiny
     xp.clear_cache()
