@@ -247,6 +247,8 @@ class MeasureOptions:
         switch_help="skip the near-verbatim lower bound (its beam search costs at most what "
         "--near-verbatim-beams samples of the suffix cost; default: measured)",
         flag="--no-near-verbatim",
+        page="Near-verbatim bound",
+        advanced=True,
     )
     near_verbatim_edits: float = option(
         DEFAULT_EDITS,
@@ -257,6 +259,8 @@ class MeasureOptions:
         example="0.1",
         flag="--near-verbatim-edits",
         metavar="E",
+        page="Near-verbatim edits E",
+        advanced=True,
     )
     near_verbatim_beams: int = option(
         DEFAULT_BEAM_WIDTH,
@@ -267,6 +271,8 @@ class MeasureOptions:
         example="20",
         flag="--near-verbatim-beams",
         metavar="B",
+        page="Near-verbatim beams B",
+        advanced=True,
     )
     discover_p: float = option(
         DEFAULT_DISCOVER_P,
