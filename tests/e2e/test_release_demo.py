@@ -11,6 +11,7 @@ change; the gate must exit 1 and 0 on them, and its JUnit file must parse.
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -55,15 +56,32 @@ def test_the_canary_copy_leaks_more_than_the_base_and_the_base_matches_itself(tm
     same = json.loads(capsys.readouterr().out)
     assert not any(r["significant"] for r in same["figures"]), same["figures"]
 
+    # The pool is generated on each machine from its own non-member seed, and its halves are a
+    # seeded random split: on some machines' pools the blind baseline (no model) tells the 12 + 12
+    # texts apart by chance, and the report then voids the AUROCs of every run on them. The gate
+    # skips voided checks by default (exit 0, each shown with its figure and a note) and fails
+    # them under [controls] voided = "fail".
+    voided = any(r["voided_a"] or r["voided_b"] for r in aurocs.values())
     policy = tmp_path / "policy.toml"
-    policy.write_text("[increase]\nauroc = 0.0\nextraction_rate = 0.0\n", encoding="utf-8")
+    limits = "[increase]\nauroc = 0.0\nextraction_rate = 0.0\n"
+    policy.write_text(limits, encoding="utf-8")
     junit = tmp_path / "gate.xml"
 
     def gate(run: int, *extra: str) -> int:
         return main([*cli, "gate", str(run), "--policy", str(policy), "--baseline", "2", *extra])
 
+    if voided:
+        assert gate(1) == 0
+        out = capsys.readouterr().out
+        assert "skipped: voided by run 2's validity control" in out
+        # The copy's increase is still shown above the limit, and the base's against itself not.
+        assert re.search(r"skip increase\.auroc at \w+ @ 64: \+0\.\d+ \[.*\] > 0", out), out
+        assert gate(3) == 0
+        assert re.search(r"increase\.auroc at \w+ @ 64: \+0\.000 <= 0", capsys.readouterr().out)
+        policy.write_text(limits + '[controls]\nvoided = "fail"\n', encoding="utf-8")
     assert gate(1, "--junit", str(junit)) == 1
     assert "FAIL increase.auroc at " in capsys.readouterr().out
     suite = ET.parse(junit).getroot().find("testsuite")
     assert suite is not None and int(suite.get("failures", "0")) >= 1
-    assert gate(3) == 0
+    if not voided:
+        assert gate(3) == 0
