@@ -10,13 +10,11 @@ import html
 
 import pandas as pd
 
-from memprobe_core.attacks.costs import Costs
-from memprobe_core.attacks.result import AttackResult, Candidate
+from memprobe_core.attacks.result import AttackResult
 from memprobe_core.chance import NOT_ABOVE_CHANCE, chance_reading, unit_chance
-from memprobe_core.metrics import mem as mem_of
 from memprobe_core.report.html import html_report_for_run
-from memprobe_core.store import Store, UnitKey
-from tests.unit.test_chance_reading import ANSWER, PROMPT, SCORING, _cut
+from memprobe_core.store import Store
+from tests.unit.test_chance_reading import ANSWER, PROMPT, SCORING, _cut, stored_probe
 from ui_common.render import output_chance, probe_chance, stored_unit_chance
 
 # A tokenizer name no machine has: the report cannot cut the built-in snippets with it.
@@ -24,43 +22,7 @@ ABSENT = "memprobe-tests/no-such-tokenizer"
 
 
 def _probe(store: Store, tokenizer: str) -> tuple[int, AttackResult]:
-    piece, _, _ = _cut("docs:pyclbr")
-    key = UnitKey(piece.snippet.id, "interactive", 60)
-    mem = mem_of(ANSWER, piece.suffix, SCORING, suffix_tokens=piece.suffix_tokens)
-    run_id = store.create_run(
-        "probe",
-        config={"methods": ["interactive"], "lengths": [60]},
-        snippets=[piece.snippet],
-        units=[key],
-    )
-    candidate = Candidate(
-        round=0, index=0, prompt=PROMPT, output=ANSWER, mem=mem, lcs_p=0.0, objective=mem
-    )
-    split_record = {
-        "length": 60,
-        "tokenizer": tokenizer,
-        "suffix": piece.suffix,
-        "suffix_tokens": piece.suffix_tokens,
-        "bos_in_prefix": False,
-    }
-    result = AttackResult(
-        "interactive",
-        piece.snippet.id,
-        piece.snippet.domain,
-        60,
-        prompt=PROMPT,
-        output=ANSWER,
-        mem=mem,
-        lcs_p=0.0,
-        objective=mem,
-        alpha=0.5,
-        trace=[candidate],
-        costs=Costs(victim_queries=1),
-        manifest={"scoring": dict(SCORING.__dict__), "split": split_record},
-    )
-    store.record_candidates(run_id, key, result.trace)
-    store.finish_unit(run_id, key, result)
-    return run_id, result
+    return stored_probe(store, "docs:pyclbr", PROMPT, ANSWER, tokenizer)
 
 
 def _page_info() -> dict:

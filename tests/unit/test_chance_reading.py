@@ -107,7 +107,10 @@ def test_words_the_prompt_gave_are_not_credited_in_a_run() -> None:
     assert chance_levels(units)[OWN].verdict == ABOVE_CHANCE
 
 
-def _probe(store: Store, snippet_id: str, prompt: str, output: str) -> int:
+def stored_probe(
+    store: Store, snippet_id: str, prompt: str, output: str, tokenizer: str = "whitespace"
+) -> tuple[int, AttackResult]:
+    """A finished one-unit probe of the attacker loop in ``store``: its run id and result."""
     piece, _, _ = _cut(snippet_id)
     key = UnitKey(piece.snippet.id, "interactive", 60)
     mem = mem_of(output, piece.suffix, SCORING, suffix_tokens=piece.suffix_tokens)
@@ -122,7 +125,7 @@ def _probe(store: Store, snippet_id: str, prompt: str, output: str) -> int:
     )
     split_record = {
         "length": 60,
-        "tokenizer": "whitespace",
+        "tokenizer": tokenizer,
         "suffix": piece.suffix,
         "suffix_tokens": piece.suffix_tokens,
         "bos_in_prefix": False,
@@ -144,7 +147,7 @@ def _probe(store: Store, snippet_id: str, prompt: str, output: str) -> int:
     )
     store.record_candidates(run_id, key, result.trace)
     store.finish_unit(run_id, key, result)
-    return run_id
+    return run_id, result
 
 
 def test_a_probe_reads_the_same_on_the_page_and_in_its_html_report(tmp_path) -> None:
@@ -155,7 +158,7 @@ def test_a_probe_reads_the_same_on_the_page_and_in_its_html_report(tmp_path) -> 
 
     piece, pool, source = _cut("docs:pyclbr")
     with Store(tmp_path / "runs.sqlite") as store:
-        run_id = _probe(store, "docs:pyclbr", PROMPT, ANSWER)
+        run_id, _ = stored_probe(store, "docs:pyclbr", PROMPT, ANSWER)
         report = html.unescape(html_report_for_run(store, run_id))
         frame = store.results_frame(run_id)
     info = {
