@@ -12,23 +12,18 @@ from memprobe_core.measuring.sampler import SamplingScheme
 from memprobe_core.membership import MeasureOptions
 from memprobe_core.membership import extraction_probability as xp
 from memprobe_core.snippets.split import Snippet, split
-from tests.helpers.tiny_models import tiny_hf_generator
-from tests.unit.membership.test_extraction_probability import TEXT, context_and_suffix
+
+# The tiny victim in both BOS modes, and p_z's cache emptied around each test (autouse), are
+# the p_z tests' own fixtures.
+from tests.unit.membership.test_extraction_probability import (  # noqa: F401 - fixtures by name
+    TEXT,
+    context_and_suffix,
+    fresh_cache,
+    victim,
+)
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["bos-never-added", "bos-added"])
-def victim(request):
-    return tiny_hf_generator(seed=3, adds_bos=request.param)
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    xp.clear_cache()
-    yield
-    xp.clear_cache()
-
-
-def stepwise_bits(victim, context: list[int], suffix: list[int], l: int = 50, m: int = 20):  # noqa: E741
+def stepwise_bits(victim, context: list[int], suffix: list[int], l: int = 50, m: int = 20):  # noqa: E741, F811
     """b over the suffix, one forward pass per token: rank by counting higher logits, the
     probability by a float64 softmax; the easiest window of min(l, n) tokens."""
     import torch
@@ -49,7 +44,7 @@ def stepwise_bits(victim, context: list[int], suffix: list[int], l: int = 50, m:
 
 
 @pytest.mark.parametrize("scheme", [SamplingScheme(), SamplingScheme(0.0, 0, 1.0)])
-def test_a_p_z_record_carries_the_suffixs_extraction_bits(victim, scheme):
+def test_a_p_z_record_carries_the_suffixs_extraction_bits(victim, scheme):  # noqa: F811
     piece = split(Snippet("s", TEXT, "legal"), victim.tokenizer, 24)
     record = xp.measure_extraction_probability(victim, piece, scheme, 0.5)
     bits, rate, window = stepwise_bits(victim, *context_and_suffix(victim, piece))
@@ -59,7 +54,7 @@ def test_a_p_z_record_carries_the_suffixs_extraction_bits(victim, scheme):
     assert "log10_p_z" in record
 
 
-def test_the_signals_pass_hands_over_the_same_extraction_bits(victim):
+def test_the_signals_pass_hands_over_the_same_extraction_bits(victim):  # noqa: F811
     from memprobe_core.attacks.model_set import ModelSet
     from memprobe_core.attacks.result import AttackResult
     from memprobe_core.membership import signals
@@ -91,7 +86,7 @@ def test_the_signals_pass_hands_over_the_same_extraction_bits(victim):
     assert verbatim["extraction_worst_window"] == alone["extraction_worst_window"]
 
 
-def test_a_black_box_victim_says_its_ranks_are_not_measured(victim):
+def test_a_black_box_victim_says_its_ranks_are_not_measured(victim):  # noqa: F811
     from memprobe_core.models.openai import OpenAIGenerator
     from tests.helpers.openai_server import serve
 
