@@ -3,8 +3,8 @@
 # compare.png and ner.png (tests/e2e/test_browser_dashboard.py, on the embedded models) and
 # html-report.png and html-report-dashboard.png (tests/e2e/test_browser_html_report.py), and the
 # first-use walkthrough, walkthrough-*.png (tests/e2e/test_browser_walkthrough.py), and the
-# Document page with the document canary's map, document-map.png and document-text.png
-# (tests/e2e/test_browser_document.py; MEMPROBE_DOCUMENT_CANARY=1 builds the canary on first
+# Document page with the document canary's map, document-map.png, document-text.png and
+# document-cost.png (tests/e2e/test_browser_document.py; MEMPROBE_DOCUMENT_CANARY=1 builds the canary on first
 # use: about 30 minutes on a 2-core CPU), and the Home page served by `memprobe dashboard` from
 # the wheel in a fresh virtualenv, dashboard-from-wheel.png (tests/e2e/test_wheel_dashboard.py).
 #

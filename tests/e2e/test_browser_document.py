@@ -1,10 +1,12 @@
 """The Document page in chromium: a stored extraction map drawn as a grid of windows, a click on a
 window showing its true suffix beside greedy decoding's output, markup in the document shown as
-text, the HTML report downloaded and escaped, and the document text coloured window by window.
+text, the HTML report downloaded and escaped, and the document text coloured window by window and
+by extraction cost (each token's cheapest window, its b; docs/method.md §21).
 
 The map is of a document on the tiny random model (seconds). ``scripts/screenshots.sh`` sets
 ``MEMPROBE_DOCUMENT_CANARY=1``: the map is then the document canary's on its fine-tuned copy
-(built on first use: minutes), the picture in docs/screenshots/document-map.png.
+(built on first use: minutes), the pictures in docs/screenshots/document-map.png,
+document-text.png and document-cost.png.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tests.e2e.browser_fixtures import (  # noqa: F401 - fixtures used by name
     real_server,
     wait_idle,
 )
+from ui_common.document_view import COLOUR_BY_COST
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 XSS = "<img src=x onerror=alert(1)>"
@@ -116,6 +119,18 @@ def test_the_document_page_draws_the_map_and_shows_a_clicked_window(fake_server,
     page.screenshot(path=str(text_shot), full_page=True)
     if os.environ.get("MEMPROBE_DOCUMENT_CANARY") == "1":
         publish_screenshot(text_shot)
+    # The paper's own view: each token coloured by the cheapest window holding it (its b).
+    page.get_by_text(COLOUR_BY_COST, exact=True).first.click()
+    priced = page.locator("span[title^='b = ']")
+    priced.first.wait_for(timeout=60_000)
+    wait_idle(page)
+    assert priced.count() >= 1
+    assert "expected tries of any decoding" in (priced.first.get_attribute("title") or "")
+    assert page.locator("img[src='x']").count() == 0
+    cost_shot = ARTIFACTS / "document-cost.png"
+    page.screenshot(path=str(cost_shot), full_page=True)
+    if os.environ.get("MEMPROBE_DOCUMENT_CANARY") == "1":
+        publish_screenshot(cost_shot)
 
 
 def test_a_reloaded_tab_follows_the_map_its_job_still_works_on(real_server, page) -> None:  # noqa: F811
