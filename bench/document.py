@@ -14,6 +14,8 @@ Run: ``python bench/document.py [--part verify|scale|canary|all] [--tokens N] [-
   continuations of it on both, scored with nv-recall: the default context (the whole text
   while it fits in 4,096 tokens; ``--turns``, default 24, of 256 tokens) and a short one (the
   last 100 tokens, as long as the copy's training rows; twice the turns, of 128 tokens).
+  Each map's rank-based cost too (b, the greedy-extractable rate, and the share of tokens in
+  each band of the Document page's cost colouring).
 
 Last line of each part: ``verify: teacher forcing A s, generation B s, ratio R, verdicts
 identical on N/N windows``; ``scale: N tokens, W windows, T s, R windows/s``; ``canary: base
@@ -24,6 +26,7 @@ tokens)``.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import tempfile
 import time
@@ -41,6 +44,7 @@ from memprobe_core.documents.continuation_run import (
 )
 from memprobe_core.documents.extraction_map import front_ids, score_windows, summarise
 from memprobe_core.documents.map_run import run_map, start_map
+from memprobe_core.documents.rank_cost import document_token_bits
 from memprobe_core.documents.windows import MapOptions, cut_windows
 from memprobe_core.measuring.sampler import SamplingScheme
 from memprobe_core.models import load
@@ -156,6 +160,7 @@ def canary(base, turns: int) -> None:
                 f"{s.longest_stretch} tokens, median log10 p_z {s.median_log10_p_z} "
                 f"({time.perf_counter() - started:.0f} s)"
             )
+            print(f"{label} cost: {cost_line(stored)}")
             recalls = []
             for context, options in (
                 ("whole context", ContinuationOptions(max_turns=turns, turn_tokens=256)),
@@ -173,6 +178,27 @@ def canary(base, turns: int) -> None:
         f"{figures['base'][1]:.3f} / {figures['base'][2]:.3f}; copy map "
         f"{figures['copy'][0]:.1%} extractable, nv-recall {figures['copy'][1]:.3f} / "
         f"{figures['copy'][2]:.3f} (whole context / last 100 tokens)"
+    )
+
+
+def cost_line(stored) -> str:
+    """The map's rank-based cost (docs/method.md §21) and the colouring of the Document page's
+    cost view: the share of tokens whose cheapest window falls in each band of b."""
+    cost = stored.rank_cost or {}
+    per_token = document_token_bits(cost, stored.document_tokens) if cost else None
+    if per_token is None:
+        return "not recorded"
+    bands = [(1, "under 1 bit"), (10, "1-10"), (20, "10-20"), (40, "20-40"), (math.inf, "40+")]
+    counts = [0] * len(bands)
+    for bits in per_token:
+        if math.isfinite(bits):
+            counts[next(i for i, (high, _) in enumerate(bands) if bits < high)] += 1
+    shares = ", ".join(
+        f"{words} {n / len(per_token):.1%}" for (_, words), n in zip(bands, counts, strict=True)
+    )
+    return (
+        f"b = {cost['extraction_bits']:.1f} bits, greedy-extractable rate "
+        f"{cost['greedy_extractable_rate']:.3f}; tokens by their cheapest window's b: {shares}"
     )
 
 
