@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from memprobe_core.measuring.prior_aware import PAM_KEYS
+
 # How a Table 1 cell aggregates a figure over its units (NaN where no unit measured it):
 # ``mean`` and ``median`` of the numeric values, ``share`` the fraction of true values among
 # the units that recorded one (a boolean verdict such as "ACR > 1").
@@ -193,6 +195,8 @@ COMMON_VERBATIM_COLUMNS: list[str] = [
     "extraction_bits",
     "extraction_not_measured",
     "extraction_window_tokens",
+    # the prior-aware check (measuring.prior_aware; docs/method.md §24), with --pam
+    *PAM_KEYS,
 ]
 
 # Mem's chance level (memprobe_core.chance; docs/method.md §2): the results frame's last columns.

@@ -59,6 +59,25 @@ MEMORISED = "memorised"
 COMMON = "common, not memorised"
 NOT_MEMORISED = "not memorised"
 PAM_VERDICTS = (MEMORISED, COMMON, NOT_MEMORISED)
+# The ``pam_*`` keys of a unit's record (:meth:`PriorAwareCheck.to_record`, or the reason it was
+# not measured): the results frame's columns of the check (attacks.figures).
+PAM_KEYS = (
+    "pam_verdict",
+    "pam_log_ratio",
+    "pam_p",
+    "pam_own_token_p",
+    "pam_prior_token_p",
+    "pam_prefixes",
+    "pam_source",
+    "pam_not_measured",
+)
+# A verdict in one or two words, where counts stand beside each other (a report's Table 1 cell).
+_SHORT = {MEMORISED: "memorised", COMMON: "common", NOT_MEMORISED: "not memorised"}
+
+
+def short_verdict(verdict: str) -> str:
+    """``verdict`` (one of :data:`PAM_VERDICTS`) as a report's Table 1 cell counts it."""
+    return _SHORT[verdict]
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,7 @@ from memprobe_core.membership.verdict import (
 from memprobe_core.option_fields import check_size
 from memprobe_core.report.bracket_cells import BRACKET_COLUMNS, bracket_figures
 from memprobe_core.report.leakage import method_figures, pz_figures
+from memprobe_core.report.pam_cells import PAM_COLUMNS, pam_figures, pam_meta
 from memprobe_core.report.select import apply_selection
 from memprobe_core.report.stats import (
     DEFAULT_RESAMPLES,
@@ -131,6 +132,7 @@ _TABLE1_LEAD = [
     "pz_zero",
     "log10_n_at_p",
     *BRACKET_COLUMNS,
+    *PAM_COLUMNS,
 ]
 # Mem's chance level (memprobe_core.chance): units with one, mean level, mean Mem − chance
 # mean, share of units whose Mem beats it.
@@ -291,6 +293,7 @@ def _table1_row(
         row[metric] = _mean_or_nan(group, metric)
     row.update(pz_figures(group))
     row.update(bracket_figures(group))
+    row.update(pam_figures(group))
     row.update(method_figures(group))
     row.update(_chance_figures(group))
     return row
@@ -556,6 +559,7 @@ def build_report(
             info["chance_rule"] = CHANCE_RULE
             info["chance_undefined"] = undefined_reasons(_extracting(results)["chance_note"])
             info.update(_chance_readings(_extracting(results)))
+        info.update(pam_meta(_in_table1(results)))  # the prior-aware check (§24)
     evaluated = _without_labels(results, left_out)
     membership, roc = membership_table(evaluated, resamples=resamples, seed=seed, fpr_rule=rule)
     info.update(membership_meta(evaluated, membership, rule))

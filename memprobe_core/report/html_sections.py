@@ -50,6 +50,7 @@ from memprobe_core.report.bracket_cells import bracket_lines
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import n_mark, num, p_text, power_of_ten, signed_ci, with_ci
 from memprobe_core.report.leakage import shown_table1_figures, table_cell
+from memprobe_core.report.pam_cells import has_pam, pam_cell, pam_notes, unit_pam_words
 from memprobe_core.stats import SMALL_N
 
 log = logging.getLogger(__name__)
@@ -310,6 +311,8 @@ def table1_section(report: Report, first_figure: int) -> Section:
     columns.update(_pz_columns(t1, report.meta.get("discover_p")))
     columns.update(_method_figure_columns(t1))
     columns.update(_chance_columns(t1))
+    if has_pam(t1):  # the prior-aware check (docs/method.md §24), with --pam
+        columns["Prior-aware check (units)"] = pam_cell
     notes = [
         f"Mem = {report.meta.get('selection_label', 'objective')}. Means with "
         f"{report.meta.get('interval', 'BCa bootstrap 95 %')} intervals "
@@ -326,6 +329,7 @@ def table1_section(report: Report, first_figure: int) -> Section:
             "needed to extract it with probability p."
         )
     notes.extend(chance_notes(report.meta))
+    notes.extend(pam_notes(report.meta))
     section = Section("table1", "Table 1", notes=notes, tables=[_table(t1, columns)])
     section.tables += _bracket_table(t1, report.meta.get("pz_scheme"))
     per_domain = t1[t1["domain"] != "all"]
@@ -596,6 +600,9 @@ def _method_block(unit: dict[str, Any]) -> dict[str, Any]:
     scoring = (unit.get("manifest") or {}).get("scoring")
     output, suffix = str(unit.get("output") or ""), split.get("suffix")
     scores = f"Mem {num(unit.get('mem'))} · LCS_P {num(unit.get('lcs_p'))}"
+    pam = unit_pam_words(unit.get("verbatim"))
+    if pam:  # the unit's prior-aware check (docs/method.md §24)
+        scores += f" · {pam}"
     block = {
         "label": method_label(unit["method"]),
         "prompt": str(unit.get("prompt") or ""),

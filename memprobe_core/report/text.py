@@ -45,6 +45,7 @@ from memprobe_core.report.formatting import (
     with_ci,
 )
 from memprobe_core.report.leakage import shown_table1_figures, table_cell
+from memprobe_core.report.pam_cells import has_pam, pam_cell, pam_notes
 from memprobe_core.report.stats import DEFAULT_RESAMPLES
 from memprobe_core.report.summary import summary_lines
 from memprobe_core.stats import SMALL_N
@@ -145,6 +146,7 @@ def _table1_lines(
             **_pz_columns(t1, discover_p),
             **_method_figure_columns(t1),
             **_chance_columns(t1),
+            **_pam_columns(t1),
         }
     )
     title = (
@@ -158,7 +160,20 @@ def _table1_lines(
             f"\np_z under {meta['pz_scheme']}: median over units with p_z > 0; p_z=0: share of "
             "units with a suffix token the scheme cannot draw; n: samples to extract at p"
         )
-    return [title, table.to_string(index=False), *chance_notes(meta), *_bracket_lines(t1, meta)]
+    return [
+        title,
+        table.to_string(index=False),
+        *chance_notes(meta),
+        *pam_notes(meta),
+        *_bracket_lines(t1, meta),
+    ]
+
+
+def _pam_columns(t1: pd.DataFrame) -> dict[str, list[str]]:
+    """Table 1's prior-aware check column (docs/method.md §24), or none when no cell has one."""
+    if not has_pam(t1):
+        return {}
+    return {"Prior-aware": [pam_cell(row) for _, row in t1.iterrows()]}
 
 
 def _bracket_lines(t1: pd.DataFrame, meta: dict[str, Any]) -> list[str]:
