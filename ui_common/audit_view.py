@@ -44,6 +44,7 @@ from memprobe_core.membership.verdict import (
 )
 from memprobe_core.report.build import Report
 from memprobe_core.report.formatting import SMALL_N_MARK, p_text
+from memprobe_core.report.pam_cells import with_pam_cell
 from memprobe_core.report.stats import DEFAULT_RESAMPLES
 from memprobe_core.runs.eta import EtaModel
 from memprobe_core.snippets.corpus import DOMAINS, demo_corpus, demo_split, nonmember_summary
@@ -422,7 +423,7 @@ def report_view(store: Store, run_id: int) -> None:
         "rough. Paired gains carry "
         "a Wilcoxon signed-rank (or exact sign) test, Holm-adjusted across the report."
     )
-    tables.show(report.table1, key=f"audit_table1_{run_id}")
+    tables.show(with_pam_cell(report.table1), key=f"audit_table1_{run_id}")
     unranked = extraction_cost_note(report.table1)
     if unranked:
         st.caption(unranked)

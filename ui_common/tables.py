@@ -90,6 +90,16 @@ COLUMN_LABELS: dict[str, str] = {
     "extraction_bits_units": "units with an extraction cost",
     "extraction_not_measured": "extraction cost not measured",
     "extraction_window_tokens": "extraction cost window (tokens)",
+    # the prior-aware check (§24): a unit's verdict, a Table 1 cell's verdicts in words
+    "pam": "prior-aware check (units)",
+    "pam_verdict": "prior-aware check",
+    "pam_log_ratio": "prior-aware log10 ratio",
+    "pam_p": "prior-aware p",
+    "pam_own_token_p": "token p after own prefix",
+    "pam_prior_token_p": "token p after unrelated prefixes",
+    "pam_prefixes": "unrelated prefixes",
+    "pam_source": "unrelated prefixes from",
+    "pam_not_measured": "prior-aware check not measured",
     # each method's own figures (MethodSpec.figures)
     **{figure.name: figure.label for figure in figures()},
     # Mem's chance level
@@ -229,6 +239,7 @@ _COUNTS = frozenset(
         "chance_n",
         "extraction_bits_units",
         "extraction_window_tokens",
+        "pam_prefixes",
         "units_done",
         "units_error",
         "units_total",

@@ -152,3 +152,12 @@ def _count(value: Any) -> int:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return 0
     return int(value)
+
+
+def with_pam_cell(t1: pd.DataFrame, label: str = "pam") -> pd.DataFrame:
+    """Table 1 for a screen: the check's count columns folded into one column of
+    :func:`pam_cell`'s words (``label``), or dropped when no cell checked a unit."""
+    shown = t1.drop(columns=[c for c in PAM_COLUMNS if c in t1])
+    if has_pam(t1):
+        shown[label] = [pam_cell(row) for row in t1.to_dict("records")]
+    return shown
