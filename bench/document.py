@@ -1,6 +1,7 @@
 """Whole documents on the embedded Gemma (docs/method.md §19, §20), side by side in one process.
 
-Run: ``python bench/document.py [--part verify|scale|canary|all] [--tokens N] [--turns T]``.
+Run: ``python bench/document.py [--part verify|scale|canary|all] [--tokens N] [--turns T]
+[--canary-words W] [--canary-maps-only]``.
 
 - ``verify``: the built-in Apache License 2.0 text mapped by teacher forcing, then every window
   generated greedily with ``model.generate``: greedy verdicts and match lengths compared on every
@@ -35,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memprobe_core.documents.builtin import builtin_document
-from memprobe_core.documents.canary import ensure_document_canary
+from memprobe_core.documents.canary import DocumentCanarySettings, ensure_document_canary
 from memprobe_core.documents.continuation import ContinuationOptions
 from memprobe_core.documents.continuation_run import (
     read_continuation,
@@ -134,10 +135,11 @@ def scale(victim, tokens: int) -> None:
     )
 
 
-def canary(base, turns: int) -> None:
+def canary(base, turns: int, words: int, *, continuations: bool = True) -> None:
     built = time.perf_counter()
     made = ensure_document_canary(
-        on_progress=lambda d, n, m: print(f"  fine-tuning {d}/{n}: {m}", flush=True)
+        DocumentCanarySettings(words=words),
+        on_progress=lambda d, n, m: print(f"  fine-tuning {d}/{n}: {m}", flush=True),
     )
     print(f"document canary: {made.model_path} ({time.perf_counter() - built:.0f} s to get)")
     print(
@@ -161,6 +163,9 @@ def canary(base, turns: int) -> None:
                 f"({time.perf_counter() - started:.0f} s)"
             )
             print(f"{label} cost: {cost_line(stored)}")
+            if not continuations:
+                figures[label] = (s.extractable_share,)
+                continue
             recalls = []
             for context, options in (
                 ("whole context", ContinuationOptions(max_turns=turns, turn_tokens=256)),
@@ -173,6 +178,12 @@ def canary(base, turns: int) -> None:
             ):
                 recalls.append(continuation(store, made.text, victim, label, context, options))
             figures[label] = (s.extractable_share, *recalls)
+    if not continuations:
+        print(
+            f"canary: base map {figures['base'][0]:.1%} extractable; copy map "
+            f"{figures['copy'][0]:.1%} extractable (maps only)"
+        )
+        return
     print(
         f"canary: base map {figures['base'][0]:.1%} extractable, nv-recall "
         f"{figures['base'][1]:.3f} / {figures['base'][2]:.3f}; copy map "
@@ -233,12 +244,24 @@ def main() -> None:
         "about 5,000 tokens, so 12 turns cannot cover it; the short-context continuation gets "
         "twice as many turns of 128 tokens)",
     )
+    parser.add_argument(
+        "--canary-words",
+        type=int,
+        default=DocumentCanarySettings().words,
+        help="the canary document's least word count (a shorter one trains in proportion less "
+        "time: its own copy, cached beside the default one)",
+    )
+    parser.add_argument(
+        "--canary-maps-only",
+        action="store_true",
+        help="the canary's maps and their costs only, no continuations",
+    )
     args = parser.parse_args()
     base = load("gemma-3-270m")
     if args.part in ("verify", "all"):
         verify(base)
     if args.part in ("canary", "all"):
-        canary(base, args.turns)
+        canary(base, args.turns, args.canary_words, continuations=not args.canary_maps_only)
     if args.part in ("scale", "all"):
         scale(base, args.tokens)
 
