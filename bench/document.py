@@ -1,7 +1,7 @@
 """Whole documents on the embedded Gemma (docs/method.md §19, §20), side by side in one process.
 
 Run: ``python bench/document.py [--part verify|scale|canary|all] [--tokens N] [--turns T]
-[--canary-words W] [--canary-maps-only]``.
+[--canary-words W] [--canary-fp32] [--canary-maps-only]``.
 
 - ``verify``: the built-in Apache License 2.0 text mapped by teacher forcing, then every window
   generated greedily with ``model.generate``: greedy verdicts and match lengths compared on every
@@ -135,10 +135,12 @@ def scale(victim, tokens: int) -> None:
     )
 
 
-def canary(base, turns: int, words: int, *, continuations: bool = True) -> None:
+def canary(
+    base, turns: int, settings: DocumentCanarySettings, *, continuations: bool = True
+) -> None:
     built = time.perf_counter()
     made = ensure_document_canary(
-        DocumentCanarySettings(words=words),
+        settings,
         on_progress=lambda d, n, m: print(f"  fine-tuning {d}/{n}: {m}", flush=True),
     )
     print(f"document canary: {made.model_path} ({time.perf_counter() - built:.0f} s to get)")
@@ -252,6 +254,12 @@ def main() -> None:
         "time: its own copy, cached beside the default one)",
     )
     parser.add_argument(
+        "--canary-fp32",
+        action="store_true",
+        help="fine-tune the canary without bfloat16 autocast (a CPU without AVX512-BF16 or AMX "
+        "emulates bfloat16 and is many times slower with it)",
+    )
+    parser.add_argument(
         "--canary-maps-only",
         action="store_true",
         help="the canary's maps and their costs only, no continuations",
@@ -261,7 +269,10 @@ def main() -> None:
     if args.part in ("verify", "all"):
         verify(base)
     if args.part in ("canary", "all"):
-        canary(base, args.turns, args.canary_words, continuations=not args.canary_maps_only)
+        settings = DocumentCanarySettings(
+            words=args.canary_words, bf16_autocast=not args.canary_fp32
+        )
+        canary(base, args.turns, settings, continuations=not args.canary_maps_only)
     if args.part in ("scale", "all"):
         scale(base, args.tokens)
 
