@@ -50,6 +50,7 @@ from memprobe_core.documents.map_report import (
     WHOLE_WORDS,
     CostSpan,
     TextSpan,
+    bracket_line,
     cost_headline,
     cost_spans,
     cost_view_html,
@@ -462,6 +463,11 @@ def show_map(stored: StoredMap, *, key: str) -> None:
             delta_arrow="off",
             help=helps.get(label),
         )
+    bracket = bracket_line(stored)
+    if bracket:
+        # The bracket around the least protected window's p_z (docs/method.md §22), in the
+        # probe's words; plain text with controls shown, like the summary below.
+        st.text(show_controls(bracket))
     st.html(f"<p>{written_back_legend(written_back(stored))}</p>")
     st.text(show_controls(describe_map(stored)))
     frame = map_frame(stored)

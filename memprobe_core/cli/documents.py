@@ -35,6 +35,7 @@ from memprobe_core.documents.continuation_run import (
     run_continuation_stored,
     start_continuation,
 )
+from memprobe_core.documents.map_near_verbatim import MapBoundOptions
 from memprobe_core.documents.map_report import describe_map, map_frame, map_html, map_json
 from memprobe_core.documents.map_run import (
     MapProgress,
@@ -134,6 +135,10 @@ PZ_OPTIONS = (
     "extraction_window_tokens",
     "extraction_rank_cap",
 )
+# The near-verbatim search's budget, as probe's (declared once, in MeasureOptions); which
+# windows it measures is the map's own option (MapBoundOptions).
+NEAR_VERBATIM_OPTIONS = ("near_verbatim_edits", "near_verbatim_beams")
+MAP_MEASURE_OPTIONS = PZ_OPTIONS + NEAR_VERBATIM_OPTIONS
 
 
 def add_document_parser(sub: argparse._SubParsersAction) -> None:
@@ -186,6 +191,12 @@ def add_document_parser(sub: argparse._SubParsersAction) -> None:
     )
     for name in PZ_OPTIONS:
         option_flags.add_flag_of(pz, MeasureOptions, name)
+    near = parser.add_argument_group(
+        "map: the near-verbatim lower bound of the least protected windows (docs/method.md §22)"
+    )
+    option_flags.add_flags(near, MapBoundOptions)
+    for name in NEAR_VERBATIM_OPTIONS:
+        option_flags.add_flag_of(near, MeasureOptions, name)
     option_flags.add_flags(parser.add_argument_group("continue"), ContinuationOptions)
     add_executor_options(parser)
     out = parser.add_argument_group("output")
@@ -251,7 +262,11 @@ def _given_flags(args: argparse.Namespace, cls: type, names: tuple[str, ...] = (
 def _refuse_unused_flags(args: argparse.Namespace) -> None:
     """A flag of the other mode, or any run option with --resume / --show, would be silently
     ignored: refused instead, naming it."""
-    map_flags = _given_flags(args, MapOptions) + _given_flags(args, MeasureOptions, PZ_OPTIONS)
+    map_flags = (
+        _given_flags(args, MapOptions)
+        + _given_flags(args, MeasureOptions, MAP_MEASURE_OPTIONS)
+        + _given_flags(args, MapBoundOptions)
+    )
     continue_flags = _given_flags(args, ContinuationOptions)
     stored = "--resume" if args.resume is not None else "--show" if args.show is not None else ""
     if stored and (map_flags or continue_flags or args.mode != "map"):
@@ -413,6 +428,11 @@ def _start(args: argparse.Namespace, store: Any, executor: Any) -> Stored:
             title=args.title,
             models=recorded,
             cost=measure.inextractability,
+            bound=MapBoundOptions(
+                **option_flags.read_flags(args, MapBoundOptions),
+                edits=measure.near_verbatim_edits,
+                beams=measure.near_verbatim_beams,
+            ),
         )
     else:
         options = ContinuationOptions(**option_flags.read_flags(args, ContinuationOptions))
@@ -443,7 +463,7 @@ def _work(store: Any, run_id: int, mode: str, victim: Any, scorer: Any = None) -
 
 def _given_pz(args: argparse.Namespace) -> dict[str, Any]:
     given = option_flags.read_flags(args, MeasureOptions)
-    return {k: v for k, v in given.items() if k in PZ_OPTIONS}
+    return {k: v for k, v in given.items() if k in MAP_MEASURE_OPTIONS}
 
 
 def _document_text(args: argparse.Namespace) -> tuple[str, str]:

@@ -14,6 +14,7 @@ from typing import Any
 from memprobe_core.attacks.options import BUILT_IN_CLASSES, AttackOptions
 from memprobe_core.config import ScoringConfig
 from memprobe_core.documents.continuation import ContinuationOptions
+from memprobe_core.documents.map_near_verbatim import MapBoundOptions
 from memprobe_core.documents.nv_recall import NvRecallOptions
 from memprobe_core.documents.windows import MapOptions
 from memprobe_core.membership.options import MeasureOptions
@@ -42,7 +43,7 @@ FLAG_CLASSES: dict[str, type] = {
 COMMAND_CLASSES: dict[str, tuple[type, ...]] = {
     "ner": (NerAuditConfig,),
     "nv-recall": (NvRecallOptions,),
-    "document": (MapOptions, ContinuationOptions),
+    "document": (MapOptions, MapBoundOptions, ContinuationOptions),
 }
 
 

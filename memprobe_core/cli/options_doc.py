@@ -26,6 +26,7 @@ from memprobe_core.attacks.options import BUILT_IN_CLASSES, AttackOptions
 from memprobe_core.cli.option_flags import switch_text, switches_off
 from memprobe_core.config import ScoringConfig
 from memprobe_core.documents.continuation import ContinuationOptions
+from memprobe_core.documents.map_near_verbatim import MapBoundOptions
 from memprobe_core.documents.nv_recall import NvRecallOptions
 from memprobe_core.documents.windows import MapOptions
 from memprobe_core.membership.options import MeasureOptions
@@ -149,7 +150,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "ner-flags": lambda: flags_table(("", NerAuditConfig)),
     "ner-fields": lambda: fields_table(NerAuditConfig),
     "nv-recall-flags": lambda: flags_table(("", NvRecallOptions)),
-    "document-flags": lambda: flags_table(("", MapOptions)),
+    "document-flags": lambda: flags_table(("", MapOptions), ("", MapBoundOptions)),
     "continue-flags": lambda: flags_table(("", ContinuationOptions)),
 }
 

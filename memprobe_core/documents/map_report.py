@@ -15,9 +15,11 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
+from memprobe_core.documents.map_near_verbatim import DocumentBound, document_bound
 from memprobe_core.documents.map_run import StoredMap
 from memprobe_core.documents.rank_cost import document_token_bits
 from memprobe_core.highlight import escape_html, jinja_finalize
+from memprobe_core.measuring.bracket import describe_bracket
 from memprobe_core.models.endpoints import describe_endpoint
 
 # The map's colour scale: the share of a window's suffix greedy decoding writes back.
@@ -282,7 +284,55 @@ def map_json(stored: StoredMap) -> dict[str, Any]:
         # colour the text by them): the JSON stays the size of its figures.
         "rank_cost": {k: v for k, v in (stored.rank_cost or {}).items() if k != "token_log2_bounds"}
         or None,
+        **near_verbatim_json(stored),
     }
+
+
+def near_verbatim_json(stored: StoredMap) -> dict[str, Any]:
+    """The document's near-verbatim lower bound for ``--json`` (docs/method.md §22): the
+    highest of the measured windows' (``None`` with ``near_verbatim_window`` ``None`` when none
+    was measured), which window, and every measured window's record."""
+    found = document_bound(stored.near_verbatim)
+    return {
+        "near_verbatim_log10_lower": found.log10_lower if found else None,
+        "near_verbatim_window": found.window["window"] if found else None,
+        "near_verbatim_edits": found.window.get("near_verbatim_edits") if found else None,
+        "near_verbatim_windows": list(stored.near_verbatim),
+    }
+
+
+def bracket_record(stored: StoredMap, found: DocumentBound) -> dict[str, Any]:
+    """The document's bracket as :func:`describe_bracket` reads a unit's: the bound's window
+    (its near-verbatim lower bound and its p_z, under the map's scheme) and the document's
+    rank-based b."""
+    window = found.window
+    record: dict[str, Any] = {
+        "pz_scheme": stored.pz.scheme.label(),
+        "log10_p_z": window.get("log10_p_z"),
+        "near_verbatim_log10_lower": found.log10_lower,
+        "near_verbatim_edits": window.get("near_verbatim_edits"),
+    }
+    if stored.rank_cost and stored.rank_cost.get("extraction_windows") is not None:
+        record["extraction_bits"] = stored.rank_cost.get("extraction_bits")
+        record["extraction_window_tokens"] = stored.rank_cost.get("extraction_window_tokens")
+    return record
+
+
+def bracket_line(stored: StoredMap) -> str | None:
+    """The document's bracket in words (lower ≤ p_z ≤ upper), naming the window its lower
+    side and p_z are of; ``None`` when no window's bound was measured (a run from before the
+    bound, or ``--near-verbatim-windows 0``): the rank cost is then shown alone, as before."""
+    found = document_bound(stored.near_verbatim)
+    if found is None:
+        return None
+    window = found.window
+    start = int(window["suffix_start"])
+    end = start + int(window["suffix_tokens"])
+    return (
+        f"{describe_bracket(bracket_record(stored, found))} Near-verbatim and p_z: window "
+        f"{window['window']} (suffix tokens {start}-{end}), the highest bound of the "
+        f"{found.measured:,} window(s) with the highest p_z measured; b: the whole document."
+    )
 
 
 def log10_text(value: float) -> str:
@@ -310,6 +360,9 @@ def describe_map(stored: StoredMap) -> str:
     ]
     if stored.rank_cost:
         lines.append(rank_cost_line(stored.rank_cost))
+    bracket = bracket_line(stored)
+    if bracket:
+        lines.append(bracket)
     if stored.endpoint:
         lines.insert(1, f"sent to {describe_endpoint(stored.endpoint)}")
     if stored.errors:

@@ -29,6 +29,12 @@ from memprobe_core.documents.extraction_map import (
     score_windows,
     summarise,
 )
+from memprobe_core.documents.map_near_verbatim import (
+    SETTING_KEY,
+    MapBoundOptions,
+    measure_bounds,
+    stored_bounds,
+)
 from memprobe_core.documents.rank_cost import document_rank_cost
 from memprobe_core.documents.stored import (
     KIND,
@@ -126,11 +132,13 @@ def start_map(
     title: str = "",
     models: dict[str, Any] | None = None,
     cost: InextractabilityOptions | None = None,
+    bound: MapBoundOptions | None = None,
 ) -> int:
     """Record a new extraction map of ``text`` on ``victim`` and return its run id (nothing is
     scored yet). The run records the victim's endpoint and, given ``models`` (a
     ``ModelNames`` dict), how to load it again; ``cost``: l and m of the document's rank-based
-    extraction cost (default: the paper's).
+    extraction cost (default: the paper's); ``bound``: which windows get the near-verbatim
+    lower bound (default: the one with the highest p_z).
 
     Raises:
         MissingModelError: the victim has no weights.
@@ -165,6 +173,7 @@ def start_map(
         "map": asdict(options),
         "pz": asdict(pz),
         "inextractability": asdict(cost or InextractabilityOptions()),
+        SETTING_KEY: asdict(bound or MapBoundOptions()),
         **victim_record(victim, models),
     }
     units = (UnitKey(w.id, MAP_METHOD, options.window_tokens) for w in windows)
@@ -213,6 +222,10 @@ class StoredMap:
     # The whole document's rank-based extraction cost (docs/method.md §21), made once every
     # window is scored (None before, or for a run recorded before memprobe made it).
     rank_cost: dict[str, Any] | None = None
+    # The near-verbatim lower bound's window records (docs/method.md §22), in document order,
+    # made after the rank cost (empty before, with --near-verbatim-windows 0, or for a run
+    # recorded before memprobe made them).
+    near_verbatim: tuple[dict[str, Any], ...] = ()
 
     @property
     def summary(self) -> MapSummary:
@@ -260,6 +273,7 @@ def read_map(store: Store, run_id: int) -> StoredMap:
         token_starts=tuple(doc["token_starts"]) if doc.get("token_starts") else None,
         endpoint=recorded_endpoint(run),
         rank_cost=config.get("rank_cost"),
+        near_verbatim=tuple(stored_bounds(config)),
     )
 
 
@@ -382,6 +396,14 @@ def run_map(
         store.set_run_status(run_id, "interrupted")
         raise
     _record_rank_cost(store, run_id, victim, ids)
+    try:
+        complete = _record_near_verbatim(store, run_id, victim, ids, pz, cancel)
+    except KeyboardInterrupt:  # the bounds made so far are kept; a resume makes the rest
+        store.set_run_status(run_id, "interrupted")
+        raise
+    if not complete:
+        store.set_run_status(run_id, "interrupted")
+        return read_map(store, run_id)
     store.set_run_status(run_id, "finished")
     return read_map(store, run_id)
 
@@ -397,6 +419,30 @@ def _record_rank_cost(store: Store, run_id: int, victim: Any, ids: list[int]) ->
     options = InextractabilityOptions(**config.get("inextractability", {}))
     config["rank_cost"] = document_rank_cost(victim.torch_model, ids, front, options=options)
     store.update_run(run_id, config=config)
+
+
+def _record_near_verbatim(
+    store: Store,
+    run_id: int,
+    victim: Any,
+    ids: list[int],
+    pz: PzSetting,
+    cancel: threading.Event | None,
+) -> bool:
+    """The near-verbatim lower bound of the run's least protected windows (docs/method.md
+    §22), each kept in the run's config as it is made; ``False`` when ``cancel`` stopped it
+    (a resume makes the rest)."""
+    config = map_config(store, run_id)
+    return measure_bounds(
+        config,
+        read_map(store, run_id).scores,
+        model=victim.torch_model,
+        ids=ids,
+        front=front_ids(victim.tokenizer, config["document"]["text"]),
+        scheme=pz.scheme,
+        save=lambda changed: store.update_run(run_id, config=changed),
+        cancel=cancel,
+    )
 
 
 def _window(window_id_: str, options: MapOptions) -> Window:
