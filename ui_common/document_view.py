@@ -45,6 +45,7 @@ from memprobe_core.documents.estimate import (
     window_count,
 )
 from memprobe_core.documents.extraction_map import WindowScore
+from memprobe_core.documents.map_near_verbatim import AFTER_WINDOWS
 from memprobe_core.documents.map_report import (
     PART_WORDS,
     WHOLE_WORDS,
@@ -347,7 +348,8 @@ def job(store: Store, run_id: int, mode: str, victim: Any) -> JobFunction:
                 total=p.total,
                 rate=p.rate or None,
                 eta=p.eta_s,
-                message=f"{p.done}/{p.total} windows",
+                message=f"{p.done}/{p.total} windows"
+                + (f" · {AFTER_WINDOWS}" if p.done == p.total else ""),
             )
 
         return run_map(store, run_id, victim, on_progress=on_progress, cancel=cancel, scorer=scorer)

@@ -35,7 +35,7 @@ from memprobe_core.documents.continuation_run import (
     run_continuation_stored,
     start_continuation,
 )
-from memprobe_core.documents.map_near_verbatim import MapBoundOptions
+from memprobe_core.documents.map_near_verbatim import AFTER_WINDOWS, MapBoundOptions
 from memprobe_core.documents.map_report import describe_map, map_frame, map_html, map_json
 from memprobe_core.documents.map_run import (
     MapProgress,
@@ -480,6 +480,8 @@ def _map_progress(progress: MapProgress) -> None:
         sys.stderr,
         flush=True,
     )
+    if progress.done == progress.total:
+        echo(AFTER_WINDOWS, sys.stderr, flush=True)
 
 
 def _turn_progress(progress: TurnProgress) -> None:

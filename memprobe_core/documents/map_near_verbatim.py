@@ -49,6 +49,14 @@ BOUNDS_KEY = "near_verbatim_bounds"
 MAX_BOUND_WINDOWS = 1000
 
 
+# What a map does after its last window, said where its progress is shown: the search of one
+# window can take minutes on a CPU, with no window left to count.
+AFTER_WINDOWS = (
+    "every window scored; now the document's rank cost (one pass) and the near-verbatim lower "
+    "bound of its least protected window(s) (a beam search each)"
+)
+
+
 @dataclass(frozen=True)
 class MapBoundOptions:
     """Which windows of a map get the near-verbatim lower bound, and the search's budget.

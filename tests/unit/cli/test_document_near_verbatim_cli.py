@@ -9,6 +9,7 @@ import json
 import pytest
 
 from memprobe_core.cli import main
+from memprobe_core.documents.map_near_verbatim import AFTER_WINDOWS
 from memprobe_core.store import Store
 from tests.unit.cli.tiny_victim import TEXT
 
@@ -31,7 +32,9 @@ def test_json_gives_the_documents_bound_and_window_and_show_gives_it_again(
 ):
     flags = ["--near-verbatim-windows", "2", "--near-verbatim-edits", "1"]
     assert document(tmp_path, str(doc), "--victim", "tiny", *SMALL, *flags, "--json") == 0
-    shown = json.loads(capsys.readouterr().out)
+    out = capsys.readouterr()
+    shown = json.loads(out.out)
+    assert out.err.index(AFTER_WINDOWS) > out.err.index("windows/s")  # said after the last one
     windows = shown["near_verbatim_windows"]
     assert len(windows) == 2 and {w["near_verbatim_edits"] for w in windows} == {1}
     best = max(windows, key=lambda w: w["near_verbatim_log10_lower"])
