@@ -42,6 +42,9 @@ def test_audit_and_report_on_embedded_models(tmp_path, capsys):
             "4",
             "--title",
             "CI embedded audit",
+            # Nothing below reads the near-verbatim bound, a beam search per snippet (~10-15 s on
+            # a CPU); its own tests are test_near_verbatim_embedded.py and the unit tests.
+            "--no-near-verbatim",
         ]
     )
     captured = capsys.readouterr()

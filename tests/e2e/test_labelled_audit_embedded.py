@@ -26,6 +26,9 @@ def test_labelled_audit_reports_auroc_per_signal_and_method(tmp_path, capsys):
     args = ["--store", str(store), "audit", "--corpus", "--nonmembers", "--domains", "legal"]
     args += ["--per-domain", "3", "--lengths", "60", "--methods", "ps_base", "--seed", "0"]
     args += ["--recall-shots", "1"]
+    # Nothing below reads the near-verbatim bound, a beam search per snippet (~10-15 s on a CPU);
+    # its own tests are test_near_verbatim_embedded.py and the unit tests.
+    args += ["--no-near-verbatim"]
     code = main(args)
     captured = capsys.readouterr()
     assert code == 0, captured.err
