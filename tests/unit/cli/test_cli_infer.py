@@ -203,3 +203,21 @@ def test_whitespace_split_texts_shorter_than_the_length_are_refused(tmp_path, ca
     assert main(argv) == 2
     assert "8 text(s) have fewer than 500 words" in capsys.readouterr().err
     assert not store.exists() or Store(store).list_runs() == []
+
+
+def test_an_inference_measures_the_signals_and_nothing_of_extraction(tmp_path, capsys, tiny_models):
+    """On a victim with weights an audit also measures p_z, the near-verbatim bound and the
+    rank-based cost beside every unit; dataset inference reads the signals alone, so it measures
+    none of them (docs/method.md §10, "Dataset inference")."""
+    suspect, heldout = _sets(tmp_path)
+    store = tmp_path / "runs.sqlite"
+    argv = ["--store", str(store), "infer", str(suspect), "--heldout", str(heldout)]
+    assert main([*argv, "--victim", "tiny", "--lengths", "24"]) == 0, capsys.readouterr().err
+    with Store(store) as opened:
+        run = opened.list_runs()[0]
+        units = opened.units(run["id"], status="done")
+        measure = opened.get_run(run["id"])["config"]["options"]["measure"]
+    assert len(units) == 16 and all(u["membership"].get("loss") is not None for u in units)
+    assert not measure["pz"] and not measure["pam"]
+    measured = {k for u in units for k in (u["verbatim"] or {})}
+    assert not {"log10_p_z", "near_verbatim_log10_lower", "extraction_bits"} & measured, measured
