@@ -6,13 +6,20 @@ audits it (12 + 12 texts, fine-tuned once and cached);
 the same texts, exported with their ids and labels, are audited on the base model twice. The diff
 must show the copy leaking more, significantly; the base against itself must show no significant
 change; the gate must exit 1 and 0 on them, and its JUnit file must parse.
+
+The extraction-risk bracket and the prior-aware check on the same runs (docs/method.md §21, §22,
+§24): every trained canary costs the copy far fewer bits than the base model, its near-verbatim
+lower bound rises, the prior-aware check calls the canaries memorised on the copy and nothing
+memorised on the base; a gate with `[limits] min_bits` fails the copy and passes the base.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import statistics
 import xml.etree.ElementTree as ET
+from collections import Counter
 
 import pytest
 
@@ -29,7 +36,8 @@ def test_the_canary_copy_leaks_more_than_the_base_and_the_base_matches_itself(tm
     cli = ["--store", str(store)]
     # 12 + 12 texts: with 6 + 6 the Holm-corrected AUROC changes were significant on one
     # machine's generated pool and not on another's (p Holm 0.016 vs 0.10-0.13).
-    assert main([*cli, "audit", "--corpus", "--canaries", "--per-domain", "12", *AUDIT]) == 0
+    canaries = ["--corpus", "--canaries", "--per-domain", "12"]
+    assert main([*cli, "audit", *canaries, *AUDIT, "--pam"]) == 0
     with Store(store) as opened:
         texts = opened.samples(1)
     dataset = tmp_path / "canaries.jsonl"
@@ -42,9 +50,11 @@ def test_the_canary_copy_leaks_more_than_the_base_and_the_base_matches_itself(tm
     )
     on_base = [str(dataset), "--id-column", "id", "--domain-column", "domain"]
     on_base += ["--victim", "gemma-3-270m", "--base", "gemma-3-270m", *AUDIT]
-    assert main([*cli, "audit", *on_base]) == 0  # run 2
-    assert main([*cli, "audit", *on_base]) == 0  # run 3: the same audit again
+    assert main([*cli, "audit", *on_base, "--pam"]) == 0  # run 2
+    # Run 3, the same audit again (its bracket's lower side is left out: no test reads it).
+    assert main([*cli, "audit", *on_base, "--no-near-verbatim"]) == 0
     capsys.readouterr()
+    check_the_bracket_and_the_prior_aware_check(store, tmp_path, capsys)
 
     assert main([*cli, "diff", "2", "1", "--json", "--resamples", "2000"]) == 0
     leak = json.loads(capsys.readouterr().out)
@@ -85,3 +95,58 @@ def test_the_canary_copy_leaks_more_than_the_base_and_the_base_matches_itself(tm
     assert suite is not None and int(suite.get("failures", "0")) >= 1
     if not voided:
         assert gate(3) == 0
+
+
+def _figures(store, run_id: int) -> dict[str, dict]:
+    """snippet id -> its verbatim unit's label, b, near-verbatim bound and prior-aware verdict."""
+    with Store(store) as opened:
+        frame = opened.results_frame(run_id)
+    rows = frame[frame["method"] == "verbatim"].to_dict("records")
+    return {r["snippet_id"]: r for r in rows}
+
+
+def _log10(row: dict, column: str) -> float:
+    """A log10 probability of the row; -inf for a probability of 0 (stored as missing)."""
+    value = row.get(column)
+    return float("-inf") if value is None or value != value else float(value)
+
+
+def _lower(row: dict) -> float:
+    return _log10(row, "near_verbatim_log10_lower")
+
+
+def check_the_bracket_and_the_prior_aware_check(store, tmp_path, capsys) -> None:
+    """Measured on one machine's pool (docs/benchmarks.md, "Canary demo with the bracket"): the
+    trained canaries cost the copy 5-12 bits and the base 138-228, held-out texts 123 and 215
+    (medians); 6 of 6 canaries memorised on the copy, none on the base or among held-out texts."""
+    copy, base = _figures(store, 1), _figures(store, 2)
+    members = [k for k, r in copy.items() if r["label"] == "member"]
+    held_out = [k for k, r in copy.items() if r["label"] == "nonmember"]
+    assert len(members) == len(held_out) == 12
+    for snippet_id in members:
+        assert copy[snippet_id]["extraction_bits"] < base[snippet_id]["extraction_bits"]
+        assert _lower(copy[snippet_id]) >= _lower(base[snippet_id])
+        assert _lower(copy[snippet_id]) >= _log10(copy[snippet_id], "log10_p_z")  # never below
+    median = statistics.median
+    assert median(copy[k]["extraction_bits"] for k in members) < median(
+        copy[k]["extraction_bits"] for k in held_out
+    )
+    assert median(_lower(copy[k]) for k in members) > median(_lower(base[k]) for k in members)
+    verdicts = {
+        (model, label): Counter(r["pam_verdict"] for r in runs.values() if r["label"] == label)
+        for model, runs in (("copy", copy), ("base", base))
+        for label in ("member", "nonmember")
+    }
+    assert verdicts["copy", "member"]["memorised"] >= 9, verdicts
+    assert verdicts["base", "member"]["memorised"] == 0, verdicts
+    assert verdicts["base", "nonmember"]["memorised"] == 0, verdicts
+    assert verdicts["copy", "nonmember"]["memorised"] <= 1, verdicts
+
+    # The gate limits the least protected unit's b: the copy fails, the base passes.
+    policy = tmp_path / "bits.toml"
+    policy.write_text("[limits]\nmin_bits = 40\n", encoding="utf-8")
+    cli = ["--store", str(store), "gate"]
+    assert main([*cli, "1", "--policy", str(policy)]) == 1
+    assert "FAIL limits.min_bits at verbatim @ 64" in capsys.readouterr().out
+    assert main([*cli, "2", "--policy", str(policy)]) == 0
+    assert "limits.min_bits at verbatim @ 64" in capsys.readouterr().out
