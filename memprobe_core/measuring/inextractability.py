@@ -157,7 +157,8 @@ def extraction_cost(
     sums = window_log2_p(token_log2_bounds(ranks, log_probs, options.rank_cap), window)
     worst = int(sums.argmax())  # numpy's argmax: the first maximum, as the reference's strict >
     return ExtractionCost(
-        bits=-float(sums[worst]),
+        # 0.0 − x, not −x: a window of rank-1 tokens costs 0 bits, not −0.0 (shown as "-0.0")
+        bits=0.0 - float(sums[worst]),
         worst_start=worst,
         worst_end=worst + window,
         window_tokens=window,
@@ -182,7 +183,7 @@ def token_min_bits(factors: Sequence[float | None], window_tokens: int) -> list[
         return []
     values = [-math.inf if f is None else f for f in factors]
     window = min(window_tokens, len(values))
-    bits = -window_log2_p(values, window)  # one per window start
+    bits = 0.0 - window_log2_p(values, window)  # one per window start (0.0 −: never −0.0)
     # Pad ∞ on both sides so every token sees exactly l candidate starts, real or not.
     padded = np.concatenate([np.full(window - 1, math.inf), bits, np.full(window - 1, math.inf)])
     covering = np.lib.stride_tricks.sliding_window_view(padded, window)[: len(values)]

@@ -12,6 +12,7 @@ from memprobe_core.measuring.inextractability import (
     InextractabilityOptions,
     extraction_cost,
     greedy_extractable_windows,
+    token_min_bits,
     token_ranks,
 )
 
@@ -131,3 +132,13 @@ def test_capped_ranks_are_exact_up_to_the_cap_and_give_log_probs_only_past_it():
     assert extraction_cost(capped, capped_log_probs, options) == extraction_cost(
         exact, log_probs, options
     )
+
+
+def test_a_window_of_rank_one_tokens_costs_zero_bits_not_minus_zero():
+    """p = 1 gives b = 0, shown "0.0": a negated 0.0 would be −0.0, which prints "-0.0" (the
+    document canary's map showed "b = -0.0 bits")."""
+    cost = extraction_cost([1, 1, 1], [0.0] * 3, InextractabilityOptions(window_tokens=2))
+    assert cost is not None and math.copysign(1.0, cost.bits) == 1.0 and cost.bits == 0.0
+    assert f"{cost.bits:.1f}" == "0.0"
+    per_token = token_min_bits([0.0, 0.0, 0.0], 2)
+    assert [f"{b:.1f}" for b in per_token] == ["0.0", "0.0", "0.0"]
